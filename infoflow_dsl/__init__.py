@@ -1,0 +1,36 @@
+"""infoflow: compile target functions over token sequences into transformer weights.
+
+The Python API (DESIGN.md):
+
+>>> import infoflow_dsl as ifl
+>>> prog = ifl.load_program("compiled_examples/min_pairwise.iflow")   # parse + check
+>>> y_ref = ifl.evaluate(prog, x)       # the exact target, float64: (B, T, d) -> (B,) or (B, k)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .check import check
+from .diagnostics import Diagnostic, ProgramError
+from .evaluate import evaluate
+from .parse import parse
+from .sampling import sample_inputs
+from .typed import Program
+
+__all__ = [
+    "Diagnostic", "Program", "ProgramError", "evaluate", "load_program", "parse_program", "sample_inputs",
+]
+
+
+def parse_program(source: str, path: str = "<string>", length: int | None = None,
+                  margin: float | None = None) -> Program:
+    """Parse and check program text; ``length``/``margin`` override its declarations."""
+    return check(parse(source, path), path, source, length=length, margin=margin)
+
+
+def load_program(path: str | Path, length: int | None = None, margin: float | None = None) -> Program:
+    """Read, parse and check a ``.iflow`` file. Raises :class:`ProgramError` for every fault
+    in the program, ``OSError`` when the file cannot be read."""
+    source = Path(path).read_text(encoding="utf-8")
+    return parse_program(source, str(path), length=length, margin=margin)

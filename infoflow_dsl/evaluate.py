@@ -1,0 +1,190 @@
+"""The reference evaluator: the exact value of a checked program, in float64, batched.
+
+This is the oracle every later stage is tested against. A value inside the target is held
+as a tensor of shape ``(B, *scope, *value_shape)``: one axis per position variable bound at
+that point (size T where the value depends on it, 1 where it does not, so broadcasting does
+the bookkeeping), then the value's own shape (``()`` scalar, ``(n,)`` vector). A reduction
+appends axes for its variables, evaluates its body, masks the tuples its conditions exclude,
+and reduces those axes away. No Python loop runs over the batch or over positions.
+
+Ties in argmin/argmax go to the smallest position; ``top(k)`` is the k-th largest value
+counted with multiplicity (top(2) of 3, 3, 1 is 3).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import typed as ir
+from .check import check
+
+Tensor = torch.Tensor
+
+
+class ReferenceEvaluator:
+    """Evaluates expressions of one program on one batch ``x`` of shape (B, T, d)."""
+
+    def __init__(self, x: Tensor) -> None:
+        self.x = x  # (B, T, d)
+        self.batch, self.length, self.dimension = x.shape
+
+    # ------------------------------------------------------------------ positions
+
+    def _axis(self, scope: tuple[str, ...], name: str) -> Tensor:
+        """0-based positions along ``name``'s axis: shape (1, *[1 or T per scope variable])."""
+        shape = [1] * (1 + len(scope))
+        shape[1 + scope.index(name)] = self.length
+        return torch.arange(self.length, device=self.x.device).reshape(shape)
+
+    def _scalar_position(self, index: int, scope: tuple[str, ...]) -> Tensor:
+        return torch.tensor(index, device=self.x.device).reshape([1] * (1 + len(scope)))
+
+    def position(self, expr: ir.Expr, scope: tuple[str, ...]) -> Tensor:
+        """0-based positions, shape (B or 1, *scope dims), int64."""
+        if isinstance(expr, ir.PositionVariable):
+            return self._axis(scope, expr.name)
+        if isinstance(expr, ir.FixedPosition):
+            return self._scalar_position(expr.index - 1, scope)
+        if isinstance(expr, ir.LastPosition):
+            return self._scalar_position(self.length - 1, scope)
+        assert isinstance(expr, ir.ArgPosition)
+        inner = (*scope, expr.variable)
+        scores = self._expand_new_axes(self.value(expr.body, inner), len(scope), 1)  # (B, *dims, T)
+        mask = self.mask(expr.conditions, inner)  # (1, *dims, T)
+        if expr.kind == "argmin":
+            return torch.where(mask, scores, torch.inf).argmin(dim=-1)
+        return torch.where(mask, scores, -torch.inf).argmax(dim=-1)
+
+    def mask(self, conditions: tuple[ir.PositionCondition, ...], scope: tuple[str, ...]) -> Tensor:
+        """Which tuples the conditions keep: bool, shape (1, *scope dims)."""
+        keep = torch.ones([1] * (1 + len(scope)), dtype=torch.bool, device=self.x.device)
+        for condition in conditions:
+            left, right = self.position(condition.left, scope), self.position(condition.right, scope)
+            keep = keep & _COMPARE[condition.operator](left, right)
+        return keep
+
+    # ------------------------------------------------------------------ values
+
+    def value(self, expr: ir.Expr, scope: tuple[str, ...]) -> Tensor:
+        """The value of ``expr``: shape (B or 1, *scope dims, *value shape), float64."""
+        return getattr(self, "_" + type(expr).__name__)(expr, scope)
+
+    def _NumberLiteral(self, expr: ir.NumberLiteral, scope: tuple[str, ...]) -> Tensor:
+        return torch.tensor(expr.value, dtype=torch.float64, device=self.x.device).reshape([1] * (1 + len(scope)))
+
+    def _Constant(self, expr: ir.Constant, scope: tuple[str, ...]) -> Tensor:
+        values = torch.tensor(expr.values, dtype=torch.float64, device=self.x.device)
+        return values.reshape([1] * (1 + len(scope)) + list(expr.type.shape))
+
+    def _Token(self, expr: ir.Token, scope: tuple[str, ...]) -> Tensor:
+        if isinstance(expr.position, ir.PositionVariable):  # a view, no gather
+            shape = [self.batch] + [1] * len(scope) + [self.dimension]
+            shape[1 + scope.index(expr.position.name)] = self.length
+            return self.x.reshape(shape)
+        positions = self.position(expr.position, scope)  # (B or 1, *dims)
+        dims = positions.shape[1:]
+        flat = positions.expand(self.batch, *dims).reshape(self.batch, -1, 1)  # (B, N, 1)
+        gathered = torch.gather(self.x, 1, flat.expand(-1, -1, self.dimension))  # (B, N, d)
+        return gathered.reshape(self.batch, *dims, self.dimension)
+
+    def _Component(self, expr: ir.Component, scope: tuple[str, ...]) -> Tensor:
+        return self.value(expr.vector, scope)[..., expr.index - 1]
+
+    def _Inner(self, expr: ir.Inner, scope: tuple[str, ...]) -> Tensor:
+        return (self.value(expr.left, scope) * self.value(expr.right, scope)).sum(dim=-1)
+
+    def _Norm(self, expr: ir.Norm, scope: tuple[str, ...]) -> Tensor:
+        return torch.linalg.vector_norm(self.value(expr.argument, scope), dim=-1)
+
+    def _Square(self, expr: ir.Square, scope: tuple[str, ...]) -> Tensor:
+        value = self.value(expr.argument, scope)
+        return value * value
+
+    def _Pointwise(self, expr: ir.Pointwise, scope: tuple[str, ...]) -> Tensor:
+        values = [self.value(a, scope) for a in expr.arguments]
+        if expr.function == "relu":
+            return values[0].clamp_min(0.0)
+        if expr.function == "abs":
+            return values[0].abs()
+        if expr.function == "min":
+            return torch.minimum(values[0], values[1])
+        return torch.maximum(values[0], values[1])
+
+    def _Arithmetic(self, expr: ir.Arithmetic, scope: tuple[str, ...]) -> Tensor:
+        left, right = self.value(expr.left, scope), self.value(expr.right, scope)
+        if expr.operator == "*":
+            left, right = _align(left, right, expr.left.type), _align(right, left, expr.right.type)
+            return left * right
+        return left + right if expr.operator == "+" else left - right
+
+    def _Negate(self, expr: ir.Negate, scope: tuple[str, ...]) -> Tensor:
+        return -self.value(expr.argument, scope)
+
+    def _Divide(self, expr: ir.Divide, scope: tuple[str, ...]) -> Tensor:
+        return self.value(expr.numerator, scope) / expr.divisor
+
+    def _MatVec(self, expr: ir.MatVec, scope: tuple[str, ...]) -> Tensor:
+        matrix = torch.tensor(expr.matrix.values, dtype=torch.float64, device=self.x.device)
+        matrix = matrix.reshape(expr.matrix.type.shape)  # (m, n)
+        return self.value(expr.vector, scope) @ matrix.T  # (..., n) @ (n, m) -> (..., m)
+
+    def _Reduce(self, expr: ir.Reduce, scope: tuple[str, ...]) -> Tensor:
+        inner = (*scope, *expr.variables)
+        count = len(expr.variables)
+        value_rank = len(expr.type.shape)
+        body = self._expand_new_axes(self.value(expr.body, inner), len(scope), count, value_rank)
+        mask = self.mask(expr.conditions, inner)  # (1, *dims)
+        mask = mask.reshape(mask.shape + (1,) * value_rank)
+        axes = tuple(range(1 + len(scope), 1 + len(scope) + count))
+        if expr.kind == "min":
+            return torch.where(mask, body, torch.inf).amin(dim=axes)
+        if expr.kind == "max":
+            return torch.where(mask, body, -torch.inf).amax(dim=axes)
+        total = torch.where(mask, body, 0.0).sum(dim=axes)
+        if expr.kind == "sum":
+            return total
+        if expr.kind == "mean":
+            return total / mask.expand(*mask.shape[:1], *body.shape[1:]).sum(dim=axes)
+        assert expr.kind == "top" and expr.rank is not None
+        flat = torch.where(mask, body, -torch.inf).flatten(start_dim=1 + len(scope))  # (B, *dims, N)
+        return flat.topk(expr.rank, dim=-1).values[..., expr.rank - 1]
+
+    def _expand_new_axes(self, value: Tensor, outer: int, count: int, value_rank: int = 0) -> Tensor:
+        """Broadcast the ``count`` axes after the first 1 + ``outer`` to full length T."""
+        shape = list(value.shape)
+        for axis in range(1 + outer, 1 + outer + count):
+            shape[axis] = self.length
+        return value.expand(shape)
+
+
+_COMPARE = {
+    "!=": torch.ne, "==": torch.eq, "<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge,
+}
+
+
+def _align(value: Tensor, other: Tensor, value_type: ir.ValueType) -> Tensor:
+    """A scalar operand gets a trailing axis to broadcast against a vector operand."""
+    if value_type.kind == "scalar" and other.dim() > value.dim():
+        return value.unsqueeze(-1)
+    return value
+
+
+def at_length(program: ir.Program, length: int) -> ir.Program:
+    """``program`` re-checked for sequence length ``length`` (x(k), ranges depend on T)."""
+    if length == program.length:
+        return program
+    return check(program.expanded, program.path, program.source, length=length, margin=program.margin)
+
+
+def evaluate(program: ir.Program, x: Tensor) -> Tensor:
+    """The exact target on a batch: x (B, T, d) -> (B,) or (B, k), float64.
+
+    T may differ from the program's declared length: the program is re-checked for it.
+    """
+    x = torch.as_tensor(x)
+    if x.dim() != 3 or x.shape[2] != program.dimension or x.shape[1] < 1:
+        raise ValueError(f"evaluate expects x of shape (batch, T, {program.dimension}), got {tuple(x.shape)}")
+    program = at_length(program, x.shape[1])
+    x = x.to(torch.float64)
+    result = ReferenceEvaluator(x).value(program.target, ())  # (B or 1, *value shape)
+    return result.expand(x.shape[0], *result.shape[1:]).clone()

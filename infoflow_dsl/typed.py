@@ -1,0 +1,283 @@
+"""The checked program: a typed expression tree with macros inlined and names resolved.
+
+This is what ``check`` hands to every later stage (the reference evaluator, the comparison
+tree, the schedule). Each node's ``type`` is one of scalar, vector[n], matrix[m, n] or
+position. Spans point back at the source text and are left out of equality.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+from .syntax import NO_SPAN, SourceProgram, Span
+
+
+def _span_field() -> Span:
+    return field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class ValueType:
+    """scalar (shape ()), vector (shape (n,)), matrix (shape (m, n)) or position (shape ())."""
+
+    kind: Literal["scalar", "vector", "matrix", "position"]
+    shape: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        if self.kind == "vector":
+            return f"vector[{self.shape[0]}]"
+        if self.kind == "matrix":
+            return f"matrix[{self.shape[0]},{self.shape[1]}]"
+        return self.kind
+
+
+SCALAR = ValueType("scalar")
+POSITION = ValueType("position")
+
+
+def vector(size: int) -> ValueType:
+    return ValueType("vector", (size,))
+
+
+def matrix(rows: int, columns: int) -> ValueType:
+    return ValueType("matrix", (rows, columns))
+
+
+# ----------------------------------------------------------------------------- positions
+
+
+@dataclass(frozen=True)
+class PositionVariable:
+    """A position bound by an enclosing reduction."""
+
+    name: str
+    span: Span = _span_field()
+    type: ValueType = POSITION
+
+
+@dataclass(frozen=True)
+class FixedPosition:
+    """A literal position k (1-based)."""
+
+    index: int
+    span: Span = _span_field()
+    type: ValueType = POSITION
+
+
+@dataclass(frozen=True)
+class LastPosition:
+    """``T``: the last input position (whatever T the model is built for)."""
+
+    span: Span = _span_field()
+    type: ValueType = POSITION
+
+
+PositionTerm = Union[PositionVariable, FixedPosition, LastPosition]
+
+
+@dataclass(frozen=True)
+class PositionCondition:
+    """``left op right`` restricting a reduction's range."""
+
+    left: PositionTerm
+    operator: Literal["!=", "<", "<=", ">", ">=", "=="]
+    right: PositionTerm
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class ArgPosition:
+    """``argmin_<v : conditions> body`` / ``argmax``: the position of the best score.
+
+    Ties go to the smallest position.
+    """
+
+    kind: Literal["argmin", "argmax"]
+    variable: str
+    conditions: tuple[PositionCondition, ...]
+    body: Expr
+    span: Span = _span_field()
+    type: ValueType = POSITION
+
+
+Position = Union[PositionVariable, FixedPosition, LastPosition, ArgPosition]
+
+
+# ----------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class NumberLiteral:
+    """A numeric literal."""
+
+    value: float
+    span: Span = _span_field()
+    type: ValueType = SCALAR
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A named constant; ``values`` is its entries in row-major order."""
+
+    name: str
+    values: tuple[float, ...]
+    type: ValueType
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class Token:
+    """``x(position)``: the input token at a position (vector[d])."""
+
+    position: Position
+    type: ValueType
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class Component:
+    """``v[index]`` with a 1-based index."""
+
+    vector: Expr
+    index: int
+    span: Span = _span_field()
+    type: ValueType = SCALAR
+
+
+@dataclass(frozen=True)
+class Inner:
+    """``<a, b>``."""
+
+    left: Expr
+    right: Expr
+    span: Span = _span_field()
+    type: ValueType = SCALAR
+
+
+@dataclass(frozen=True)
+class Norm:
+    """``||a||``."""
+
+    argument: Expr
+    span: Span = _span_field()
+    type: ValueType = SCALAR
+
+
+@dataclass(frozen=True)
+class Square:
+    """``a ^ 2`` for a scalar a."""
+
+    argument: Expr
+    span: Span = _span_field()
+    type: ValueType = SCALAR
+
+
+@dataclass(frozen=True)
+class Pointwise:
+    """``relu(a)``, ``|a|``, ``min(a, b)``, ``max(a, b)`` on scalars."""
+
+    function: Literal["relu", "abs", "min", "max"]
+    arguments: tuple[Expr, ...]
+    span: Span = _span_field()
+    type: ValueType = SCALAR
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    """``a + b``, ``a - b`` (equal types) and ``a * b`` (a scalar times a scalar or a vector)."""
+
+    operator: Literal["+", "-", "*"]
+    left: Expr
+    right: Expr
+    type: ValueType
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class Negate:
+    argument: Expr
+    type: ValueType
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class Divide:
+    """``a / c`` with c a nonzero constant (folded to ``divisor``)."""
+
+    numerator: Expr
+    divisor: float
+    type: ValueType
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class MatVec:
+    """``A @ v`` with A a constant matrix."""
+
+    matrix: Constant
+    vector: Expr
+    type: ValueType
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """``kind_<variables : conditions> body`` over all tuples of positions in 1..T.
+
+    ``kind`` is min, max, sum, mean or top (``rank`` = k: the k-th largest value).
+    """
+
+    kind: Literal["min", "max", "sum", "mean", "top"]
+    variables: tuple[str, ...]
+    conditions: tuple[PositionCondition, ...]
+    body: Expr
+    type: ValueType
+    rank: int | None = None
+    span: Span = _span_field()
+
+
+Expr = Union[
+    NumberLiteral, Constant, Token, Component, Inner, Norm, Square, Pointwise, Arithmetic, Negate, Divide,
+    MatVec, Reduce, PositionVariable, FixedPosition, LastPosition, ArgPosition,
+]
+
+
+# ----------------------------------------------------------------------------- program
+
+
+@dataclass(frozen=True)
+class Box:
+    """Every coordinate of every token in [low, high]."""
+
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Ball:
+    """Every token with Euclidean norm at most ``radius``."""
+
+    radius: float
+
+
+@dataclass(frozen=True)
+class Program:
+    """A checked program: everything later stages need, and nothing they must re-derive.
+
+    ``expanded`` is the source AST with macros inlined (what ``infoflowc parse`` prints).
+    """
+
+    path: str
+    source: str
+    input_name: str
+    dimension: int
+    domain: Box | Ball
+    length: int
+    margin: float | None
+    target: Expr
+    expanded: SourceProgram
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return self.target.type.shape

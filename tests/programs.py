@@ -1,0 +1,155 @@
+"""The one table of example programs that drives the parser, analysis, compile and check tests.
+
+``CANONICAL`` are the shipped programs of compiled_examples/ (LANGUAGE.md's canonical
+examples); ``EXTRA`` are further programs that together use every construct of the language.
+Each entry names the constructs it exercises, so a test can pick what it needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "compiled_examples"
+
+
+@dataclass(frozen=True)
+class ExampleProgram:
+    name: str
+    source: str
+    constructs: frozenset[str] = frozenset()
+
+    @property
+    def path(self) -> str:
+        return f"{self.name}.iflow"
+
+
+def _canonical() -> list[ExampleProgram]:
+    return [
+        ExampleProgram(path.stem, path.read_text(encoding="utf-8"), frozenset({"canonical"}))
+        for path in sorted(EXAMPLES_DIR.glob("*.iflow"))
+    ]
+
+
+def _extra(name: str, constructs: str, source: str) -> ExampleProgram:
+    return ExampleProgram(name, source.strip() + "\n", frozenset(constructs.split()))
+
+
+CANONICAL: list[ExampleProgram] = _canonical()
+
+EXTRA: list[ExampleProgram] = [
+    _extra("max_norm", "max norm box", """
+input x : R^3 in [-2, 1]
+length T = 8
+target max_<t> ||x(t)||
+"""),
+    _extra("mean_token", "mean vector", """
+input x : R^2
+length T = 8
+target mean_<t> x(t)
+"""),
+    _extra("sum_scaled", "sum vector scalar-times-vector division const", """
+input x : R^3 in [0, 1]
+length T = 8
+const c = 0.5
+target sum_<t> c * x(t) / 4
+"""),
+    _extra("pairwise_distinct", "min condition-ne inner", """
+input x : R^2
+length T = 8
+target min_<t1, t2 : t1 != t2> <x(t1), x(t2)>
+"""),
+    _extra("ordered_pairs", "max condition-lt square component", """
+input x : R^2
+length T = 8
+target max_<s, t : s < t> (x(s)[1] - x(t)[1])^2
+"""),
+    _extra("causal_sum", "sum condition-le condition-ge nested", """
+input x : R^2
+length T = 8
+target sum_<t : t >= 2> max_<s : s <= t> x(s)[2]
+"""),
+    _extra("window", "min condition-gt condition-and literal-condition", """
+input x : R^2
+length T = 8
+target min_<t : t > 1 and t < T> x(t)[1] + x(t)[2]
+"""),
+    _extra("equal_positions", "sum condition-eq", """
+input x : R^2
+length T = 8
+target sum_<s, t : s == t> <x(s), x(t)>
+"""),
+    _extra("second_largest", "top", """
+input x : R^3
+length T = 8
+const w : R^3 = [1, -1, 0.5]
+target top(2)_<t> <x(t), w>
+"""),
+    _extra("third_largest", "top", """
+input x : R^2
+length T = 8
+target top(3)_<t> x(t)[1]
+"""),
+    _extra("argmax_token", "argmax fixed-last retrieval margin", """
+input x : R^3
+length T = 8
+const w : R^3 = [0.3, -0.2, 1]
+margin 0.01
+target x(argmax_<s : s != T> <x(s), w>)
+"""),
+    _extra("last_plus_first", "fixed-position fixed-last", """
+input x : R^2
+length T = 8
+target x(1) - x(T)
+"""),
+    _extra("relu_min_max_abs", "relu min max abs negate", """
+input x : R^2
+length T = 8
+target max_<t> relu(x(t)[1]) + min(x(1)[2], -x(2)[1]) - |x(T)[2]| + max(x(1)[1], 0.25)
+"""),
+    _extra("bilinear_randn", "matvec randn matrix", """
+input x : R^3
+length T = 8
+const A : R^{3 x 3} = randn(7)
+target min_<s, t> <x(s), A @ x(t)>
+"""),
+    _extra("projection_matrix", "matvec matrix-literal vector-target", """
+input x : R^3
+length T = 8
+const P : R^{2 x 3} = [[1, 0, 0], [0, 0.5, -1]]
+target P @ x(1) + P @ x(2)
+"""),
+    _extra("squared_distance_ball", "ball min square norm macro", """
+input x : R^3 in ball(2)
+length T = 8
+let dist2(a, b) = ||a - b||^2
+target min_<s, t : s != t> dist2(x(s), x(t))
+"""),
+    _extra("nested_macros", "macro macro-nesting scalar-macro", """
+input x : R^2
+length T = 8
+const w : R^2 = [1, 2]
+let score(t) = <x(t), w>
+let best = max_<t> score(t)
+target best - min_<s> score(s)
+"""),
+    _extra("triple_sum_mean", "mean nested order-3", """
+input x : R^2
+length T = 8
+target mean_<a> max_<b> min_<c> x(a)[1] * x(b)[2] + x(c)[1]
+"""),
+    _extra("shadowed_sum_of_maxes", "shadowing max", """
+input x : R^2
+length T = 8
+target max_<t> x(t)[1] + max_<t> x(t)[2]
+"""),
+]
+
+ALL: list[ExampleProgram] = CANONICAL + EXTRA
+
+
+def by_name(name: str) -> ExampleProgram:
+    for example in ALL:
+        if example.name == name:
+            return example
+    raise KeyError(name)
