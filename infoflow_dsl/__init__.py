@@ -5,12 +5,14 @@ The Python API (DESIGN.md):
 >>> import infoflow_dsl as ifl
 >>> prog = ifl.load_program("compiled_examples/min_pairwise.iflow")   # parse + check
 >>> y_ref = ifl.evaluate(prog, x)       # the exact target, float64: (B, T, d) -> (B,) or (B, k)
+>>> report = ifl.analyze(prog)          # order, dimension, schedule, cost law, verdict; .to_json()
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .analysis import AnalysisReport, analyze
 from .check import check
 from .diagnostics import Diagnostic, ProgramError
 from .evaluate import evaluate
@@ -19,7 +21,7 @@ from .sampling import sample_inputs
 from .typed import Program
 
 __all__ = [
-    "Diagnostic", "Program", "ProgramError", "evaluate", "load_program", "parse_program", "sample_inputs",
+    "AnalysisReport", "Diagnostic", "analyze", "Program", "ProgramError", "evaluate", "load_program", "parse_program", "sample_inputs",
 ]
 
 

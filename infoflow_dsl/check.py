@@ -9,6 +9,7 @@ an expression that already failed is not reported again by its parents (no casca
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +17,14 @@ from typing import Any
 from . import syntax as ast
 from . import typed as ir
 from .diagnostics import Diagnostic, ProgramError
+from .parse import MAX_NESTING
 from .positions import smallest_range
 from .randomness import randn
+
+#: The largest sequence length accepted (position ranges are counted over 1..T with arrays).
+MAX_LENGTH = 1_000_000
+#: The most entries a randn(seed) constant may have (the generator is plain Python).
+MAX_RANDN_ENTRIES = 1_000_000
 
 BUILTINS = {"relu": 1, "min": 2, "max": 2}
 RESERVED = {"T", *BUILTINS, "randn", "ball", "in", "and", "R"}
@@ -105,7 +112,14 @@ class Checker:
         self.binder_names = self._all_binders(program)
         if targets is None:
             return None
-        expanded_target = self._expand(targets.expression, ())
+        try:
+            expanded_target: ast.Expr | None = self._expand(targets.expression, ())
+        except RecursionError:
+            expanded_target = None
+        if expanded_target is None or nesting_depth(expanded_target) > MAX_NESTING:
+            self.error(targets.expression.span, f"with its macros inlined, the target is nested too deeply "
+                                                f"(more than {MAX_NESTING} levels)")
+            return None
         target = self._type_target(expanded_target)
         if self.errors or target is None or domain is None:
             return None
@@ -175,11 +189,15 @@ class Checker:
         if self.length_override is not None:
             if self.length_override < 1:
                 self.error(ast.Span(1, 1, 1, 2), f"T must be at least 1, not {self.length_override}")
-            self.length = max(self.length_override, 1)
+            elif self.length_override > MAX_LENGTH:
+                self.error(ast.Span(1, 1, 1, 2), f"T = {self.length_override} is too large (at most {MAX_LENGTH})")
+            self.length = min(max(self.length_override, 1), MAX_LENGTH)
         elif declaration is None:
             self.error(ast.Span(1, 1, 1, 2), "the program has no length declaration (length T = N)")
         elif declaration.value < 1:
             self.error(declaration.span, f"T must be at least 1, not {declaration.value}")
+        elif declaration.value > MAX_LENGTH:
+            self.error(declaration.span, f"T = {declaration.value} is too large (at most {MAX_LENGTH})")
         else:
             self.length = declaration.value
 
@@ -204,6 +222,10 @@ class Checker:
         if isinstance(value, ast.RandnLiteral):
             if declared is None or declared.kind == "scalar":
                 self.error(value.span, "randn(seed) needs a declared vector or matrix space, e.g. R^{2 x 4}")
+                return
+            if math.prod(declared.shape) > MAX_RANDN_ENTRIES:
+                self.error(value.span, f"randn(seed) fills at most {MAX_RANDN_ENTRIES} entries; "
+                                       f"'{declaration.name}' is a {declared}")
                 return
             entries, actual = randn(value.seed, declared.shape), declared
         else:
@@ -487,6 +509,17 @@ class Checker:
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def nesting_depth(expr: ast.Expr) -> int:
+    """How many AST nodes deep ``expr`` nests (a leaf is 1); iterative, for any depth."""
+    deepest = 0
+    stack = [(expr, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in ast.children(node))
+    return deepest
 
 
 def _space_type(space: ast.Space) -> ir.ValueType:

@@ -42,7 +42,41 @@ def build_parser() -> argparse.ArgumentParser:
     parse_cmd = commands.add_parser("parse", help="check a program and print it with macros expanded")
     parse_cmd.add_argument("file", type=Path)
     parse_cmd.add_argument("--T", dest="length", type=_positive_int, help="override the program's length T")
+    analyze_cmd = commands.add_parser("analyze", help="how hard the target is for a transformer, and why")
+    analyze_cmd.add_argument("file", type=Path)
+    analyze_cmd.add_argument("--T", dest="length", type=_positive_int, help="override the program's length T")
+    analyze_cmd.add_argument("--heads", type=_head_budget, help="a head budget per layer, e.g. 2,2")
+    analyze_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+    analyze_cmd.add_argument("--plot", type=Path, metavar="OUT.png", help="draw tokens × layers with the flow")
     return parser
+
+
+def _head_budget(text: str) -> tuple[int, ...]:
+    try:
+        budget = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected heads per layer such as 2,2, got {text!r}") from None
+    if not budget or any(h < 0 for h in budget) or sum(budget) == 0:
+        raise argparse.ArgumentTypeError(f"expected heads per layer (≥ 0, not all 0), got {text!r}")
+    return budget
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+    import os
+    import tempfile
+
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise UsageError(f"{path}: the folder {folder} does not exist")
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        raise UsageError(f"{path}: cannot write: {error.strerror or error}") from None
 
 
 def read_program_text(path: Path) -> str:
@@ -64,7 +98,26 @@ def command_parse(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"parse": command_parse}
+def command_analyze(arguments: argparse.Namespace) -> int:
+    import io
+
+    from . import parse_program
+    from .analysis import analyze
+
+    source = read_program_text(arguments.file)
+    program = parse_program(source, str(arguments.file), length=arguments.length)
+    report = analyze(program, arguments.heads)
+    if arguments.plot is not None:
+        from .plot import plot_report
+
+        buffer = io.BytesIO()
+        plot_report(report, buffer)
+        write_atomically(arguments.plot, buffer.getvalue())
+    sys.stdout.write(report.to_json() if arguments.json else report.to_text())
+    return EXIT_OK
+
+
+COMMANDS = {"parse": command_parse, "analyze": command_analyze}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

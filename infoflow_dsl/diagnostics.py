@@ -33,10 +33,11 @@ class Diagnostic:
 
     def render(self, source: str) -> str:
         """The headline, the source line, and a caret under the span."""
-        lines = source.splitlines()
+        # lines as the lexer counts them: str.splitlines would also break at \f, \v, U+2028, ...
+        lines = source.split("\n")
         if not 1 <= self.span.line <= len(lines):
             return self.headline()
-        text = lines[self.span.line - 1].expandtabs(1)
+        text = lines[self.span.line - 1].rstrip("\r").expandtabs(1)
         start = max(self.span.column, 1)
         if self.span.end_line == self.span.line and self.span.end_column > start:
             width = self.span.end_column - start

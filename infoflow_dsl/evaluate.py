@@ -106,6 +106,8 @@ class ReferenceEvaluator:
             return values[0].clamp_min(0.0)
         if expr.function == "abs":
             return values[0].abs()
+        if expr.function == "sqrt":
+            return values[0].clamp_min(0.0).sqrt()
         if expr.function == "min":
             return torch.minimum(values[0], values[1])
         return torch.maximum(values[0], values[1])

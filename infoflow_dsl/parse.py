@@ -20,13 +20,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from . import syntax as ast
 from .diagnostics import Diagnostic, ProgramError
 
 KEYWORDS = ("input", "length", "const", "let", "margin", "target")
+
+#: How deeply expressions may nest. Every stage walks trees recursively; past this depth a
+#: statement is refused with a diagnostic instead of exhausting Python's stack (exit 1).
+MAX_NESTING = 100
 
 #: Readable names of the grammar's terminals, for "expected ..." messages.
 TERMINAL_DESCRIPTIONS = {
@@ -117,7 +121,9 @@ def _next_line_starts_declaration(source: str, offset: int) -> bool:
 
 
 def _has_code(text: str) -> bool:
-    return any(line.split("#", 1)[0].strip() for line in text.splitlines())
+    # split on "\n" only, as the lexer counts lines: str.splitlines would also break a comment
+    # at a form feed or U+2028 and take the rest of it for code
+    return any(line.split("#", 1)[0].strip() for line in text.split("\n"))
 
 
 def _padded(source: str, start: int, end: int) -> str:
@@ -315,6 +321,20 @@ def _expected(parser: Lark, names: set[str]) -> str:
     return "; expected one of " + ", ".join(described)
 
 
+def _acceptable(error: UnexpectedToken) -> set[str]:
+    """The terminals the parser would really accept here.
+
+    ``error.expected`` is the LALR state's lookahead set before its default reductions, so
+    after ``target 1`` it lists ``)``, ``,`` and ``>`` (which only fit inside brackets) and
+    misses the end of the statement; ``accepts`` replays the parser to find the true set.
+    """
+    try:
+        accepts = error.accepts
+    except Exception:
+        accepts = None
+    return set(accepts) if accepts else set(error.expected)
+
+
 def _syntax_diagnostic(path: str, error: UnexpectedInput, text: str) -> Diagnostic:
     parser = statement_parser()
     label = None
@@ -326,13 +346,17 @@ def _syntax_diagnostic(path: str, error: UnexpectedInput, text: str) -> Diagnost
     if isinstance(error, UnexpectedToken) and error.token.type != "$END":
         token = error.token
         span = _span(token)
-        message = f"unexpected '{token}'" + (f": {label}" if label else _expected(parser, error.expected))
+        message = f"unexpected '{token}'" + (f": {label}" if label else _expected(parser, _acceptable(error)))
     elif isinstance(error, UnexpectedToken | UnexpectedEOF):
-        last = text.rstrip()
-        line = last.count("\n") + 1
-        column = len(last) - (last.rfind("\n") + 1) + 1
+        token = getattr(error, "token", None)
+        if token is not None and token.end_line:  # $END borrows the last token's position
+            line, column = token.end_line, token.end_column
+        else:
+            last = text.rstrip()
+            line = last.count("\n") + 1
+            column = len(last) - (last.rfind("\n") + 1) + 1
         span = ast.Span(line, column, line, column + 1)
-        expected = error.expected if isinstance(error, UnexpectedToken) else set(error.expected)
+        expected = _acceptable(error) if isinstance(error, UnexpectedToken) else set(error.expected)
         message = "unexpected end of statement" + (f": {label}" if label else _expected(parser, expected))
     else:
         assert isinstance(error, UnexpectedCharacters)
@@ -342,6 +366,21 @@ def _syntax_diagnostic(path: str, error: UnexpectedInput, text: str) -> Diagnost
 
 
 # ----------------------------------------------------------------------------- entry point
+
+
+def _too_deep(tree: Tree) -> Tree | None:
+    """The first subtree nested deeper than ``MAX_NESTING`` (the declaration is level 0), or None.
+
+    Iterative, so that it works on trees the recursive Transformer could not walk.
+    """
+    stack = [(child, 0) for child in reversed(tree.children) if isinstance(child, Tree)]
+    while stack:
+        node, level = stack.pop()
+        if level > MAX_NESTING and not node.meta.empty:
+            return node
+        stack.extend((child, level + 1) for child in reversed(node.children) if isinstance(child, Tree))
+    return None
+
 
 
 def parse(source: str, path: str = "<string>") -> ast.SourceProgram:
@@ -355,6 +394,12 @@ def parse(source: str, path: str = "<string>") -> ast.SourceProgram:
             tree = parser.parse(text)
         except UnexpectedInput as error:
             errors.append(_syntax_diagnostic(path, error, text))
+            continue
+        deep = _too_deep(tree)
+        if deep is not None:
+            span = ast.Span(deep.meta.line, deep.meta.column, deep.meta.end_line, deep.meta.end_column)
+            message = f"the expression is nested too deeply (more than {MAX_NESTING} levels)"
+            errors.append(Diagnostic(path, span, message))
             continue
         builder = SyntaxBuilder(path)
         declarations.append(builder.transform(tree))

@@ -13,6 +13,7 @@ the full domain {1..T}.
 from __future__ import annotations
 
 import operator
+from fractions import Fraction
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -105,3 +106,76 @@ def smallest_range(
     index = np.unravel_index(flat, counts.shape) if outer else ()
     witness = {name: int(values[i]) for name, i in zip(outer, index, strict=False)}
     return RangeSize(smallest, witness, exact or smallest == 0)
+
+
+def count_tuples(variables: Sequence[str], conditions: Sequence[PositionCondition], length: int) -> int:
+    """How many tuples of ``variables`` in {1..T}^n satisfy every condition (exact)."""
+    if not variables:
+        return 1
+    values = np.arange(1, length + 1)
+    if length ** len(variables) > FULL_GRID_LIMIT * 4:
+        raise ValueError("too many tuples to count directly")
+    return int(condition_mask(list(variables), conditions, values, length).sum())
+
+
+def count_polynomial(variables: Sequence[str], conditions: Sequence[PositionCondition]) -> tuple[Fraction, ...]:
+    """Coefficients (constant term first) of the polynomial in T that counts the tuples.
+
+    The count is a polynomial of degree ≤ n in T once T exceeds every literal position by n;
+    it is interpolated exactly (Lagrange, in rationals) from n + 1 such values of T and
+    confirmed at one more.
+    """
+    n = len(variables)
+    literals = [t.index for c in conditions for t in (c.left, c.right) if isinstance(t, FixedPosition)]
+    base = max(literals, default=0) + n + 1
+    points = [(base + i, count_tuples(variables, conditions, base + i)) for i in range(n + 2)]
+    coefficients = _interpolate(points[: n + 1])
+    check_t, check_value = points[-1]
+    if sum(c * check_t**k for k, c in enumerate(coefficients)) != check_value:
+        raise ArithmeticError("the tuple count is not a polynomial in T")  # pragma: no cover - a bug
+    return coefficients
+
+
+def _interpolate(points: list[tuple[int, int]]) -> tuple[Fraction, ...]:
+    """The coefficients of the polynomial through ``points`` (Lagrange, exact)."""
+    size = len(points)
+    result = [Fraction(0)] * size
+    for i, (xi, yi) in enumerate(points):
+        basis = [Fraction(1)]
+        denominator = Fraction(1)
+        for j, (xj, _) in enumerate(points):
+            if j == i:
+                continue
+            basis = [Fraction(0), *basis]  # multiply by T
+            for k in range(len(basis) - 1):
+                basis[k] -= xj * basis[k + 1]
+            denominator *= xi - xj
+        for k in range(size):
+            result[k] += yi * basis[k] / denominator
+    while len(result) > 1 and result[-1] == 0:
+        result.pop()
+    return tuple(result)
+
+
+def format_polynomial(coefficients: Sequence[Fraction], variable: str = "T") -> str:
+    """``T^2 + T``, ``T^2/2 - T/2``, ``0``: highest power first."""
+    parts: list[str] = []
+    for power in range(len(coefficients) - 1, -1, -1):
+        c = Fraction(coefficients[power])
+        if c == 0:
+            continue
+        sign = "-" if c < 0 else "+"
+        magnitude = abs(c)
+        monomial = "" if power == 0 else (variable if power == 1 else f"{variable}^{power}")
+        if power == 0:
+            text = str(magnitude)
+        elif magnitude.denominator == 1:
+            text = monomial if magnitude == 1 else f"{magnitude.numerator}{monomial}"
+        else:
+            numerator = "" if magnitude.numerator == 1 else str(magnitude.numerator)
+            text = f"{numerator}{monomial}/{magnitude.denominator}"
+        parts.append(f"{sign} {text}")
+    if not parts:
+        return "0"
+    first = parts[0][2:] if parts[0].startswith("+") else "-" + parts[0][2:]
+    return " ".join([first, *parts[1:]])

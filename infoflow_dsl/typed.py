@@ -175,9 +175,13 @@ class Square:
 
 @dataclass(frozen=True)
 class Pointwise:
-    """``relu(a)``, ``|a|``, ``min(a, b)``, ``max(a, b)`` on scalars."""
+    """``relu(a)``, ``|a|``, ``min(a, b)``, ``max(a, b)`` on scalars.
 
-    function: Literal["relu", "abs", "min", "max"]
+    ``sqrt`` is not in the language: the comparisons stage introduces it when it rewrites
+    ``min_<t> ||v||`` as ``sqrt(min_<t> ||v||^2)``.
+    """
+
+    function: Literal["relu", "abs", "min", "max", "sqrt"]
     arguments: tuple[Expr, ...]
     span: Span = _span_field()
     type: ValueType = SCALAR
@@ -226,6 +230,7 @@ class Reduce:
     """``kind_<variables : conditions> body`` over all tuples of positions in 1..T.
 
     ``kind`` is min, max, sum, mean or top (``rank`` = k: the k-th largest value).
+    ``origin`` names the source construct when a later stage rewrote it (top(k) -> max/min).
     """
 
     kind: Literal["min", "max", "sum", "mean", "top"]
@@ -235,6 +240,7 @@ class Reduce:
     type: ValueType
     rank: int | None = None
     span: Span = _span_field()
+    origin: str = field(default="", compare=False, repr=False)
 
 
 Expr = Union[

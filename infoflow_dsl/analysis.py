@@ -1,0 +1,212 @@
+"""``analyze``: what a researcher learns about a target before anything is trained.
+
+:func:`analyze` runs the comparisons and schedule stages and gathers their results in an
+:class:`AnalysisReport`: the comparison tree, the order β′ and dimension β₁ of comparison,
+the number of comparisons, the InfoFlow schedule (layers × heads, what each head compares),
+the information sets, the predicted cost law and the verdict with its reason.
+
+JSON (``to_json``) has DESIGN.md's keys: ``order``, ``dimension``, ``comparisons``,
+``layers``, ``heads``, ``info_sets``, ``cost``, ``verdict``, ``reason``; and also ``program``,
+``T``, ``d``, ``tree``, ``schedule``, ``notes``, ``heads_budget``. ``cost.exponent`` is the
+exponent of 1/ε as a number when it does not depend on T (efficient targets), else null, with
+``cost.exponent_formula`` always the formula.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import typed as ir
+from .comparisons import ComparisonTree, build_tree
+from .describe import describe
+from .schedule import Schedule, build_schedule
+from .syntax import Span
+
+INFOFLOW_UPPER_BOUND = "O(ε^-1)"
+
+
+def _span_json(span: Span | None) -> dict[str, int] | None:
+    if span is None:
+        return None
+    return {"line": span.line, "column": span.column, "end_line": span.end_line, "end_column": span.end_column}
+
+
+@dataclass(frozen=True)
+class AnalysisReport:
+    """The analysis of one program (what ``infoflowc analyze`` prints)."""
+
+    program: ir.Program
+    tree: ComparisonTree
+    schedule: Schedule
+
+    @property
+    def verdict(self) -> str:
+        return self.schedule.verdict
+
+    @property
+    def order(self) -> int:
+        return self.tree.order
+
+    @property
+    def dimension(self) -> int:
+        return self.schedule.dimension
+
+    @property
+    def layers(self) -> int:
+        return self.schedule.layers
+
+    @property
+    def heads(self) -> list[int]:
+        return list(self.schedule.heads_per_layer)
+
+    def cost(self) -> dict[str, Any]:
+        problems = self.schedule.problems
+        if problems:
+            worst = problems[0]
+            return {"law": worst.law, "exponent": None, "exponent_formula": worst.exponent,
+                    "interpolated_functions": self.schedule.interpolated_functions,
+                    "infoflow_upper_bound": None, "independent_of_T": False}
+        functions = self.schedule.interpolated_functions
+        if functions:
+            law, exponent, formula = f"O({functions}·ε^-1/2)", 0.5, "1/2"
+        else:
+            law, exponent, formula = "O(1): every step is exact or sharpened by β alone", 0.0, "0"
+        return {"law": law, "exponent": exponent, "exponent_formula": formula, "interpolated_functions": functions,
+                "infoflow_upper_bound": INFOFLOW_UPPER_BOUND, "independent_of_T": True}
+
+    def reason(self) -> dict[str, Any] | None:
+        if not self.schedule.problems:
+            return None
+        problem = self.schedule.problems[0]
+        return {"kind": problem.kind, "node": problem.node, "message": problem.message,
+                "span": _span_json(problem.span), "law": problem.law}
+
+    def to_dict(self) -> dict[str, Any]:
+        tree = self.tree
+        return {
+            "program": Path(self.program.path).name,
+            "T": self.program.length,
+            "d": self.program.dimension,
+            "order": tree.order,
+            "dimension": self.schedule.dimension,
+            "comparisons": {
+                "polynomial": tree.comparisons_text,
+                "coefficients": [str(c) for c in tree.comparisons],
+                "value": tree.comparisons_at_length,
+                "T": self.program.length,
+            },
+            "layers": self.schedule.layers,
+            "heads": self.heads,
+            "heads_budget": list(self.schedule.budget) if self.schedule.budget is not None else None,
+            "info_sets": [{"layer": 0, "token": ["t"], "readout": ["T+1"]}] + [
+                {"layer": s.layer, "token": list(s.token), "readout": list(s.readout)} for s in self.schedule.info_sets
+            ],
+            "cost": self.cost(),
+            "verdict": self.verdict,
+            "reason": self.reason(),
+            "tree": [
+                {"name": n.name, "kind": n.kind, "variables": list(n.variables), "context": list(n.context),
+                 "order": n.order, "site": n.site, "conditions": n.header, "body": describe(n.body),
+                 "children": list(n.children), "origin": n.origin, "span": _span_json(n.span),
+                 "comparisons": {"polynomial": _poly(n.count), "value": n.count_at_length}}
+                for n in tree.nodes
+            ],
+            "schedule": [
+                {"head": h.name, "layer": h.layer, "kind": h.kind, "site": h.site, "compares": h.compares,
+                 "query_features": list(h.query_features), "key_features": list(h.key_features),
+                 "mask": h.mask, "dimension": h.dimension}
+                for h in self.schedule.heads
+            ],
+            "notes": list(self.schedule.notes),
+            "output": describe(tree.output),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    def to_text(self) -> str:
+        return render_text(self)
+
+
+def _poly(coefficients: Sequence[Any]) -> str:
+    from .positions import format_polynomial
+
+    return format_polynomial(coefficients)
+
+
+def analyze(program: ir.Program, heads: Sequence[int] | None = None) -> AnalysisReport:
+    """Analyse a checked program; ``heads`` asks whether that per-layer head budget suffices."""
+    tree = build_tree(program)
+    schedule = build_schedule(tree, heads, program.margin)
+    return AnalysisReport(program, tree, schedule)
+
+
+# ----------------------------------------------------------------------------- text
+
+
+def render_text(report: AnalysisReport) -> str:
+    data = report.to_dict()
+    lines = [f"{data['program']}: T = {data['T']}, d = {data['d']}", ""]
+    lines.append("comparison tree")
+    lines.extend(_tree_lines(report.tree))
+    if not report.tree.nodes:
+        lines.append("  (no comparisons: the target reads fixed positions only)")
+    lines.append(f"  output at the readout: {data['output']}")
+    lines.append("")
+    lines.append(f"order of comparison β′   {data['order']}")
+    lines.append(f"dimension of comparison β₁  {data['dimension']}")
+    comparisons = data["comparisons"]
+    lines.append(f"number of comparisons    {comparisons['polynomial']}  (= {comparisons['value']} at T = {data['T']})")
+    lines.append("")
+    budget = f"  (budget {','.join(map(str, data['heads_budget']))})" if data["heads_budget"] else ""
+    lines.append(f"schedule: {data['layers']} layer(s), heads per layer {data['heads']}{budget}")
+    lines.append(f"  {'layer':<6}{'head':<6}{'kind':<17}{'site':<9}compares")
+    for head in sorted(data["schedule"], key=lambda h: (h["layer"], h["head"])):
+        mask = f"   [mask {head['mask']}]" if head["mask"] else ""
+        lines.append(f"  {head['layer']:<6}{head['head']:<6}{head['kind']:<17}{head['site']:<9}{head['compares']}{mask}")
+        if head["key_features"]:
+            lines.append(f"  {'':<38}keys ({head['dimension']}): {', '.join(head['key_features'])}")
+    lines.append("")
+    lines.append("information sets")
+    for entry in data["info_sets"]:
+        layer = entry["layer"]
+        lines.append(f"  I(t, {layer}) = {{{', '.join(entry['token'])}}}    "
+                     f"I(T+1, {layer}) = {{{', '.join(entry['readout'])}}}")
+    lines.append("")
+    cost = data["cost"]
+    lines.append(f"cost law  {cost['law']}")
+    if cost["infoflow_upper_bound"]:
+        lines.append(f"          InfoFlow's upper bound: {cost['infoflow_upper_bound']}; parameters do not grow with T")
+    for note in data["notes"]:
+        lines.append(f"note      {note}")
+    lines.append("")
+    lines.append(f"verdict   {data['verdict']}")
+    reason = data["reason"]
+    if reason:
+        span = reason["span"]
+        where = f"{report.program.path}:{span['line']}:{span['column']}: " if span else ""
+        lines.append(f"reason    {where}{reason['message']}")
+        lines.append(f"          {reason['law']}")
+    return "\n".join(lines) + "\n"
+
+
+def _tree_lines(tree: ComparisonTree) -> list[str]:
+    parents = {child for node in tree.nodes for child in node.children}
+    roots = [n for n in tree.nodes if n.name not in parents]
+    lines: list[str] = []
+
+    def visit(name: str, depth: int) -> None:
+        node = tree.node(name)
+        context = ", ".join(node.context) or "—"
+        lines.append(f"  {'  ' * depth}{node.name}: {node.header} {describe(node.body)}"
+                     f"    [context {context}; order {node.order}; {_poly(node.count)} comparisons; {node.site}]")
+        for child in node.children:
+            visit(child, depth + 1)
+
+    for root in roots:
+        visit(root.name, 0)
+    return lines

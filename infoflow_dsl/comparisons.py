@@ -1,0 +1,431 @@
+"""Stage 3, comparisons: a checked :class:`~infoflow_dsl.typed.Program` -> :class:`ComparisonTree`.
+
+THEORY.md §3. Every reduction over positions is a **comparison node** over one position
+variable, given its **context**: the enclosing position variables its body depends on, and
+the fixed positions (``x(3)``, ``x(T)``) its body reads. Its **order** is |context| + 1, the
+number of positions compared jointly.
+
+Before the tree is built the target is normalised with identities that hold exactly (the
+tests check each against the reference evaluator):
+
+- **hoisting**: a summand that does not depend on a reduction's variables leaves it:
+  ``max_t (f(t) + c) = max_t f(t) + c`` (also min, top(k), mean, and argmin/argmax, where it
+  is dropped). So ``max_<t> f(t) + max_<t> g(t)``, which parses as a nested reduction, becomes
+  two independent order-1 nodes, and ``max_<s, t> f(s) + g(t)`` separates.
+- **monotone pull-out**: ``min_t ||v(t)|| = sqrt(min_t ||v(t)||^2)`` (also max), and an
+  argmin/argmax of a norm is the argmin/argmax of its square: squared norms are polynomials,
+  so they can be separated into features where the norm cannot.
+- **top(k)** over one variable becomes nested max/min, which softmax attention retrieves:
+  ``top(k)_<t> f(t) = max_<t1> min(f(t1), top(k−1)_<t2 : t2 != t1> f(t2))`` with top(1) = max.
+  (If t1 holds the k-th largest value, the inner term is the (k−1)-th largest of the rest,
+  which is ≥ f(t1); if t1 is above it, the inner term is the k-th largest; if below, min ≤
+  f(t1) < the k-th largest.) top(2) thus has order 2; top(k) has order k.
+- a k-variable min/max/sum (and a mean whose conditions do not link its variables) is split
+  into k nested single-variable nodes, in the nesting order that makes the largest order
+  smallest (ties: the source order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from . import typed as ir
+from .describe import describe
+from .positions import count_polynomial, count_tuples, format_polynomial, variables_of
+from .syntax import NO_SPAN, Span
+
+SPLITTABLE = ("min", "max", "sum")
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """A leaf standing for the value of comparison node ``node`` at its context.
+
+    ``variables`` are the context's position variables (the result differs per value of
+    them); ``label`` is how reports write it, e.g. ``c1(t1)``.
+    """
+
+    node: str
+    variables: tuple[str, ...]
+    type: ir.ValueType
+    label: str
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class ComparisonNode:
+    """One reduction over ``variables`` (one, except a joint top(k) or linked mean).
+
+    ``kind``: min, max, sum, mean, top, argmin, argmax. ``body`` has the nodes below
+    replaced by :class:`NodeResult` leaves (``children``). ``site`` is where the node runs:
+    at every ordinary token (its context has a position variable) or at the readout token.
+    ``count`` is the polynomial in T counting the tuples it compares (constant term first).
+    """
+
+    name: str
+    kind: str
+    variables: tuple[str, ...]
+    context: tuple[str, ...]
+    conditions: tuple[ir.PositionCondition, ...]
+    body: ir.Expr
+    children: tuple[str, ...]
+    origin: str
+    span: Span
+    rank: int | None
+    count: tuple[Fraction, ...]
+    count_at_length: int
+
+    @property
+    def order(self) -> int:
+        return len(self.context) + len(self.variables)
+
+    @property
+    def context_variables(self) -> tuple[str, ...]:
+        return tuple(c for c in self.context if not _is_fixed_label(c))
+
+    @property
+    def fixed_positions(self) -> tuple[str, ...]:
+        return tuple(c for c in self.context if _is_fixed_label(c))
+
+    @property
+    def site(self) -> str:
+        return "token" if self.context_variables else "readout"
+
+    @property
+    def header(self) -> str:
+        head = f"top({self.rank})" if self.kind == "top" else self.kind
+        conditions = " and ".join(
+            f"{describe(c.left)} {c.operator} {describe(c.right)}" for c in self.conditions
+        )
+        where = f" : {conditions}" if conditions else ""
+        return f"{head}_<{', '.join(self.variables)}{where}>"
+
+
+@dataclass(frozen=True)
+class ComparisonTree:
+    """The comparison nodes (children before parents) and the target over their results."""
+
+    nodes: tuple[ComparisonNode, ...]
+    output: ir.Expr
+    length: int
+
+    @property
+    def order(self) -> int:
+        """β′: the largest order of any node (0 when the target compares nothing)."""
+        return max((n.order for n in self.nodes), default=0)
+
+    @property
+    def comparisons(self) -> tuple[Fraction, ...]:
+        total: list[Fraction] = []
+        for node in self.nodes:
+            for k, c in enumerate(node.count):
+                total.extend([Fraction(0)] * (k + 1 - len(total)))
+                total[k] += c
+        return tuple(total) or (Fraction(0),)
+
+    @property
+    def comparisons_text(self) -> str:
+        return format_polynomial(self.comparisons)
+
+    @property
+    def comparisons_at_length(self) -> int:
+        return sum(n.count_at_length for n in self.nodes)
+
+    def node(self, name: str) -> ComparisonNode:
+        return next(n for n in self.nodes if n.name == name)
+
+
+def _is_fixed_label(label: str) -> bool:
+    return label == "T" or label.isdigit()
+
+
+# ----------------------------------------------------------------------------- traversal
+
+
+def map_children(expr: object, function: Callable[[object], object]) -> object:
+    """A copy of a typed node with ``function`` applied to each typed child."""
+    changes = {}
+    for name in getattr(expr, "__dataclass_fields__", {}):
+        if name in ("span", "type"):
+            continue
+        value = getattr(expr, name)
+        if isinstance(value, tuple):
+            mapped = tuple(function(v) if _is_node(v) else v for v in value)
+            if mapped != value:
+                changes[name] = mapped
+        elif _is_node(value):
+            changes[name] = function(value)
+    return dataclasses.replace(expr, **changes) if changes else expr  # type: ignore[type-var]
+
+
+def _is_node(value: object) -> bool:
+    return hasattr(value, "__dataclass_fields__") and not isinstance(value, Span | ir.ValueType)
+
+
+def sub_nodes(expr: object) -> Iterator[object]:
+    """Every typed node below ``expr`` (not ``expr`` itself), conditions included."""
+    for name in getattr(expr, "__dataclass_fields__", {}):
+        if name in ("span", "type"):
+            continue
+        value = getattr(expr, name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if _is_node(item):
+                yield item
+                yield from sub_nodes(item)
+
+
+def free_variables(expr: object) -> set[str]:
+    """The position variables ``expr`` depends on that it does not bind itself."""
+    if isinstance(expr, ir.PositionVariable):
+        return {expr.name}
+    if isinstance(expr, NodeResult):
+        return set(expr.variables)
+    found: set[str] = set()
+    for name in getattr(expr, "__dataclass_fields__", {}):
+        if name in ("span", "type"):
+            continue
+        value = getattr(expr, name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if _is_node(item):
+                found |= free_variables(item)
+    if isinstance(expr, ir.Reduce):
+        found -= set(expr.variables)
+    elif isinstance(expr, ir.ArgPosition):
+        found.discard(expr.variable)
+    return found
+
+
+def rename(expr: object, old: str, new: str) -> object:
+    """``expr`` with the free position variable ``old`` renamed ``new``."""
+    if isinstance(expr, ir.PositionVariable):
+        return dataclasses.replace(expr, name=new) if expr.name == old else expr
+    if isinstance(expr, ir.Reduce) and old in expr.variables:
+        return expr
+    if isinstance(expr, ir.ArgPosition) and expr.variable == old:
+        return expr
+    return map_children(expr, lambda child: rename(child, old, new))
+
+
+# ----------------------------------------------------------------------------- normalisation
+
+
+def _summands(expr: ir.Expr, sign: int = 1) -> list[tuple[int, ir.Expr]]:
+    """``expr`` as a signed sum of terms (flattening +, − and unary −)."""
+    if isinstance(expr, ir.Arithmetic) and expr.operator in "+-":
+        right_sign = sign if expr.operator == "+" else -sign
+        return _summands(expr.left, sign) + _summands(expr.right, right_sign)
+    if isinstance(expr, ir.Negate):
+        return _summands(expr.argument, -sign)
+    return [(sign, expr)]
+
+
+def _sum(terms: Sequence[tuple[int, ir.Expr]], value_type: ir.ValueType) -> ir.Expr:
+    result: ir.Expr | None = None
+    for sign, term in terms:
+        if result is None:
+            result = term if sign > 0 else ir.Negate(term, value_type, term.span)
+        else:
+            result = ir.Arithmetic("+" if sign > 0 else "-", result, term, value_type, term.span)
+    assert result is not None
+    return result
+
+
+def _hoist(expr: ir.Reduce | ir.ArgPosition) -> ir.Expr:
+    """Move the summands that do not depend on the reduction's variables out of it."""
+    bound = set(expr.variables) if isinstance(expr, ir.Reduce) else {expr.variable}
+    terms = _summands(expr.body)
+    inside = [(s, t) for s, t in terms if free_variables(t) & bound]
+    outside = [(s, t) for s, t in terms if not free_variables(t) & bound]
+    if not outside or (isinstance(expr, ir.Reduce) and expr.kind == "sum"):
+        return expr
+    if not inside:
+        if isinstance(expr, ir.ArgPosition):
+            return expr
+        return _sum(outside, expr.type)  # the reduction of a value independent of it (range non-empty)
+    reduced = dataclasses.replace(expr, body=_sum(inside, expr.body.type))
+    if isinstance(expr, ir.ArgPosition):
+        return reduced
+    return _sum([(1, reduced), *outside], expr.type)
+
+
+def _rewrite_top(expr: ir.Reduce, taken: set[str]) -> ir.Expr:
+    """top(k)_<t : C(t)> f(t) as k nested max/min (see the module docstring)."""
+    assert expr.rank is not None
+    (variable,) = expr.variables
+    names = _fresh_names(variable, expr.rank, taken | free_variables(expr.body))
+    origin = describe(expr)
+
+    def level(index: int, excluded: tuple[str, ...]) -> ir.Expr:
+        name = names[index]
+        body = rename(expr.body, variable, name)
+        conditions = tuple(rename(c, variable, name) for c in expr.conditions)
+        conditions += tuple(
+            ir.PositionCondition(ir.PositionVariable(name), "!=", ir.PositionVariable(other), expr.span)
+            for other in excluded
+        )
+        if index + 1 < expr.rank:
+            body = ir.Pointwise("min", (body, level(index + 1, (*excluded, name))), expr.span)  # type: ignore[arg-type]
+        return ir.Reduce("max", (name,), conditions, body, ir.SCALAR, None, expr.span, origin)  # type: ignore[arg-type]
+
+    return level(0, ())
+
+
+def _fresh_names(variable: str, count: int, taken: set[str]) -> list[str]:
+    names: list[str] = []
+    for index in range(1, count + 1):
+        name = f"{variable}_{index}"
+        while name in taken:
+            name += "′"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def all_variables(expr: object) -> set[str]:
+    """Every position variable named anywhere in ``expr`` (bound or free)."""
+    names = {n.name for n in sub_nodes(expr) if isinstance(n, ir.PositionVariable)}
+    names |= {v for n in sub_nodes(expr) if isinstance(n, ir.Reduce) for v in n.variables}
+    names |= {n.variable for n in sub_nodes(expr) if isinstance(n, ir.ArgPosition)}
+    return names | free_variables(expr)
+
+
+def normalise(expr: ir.Expr, taken: set[str] | None = None) -> ir.Expr:
+    """``expr`` rewritten by the exact identities of the module docstring (bottom-up)."""
+    taken = all_variables(expr) if taken is None else taken
+    expr = map_children(expr, lambda child: normalise(child, taken))  # type: ignore[arg-type,return-value]
+    if isinstance(expr, ir.Reduce) and expr.kind == "top" and len(expr.variables) == 1:
+        if expr.rank == 1:
+            expr = dataclasses.replace(expr, kind="max", rank=None)
+        else:
+            return normalise(_rewrite_top(expr, taken), taken)
+    if isinstance(expr, ir.Reduce | ir.ArgPosition):
+        return _pull_out_norm(_hoist(expr))
+    return expr
+
+
+def _pull_out_norm(expr: ir.Expr) -> ir.Expr:
+    """min/max of a norm -> sqrt of min/max of its square; argmin/argmax of a norm -> of its square."""
+    if isinstance(expr, ir.ArgPosition) and isinstance(expr.body, ir.Norm):
+        return dataclasses.replace(expr, body=ir.Square(expr.body, expr.body.span))
+    if isinstance(expr, ir.Reduce) and expr.kind in ("min", "max") and isinstance(expr.body, ir.Norm):
+        squared = dataclasses.replace(expr, body=ir.Square(expr.body, expr.body.span))
+        return ir.Pointwise("sqrt", (squared,), expr.span)
+    return expr
+
+
+def split_nesting(expr: ir.Reduce, order: Sequence[str]) -> ir.Reduce:
+    """A multi-variable reduction as nested single-variable ones, outermost ``order[0]``.
+
+    Each condition goes to the innermost reduction whose variable it mentions.
+    """
+    position = {name: i for i, name in enumerate(order)}
+
+    def home(condition: ir.PositionCondition) -> int:
+        mentioned = [position[v] for v in variables_of([condition]) if v in position]
+        return max(mentioned, default=0)
+
+    body: ir.Expr = expr.body
+    origin = expr.origin or describe(expr)
+    for index in range(len(order) - 1, -1, -1):
+        conditions = tuple(c for c in expr.conditions if home(c) == index)
+        body = ir.Reduce(expr.kind, (order[index],), conditions, body, expr.type, None, expr.span, origin)
+    assert isinstance(body, ir.Reduce)
+    return body
+
+
+def _splittable(expr: ir.Reduce) -> bool:
+    if len(expr.variables) < 2:
+        return False
+    if expr.kind in SPLITTABLE:
+        return True
+    if expr.kind == "mean":  # a mean nests only when no condition links two of its variables
+        return all(len(set(variables_of([c])) & set(expr.variables)) < 2 for c in expr.conditions)
+    return False
+
+
+# ----------------------------------------------------------------------------- the tree
+
+
+class TreeBuilder:
+    """Extracts comparison nodes from a normalised target, children first."""
+
+    def __init__(self, length: int, taken: set[str]) -> None:
+        self.length = length
+        self.taken = taken
+        self.nodes: list[ComparisonNode] = []
+
+    def extract(self, expr: object, enclosing: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...]) -> object:
+        """``expr`` with each reduction replaced by a :class:`NodeResult` (making its node)."""
+        if isinstance(expr, ir.Reduce) and _splittable(expr):
+            return self.extract(self._best_nesting(expr, enclosing, conditions), enclosing, conditions)
+        if isinstance(expr, ir.Reduce | ir.ArgPosition):
+            return self._node(expr, enclosing, conditions)
+        return map_children(expr, lambda child: self.extract(child, enclosing, conditions))
+
+    def _best_nesting(
+        self, expr: ir.Reduce, enclosing: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...],
+    ) -> ir.Expr:
+        best: tuple[int, ir.Expr] | None = None
+        for order in itertools.permutations(expr.variables):
+            candidate = normalise(split_nesting(expr, order), self.taken)
+            trial = TreeBuilder(self.length, self.taken)
+            trial.extract(candidate, enclosing, conditions)
+            largest = max((n.order for n in trial.nodes), default=0)
+            if best is None or largest < best[0]:
+                best = (largest, candidate)
+        assert best is not None
+        return best[1]
+
+    def _node(
+        self, expr: ir.Reduce | ir.ArgPosition, enclosing: tuple[str, ...], outer: tuple[ir.PositionCondition, ...],
+    ) -> NodeResult:
+        variables = expr.variables if isinstance(expr, ir.Reduce) else (expr.variable,)
+        inner_conditions = outer + expr.conditions
+        first_child = len(self.nodes)
+        body = self.extract(expr.body, enclosing + variables, inner_conditions)
+        children = tuple(n.name for n in self.nodes[first_child:] if n.name not in _grandchildren(self.nodes, first_child))
+        depends = free_variables(body) | set(variables_of(expr.conditions))
+        context_variables = tuple(v for v in enclosing if v in depends)
+        fixed = _fixed_positions_read(body)
+        counted = (*context_variables, *variables)
+        relevant = tuple(c for c in inner_conditions if set(variables_of([c])) <= set(counted))
+        name = f"c{len(self.nodes) + 1}"
+        kind = expr.kind
+        node = ComparisonNode(
+            name=name, kind=kind, variables=variables, context=(*context_variables, *fixed),
+            conditions=expr.conditions, body=body, children=children, origin=getattr(expr, "origin", "") or describe(expr),
+            span=expr.span,
+            rank=expr.rank if isinstance(expr, ir.Reduce) else None,
+            count=count_polynomial(counted, relevant), count_at_length=count_tuples(counted, relevant, self.length),
+        )
+        self.nodes.append(node)
+        label = f"{name}({', '.join(context_variables)})" if context_variables else name
+        return NodeResult(name, context_variables, expr.type, label, expr.span)
+
+
+def _grandchildren(nodes: list[ComparisonNode], first: int) -> set[str]:
+    return {child for node in nodes[first:] for child in node.children}
+
+
+def _fixed_positions_read(body: object) -> tuple[str, ...]:
+    """Labels of the fixed positions whose tokens ``body`` reads (``3``, ``T``), in order."""
+    labels: list[str] = []
+    for node in [body, *sub_nodes(body)]:
+        if isinstance(node, ir.Token) and isinstance(node.position, ir.FixedPosition | ir.LastPosition):
+            label = "T" if isinstance(node.position, ir.LastPosition) else str(node.position.index)
+            if label not in labels:
+                labels.append(label)
+    return tuple(labels)
+
+
+def build_tree(program: ir.Program) -> ComparisonTree:
+    """The comparison tree of a checked program."""
+    taken = all_variables(program.target)
+    target = normalise(program.target, taken)
+    builder = TreeBuilder(program.length, taken)
+    output = builder.extract(target, (), ())
+    return ComparisonTree(tuple(builder.nodes), output, program.length)  # type: ignore[arg-type]
