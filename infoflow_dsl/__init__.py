@@ -6,6 +6,8 @@ The Python API (DESIGN.md):
 >>> prog = ifl.load_program("compiled_examples/min_pairwise.iflow")   # parse + check
 >>> y_ref = ifl.evaluate(prog, x)       # the exact target, float64: (B, T, d) -> (B,) or (B, k)
 >>> report = ifl.analyze(prog)          # order, dimension, schedule, cost law, verdict; .to_json()
+>>> model = ifl.compile(prog, eps=1e-4)  # a torch.nn.Module: x (B, T, d) -> (B,) or (B, k)
+>>> ifl.save(model, "min_pairwise.safetensors"); model = ifl.load("min_pairwise.safetensors")
 """
 
 from __future__ import annotations
@@ -16,12 +18,19 @@ from .analysis import AnalysisReport, analyze
 from .check import check
 from .diagnostics import Diagnostic, ProgramError
 from .evaluate import evaluate
+from .io import ModelFileError, load, save
+from .lower import CompileError
+from .model import CompiledTransformer
+from .pipeline import compile_program
 from .parse import parse
 from .sampling import sample_inputs
 from .typed import Program
 
+compile = compile_program  # noqa: A001 - the API name DESIGN.md gives: ifl.compile(prog, eps=...)
+
 __all__ = [
-    "AnalysisReport", "Diagnostic", "analyze", "Program", "ProgramError", "evaluate", "load_program", "parse_program", "sample_inputs",
+    "AnalysisReport", "CompileError", "CompiledTransformer", "Diagnostic", "ModelFileError", "analyze", "compile",
+    "compile_program", "load", "save", "Program", "ProgramError", "evaluate", "load_program", "parse_program", "sample_inputs",
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,8 @@ from .randomness import randn
 MAX_LENGTH = 1_000_000
 #: The most entries a randn(seed) constant may have (the generator is plain Python).
 MAX_RANDN_ENTRIES = 1_000_000
+#: The most nodes macro expansion may visit while inlining the target's macros.
+MAX_EXPANSION = 100_000
 
 BUILTINS = {"relu": 1, "min": 2, "max": 2}
 RESERVED = {"T", *BUILTINS, "randn", "ball", "in", "and", "R"}
@@ -67,6 +69,10 @@ class _Failed(Exception):
     """An expression already diagnosed: its parents stay silent."""
 
 
+class _TooLarge(Exception):
+    """Macro expansion went past MAX_EXPANSION steps or Python's recursion limit."""
+
+
 class Checker:
     """Checks one program; ``errors`` collects every diagnostic."""
 
@@ -83,6 +89,7 @@ class Checker:
         self.dimension = 1
         self.length = 1
         self.binder_names: set[str] = set()
+        self.expansion_steps = 0
 
     def error(self, span: ast.Span, message: str) -> None:
         self.errors.append(Diagnostic(self.path, span, message))
@@ -113,10 +120,12 @@ class Checker:
         if targets is None:
             return None
         try:
-            expanded_target: ast.Expr | None = self._expand(targets.expression, ())
-        except RecursionError:
-            expanded_target = None
-        if expanded_target is None or nesting_depth(expanded_target) > MAX_NESTING:
+            expanded_target = self._expand(targets.expression, ())
+        except (_TooLarge, RecursionError):
+            self.error(targets.expression.span, f"with its macros inlined, the target is too large "
+                                                f"(more than {MAX_EXPANSION} nodes or {MAX_NESTING} levels deep)")
+            return None
+        if nesting_depth(expanded_target) > MAX_NESTING:
             self.error(targets.expression.span, f"with its macros inlined, the target is nested too deeply "
                                                 f"(more than {MAX_NESTING} levels)")
             return None
@@ -223,6 +232,9 @@ class Checker:
             if declared is None or declared.kind == "scalar":
                 self.error(value.span, "randn(seed) needs a declared vector or matrix space, e.g. R^{2 x 4}")
                 return
+            if 0 in declared.shape:
+                self.error(value.span, "a constant needs at least one entry")
+                return
             if math.prod(declared.shape) > MAX_RANDN_ENTRIES:
                 self.error(value.span, f"randn(seed) fills at most {MAX_RANDN_ENTRIES} entries; "
                                        f"'{declaration.name}' is a {declared}")
@@ -246,6 +258,9 @@ class Checker:
 
     def _expand(self, expr: ast.Expr, active: tuple[str, ...]) -> ast.Expr:
         """``expr`` with every macro use replaced by its body (arguments substituted)."""
+        self.expansion_steps += 1
+        if self.expansion_steps > MAX_EXPANSION:  # macros calling macros twice each grow exponentially
+            raise _TooLarge()
         if isinstance(expr, ast.Name) and expr.name in self.macros:
             return self._inline(expr.name, (), expr.span, active, called=False)
         if isinstance(expr, ast.Call) and expr.function in self.macros:
@@ -290,6 +305,20 @@ class Checker:
         """The typed form of ``expr`` with position variables ``scope`` bound; raises _Failed."""
         method = getattr(self, "_type_" + type(expr).__name__)
         return method(expr, scope)
+
+    def _each(self, *typers: Callable[[], Any]) -> list[Any]:
+        """Run every typer (of sibling subexpressions), so that an error in one does not hide
+        an error in another; fail afterwards if any of them failed."""
+        results: list[Any] = []
+        failed = False
+        for typer in typers:
+            try:
+                results.append(typer())
+            except _Failed:
+                failed = True
+        if failed:
+            raise _Failed()
+        return results
 
     def _scalar(self, expr: ast.Expr, scope: Scope, role: str) -> ir.Expr:
         typed = self.type_of(expr, scope)
@@ -337,7 +366,9 @@ class Checker:
             if len(expr.arguments) != want:
                 raise self.fail(expr.span, f"{name}(...) takes {want} argument{'s' * (want != 1)}, "
                                            f"got {len(expr.arguments)}")
-            arguments = tuple(self._scalar(a, scope, f"the argument of {name}") for a in expr.arguments)
+            arguments = tuple(self._each(
+                *(lambda a=a: self._scalar(a, scope, f"the argument of {name}") for a in expr.arguments)
+            ))
             return ir.Pointwise(name, arguments, expr.span)  # type: ignore[arg-type]
         if name in self.constants:
             raise self.fail(expr.span, f"'{name}' is a constant, not a function")
@@ -371,7 +402,7 @@ class Checker:
         return ir.Component(base, index, expr.span)
 
     def _type_InnerProduct(self, expr: ast.InnerProduct, scope: Scope) -> ir.Expr:
-        left, right = self.type_of(expr.left, scope), self.type_of(expr.right, scope)
+        left, right = self._each(lambda: self.type_of(expr.left, scope), lambda: self.type_of(expr.right, scope))
         if left.type.kind != "vector" or left.type != right.type:
             raise self.fail(expr.span, f"the inner product needs two vectors of equal length, "
                                        f"got a {left.type} and a {right.type}")
@@ -407,7 +438,7 @@ class Checker:
     def _type_Binary(self, expr: ast.Binary, scope: Scope) -> ir.Expr:
         if expr.operator == "/":
             return self._divide(expr, scope)
-        left, right = self.type_of(expr.left, scope), self.type_of(expr.right, scope)
+        left, right = self._each(lambda: self.type_of(expr.left, scope), lambda: self.type_of(expr.right, scope))
         if expr.operator == "@":
             return self._matvec(expr, left, right)
         self._require_number(left, expr.left)
@@ -423,9 +454,12 @@ class Checker:
         return ir.Arithmetic(expr.operator, left, right, left.type, expr.span)  # type: ignore[arg-type]
 
     def _divide(self, expr: ast.Binary, scope: Scope) -> ir.Expr:
-        numerator = self.type_of(expr.left, scope)
-        self._require_number(numerator, expr.left)
-        divisor = self._constant_value(expr.right, scope)
+        def numerator_of() -> ir.Expr:
+            typed = self.type_of(expr.left, scope)
+            self._require_number(typed, expr.left)
+            return typed
+
+        numerator, divisor = self._each(numerator_of, lambda: self._constant_value(expr.right, scope))
         if divisor == 0:
             raise self.fail(expr.right.span, "division by zero")
         return ir.Divide(numerator, divisor, numerator.type, expr.span)
@@ -449,8 +483,11 @@ class Checker:
 
     def _type_Reduction(self, expr: ast.Reduction, scope: Scope) -> ir.Expr:
         inner_scope, names = scope.bind(self._binders(expr))
-        conditions = tuple(self._condition(c, inner_scope) for c in expr.conditions)
-        body = self.type_of(expr.body, inner_scope)
+        *conditions, body = self._each(
+            *(lambda c=c: self._condition(c, inner_scope) for c in expr.conditions),
+            lambda: self.type_of(expr.body, inner_scope),
+        )
+        conditions = tuple(conditions)
         self._require_number(body, expr.body)
         self._check_range(expr, names, conditions)
         if expr.kind in ("argmin", "argmax"):

@@ -14,7 +14,7 @@ from pathlib import Path
 from .diagnostics import ProgramError
 from .printer import print_program
 
-EXIT_OK, EXIT_BUG, EXIT_USER = 0, 1, 2
+EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_ABOVE_EPS = 0, 1, 2, 3
 
 
 class UsageError(Exception):
@@ -48,7 +48,37 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_cmd.add_argument("--heads", type=_head_budget, help="a head budget per layer, e.g. 2,2")
     analyze_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     analyze_cmd.add_argument("--plot", type=Path, metavar="OUT.png", help="draw tokens × layers with the flow")
+    compile_cmd = commands.add_parser("compile", help="explicit transformer weights within ε, as .safetensors")
+    compile_cmd.add_argument("file", type=Path)
+    compile_cmd.add_argument("--eps", type=_positive_float, default=1e-3, help="the error bound ε (default 1e-3)")
+    compile_cmd.add_argument("--T", dest="length", type=_positive_int, help="override the program's length T")
+    compile_cmd.add_argument("--margin", type=_positive_float, help="override the program's margin δ")
+    compile_cmd.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    compile_cmd.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    compile_cmd.add_argument("--samples", type=_nonnegative_int, default=10_000,
+                             help="random inputs to measure the error on (default 10000)")
+    compile_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .safetensors)")
     return parser
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 0, got {value}")
+    return value
 
 
 def _head_budget(text: str) -> tuple[int, ...]:
@@ -117,7 +147,42 @@ def command_analyze(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"parse": command_parse, "analyze": command_analyze}
+def command_compile(arguments: argparse.Namespace) -> int:
+    from . import parse_program
+    from .io import model_to_bytes
+    from .lower import CompileError
+    from .pipeline import compile_program
+
+    source = read_program_text(arguments.file)
+    program = parse_program(source, str(arguments.file), length=arguments.length, margin=arguments.margin)
+    output = arguments.output or arguments.file.with_suffix(".safetensors")
+    try:
+        model = compile_program(program, arguments.eps, arguments.dtype, arguments.device, arguments.samples)
+    except CompileError as error:
+        raise UsageError(f"{arguments.file}: cannot compile: {error}") from None
+    config = model.config
+    measured = config["measured_error"]
+    print(f"{arguments.file}: compiled within ε = {arguments.eps:g} ({config['dtype']}, T = {config['T']})")
+    print(f"  layers           {len(config['layers'])}")
+    print(f"  heads per layer  {[len(layer['heads']) for layer in config['layers']]}")
+    print(f"  d_model          {config['d_model']}")
+    print(f"  d_mlp            {[int(block.mlp.W_in.shape[1]) for block in model.blocks]} "
+          f"(embedding {int(model.embed.W_E1.shape[1])})")
+    print(f"  parameters       {model.parameter_count()} total, {model.nonzero_parameter_count()} nonzero")
+    print(f"  a-priori bound   {config['a_priori_bound']:.3g}")
+    if measured is not None:
+        excluded = f", {measured['excluded_by_margin']} under the margin left out" if measured["excluded_by_margin"] else ""
+        print(f"  measured error   {measured['max_error']:.3g} (max over {measured['samples']} random inputs "
+              f"and {measured['corners']} corners{excluded})")
+        if measured["max_error"] > arguments.eps:
+            print(f"{arguments.file}: the measured error exceeds ε (a compiler bug); nothing written", file=sys.stderr)
+            return EXIT_ABOVE_EPS
+    write_atomically(output, model_to_bytes(model))
+    print(f"  wrote            {output}")
+    return EXIT_OK
+
+
+COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -27,6 +27,7 @@ class ReferenceEvaluator:
     def __init__(self, x: Tensor) -> None:
         self.x = x  # (B, T, d)
         self.batch, self.length, self.dimension = x.shape
+        self.margins: list[Tensor] = []  # per argmin/argmax evaluated: best − runner-up score, (B,)
 
     # ------------------------------------------------------------------ positions
 
@@ -51,9 +52,13 @@ class ReferenceEvaluator:
         inner = (*scope, expr.variable)
         scores = self._expand_new_axes(self.value(expr.body, inner), len(scope), 1)  # (B, *dims, T)
         mask = self.mask(expr.conditions, inner)  # (1, *dims, T)
-        if expr.kind == "argmin":
-            return torch.where(mask, scores, torch.inf).argmin(dim=-1)
-        return torch.where(mask, scores, -torch.inf).argmax(dim=-1)
+        signed = scores if expr.kind == "argmax" else -scores
+        ranked = torch.where(mask, signed, -torch.inf)  # (B, *dims, T), best = largest
+        if self.length > 1:
+            top = ranked.topk(2, dim=-1).values  # (B, *dims, 2)
+            gap = (top[..., 0] - top[..., 1]).nan_to_num(nan=torch.inf)
+            self.margins.append(gap.expand(self.batch, *gap.shape[1:]).reshape(self.batch, -1).amin(dim=-1))
+        return ranked.argmax(dim=-1)
 
     def mask(self, conditions: tuple[ir.PositionCondition, ...], scope: tuple[str, ...]) -> Tensor:
         """Which tuples the conditions keep: bool, shape (1, *scope dims)."""
@@ -146,7 +151,7 @@ class ReferenceEvaluator:
         if expr.kind == "sum":
             return total
         if expr.kind == "mean":
-            return total / mask.expand(*mask.shape[:1], *body.shape[1:]).sum(dim=axes)
+            return total / mask.expand(torch.broadcast_shapes(mask.shape, (1, *body.shape[1:]))).sum(dim=axes)
         assert expr.kind == "top" and expr.rank is not None
         flat = torch.where(mask, body, -torch.inf).flatten(start_dim=1 + len(scope))  # (B, *dims, N)
         return flat.topk(expr.rank, dim=-1).values[..., expr.rank - 1]
@@ -176,6 +181,22 @@ def at_length(program: ir.Program, length: int) -> ir.Program:
     if length == program.length:
         return program
     return check(program.expanded, program.path, program.source, length=length, margin=program.margin)
+
+
+def retrieval_margin(program: ir.Program, x: Tensor) -> Tensor:
+    """For each input, the smallest gap between the best and the runner-up score over every
+    argmin/argmax the target evaluates (inf when it has none): (B,), float64.
+
+    A model that retrieves tokens is promised accurate only where this is ≥ the margin δ.
+    """
+    x = torch.as_tensor(x).to(torch.float64)
+    program = at_length(program, x.shape[1])
+    evaluator = ReferenceEvaluator(x)
+    evaluator.value(program.target, ())
+    margin = torch.full((x.shape[0],), torch.inf, dtype=torch.float64)
+    for gap in evaluator.margins:
+        margin = torch.minimum(margin, gap)
+    return margin
 
 
 def evaluate(program: ir.Program, x: Tensor) -> Tensor:

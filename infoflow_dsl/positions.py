@@ -100,7 +100,7 @@ def smallest_range(
     exact = length ** len(variables) <= FULL_GRID_LIMIT
     values = np.arange(1, length + 1) if exact else compressed_positions(conditions, length, len(variables))
     mask = condition_mask(variables, conditions, values, length)
-    counts = mask.reshape((*mask.shape[:len(outer)], -1)).sum(axis=-1) if variables else np.array(1)
+    counts = mask.reshape((*mask.shape[:len(outer)], -1)).sum(axis=-1)  # 0-d when no variable: 1 or 0
     flat = int(np.argmin(counts))
     smallest = int(np.min(counts)) * length**free_binders
     index = np.unravel_index(flat, counts.shape) if outer else ()

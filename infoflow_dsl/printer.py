@@ -51,6 +51,13 @@ def _condition(condition: ast.Condition) -> str:
     return f"{term(condition.left)} {condition.operator} {term(condition.right)}"
 
 
+def _bars_inside(expr: ast.Expr) -> str:
+    """The argument of ``|...|`` or ``||...||``: parenthesised when it starts or ends with a bar,
+    since ``||a||`` would lex as a norm, not as the absolute value of ``|a|``."""
+    text = print_expr(expr)
+    return f"({text})" if text.startswith("|") or text.endswith("|") else text
+
+
 def print_expr(expr: ast.Expr) -> str:
     """The text of one expression."""
     if isinstance(expr, ast.Number):
@@ -64,9 +71,9 @@ def print_expr(expr: ast.Expr) -> str:
     if isinstance(expr, ast.InnerProduct):
         return f"<{print_expr(expr.left)}, {print_expr(expr.right)}>"
     if isinstance(expr, ast.Norm):
-        return f"||{print_expr(expr.argument)}||"
+        return f"||{_bars_inside(expr.argument)}||"
     if isinstance(expr, ast.Abs):
-        return f"|{print_expr(expr.argument)}|"
+        return f"|{_bars_inside(expr.argument)}|"
     if isinstance(expr, ast.Negate):
         inner = _tail(expr.argument, UNARY)
         return f"- {inner}" if inner.startswith("-") else f"-{inner}"

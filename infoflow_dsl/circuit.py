@@ -1,0 +1,143 @@
+"""The circuit IR: what ``lower`` produces and ``assemble`` turns into weights.
+
+Everything is written in **named residual directions** (``one``, ``x[2]``, ``pos:cos``,
+``c1:mean[3]``, ``L1:square7``, ...). A quantity is a :class:`LinearForm` over them: linear
+maps are never materialised, they fold into the matrices that read them (W_Q, W_K, W_V, W_in,
+W_U). Only three things write a direction:
+
+- the embedding (``x[i]``, ``one``, the positional code ``pos:cos``/``pos:sin``),
+- an :class:`AttentionHead` (its value rows, through W_O, into its output directions),
+- a :class:`ReLUUnit` of an FFN block: ``Σ_k c_k·relu(form)`` added into one direction.
+
+Each head and FFN block records the a-priori error it adds (``error``), so the circuit's
+:class:`ErrorBudget` is a readable account of where ε went.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ONE = "one"
+POS_COS, POS_SIN = "pos:cos", "pos:sin"
+
+
+@dataclass(frozen=True)
+class LinearForm:
+    """Σ coefficient·direction + constant (the constant is read from the ``one`` direction)."""
+
+    terms: tuple[tuple[str, float], ...] = ()
+    constant: float = 0.0
+
+    @staticmethod
+    def of(direction: str, coefficient: float = 1.0) -> LinearForm:
+        return LinearForm(((direction, coefficient),))
+
+    @staticmethod
+    def const(value: float) -> LinearForm:
+        return LinearForm((), value)
+
+    def plus(self, other: LinearForm, scale: float = 1.0) -> LinearForm:
+        merged = dict(self.terms)
+        for direction, coefficient in other.terms:
+            merged[direction] = merged.get(direction, 0.0) + scale * coefficient
+        terms = tuple((d, c) for d, c in merged.items() if c != 0.0)
+        return LinearForm(terms, self.constant + scale * other.constant)
+
+    def scaled(self, factor: float) -> LinearForm:
+        if factor == 0.0:
+            return LinearForm()
+        return LinearForm(tuple((d, c * factor) for d, c in self.terms), self.constant * factor)
+
+    @property
+    def is_constant(self) -> bool:
+        return not self.terms
+
+    def with_one(self) -> dict[str, float]:
+        """The form as direction -> coefficient, the constant on ``one``."""
+        out = dict(self.terms)
+        if self.constant:
+            out[ONE] = out.get(ONE, 0.0) + self.constant
+        return out
+
+    def __str__(self) -> str:
+        parts = [f"{c:+.6g}·{d}" for d, c in self.terms]
+        if self.constant or not parts:
+            parts.append(f"{self.constant:+.6g}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class ReLUUnit:
+    """One hidden unit: ``coefficient · relu(input)`` added to direction ``output``."""
+
+    input: LinearForm
+    output: str
+    coefficient: float
+
+
+@dataclass(frozen=True)
+class FFNBlock:
+    """ReLU units that together compute one function into one direction, at ``layer``.
+
+    ``layer`` 0 is the embedding's ReLU block; layer l ≥ 1 is the FFN of block l − 1.
+    ``formula`` says what it computes; ``error`` is its a-priori approximation error.
+    """
+
+    name: str
+    layer: int
+    output: str
+    formula: str
+    units: tuple[ReLUUnit, ...]
+    error: float
+    bias: float = 0.0
+
+
+@dataclass(frozen=True)
+class AttentionHead:
+    """softmax_s(β·q(t)·k(s) | mask) · v(s), value row i written into ``outputs[i]``.
+
+    ``mask`` holds conditions (left, op, right) over ``key``, ``query``, ``last`` and literal
+    positions. ``error`` is the a-priori error of its result (Gibbs or retrieval bound).
+    """
+
+    name: str
+    layer: int
+    kind: str
+    site: str
+    query: tuple[LinearForm, ...]
+    key: tuple[LinearForm, ...]
+    value: tuple[LinearForm, ...]
+    outputs: tuple[str, ...]
+    beta: float
+    mask: tuple[tuple[str | int, str, str | int], ...]
+    error: float
+    formula: str
+
+
+@dataclass(frozen=True)
+class ErrorBudget:
+    """Where ε went: each source's share (heads, FFN blocks, rounding) and their sum."""
+
+    eps: float
+    shares: tuple[tuple[str, float], ...]
+    rounding: float
+    bound: float
+
+
+@dataclass(frozen=True)
+class Circuit:
+    """A whole compiled target in named directions: embedding, layers, output."""
+
+    dimension: int
+    length: int
+    directions: tuple[str, ...]
+    heads: tuple[AttentionHead, ...]
+    blocks: tuple[FFNBlock, ...]
+    output: tuple[LinearForm, ...]
+    output_shape: tuple[int, ...]
+    layers: int
+    theta: float
+    budget: ErrorBudget
+    exact_length_only: bool = False
+    min_length: int = 1
+    notes: tuple[str, ...] = field(default=())

@@ -1,0 +1,175 @@
+"""Model files: one ``.safetensors`` file per compiled model (DESIGN.md, "The compiled model").
+
+The tensors are stored under their TransformerLens-style names, the config as JSON in the header
+metadata under ``"infoflow"``, next to ``"format": "infoflow/1"``. Reading never runs code (no
+pickle, no ``torch.load``) and checks everything before a model is built: every fault in a file
+raises :class:`ModelFileError` with a one-line message naming the file and the fault. Writing is
+atomic (a temporary file in the same folder, then ``os.replace``) and deterministic (the same
+model gives the same bytes, in any process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import safetensors
+import safetensors.torch
+import torch
+
+from .model import CompiledTransformer, check_config, check_tensor_shapes
+
+FORMAT = "infoflow/1"
+CONFIG_KEY = "infoflow"
+_DTYPES = {"F32": torch.float32, "F64": torch.float64}
+_MAX_HEADER = 100_000_000  # the safetensors limit on the header's size
+
+
+class ModelFileError(Exception):
+    """A model file that cannot be read or is not a valid infoflow model; the message is one line
+    of the form ``<file>: <fault>``."""
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def model_to_bytes(model: CompiledTransformer) -> bytes:
+    """The file contents for ``model``: deterministic for a given model."""
+    if not isinstance(model, CompiledTransformer):
+        raise TypeError(f"expected a CompiledTransformer, got {type(model).__name__}")
+    tensors = {name: t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
+    dtypes = {t.dtype for t in tensors.values()}
+    if len(dtypes) != 1 or not dtypes <= set(_DTYPES.values()):
+        found = sorted(map(str, dtypes))
+        raise ValueError(f"a model file holds float32 or float64 tensors of one dtype, this model has {found}")
+    try:
+        config_json = json.dumps(model.config, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"the model's config is not JSON-serialisable: {e}") from e
+    data = safetensors.torch.save(tensors, metadata={"format": FORMAT, CONFIG_KEY: config_json})
+    return _canonical_header(data)
+
+
+def _canonical_header(data: bytes) -> bytes:
+    """Rewrite the header with the metadata first and its keys sorted. safetensors emits the
+    metadata in hash-map order, which differs between processes; the tensors' entries (already in
+    a fixed order) and the data section are kept as they are (offsets are relative to the data)."""
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + n])
+    metadata = header.pop("__metadata__")
+    header = {"__metadata__": dict(sorted(metadata.items())), **header}
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # safetensors pads the header to a multiple of 8 with spaces
+    return struct.pack("<Q", len(text)) + text + data[8 + n :]
+
+
+def save(model: CompiledTransformer, path: str | os.PathLike[str]) -> None:
+    """Write ``model`` to ``path`` (a ``.safetensors`` file) atomically: the file is either the
+    complete new model or left as it was."""
+    data = model_to_bytes(model)
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def load(path: str | os.PathLike[str], device: torch.device | str | None = None) -> CompiledTransformer:
+    """Rebuild a model from its file alone. Raises :class:`ModelFileError` for every fault."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ModelFileError(f"{path}: no such file") from None
+    except OSError as e:
+        raise ModelFileError(f"{path}: cannot read the file ({e.strerror or e})") from None
+    return model_from_bytes(data, device=device, name=str(path))
+
+
+def model_from_bytes(data: bytes, device: torch.device | str | None = None,
+                     name: str = "<bytes>") -> CompiledTransformer:
+    """Rebuild a model from a file's contents; ``name`` is the file named in error messages."""
+    try:
+        config, tensors, dtype = _read_model(bytes(data))
+        return CompiledTransformer(config, tensors, device=device, dtype=dtype)
+    except _Fault as e:
+        raise ModelFileError(f"{name}: {e}") from None
+    except ValueError as e:  # the model's own checks of config and shapes
+        raise ModelFileError(f"{name}: {_one_line(str(e))}") from None
+
+
+class _Fault(Exception):
+    """A fault found while reading; becomes a ModelFileError with the file's name."""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], torch.dtype]:
+    """Parse and check a file's contents: (config, tensors, dtype). Raises _Fault or ValueError."""
+    if len(data) < 8:
+        raise _Fault(f"not a safetensors file (only {len(data)} bytes)")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > _MAX_HEADER:
+        raise _Fault("not a safetensors file (implausible header length)")
+    if 8 + n > len(data):
+        raise _Fault(f"truncated or not a safetensors file (header of {n} bytes, file of {len(data)} bytes)")
+    try:
+        header = json.loads(data[8 : 8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise _Fault("not a safetensors file (the header is not JSON)") from None
+    if not isinstance(header, dict):
+        raise _Fault("not a safetensors file (the header is not a JSON object)")
+
+    metadata = header.pop("__metadata__", None)
+    if not isinstance(metadata, dict) or CONFIG_KEY not in metadata or "format" not in metadata:
+        raise _Fault(f"a safetensors file without infoflow metadata (no '{CONFIG_KEY}' and 'format' keys)")
+    if metadata["format"] != FORMAT:
+        raise _Fault(f"unsupported format {metadata['format']!r} (this version reads {FORMAT!r})")
+    try:
+        config = json.loads(metadata[CONFIG_KEY])
+    except (TypeError, json.JSONDecodeError) as e:
+        raise _Fault(f"the config in the metadata is not valid JSON ({_one_line(str(e))})") from None
+    try:
+        check_config(config)
+    except ValueError as e:
+        raise _Fault(f"bad config: {_one_line(str(e))}") from None
+
+    dtypes = set()
+    for tname, info in header.items():
+        dtype = info.get("dtype") if isinstance(info, dict) else None
+        if dtype not in _DTYPES:
+            raise _Fault(f"tensor {tname} has dtype {dtype!r}; a model file holds F32 or F64 tensors")
+        dtypes.add(dtype)
+    if len(dtypes) > 1:
+        raise _Fault(f"the tensors mix dtypes {sorted(dtypes)}; a model file holds one dtype")
+    try:
+        tensors = safetensors.torch.load(data)
+    except (safetensors.SafetensorError, ValueError, RuntimeError) as e:
+        raise _Fault(f"corrupt or truncated tensor data ({_one_line(str(e))})") from None
+    try:
+        check_tensor_shapes(config, {tname: tuple(t.shape) for tname, t in tensors.items()})
+    except ValueError as e:
+        raise _Fault(_one_line(str(e))) from None
+    for tname, t in tensors.items():
+        if not bool(torch.isfinite(t).all()):
+            raise _Fault(f"tensor {tname} holds non-finite values (NaN or infinity)")
+    dtype = _DTYPES[dtypes.pop()] if dtypes else torch.float32
+    return config, tensors, dtype

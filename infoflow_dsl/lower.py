@@ -1,0 +1,755 @@
+"""Stage 5, lower: a :class:`~infoflow_dsl.schedule.Schedule` -> a :class:`~infoflow_dsl.circuit.Circuit`.
+
+Every quantity the target needs becomes a :class:`Quantity`: a linear form over named
+residual directions, the stage at which it exists (see ``schedule``), the interval of its
+true value over the declared domain (interval arithmetic), and an a-priori bound on
+|computed − true| as an :class:`ErrorVec` (linear in the error shares of the sources it
+passed through, plus a numeric remainder for second-order terms).
+
+Constructions and the error each adds (THEORY.md §4):
+
+- **retrieval / readout head** for ``min_s f(t, s)`` with ``f = Σ_j φ_j(t) ψ_j(s)``: query rows
+  φ_j, key rows ψ_j, β·(q·k) = ±β f, values ψ_j. Token t receives the Gibbs means ψ̄_j and an
+  FFN forms Σ_j φ_j ψ̄_j = Σ_s p_s f(t, s), which lies within min(ln N, (N−1)/e)/β of the
+  minimum (no gap assumption), plus max|f̃ − f| for approximate features.
+- **token retrieval** (``x(argmin_s ...)``), values x(s): ‖Σ p v − v_best‖ ≤ (N−1)e^(−β(δ−2δf))·diam
+  under the margin δ (δf the score's error).
+- **position head** on angle codes p(s) = (cos θs, sin θs), θ = π/(T+1): for ``x(k)`` the score
+  β cos θ(s−k) peaks at k with gap 1 − cos θ; for ``x(T)`` the score −β cos θs peaks at the last
+  position with gap ≥ 2 sin(3θ/4) sin(θ/2). Error ≤ (T−1)e^(−β·gap)·diam.
+- **uniform head** (sum, mean): β = 0, exact.
+- **FFN blocks**: relu, |u|, min(a, b) = a − relu(a − b), max(a, b) = a + relu(b − a) exact;
+  u² by piecewise-linear interpolation on a uniform grid of spacing h (error in [0, h²/4]);
+  a·b = ((a+b)² − (a−b)²)/4 (error ≤ h²/16); √u on a grid uniform in √u (error per piece
+  (√k' − √k)²/(4(√k + √k')), at most δ/4 for spacing δ in √u).
+
+**Error budget.** β costs no parameters, so heads get 1% of the budget; FFN sources share
+the rest to minimise parameters: a source with sensitivity w_i (how much of its error reaches
+the output) and cost c_i/√e_i units gets e_i ∝ (c_i/w_i)^(2/3) (Lagrange). The circuit is
+lowered again with the new shares, the exact a-priori bound recomputed, and the shares scaled
+until the bound, rounding allowance included, is at most ε.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from . import typed as ir
+from .circuit import (
+    ONE,
+    POS_COS,
+    POS_SIN,
+    AttentionHead,
+    Circuit,
+    ErrorBudget,
+    FFNBlock,
+    LinearForm,
+    ReLUUnit,
+)
+from .comparisons import ComparisonNode, NodeResult
+from .describe import describe
+from .features import Atom, FeaturePair, separate
+from .positions import count_tuples
+from .schedule import Head, Schedule, next_ffn
+
+HEAD_SHARE = 0.01
+ROUNDING_SAFETY = 2.0
+UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24}
+
+
+class CompileError(Exception):
+    """A target this compiler refuses (with the reason), or an ε the dtype cannot honour."""
+
+
+class _RoundingLimit(Exception):
+    """Rounding alone would take half of ε (internal: ``lower`` turns it into a CompileError)."""
+
+    def __init__(self, rounding: float) -> None:
+        super().__init__(rounding)
+        self.rounding = rounding
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@dataclass(frozen=True)
+class ErrorVec:
+    """An error bound Σ_i coefficient_i·e_i + extra + SAFETY·rounding, e_i the share of source i.
+
+    ``rounding`` is the floating-point estimate (THEORY §4: a sum of n terms of size ≤ R rounds
+    to about √n·R·u), carried with the same coefficients as the values it spoils.
+    """
+
+    linear: tuple[tuple[str, float], ...] = ()
+    extra: float = 0.0
+    rounding: float = 0.0
+
+    @staticmethod
+    def source(name: str) -> ErrorVec:
+        return ErrorVec(((name, 1.0),))
+
+    @staticmethod
+    def rounded(amount: float) -> ErrorVec:
+        return ErrorVec((), 0.0, amount)
+
+    def plus(self, other: ErrorVec, scale: float = 1.0) -> ErrorVec:
+        merged = dict(self.linear)
+        for name, c in other.linear:
+            merged[name] = merged.get(name, 0.0) + abs(scale) * c
+        return ErrorVec(tuple(merged.items()), self.extra + abs(scale) * other.extra,
+                        self.rounding + abs(scale) * other.rounding)
+
+    def scaled(self, factor: float) -> ErrorVec:
+        return ErrorVec(tuple((n, abs(factor) * c) for n, c in self.linear), abs(factor) * self.extra,
+                        abs(factor) * self.rounding)
+
+    def value(self, shares: dict[str, float]) -> float:
+        return sum(c * shares[n] for n, c in self.linear) + self.extra + ROUNDING_SAFETY * self.rounding
+
+
+ZERO = ErrorVec()
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A scalar at a site: its form, stage, true range [low, high] and error bound."""
+
+    form: LinearForm
+    stage: int
+    low: float
+    high: float
+    error: ErrorVec = ZERO
+
+    @property
+    def magnitude(self) -> float:
+        return max(abs(self.low), abs(self.high))
+
+    @property
+    def is_constant(self) -> bool:
+        return self.form.is_constant
+
+
+def constant(value: float) -> Quantity:
+    return Quantity(LinearForm.const(value), 0, value, value)
+
+
+def linear(parts: Sequence[tuple[float, Quantity]], offset: float = 0.0) -> Quantity:
+    """Σ c_i q_i + offset: exact, folded into the form."""
+    form = LinearForm.const(offset)
+    low = high = offset
+    error = ZERO
+    stage = 0
+    for c, q in parts:
+        form = form.plus(q.form, c)
+        low += min(c * q.low, c * q.high)
+        high += max(c * q.low, c * q.high)
+        error = error.plus(q.error, c)
+        stage = max(stage, q.stage)
+    return Quantity(form, stage, low, high, error)
+
+
+def _interval_product(a: Quantity, b: Quantity) -> tuple[float, float]:
+    corners = [a.low * b.low, a.low * b.high, a.high * b.low, a.high * b.high]
+    return min(corners), max(corners)
+
+
+# ----------------------------------------------------------------------------- sources
+
+
+@dataclass
+class Source:
+    """An error source: an FFN approximation (costs units) or a head's β (free)."""
+
+    name: str
+    kind: str  # ffn | head
+    cost: float = 0.0
+
+
+@dataclass
+class Constraint:
+    """An error that must stay below ``limit`` (a retrieval's score error vs its margin)."""
+
+    error: ErrorVec
+    limit: float
+    what: str
+
+
+# ----------------------------------------------------------------------------- the lowerer
+
+
+@dataclass
+class Lowerer:
+    """Lowers one schedule under one allocation of error shares."""
+
+    program: ir.Program
+    schedule: Schedule
+    shares: dict[str, float]
+    unit_roundoff: float
+    directions: list[str] = field(default_factory=list)
+    blocks: list[FFNBlock] = field(default_factory=list)
+    heads: list[AttentionHead] = field(default_factory=list)
+    sources: dict[str, Source] = field(default_factory=dict)
+    constraints: list[Constraint] = field(default_factory=list)
+    results: dict[str, list[Quantity]] = field(default_factory=dict)
+    fetched: dict[tuple[str, str], list[Quantity]] = field(default_factory=dict)
+    cache: dict[tuple[str, str], list[Quantity]] = field(default_factory=dict)
+    rounding: float = 0.0
+    counter: int = 0
+
+    def __post_init__(self) -> None:
+        self.length = self.program.length
+        self.theta = math.pi / (self.length + 1)
+        self._direction(ONE)
+        for i in range(self.program.dimension):
+            self._direction(f"x[{i + 1}]")
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _direction(self, name: str) -> str:
+        if name not in self.directions:
+            self.directions.append(name)
+        return name
+
+    def _source(self, name: str, kind: str, cost: float = 0.0) -> float:
+        """Register an error source; its current share (a default before allocation)."""
+        self.sources.setdefault(name, Source(name, kind, cost)).cost = cost
+        return self.shares.get(name, self.shares.get("*default*", 1e-3))
+
+    def _err(self, error: ErrorVec) -> float:
+        return error.value({n: self.shares.get(n, self.shares.get("*default*", 1e-3)) for n, _ in error.linear})
+
+    def _fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"{stem}{self.counter}"
+
+    # ------------------------------------------------------------------ inputs
+
+    def token_range(self) -> tuple[float, float]:
+        domain = self.program.domain
+        if isinstance(domain, ir.Box):
+            return domain.low, domain.high
+        return -domain.radius, domain.radius
+
+    def token_diameter(self) -> float:
+        low, high = self.token_range()
+        return high - low
+
+    def own_token(self) -> list[Quantity]:
+        low, high = self.token_range()
+        return [Quantity(LinearForm.of(f"x[{i + 1}]"), 0, low, high) for i in range(self.program.dimension)]
+
+    # ------------------------------------------------------------------ FFN constructions
+
+    def _pwl(self, layer: int, u: Quantity, function: Callable[[float], float], knots: Sequence[float],
+             formula: str, error: float) -> tuple[LinearForm, float]:
+        """The piecewise-linear interpolant g of ``function`` at ``knots``, applied to u.
+
+        Anchored at the knot k_a of smallest |slope| (the minimum of u², the flat end of √u):
+        g(u) = f(k_a) + s_a relu(u − k_a) − s_(a−1) relu(k_a − u) + Σ_(i>a) (s_i − s_(i−1)) relu(u − k_i)
+                      + Σ_(0<i<a) (s_i − s_(i−1)) relu(k_i − u),
+        s_i the slope on [k_i, k_(i+1)]. For a convex or monotone concave f every active term
+        has one sign, so the sum never cancels (float32 keeps its precision). The constant
+        f(k_a) folds into the returned form; the units write one new direction.
+        """
+        values = [function(k) for k in knots]
+        slopes = [(values[i + 1] - values[i]) / (knots[i + 1] - knots[i]) for i in range(len(knots) - 1)]
+        anchor = min(range(len(knots)), key=lambda i: min(abs(slopes[j]) for j in (i - 1, i) if 0 <= j < len(slopes)))
+        direction = self._direction(self._fresh(f"L{layer}:f"))
+        terms: list[tuple[LinearForm, float]] = []
+        right = u.form.plus(LinearForm.const(-knots[anchor]))
+        if anchor < len(slopes):
+            terms.append((right, slopes[anchor]))
+        if anchor > 0:
+            terms.append((right.scaled(-1.0), -slopes[anchor - 1]))
+        for i in range(anchor + 1, len(slopes)):
+            terms.append((u.form.plus(LinearForm.const(-knots[i])), slopes[i] - slopes[i - 1]))
+        for i in range(1, anchor):
+            terms.append((u.form.scaled(-1.0).plus(LinearForm.const(knots[i])), slopes[i] - slopes[i - 1]))
+        units = tuple(ReLUUnit(form, direction, c) for form, c in terms if c != 0.0)
+        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, error))
+        swing = max(abs(v - values[anchor]) for v in values)
+        reach = max(abs(k) for k in knots) + max(abs(u.low), abs(u.high))
+        rounding = self.unit_roundoff * (math.sqrt(len(units) + 1) * swing + max(abs(c) for c in slopes) * reach)
+        return LinearForm.const(values[anchor]).plus(LinearForm.of(direction)), rounding
+
+    def _layer_after(self, stage: int) -> int:
+        return (next_ffn(stage) - 1) // 2
+
+    def _padded(self, u: Quantity) -> tuple[float, float]:
+        pad = self._err(u.error)
+        return u.low - pad, u.high + pad
+
+    def square(self, u: Quantity) -> Quantity:
+        if u.is_constant:
+            return constant(u.form.constant ** 2)
+        low, high = self._padded(u)
+        name = self._fresh("ffn:square")
+        share = self._source(name, "ffn", cost=(high - low) / 2 * (len(u.form.terms) + 2))
+        pieces = max(1, math.ceil((high - low) / (2 * math.sqrt(share))))
+        knots = [low + (high - low) * i / pieces for i in range(pieces + 1)]
+        h = (high - low) / pieces
+        layer = self._layer_after(u.stage)
+        form, rounding = self._pwl(layer, u, lambda v: v * v, knots, f"({u.form})^2", h * h / 4)
+        square_low = 0.0 if u.low <= 0 <= u.high else min(u.low ** 2, u.high ** 2)
+        err_u = self._err(u.error)
+        error = ErrorVec.source(name).plus(u.error, 2 * u.magnitude).plus(ErrorVec((), err_u * err_u, rounding))
+        return Quantity(form, 2 * layer + 1, square_low, u.magnitude ** 2, error)
+
+    def product(self, a: Quantity, b: Quantity) -> Quantity:
+        """a·b = ((a+b)² − (a−b)²)/4, both squares on grids of one spacing h: error ≤ h²/16."""
+        if a.is_constant:
+            return linear([(a.form.constant, b)])
+        if b.is_constant:
+            return linear([(b.form.constant, a)])
+        # (λa)(b/λ) with λ² = |b|/|a| balances the ranges of λa ± b/λ, so the grids are shortest
+        scale = math.sqrt(max(b.magnitude, 1e-12) / max(a.magnitude, 1e-12))
+        total, difference = linear([(scale, a), (1 / scale, b)]), linear([(scale, a), (-1 / scale, b)])
+        (low1, high1), (low2, high2) = self._padded(total), self._padded(difference)
+        name = self._fresh("ffn:product")
+        cost = ((high1 - low1) + (high2 - low2)) / 4 * (len(total.form.terms) + 2)
+        share = self._source(name, "ffn", cost=cost)
+        h = 4 * math.sqrt(share)
+        layer = self._layer_after(max(a.stage, b.stage))
+        forms = []
+        rounding = 0.0
+        for (low, high), u, sign in (((low1, high1), total, 0.25), ((low2, high2), difference, -0.25)):
+            pieces = max(1, math.ceil((high - low) / h))
+            knots = [low + (high - low) * i / pieces for i in range(pieces + 1)]
+            form, spoiled = self._pwl(layer, u, lambda v: v * v, knots, f"({u.form})^2", 0.0)
+            forms.append(form.scaled(sign))
+            rounding += 0.25 * spoiled
+        actual_h = max((high1 - low1) / max(1, math.ceil((high1 - low1) / h)),
+                       (high2 - low2) / max(1, math.ceil((high2 - low2) / h)))
+        low, high = _interval_product(a, b)
+        err_a, err_b = self._err(a.error), self._err(b.error)
+        error = ErrorVec(((name, 1.0),)).plus(a.error, b.magnitude).plus(b.error, a.magnitude)
+        error = error.plus(ErrorVec((), err_a * err_b, rounding))
+        self.blocks[-1] = _with_error(self.blocks[-1], actual_h ** 2 / 16)
+        return Quantity(forms[0].plus(forms[1]), 2 * layer + 1, low, high, error)
+
+    def relu_units(self, u: Quantity, formula: str, coefficient: float = 1.0,
+                   extra_inputs: Sequence[LinearForm] = ()) -> tuple[str, int]:
+        """Exact ReLU units relu(u) (and relu(w) for each extra input) into one new direction."""
+        layer = self._layer_after(u.stage)
+        direction = self._direction(self._fresh(f"L{layer}:r"))
+        inputs = [u.form, *extra_inputs]
+        units = tuple(ReLUUnit(form, direction, coefficient) for form in inputs)
+        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, 0.0))
+        return direction, layer
+
+    def _relu_rounding(self, u: Quantity) -> ErrorVec:
+        return ErrorVec.rounded(self.unit_roundoff * 2 * (u.magnitude + sum(abs(c) for _, c in u.form.terms)))
+
+    def relu(self, u: Quantity) -> Quantity:
+        if u.is_constant:
+            return constant(max(u.form.constant, 0.0))
+        direction, layer = self.relu_units(u, f"relu({u.form})")
+        return Quantity(LinearForm.of(direction), 2 * layer + 1, max(u.low, 0.0), max(u.high, 0.0),
+                        u.error.plus(self._relu_rounding(u)))
+
+    def absolute(self, u: Quantity) -> Quantity:
+        if u.is_constant:
+            return constant(abs(u.form.constant))
+        direction, layer = self.relu_units(u, f"|{u.form}|", extra_inputs=(u.form.scaled(-1.0),))
+        low = 0.0 if u.low <= 0 <= u.high else min(abs(u.low), abs(u.high))
+        return Quantity(LinearForm.of(direction), 2 * layer + 1, low, u.magnitude, u.error.plus(self._relu_rounding(u)))
+
+    def minimum(self, a: Quantity, b: Quantity, sign: float = 1.0) -> Quantity:
+        """min(a, b) = a − relu(a − b); max(a, b) = a + relu(b − a) (sign = −1)."""
+        gap = linear([(sign, a), (-sign, b)])
+        if gap.is_constant:
+            return a if sign * gap.form.constant <= 0 else b
+        direction, layer = self.relu_units(gap, f"relu({gap.form})")
+        form = a.form.plus(LinearForm.of(direction), -sign)
+        pick = min if sign > 0 else max
+        error = a.error.plus(b.error).plus(self._relu_rounding(gap))
+        return Quantity(form, 2 * layer + 1, pick(a.low, b.low), pick(a.high, b.high), error)
+
+    def square_root(self, u: Quantity) -> Quantity:
+        low, high = self._padded(u)
+        low, high = max(low, 0.0), max(high, 1e-300)
+        name = self._fresh("ffn:sqrt")
+        share = self._source(name, "ffn", cost=(math.sqrt(high) - math.sqrt(low)) * (len(u.form.terms) + 2))
+        step = 4 * share
+        pieces = max(1, math.ceil((math.sqrt(high) - math.sqrt(low)) / step))
+        roots = [math.sqrt(low) + (math.sqrt(high) - math.sqrt(low)) * i / pieces for i in range(pieces + 1)]
+        knots = [r * r for r in roots]
+        interp = max((b - a) ** 2 / (4 * (a + b)) for a, b in zip(roots, roots[1:], strict=False) if a + b > 0)
+        layer = self._layer_after(u.stage)
+        form, rounding = self._pwl(layer, u, lambda v: math.sqrt(max(v, 0.0)), knots, f"sqrt({u.form})", interp)
+        err_u = self._err(u.error)
+        true_low = max(u.low, 0.0)
+        if true_low - err_u > 0:  # √ is Lipschitz away from 0: |√ũ − √u| ≤ err/(2√(low − err))
+            upstream = u.error.scaled(1 / (2 * math.sqrt(true_low - err_u)))
+        else:
+            upstream = ErrorVec((), math.sqrt(err_u))
+        error = ErrorVec.source(name).plus(upstream).plus(ErrorVec.rounded(rounding))
+        return Quantity(form, 2 * layer + 1, math.sqrt(true_low), math.sqrt(max(u.high, 0.0)), error)
+
+    # ------------------------------------------------------------------ expressions
+
+    def values(self, expr: object, site: str) -> list[Quantity]:
+        """The components of ``expr`` at ``site`` (every position variable is the site's own token)."""
+        key = (describe(expr), site)
+        if key not in self.cache:
+            self.cache[key] = self._values(expr, site)
+        return self.cache[key]
+
+    def scalar(self, expr: object, site: str) -> Quantity:
+        (value,) = self.values(expr, site)
+        return value
+
+    def _values(self, expr: object, site: str) -> list[Quantity]:
+        if isinstance(expr, ir.NumberLiteral):
+            return [constant(expr.value)]
+        if isinstance(expr, ir.Constant):
+            return [constant(v) for v in expr.values]
+        if isinstance(expr, NodeResult):
+            return self.results[expr.node]
+        if isinstance(expr, ir.Token):
+            return self._token(expr, site)
+        if isinstance(expr, ir.Component):
+            return [self.values(expr.vector, site)[expr.index - 1]]
+        if isinstance(expr, ir.Inner):
+            left, right = self.values(expr.left, site), self.values(expr.right, site)
+            return [linear([(1.0, self.product(a, b)) for a, b in zip(left, right, strict=True)])]
+        if isinstance(expr, ir.Arithmetic):
+            return self._arithmetic(expr, site)
+        if isinstance(expr, ir.Negate):
+            return [linear([(-1.0, q)]) for q in self.values(expr.argument, site)]
+        if isinstance(expr, ir.Divide):
+            return [linear([(1.0 / expr.divisor, q)]) for q in self.values(expr.numerator, site)]
+        if isinstance(expr, ir.MatVec):
+            rows, columns = expr.matrix.type.shape
+            vector = self.values(expr.vector, site)
+            return [linear([(expr.matrix.values[r * columns + c], vector[c]) for c in range(columns)])
+                    for r in range(rows)]
+        if isinstance(expr, ir.Square):
+            if isinstance(expr.argument, ir.Norm):
+                return [self._squared_norm(expr.argument.argument, site)]
+            return [self.square(self.scalar(expr.argument, site))]
+        if isinstance(expr, ir.Norm):
+            return [self.square_root(self._squared_norm(expr.argument, site))]
+        if isinstance(expr, ir.Pointwise):
+            return [self._pointwise(expr, site)]
+        raise CompileError(f"cannot lower {describe(expr)}")
+
+    def _squared_norm(self, vector: object, site: str) -> Quantity:
+        return linear([(1.0, self.square(q)) for q in self.values(vector, site)])
+
+    def _pointwise(self, expr: ir.Pointwise, site: str) -> Quantity:
+        arguments = [self.scalar(a, site) for a in expr.arguments]
+        if expr.function == "relu":
+            return self.relu(arguments[0])
+        if expr.function == "abs":
+            return self.absolute(arguments[0])
+        if expr.function == "sqrt":
+            return self.square_root(arguments[0])
+        return self.minimum(arguments[0], arguments[1], 1.0 if expr.function == "min" else -1.0)
+
+    def _arithmetic(self, expr: ir.Arithmetic, site: str) -> list[Quantity]:
+        left, right = self.values(expr.left, site), self.values(expr.right, site)
+        if expr.operator == "*":
+            if len(left) == 1:
+                return [self.product(left[0], q) for q in right]
+            return [self.product(q, right[0]) for q in left]
+        sign = 1.0 if expr.operator == "+" else -1.0
+        return [linear([(1.0, a), (sign, b)]) for a, b in zip(left, right, strict=True)]
+
+    def _token(self, expr: ir.Token, site: str) -> list[Quantity]:
+        position = expr.position
+        if isinstance(position, ir.PositionVariable):
+            return self.own_token()
+        if isinstance(position, NodeResult):
+            return self.results[position.node]
+        label = "T" if isinstance(position, ir.LastPosition) else str(position.index)  # type: ignore[union-attr]
+        return self.fetched[(label, site)]
+
+    # ------------------------------------------------------------------ heads
+
+    def _head_share(self, name: str, rounding: float) -> tuple[float, float]:
+        """(share, what β must achieve): the head's share covers its own rounding too, so the
+        FFN allocation never depends on T (only β does)."""
+        share = self._source(name, "head")
+        spoiled = ROUNDING_SAFETY * rounding
+        return share, max(share - spoiled, share / 2)
+
+    def position_head(self, head: Head) -> None:
+        """x(k) (or x(T)) fetched to ``head.site`` on angle codes."""
+        label = head.compares[2:-1]
+        self._direction(POS_COS)
+        self._direction(POS_SIN)
+        name = f"head:{head.name}"
+        low, high = self.token_range()
+        share, target = self._head_share(name, self.unit_roundoff * (math.sqrt(self.length) + 4) * max(abs(low),
+                                                                                                       abs(high)))
+        if label == "T":
+            query = (LinearForm.const(-1.0), LinearForm.const(0.0))
+            gap = 2 * math.sin(0.75 * self.theta) * math.sin(0.5 * self.theta)
+        else:
+            k = int(label)
+            query = (LinearForm.const(math.cos(self.theta * k)), LinearForm.const(math.sin(self.theta * k)))
+            gap = 1 - math.cos(self.theta)
+        gap -= 8 * self.unit_roundoff  # rounding of q·k
+        diameter = self.token_diameter()
+        beta = max(math.log(max(self.length - 1, 1) * max(diameter, 1e-300) / target), 0.0) / gap
+        outputs = tuple(self._direction(f"x({label})@{head.site}[{i + 1}]") for i in range(self.program.dimension))
+        self.heads.append(AttentionHead(
+            head.name, head.layer, "position", head.site, query, (LinearForm.of(POS_COS), LinearForm.of(POS_SIN)),
+            tuple(LinearForm.of(f"x[{i + 1}]") for i in range(self.program.dimension)), outputs, beta, (), share,
+            f"x({label}) by angle codes"))
+        self.fetched[(label, head.site)] = [
+            Quantity(LinearForm.of(o), 2 * head.layer, low, high, ErrorVec.source(name)) for o in outputs]
+
+    def _monomial(self, monomial: tuple[Atom, ...], site: str) -> Quantity:
+        if not monomial:
+            return constant(1.0)
+        value = self.scalar(monomial[0].expr, site)
+        for atom in monomial[1:]:
+            value = self.product(value, self.scalar(atom.expr, site))
+        return value
+
+    def _query(self, pair: FeaturePair, site: str) -> Quantity:
+        return linear([(c, self._monomial(m, site)) for m, c in sorted(pair.query.items())])
+
+    def comparison_head(self, node: ComparisonNode, head: Head) -> None:
+        if len(node.variables) != 1:
+            raise CompileError(f"{node.origin} compares several positions jointly")
+        pairs = separate(node.body, node.variables[0])
+        keyed = [(self._query(p, node.site), self._monomial(p.key, "token")) for p in pairs if p.key]
+        offset = [self._query(p, node.site) for p in pairs if not p.key]
+        constant_query = [(q, k) for q, k in keyed if q.is_constant]
+        varying = [(q, k) for q, k in keyed if not q.is_constant]
+        if constant_query:
+            merged = linear([(q.form.constant, k) for q, k in constant_query])
+            varying.insert(0, (constant(1.0), merged))
+        if not varying:
+            varying = [(constant(0.0), constant(0.0))]
+        for q, k in varying:
+            if max(q.stage, k.stage) > 2 * head.layer - 1:
+                raise AssertionError(f"{node.name}: features not ready for layer {head.layer}")  # a scheduling bug
+        kind = node.kind
+        count = self._key_count(node)
+        sign = -1.0 if kind in ("min", "argmin") else 1.0
+        name = f"head:{node.name}"
+        score_error = ZERO
+        for q, k in varying:
+            score_error = score_error.plus(k.error, q.magnitude).plus(q.error, k.magnitude)
+            score_error = score_error.plus(ErrorVec((), self._err(q.error) * self._err(k.error)))
+        score_magnitude = sum(q.magnitude * k.magnitude for q, k in varying)
+        queries = tuple(q.form.scaled(sign) for q, _ in varying)
+        keys = tuple(k.form for _, k in varying)
+        mask = self._mask(node)
+        if kind in ("argmin", "argmax"):
+            self._token_retrieval(node, head, queries, keys, mask, count, score_error, score_magnitude)
+            return
+        value_magnitude = max((k.magnitude for _, k in varying), default=0.0)
+        rounding = self.unit_roundoff * (4 * math.sqrt(len(varying)) * score_magnitude
+                                         + (math.sqrt(count) + 4) * value_magnitude)
+        if kind in ("sum", "mean"):
+            beta, share, gibbs = 0.0, 0.0, ErrorVec.rounded(rounding)
+        else:
+            share, target = self._head_share(name, rounding)
+            beta = min(math.log(count), (count - 1) / math.e) / target if count > 1 else 0.0
+            gibbs = ErrorVec.source(name)
+        outputs = tuple(self._direction(f"{node.name}:mean[{j + 1}]") for j in range(len(varying)))
+        self.heads.append(AttentionHead(
+            node.name, head.layer, head.kind, node.site, queries, keys, keys, outputs, beta, mask, share,
+            head.compares))
+        means = [Quantity(LinearForm.of(o), 2 * head.layer, k.low, k.high) for o, (_, k) in zip(outputs, varying,
+                                                                                                  strict=True)]
+        combined = linear([(1.0, self.product(q, m)) for (q, _), m in zip(varying, means, strict=True)]
+                          + [(1.0, o) for o in offset])
+        low, high = self._body_range(varying, offset)
+        error = combined.error.plus(gibbs).plus(score_error)
+        scale = 1.0
+        if kind == "sum":
+            if any("query" in (c[0], c[2]) for c in mask):
+                raise CompileError(f"{node.origin}: a sum whose range depends on the querying position "
+                                   f"is not supported; write it as a mean")
+            scale = float(count)
+        self.results[node.name] = [Quantity(combined.form.scaled(scale), combined.stage, low * scale, high * scale,
+                                            error.scaled(scale))]
+
+    def _body_range(self, varying: list[tuple[Quantity, Quantity]], offset: list[Quantity]) -> tuple[float, float]:
+        low = high = 0.0
+        for q, k in varying:
+            a, b = _interval_product(q, k)
+            low, high = low + a, high + b
+        for o in offset:
+            low, high = low + o.low, high + o.high
+        return low, high
+
+    def _token_retrieval(self, node: ComparisonNode, head: Head, queries: tuple[LinearForm, ...],
+                         keys: tuple[LinearForm, ...], mask: tuple, count: int, score_error: ErrorVec,
+                         score_magnitude: float) -> None:
+        margin = self.program.margin
+        if margin is None:
+            raise CompileError(f"{node.origin} retrieves a token, which jumps where two scores tie: declare "
+                               f"`margin δ` (or pass --margin) so the error bound can hold")
+        name = f"head:{node.name}"
+        low, high = self.token_range()
+        share, target = self._head_share(name, self.unit_roundoff * (math.sqrt(count) + 4) * max(abs(low), abs(high)))
+        self.constraints.append(Constraint(score_error, margin / 4, f"the score error of {node.origin}"))
+        rounding = 4 * len(keys) * self.unit_roundoff * score_magnitude
+        effective = margin - 2 * self._err(score_error) - 2 * rounding
+        if effective <= 0:
+            effective = margin / 2
+        diameter = self.token_diameter()
+        beta = max(math.log(max(count - 1, 1) * diameter / target), 0.0) / effective
+        outputs = tuple(self._direction(f"{node.name}:x[{i + 1}]") for i in range(self.program.dimension))
+        self.heads.append(AttentionHead(
+            node.name, head.layer, head.kind, node.site, queries, keys,
+            tuple(LinearForm.of(f"x[{i + 1}]") for i in range(self.program.dimension)), outputs, beta, mask, share,
+            head.compares))
+        self.results[node.name] = [Quantity(LinearForm.of(o), 2 * head.layer, low, high, ErrorVec.source(name))
+                                   for o in outputs]
+
+    def _key_count(self, node: ComparisonNode) -> int:
+        """The most keys a query of this node can see (N in the Gibbs bound)."""
+        variable = node.variables[0]
+        own = [c for c in node.conditions if {getattr(c.left, "name", None), getattr(c.right, "name", None)}
+               <= {variable, None}]
+        return max(count_tuples((variable,), own, self.length), 1)
+
+    def _mask(self, node: ComparisonNode) -> tuple[tuple[str | int, str, str | int], ...]:
+        variable = node.variables[0]
+
+        def term(t: object) -> str | int:
+            if isinstance(t, ir.PositionVariable):
+                return "key" if t.name == variable else "query"
+            if isinstance(t, ir.LastPosition):
+                return "last"
+            return t.index  # type: ignore[attr-defined]
+
+        return tuple((term(c.left), c.operator, term(c.right)) for c in node.conditions)
+
+    # ------------------------------------------------------------------ the whole circuit
+
+    def _read_out(self, q: Quantity) -> Quantity:
+        """The unembedding sums the readout's directions: one more rounding, √D·|y|·u."""
+        reading = math.sqrt(len(q.form.terms) + 1) * (q.magnitude + sum(abs(c) for _, c in q.form.terms))
+        return Quantity(q.form, q.stage, q.low, q.high, q.error.plus(ErrorVec.rounded(self.unit_roundoff * reading)))
+
+    def run(self) -> tuple[list[Quantity], int]:
+        by_name = {h.name: h for h in self.schedule.heads}
+        for head in self.schedule.heads:
+            if head.kind == "position":
+                self.position_head(head)
+        for node in self.schedule.tree.nodes:
+            self.comparison_head(node, by_name[node.name])
+        outputs = [self._read_out(q) for q in self.values(self.schedule.tree.output, "readout")]
+        layers = max([self.schedule.layers, *((q.stage + 1) // 2 for q in outputs)])
+        return outputs, layers
+
+
+def _with_error(block: FFNBlock, error: float) -> FFNBlock:
+    return FFNBlock(block.name, block.layer, block.output, block.formula, block.units, error, block.bias)
+
+
+# ----------------------------------------------------------------------------- budget
+
+
+def _allocate(sources: dict[str, Source], sensitivity: dict[str, float], budget: float) -> dict[str, float]:
+    """Shares minimising Σ c_i/√e_i subject to Σ w_i e_i = budget (heads: 1%, evenly)."""
+    heads = [s for s in sources.values() if s.kind == "head" and sensitivity.get(s.name, 0) > 0]
+    ffns = [s for s in sources.values() if s.kind == "ffn" and sensitivity.get(s.name, 0) > 0]
+    head_budget = budget * (HEAD_SHARE if ffns else 1.0)
+    shares: dict[str, float] = {s.name: budget for s in sources.values()}
+    for s in heads:
+        shares[s.name] = head_budget / (len(heads) * sensitivity[s.name])
+    if ffns:
+        weights = {s.name: (max(s.cost, 1e-12) / sensitivity[s.name]) ** (2 / 3) for s in ffns}
+        scale = (budget - head_budget) / sum(sensitivity[n] * w for n, w in weights.items())
+        for n, w in weights.items():
+            shares[n] = scale * w
+    return shares
+
+
+def lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype = torch.float64) -> Circuit:
+    """The circuit of an efficient target, with a-priori error ≤ eps in ``dtype``.
+
+    Raises :class:`CompileError` for a target the verdict calls inefficient, and for an ε
+    below what the dtype's rounding allows, saying the smallest ε (within a factor 2^(1/4))
+    that it can honour: finer grids need more units, whose sums round more, so that limit
+    is found by trying.
+    """
+    try:
+        return _lower(program, schedule, eps, dtype)
+    except _RoundingLimit as limit:
+        dtype_name = str(dtype).replace("torch.", "")
+        smallest = eps
+        for _ in range(80):
+            smallest *= 2 ** 0.25
+            try:
+                _lower(program, schedule, smallest, dtype)
+                break
+            except _RoundingLimit:
+                continue
+        raise CompileError(f"ε = {eps:g} is below what {dtype_name} can honour for this program (its rounding alone "
+                           f"may reach {limit.rounding:.2g}); the smallest ε it can is about {smallest:.2g}") from None
+
+
+def _lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype) -> Circuit:
+    """One lowering attempt under ``eps`` (see :func:`lower`); the error-budget loop."""
+    if schedule.problems:
+        problem = schedule.problems[0]
+        raise CompileError(f"the target is inefficient: {problem.message}; {problem.law}")
+    if not eps > 0:
+        raise CompileError(f"ε must be positive, got {eps}")
+    roundoff = UNIT_ROUNDOFF[dtype]
+    shares: dict[str, float] = {"*default*": eps / 16}
+    correction = 1.0
+    allocated = False
+    best: tuple[Lowerer, list[Quantity], int, float] | None = None
+    for _ in range(16):
+        lowerer = Lowerer(program, schedule, shares, roundoff)
+        outputs, layers = lowerer.run()
+        full = {n: shares.get(n, shares["*default*"]) for n in lowerer.sources}
+        rounding = max((ROUNDING_SAFETY * q.error.rounding for q in outputs), default=0.0)
+        bound = max((q.error.value(full) for q in outputs), default=0.0)
+        violated = [c for c in lowerer.constraints if c.error.value(full) > c.limit]
+        if rounding >= 0.5 * eps:
+            raise _RoundingLimit(rounding)
+        if bound <= eps and not violated:
+            best = (lowerer, outputs, layers, bound)
+            if bound >= 0.8 * eps:
+                break
+        elif bound > eps and allocated:  # the allocation's first-order prediction fell short
+            correction *= 0.97 * eps / bound
+        sensitivity: dict[str, float] = {}
+        for q in outputs:
+            for n, c in q.error.linear:
+                sensitivity[n] = max(sensitivity.get(n, 0.0), c)
+        extra = max((q.error.extra for q in outputs), default=0.0)
+        budget = max((0.97 * eps - rounding - extra) * correction, eps * 1e-9)
+        shares = _allocate(lowerer.sources, sensitivity, budget)
+        allocated = True
+        for constraint in violated:
+            ratio = 0.5 * constraint.limit / constraint.error.value(full)
+            for n, _ in constraint.error.linear:
+                shares[n] = shares.get(n, budget) * ratio
+        shares["*default*"] = budget
+    if best is None:
+        raise CompileError(f"could not meet ε = {eps:g}: the error budget did not converge")
+    lowerer, outputs, layers, bound = best
+    lowerer.rounding = max((ROUNDING_SAFETY * q.error.rounding for q in outputs), default=0.0)
+    return _circuit(program, schedule, lowerer, outputs, layers, eps, bound)
+
+
+def _circuit(program: ir.Program, schedule: Schedule, lowerer: Lowerer, outputs: list[Quantity], layers: int,
+             eps: float, bound: float) -> Circuit:
+    shares = [(f"head {h.name}", h.error) for h in lowerer.heads if h.error]
+    shares += [(f"ffn {b.name}", b.error) for b in lowerer.blocks if b.error]
+    budget = ErrorBudget(eps, tuple(shares), lowerer.rounding, bound)
+    fixed = [int(label) for label, _ in lowerer.fetched if label.isdigit()]
+    exact = any(n.kind == "sum" for n in schedule.tree.nodes)
+    return Circuit(
+        program.dimension, program.length, tuple(lowerer.directions), tuple(lowerer.heads), tuple(lowerer.blocks),
+        tuple(q.form for q in outputs), program.output_shape, layers, lowerer.theta, budget,
+        exact_length_only=exact, min_length=max(fixed, default=1),
+    )

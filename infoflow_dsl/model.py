@@ -1,0 +1,362 @@
+"""The compiled model: explicit weights + config -> a runnable torch module (DESIGN.md, "The compiled model").
+
+A standard attention-only-plus-FFN transformer without LayerNorm::
+
+    xe    = [x, 1]                                                  (B, T', d+1)
+    h_tok = xe W_E + relu(xe W_E1 + b_E1) W_E2 + W_pos[0:T']        (B, T', D)
+    h_cls = cls + W_pos[T']                                         (B, 1, D)   readout token, position T'+1
+    h     = cat(h_tok, h_cls)                                       (B, T'+1, D)
+    per layer:
+        h = h + sum_heads softmax_s(beta_h * q(t).k(s) | mask_h(t, s)) v(s) W_O     keys: the T' input tokens
+        h = h + relu(h W_in + b_in) W_out + b_out
+    y     = h[:, T'] W_U + b_U                                      (B,) or (B, K)
+
+Tensor names follow TransformerLens. Masks are structural: a head's mask is a list of conditions
+``[left, op, right]`` (all must hold), whose sides are ``"key"`` (s), ``"query"`` (t), ``"last"``
+(T', this batch's length) or an integer position; positions are 1-based. They are evaluated on
+position indices at run time, never stored as a T x T matrix. A query whose every key is masked
+receives nothing from that head (attention 0, no NaN).
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+Tensor = torch.Tensor
+
+MASK_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+}
+MASK_SIDES = ("key", "query", "last")
+
+# A dimension in an expected shape: an int fixed by the config, or a symbol (str) that every
+# tensor using it must agree on (the head widths E_l, V_l, the FFN widths M0, M_l).
+Dim = int | str
+
+
+# ---------------------------------------------------------------------------- config validation
+
+
+def _positive_int(config: Mapping[str, Any], key: str) -> int:
+    value = config.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"config[{key!r}] must be a positive integer, got {value!r}")
+    return value
+
+
+def _check_condition(cond: Any, where: str) -> tuple[str | int, str, str | int]:
+    if not isinstance(cond, (list, tuple)) or len(cond) != 3:
+        raise ValueError(f"{where}: a mask condition must be [left, op, right], got {cond!r}")
+    left, op, right = cond
+    if op not in MASK_OPS:
+        raise ValueError(f"{where}: unknown mask operator {op!r} (expected one of {', '.join(MASK_OPS)})")
+    for side in (left, right):
+        is_literal = isinstance(side, int) and not isinstance(side, bool)
+        if not is_literal and side not in MASK_SIDES:
+            raise ValueError(f"{where}: a mask side must be 'key', 'query', 'last' or an integer, got {side!r}")
+    return left, op, right
+
+
+def check_config(config: Any) -> list[list[tuple[tuple[str | int, str, str | int], ...]]]:
+    """Validate the config keys the model reads; return the masks, one tuple of conditions per
+    head, one list of heads per layer. Raises ValueError naming the fault."""
+    if not isinstance(config, Mapping):
+        raise ValueError(f"the config must be a JSON object, got {type(config).__name__}")
+    for key in ("T", "d", "d_model"):
+        _positive_int(config, key)
+    shape = config.get("output_shape")
+    if not isinstance(shape, (list, tuple)) or len(shape) > 1 or any(
+        isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in shape
+    ):
+        raise ValueError(f"config['output_shape'] must be [] or [K] with K >= 1, got {shape!r}")
+    min_length = config.get("min_length", 1)
+    if isinstance(min_length, bool) or not isinstance(min_length, int) or not 1 <= min_length <= config["T"]:
+        raise ValueError(f"config['min_length'] must be an integer in 1..T, got {min_length!r}")
+    if not isinstance(config.get("exact_length_only", False), bool):
+        raise ValueError(f"config['exact_length_only'] must be true or false, got {config['exact_length_only']!r}")
+    layers = config.get("layers")
+    if not isinstance(layers, (list, tuple)):
+        raise ValueError(f"config['layers'] must be a list, got {layers!r}")
+    masks = []
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, Mapping) or not isinstance(layer.get("heads"), (list, tuple)):
+            raise ValueError(f"config['layers'][{i}] must be an object with a list 'heads'")
+        layer_masks = []
+        for h, head in enumerate(layer["heads"]):
+            where = f"layer {i} head {h}"
+            if not isinstance(head, Mapping) or not isinstance(head.get("name"), str):
+                raise ValueError(f"{where}: a head must be an object with a string 'name'")
+            conds = head.get("mask", [])
+            if not isinstance(conds, (list, tuple)):
+                raise ValueError(f"{where}: 'mask' must be a list of conditions, got {conds!r}")
+            layer_masks.append(tuple(_check_condition(c, f"{where} ({head['name']})") for c in conds))
+        masks.append(layer_masks)
+    return masks
+
+
+def expected_shapes(config: Mapping[str, Any]) -> dict[str, tuple[Dim, ...]]:
+    """Every tensor a model with this (valid) config holds, with its shape; str dims are free widths."""
+    d, dm, t = config["d"], config["d_model"], config["T"]
+    k = config["output_shape"][0] if config["output_shape"] else 1
+    shapes: dict[str, tuple[Dim, ...]] = {
+        "embed.W_E": (d + 1, dm), "embed.W_E1": (d + 1, "M_embed"), "embed.b_E1": ("M_embed",),
+        "embed.W_E2": ("M_embed", dm), "embed.cls": (dm,), "pos_embed.W_pos": (t + 1, dm),
+    }
+    for i, layer in enumerate(config["layers"]):
+        h, e, v, m = len(layer["heads"]), f"E_{i}", f"V_{i}", f"M_{i}"  # heads, query/key, value, FFN widths
+        p = f"blocks.{i}."
+        shapes |= {
+            p + "attn.W_Q": (h, dm, e), p + "attn.W_K": (h, dm, e), p + "attn.W_V": (h, dm, v),
+            p + "attn.W_O": (h, v, dm), p + "attn.beta": (h,),
+            p + "mlp.W_in": (dm, m), p + "mlp.b_in": (m,), p + "mlp.W_out": (m, dm), p + "mlp.b_out": (dm,),
+        }
+    shapes |= {"unembed.W_U": (dm, k), "unembed.b_U": (k,)}
+    return shapes
+
+
+def check_tensor_shapes(config: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> None:
+    """Check that exactly the expected tensors are present, each with the shape the config implies
+    (free widths consistent across the tensors sharing them). Raises ValueError naming the fault."""
+    expected = expected_shapes(config)
+    missing = [name for name in expected if name not in shapes]
+    if missing:
+        raise ValueError(f"missing tensor(s): {', '.join(missing)}")
+    extra = sorted(name for name in shapes if name not in expected)
+    if extra:
+        raise ValueError(f"unexpected tensor(s): {', '.join(extra)}")
+    bound: dict[str, tuple[int, str]] = {}
+    for name, want in expected.items():
+        got = tuple(shapes[name])
+        if len(got) != len(want):
+            raise ValueError(f"tensor {name} has shape {list(got)}, expected rank {len(want)} ({_show(want)})")
+        for g, w in zip(got, want, strict=True):
+            if isinstance(w, int) and g != w:
+                raise ValueError(f"tensor {name} has shape {list(got)}, expected {_show(want)}")
+            if isinstance(w, str):
+                if w in bound and bound[w][0] != g:
+                    raise ValueError(
+                        f"tensor {name} has shape {list(got)}, but width {w} is {bound[w][0]} in {bound[w][1]}"
+                    )
+                bound.setdefault(w, (g, name))
+
+
+def _show(shape: tuple[Dim, ...]) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+# ---------------------------------------------------------------------------- the module
+
+
+class _Holder(nn.Module):
+    """A plain container so that state_dict keys read ``embed.W_E``, ``blocks.0.attn.W_Q`` ..."""
+
+
+class CompiledTransformer(nn.Module):
+    """The compiled transformer. ``model(x)``: x (B, T', d), 1 <= T' <= T -> (B,) or (B, K).
+
+    Every weight is an ``nn.Parameter`` with ``requires_grad=False`` (flip it to fine-tune),
+    except the fixed positional code ``pos_embed.W_pos``, a (persistent) buffer. State-dict keys
+    are the TransformerLens-style names listed in DESIGN.md.
+    """
+
+    def __init__(self, config: Mapping[str, Any], tensors: Mapping[str, Any],
+                 device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise ValueError(f"dtype must be a floating torch dtype, got {dtype!r}")
+        self._masks = check_config(config)
+        tensors = {name: torch.as_tensor(value) for name, value in tensors.items()}
+        check_tensor_shapes(config, {name: tuple(t.shape) for name, t in tensors.items()})
+        self.config: dict[str, Any] = copy.deepcopy(dict(config))
+        self.T: int = config["T"]
+        self.d: int = config["d"]
+        self.d_model: int = config["d_model"]
+        self.output_shape: tuple[int, ...] = tuple(config["output_shape"])
+        self.exact_length_only: bool = bool(config.get("exact_length_only", False))
+        self.min_length: int = config.get("min_length", 1)
+
+        def own(name: str) -> Tensor:
+            return tensors[name].detach().to(device=device, dtype=dtype, copy=True).contiguous()
+
+        self.embed = _Holder()
+        for name in ("W_E", "W_E1", "b_E1", "W_E2", "cls"):
+            self.embed.register_parameter(name, nn.Parameter(own(f"embed.{name}"), requires_grad=False))
+        self.pos_embed = _Holder()
+        self.pos_embed.register_buffer("W_pos", own("pos_embed.W_pos"))
+        self.blocks = nn.ModuleList()
+        block_names = (("attn", ("W_Q", "W_K", "W_V", "W_O", "beta")), ("mlp", ("W_in", "b_in", "W_out", "b_out")))
+        for i in range(len(self._masks)):
+            block = _Holder()
+            block.attn, block.mlp = _Holder(), _Holder()
+            for sub, names in block_names:
+                for name in names:
+                    param = nn.Parameter(own(f"blocks.{i}.{sub}.{name}"), requires_grad=False)
+                    getattr(block, sub).register_parameter(name, param)
+            self.blocks.append(block)
+        self.unembed = _Holder()
+        for name in ("W_U", "b_U"):
+            self.unembed.register_parameter(name, nn.Parameter(own(f"unembed.{name}"), requires_grad=False))
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.unembed.W_U.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.unembed.W_U.device
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.blocks)
+
+    def parameter_count(self) -> int:
+        """Total number of weights, excluding the fixed positional code ``pos_embed.W_pos``."""
+        return sum(p.numel() for p in self.parameters())
+
+    def nonzero_parameter_count(self) -> int:
+        """Number of nonzero weights, excluding the fixed positional code ``pos_embed.W_pos``."""
+        return sum(int(torch.count_nonzero(p)) for p in self.parameters())
+
+    def extra_repr(self) -> str:
+        heads = [len(m) for m in self._masks]
+        return f"T={self.T}, d={self.d}, d_model={self.d_model}, heads={heads}, output_shape={list(self.output_shape)}"
+
+    # ------------------------------------------------------------------ forward
+
+    def _check_input(self, x: Any) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"input must be a torch.Tensor of shape (batch, length, {self.d}), got {type(x).__name__}")
+        if not x.dtype.is_floating_point:
+            raise ValueError(f"input must have a floating dtype, got {x.dtype}")
+        if x.dim() != 3:
+            raise ValueError(f"input must have shape (batch, length, {self.d}), got rank {x.dim()} {tuple(x.shape)}")
+        _, length, d = x.shape
+        if d != self.d:
+            raise ValueError(f"input token dimension is {d}, the model expects d = {self.d}")
+        if length == 0:
+            raise ValueError("input length is 0; the model needs at least one token")
+        if length > self.T:
+            raise ValueError(f"input length {length} exceeds the compiled maximum T = {self.T}")
+        if self.exact_length_only and length != self.T:
+            raise ValueError(f"this model was compiled for inputs of length exactly T = {self.T}, got {length}")
+        if length < self.min_length:
+            raise ValueError(f"input length {length} is below the minimum length {self.min_length} of this model")
+        return x.to(device=self.device, dtype=self.dtype)
+
+    def _head_masks(self, layer: int, length: int) -> Tensor:
+        """Allowed (query, key) pairs of each head of one layer: bool (H, T'+1, T')."""
+        device = self.device
+        query = torch.arange(1, length + 2, device=device).unsqueeze(1)  # (T'+1, 1)  positions t
+        key = torch.arange(1, length + 1, device=device).unsqueeze(0)  # (1, T')     positions s
+        values = {"key": key, "query": query, "last": torch.tensor(length, device=device)}
+        heads = []
+        for conds in self._masks[layer]:
+            allowed = torch.ones(length + 1, length, dtype=torch.bool, device=device)
+            for left, op, right in conds:
+                lhs = values[left] if isinstance(left, str) else torch.tensor(left, device=device)
+                rhs = values[right] if isinstance(right, str) else torch.tensor(right, device=device)
+                allowed = allowed & MASK_OPS[op](lhs, rhs)
+            heads.append(allowed)
+        return torch.stack(heads)
+
+    def _embed(self, x: Tensor) -> Tensor:
+        batch, length, _ = x.shape
+        e, pos = self.embed, self.pos_embed.W_pos  # pos: (T+1, D)
+        xe = torch.cat([x, x.new_ones(batch, length, 1)], dim=-1)  # (B, T', d+1)
+        h_tok = xe @ e.W_E + torch.relu(xe @ e.W_E1 + e.b_E1) @ e.W_E2 + pos[:length]  # (B, T', D)
+        h_cls = (e.cls + pos[length]).expand(batch, 1, self.d_model)  # (B, 1, D)  readout token at T'+1
+        return torch.cat([h_tok, h_cls], dim=1)  # (B, T'+1, D)
+
+    def _attention(self, layer: int, h: Tensor) -> Tensor:
+        """The summed output of one layer's heads: (B, T'+1, D)."""
+        a = self.blocks[layer].attn
+        length = h.shape[1] - 1
+        tokens = h[:, :length]  # (B, T', D)     keys and values: the input tokens only
+        q = torch.einsum("bnD,hDe->bhne", h, a.W_Q)  # (B, H, T'+1, E)
+        k = torch.einsum("bsD,hDe->bhse", tokens, a.W_K)  # (B, H, T', E)
+        v = torch.einsum("bsD,hDv->bhsv", tokens, a.W_V)  # (B, H, T', V)
+        scores = (q @ k.transpose(-1, -2)) * a.beta[:, None, None]  # (B, H, T'+1, T')  q.k first, then beta
+        allowed = self._head_masks(layer, length)  # (H, T'+1, T')
+        has_key = allowed.any(dim=-1, keepdim=True)  # (H, T'+1, 1)
+        # masked keys get -inf; a query row with no key at all gets zeros (a harmless uniform
+        # softmax), then its attention is multiplied by 0: no NaN in the forward or the gradient.
+        fill = torch.where(has_key, float("-inf"), 0.0).to(scores.dtype)  # (H, T'+1, 1)
+        attn = torch.softmax(torch.where(allowed, scores, fill), dim=-1) * has_key  # (B, H, T'+1, T')
+        z = attn @ v  # (B, H, T'+1, V)
+        return torch.einsum("bhnv,hvD->bnD", z, a.W_O)  # (B, T'+1, D)  summed over heads
+
+    def _mlp(self, m: nn.Module, h: Tensor) -> Tensor:
+        """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D).
+
+        Compiled FFNs are wide (thousands of units) and sparse (a unit reads two or three
+        directions and writes one), so rows are processed in chunks that keep the hidden
+        activations under ~2^22 numbers, and when the weights are frozen and under 10% dense
+        the products use CSR copies of W_inᵀ and W_outᵀ: the same sums, over the nonzero terms.
+        """
+        batch, rows, size = h.shape
+        width = m.W_in.shape[1]
+        flat = h.reshape(batch * rows, size)  # (N, D)
+        chunk = max(1, (1 << 22) // max(width, 1))
+        sparse = self._sparse_weights(m)
+        pieces = []
+        for start in range(0, flat.shape[0], chunk):
+            part = flat[start:start + chunk]  # (n, D)
+            if sparse is None:
+                pieces.append(torch.relu(part @ m.W_in + m.b_in) @ m.W_out)  # (n, D)
+            else:
+                w_in_t, w_out_t = sparse  # (M, D), (D, M) CSR
+                hidden = torch.relu(torch.sparse.mm(w_in_t, part.T).T + m.b_in)  # (n, M)
+                pieces.append(torch.sparse.mm(w_out_t, hidden.T).T)  # (n, D)
+        out = torch.cat(pieces) if pieces else flat.new_zeros(0, size)
+        return out.reshape(batch, rows, size) + m.b_out
+
+    def _sparse_weights(self, m: nn.Module) -> tuple[Tensor, Tensor] | None:
+        """CSR copies of W_inᵀ and W_outᵀ when frozen and sparse enough (cached per weight version)."""
+        w_in, w_out = m.W_in, m.W_out
+        if w_in.requires_grad or w_out.requires_grad or w_in.numel() == 0:
+            return None
+        key = (w_in._version, w_out._version, w_in.device, w_in.dtype)
+        cached = getattr(m, "_csr_cache", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        density = (torch.count_nonzero(w_in) + torch.count_nonzero(w_out)) / (w_in.numel() + w_out.numel())
+        sparse = None
+        if float(density) < 0.1:
+            with warnings.catch_warnings():  # "sparse CSR support is in beta": the products used here are stable
+                warnings.simplefilter("ignore", UserWarning)
+                sparse = (w_in.detach().T.contiguous().to_sparse_csr(), w_out.detach().T.contiguous().to_sparse_csr())
+        object.__setattr__(m, "_csr_cache", (key, sparse))
+        return sparse
+
+    def _stream(self, x: Tensor) -> Iterator[Tensor]:
+        """Yield the residual stream after the embedding and after each layer, each (B, T'+1, D)."""
+        h = self._embed(self._check_input(x))
+        yield h
+        for layer, block in enumerate(self.blocks):
+            if self._masks[layer]:  # H_l = 0: an FFN-only layer
+                h = h + self._attention(layer, h)
+            h = h + self._mlp(block.mlp, h)  # (B, T'+1, D)
+            yield h
+
+    def residual_stream(self, x: Tensor) -> list[Tensor]:
+        """h after the embedding and after each of the L layers: L+1 tensors of shape (B, T'+1, D)."""
+        return list(self._stream(x))
+
+    def readout(self, h: Tensor) -> Tensor:
+        """The output from a final residual stream h (B, T'+1, D): (B,) or (B, K)."""
+        y = h[:, -1] @ self.unembed.W_U + self.unembed.b_U  # (B, K)  the readout token, position T'+1
+        return y.squeeze(-1) if not self.output_shape else y
+
+    def forward(self, x: Tensor) -> Tensor:
+        (h,) = deque(self._stream(x), maxlen=1)  # the residual stream after the last layer
+        return self.readout(h)

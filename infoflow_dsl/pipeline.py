@@ -1,0 +1,128 @@
+"""The whole compiler, stage after stage: checked program -> comparisons -> schedule -> lower ->
+assemble -> model; and the measurement of a model's error against the reference evaluator.
+
+``compile_program`` is ``infoflow_dsl.compile``. It refuses (``CompileError``) a target the
+analysis calls inefficient, with analyze's reason, and an ε the dtype cannot honour.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import typed as ir
+from .comparisons import build_tree
+from .evaluate import evaluate, retrieval_margin
+from .lower import CompileError, lower
+from .assemble import assemble
+from .model import CompiledTransformer
+from .sampling import domain_corners, sample_inputs
+from .schedule import build_schedule
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DEFAULT_EPS = 1e-3
+DEFAULT_SAMPLES = 10_000
+CORNERS = 256
+BATCH_ELEMENTS = 1 << 16  # inputs per forward batch × T
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        if dtype not in DTYPES.values():
+            raise CompileError(f"dtype must be float32 or float64, got {dtype}")
+        return dtype
+    if dtype not in DTYPES:
+        raise CompileError(f"dtype must be float32 or float64, got {dtype!r}")
+    return DTYPES[dtype]
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise CompileError("--device cuda was asked for, but no CUDA device is available")
+    return device
+
+
+def _schedule_summary(schedule: Any) -> dict[str, Any]:
+    return {
+        "layers": schedule.layers,
+        "heads": list(schedule.heads_per_layer),
+        "order": schedule.tree.order,
+        "dimension": schedule.dimension,
+        "verdict": schedule.verdict,
+        "table": [{"head": h.name, "layer": h.layer, "kind": h.kind, "site": h.site, "compares": h.compares}
+                  for h in schedule.heads],
+    }
+
+
+def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | torch.dtype = "float32",
+                    device: str | torch.device | None = None, samples: int = DEFAULT_SAMPLES,
+                    seed: int = 0) -> CompiledTransformer:
+    """Compile a checked program into a :class:`CompiledTransformer` within ``eps``.
+
+    With ``samples`` > 0 the model is measured on that many random inputs plus the domain's
+    corners (inputs under the declared margin excluded) and the result is kept in
+    ``model.config["measured_error"]``.
+    """
+    torch_dtype = resolve_dtype(dtype)
+    target_device = resolve_device(device)
+    if not (isinstance(eps, float | int) and math.isfinite(eps) and eps > 0):
+        raise CompileError(f"ε must be a positive number, got {eps!r}")
+    tree = build_tree(program)
+    schedule = build_schedule(tree, None, program.margin)
+    circuit = lower(program, schedule, float(eps), torch_dtype)
+    metadata = {
+        "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
+        "eps": float(eps),
+        "schedule": _schedule_summary(schedule),
+        "a_priori_bound": circuit.budget.bound,
+        "measured_error": None,
+    }
+    config, tensors = assemble(circuit, torch_dtype, metadata)
+    model = CompiledTransformer(config, tensors, device=target_device, dtype=torch_dtype)
+    if samples > 0:
+        model.config["measured_error"] = measure_error(model, program, samples, seed)
+    return model
+
+
+def model_inputs(program: ir.Program, samples: int, seed: int, corners: int = CORNERS) -> torch.Tensor:
+    """``samples`` random inputs from the domain, then ``corners`` extreme ones: (N, T, d), float64."""
+    parts = [sample_inputs(program, samples, seed=seed)]
+    if corners:
+        parts.append(domain_corners(program, corners, seed=seed + 1))
+    return torch.cat(parts)
+
+
+def errors_on(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(|model − reference| per input (max over output components), kept) where ``kept`` marks
+    the inputs the guarantee covers (best score ahead by the margin, for token retrievals)."""
+    batch = max(1, BATCH_ELEMENTS // max(x.shape[1], 1))
+    outputs = []
+    with torch.no_grad():
+        for start in range(0, x.shape[0], batch):
+            chunk = x[start:start + batch]
+            outputs.append(model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64))
+    predicted = torch.cat(outputs)
+    reference = evaluate(program, x)
+    error = (predicted - reference).abs()
+    if error.dim() > 1:
+        error = error.amax(dim=-1)
+    kept = torch.ones(x.shape[0], dtype=torch.bool)
+    if program.margin is not None:
+        kept = retrieval_margin(program, x) >= program.margin
+    return error, kept
+
+
+def measure_error(model: CompiledTransformer, program: ir.Program, samples: int = DEFAULT_SAMPLES,
+                  seed: int = 0) -> dict[str, Any]:
+    """The worst error on random inputs and corners, as stored in a model's config."""
+    x = model_inputs(program, samples, seed)
+    error, kept = errors_on(model, program, x)
+    worst = float(error[kept].max()) if bool(kept.any()) else 0.0
+    return {"max_error": float(f"{worst:.3g}"), "samples": samples, "corners": CORNERS, "seed": seed,
+            "excluded_by_margin": int((~kept).sum())}
