@@ -21,16 +21,30 @@ from .evaluate import evaluate
 from .io import ModelFileError, load, save
 from .lower import CompileError
 from .model import CompiledTransformer
-from .pipeline import compile_program
 from .parse import parse
+from .pipeline import compile_program
 from .sampling import sample_inputs
 from .typed import Program
 
-compile = compile_program  # noqa: A001 - the API name DESIGN.md gives: ifl.compile(prog, eps=...)
+compile = compile_program
 
 __all__ = [
-    "AnalysisReport", "CompileError", "CompiledTransformer", "Diagnostic", "ModelFileError", "analyze", "compile",
-    "compile_program", "load", "save", "Program", "ProgramError", "evaluate", "load_program", "parse_program", "sample_inputs",
+    "AnalysisReport",
+    "CompileError",
+    "CompiledTransformer",
+    "Diagnostic",
+    "ModelFileError",
+    "Program",
+    "ProgramError",
+    "analyze",
+    "compile",
+    "compile_program",
+    "evaluate",
+    "load",
+    "load_program",
+    "parse_program",
+    "sample_inputs",
+    "save",
 ]
 
 

@@ -167,7 +167,8 @@ def render_text(report: AnalysisReport) -> str:
     lines.append(f"  {'layer':<6}{'head':<6}{'kind':<17}{'site':<9}compares")
     for head in sorted(data["schedule"], key=lambda h: (h["layer"], h["head"])):
         mask = f"   [mask {head['mask']}]" if head["mask"] else ""
-        lines.append(f"  {head['layer']:<6}{head['head']:<6}{head['kind']:<17}{head['site']:<9}{head['compares']}{mask}")
+        row = f"{head['layer']:<6}{head['head']:<6}{head['kind']:<17}{head['site']:<9}"
+        lines.append(f"  {row}{head['compares']}{mask}")
         if head["key_features"]:
             lines.append(f"  {'':<38}keys ({head['dimension']}): {', '.join(head['key_features'])}")
     lines.append("")

@@ -171,7 +171,8 @@ def command_compile(arguments: argparse.Namespace) -> int:
     print(f"  parameters       {model.parameter_count()} total, {model.nonzero_parameter_count()} nonzero")
     print(f"  a-priori bound   {config['a_priori_bound']:.3g}")
     if measured is not None:
-        excluded = f", {measured['excluded_by_margin']} under the margin left out" if measured["excluded_by_margin"] else ""
+        left_out = measured["excluded_by_margin"]
+        excluded = f", {left_out} under the margin left out" if left_out else ""
         print(f"  measured error   {measured['max_error']:.3g} (max over {measured['samples']} random inputs "
               f"and {measured['corners']} corners{excluded})")
         if measured["max_error"] > arguments.eps:

@@ -302,8 +302,45 @@ def normalise(expr: ir.Expr, taken: set[str] | None = None) -> ir.Expr:
             expr = dataclasses.replace(expr, kind="max", rank=None)
         else:
             return normalise(_rewrite_top(expr, taken), taken)
+    if isinstance(expr, ir.Reduce):
+        eliminated = _eliminate_equalities(expr)
+        if eliminated is not expr:
+            return normalise(eliminated, taken)
     if isinstance(expr, ir.Reduce | ir.ArgPosition):
         return _pull_out_norm(_hoist(expr))
+    return expr
+
+
+def substitute_position(expr: object, name: str, term: ir.PositionTerm) -> object:
+    """``expr`` with the free position variable ``name`` replaced by the position ``term``."""
+    if isinstance(expr, ir.PositionVariable):
+        return term if expr.name == name else expr
+    if isinstance(expr, ir.Reduce) and name in expr.variables:
+        return expr
+    if isinstance(expr, ir.ArgPosition) and expr.variable == name:
+        return expr
+    return map_children(expr, lambda child: substitute_position(child, name, term))
+
+
+def _eliminate_equalities(expr: ir.Reduce) -> ir.Expr:
+    """``kind_<v, ... : v == w> f`` = ``kind_<...> f[v := w]``: a variable pinned by an equality
+    ranges over one value (top(k) with k > 1 is left alone: its range would be too small)."""
+    if expr.kind == "top" and (expr.rank or 1) > 1:
+        return expr
+    for condition in expr.conditions:
+        if condition.operator != "==":
+            continue
+        for pinned, other in ((condition.left, condition.right), (condition.right, condition.left)):
+            if not (isinstance(pinned, ir.PositionVariable) and pinned.name in expr.variables):
+                continue
+            if isinstance(other, ir.PositionVariable) and other.name == pinned.name:
+                continue
+            rest = tuple(substitute_position(c, pinned.name, other) for c in expr.conditions if c is not condition)
+            body = substitute_position(expr.body, pinned.name, other)
+            variables = tuple(v for v in expr.variables if v != pinned.name)
+            if not variables:  # one tuple left (check proved the range non-empty, so ``rest`` holds)
+                return body  # type: ignore[return-value]
+            return dataclasses.replace(expr, variables=variables, conditions=rest, body=body)
     return expr
 
 
@@ -317,10 +354,64 @@ def _pull_out_norm(expr: ir.Expr) -> ir.Expr:
     return expr
 
 
-def split_nesting(expr: ir.Reduce, order: Sequence[str]) -> ir.Reduce:
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def _bounds(conditions: Sequence[ir.PositionCondition], variable: str) -> tuple[list, list] | None:
+    """Lower and upper bounds (term, strict) that ``conditions`` put on ``variable`` (with 1 ≤ v ≤ T)."""
+    lower: list[tuple[ir.PositionTerm, bool]] = [(ir.FixedPosition(1), False)]
+    upper: list[tuple[ir.PositionTerm, bool]] = [(ir.LastPosition(), False)]
+    for c in conditions:
+        if isinstance(c.left, ir.PositionVariable) and c.left.name == variable:
+            operator, other = c.operator, c.right
+        else:
+            operator, other = _FLIP[c.operator], c.left
+        if isinstance(other, ir.PositionVariable) and other.name == variable:
+            continue
+        if operator in ("<", "<="):
+            upper.append((other, operator == "<"))
+        elif operator in (">", ">="):
+            lower.append((other, operator == ">"))
+        elif operator == "==":
+            return None
+    return lower, upper
+
+
+def _project(conditions: Sequence[ir.PositionCondition], variable: str) -> list[ir.PositionCondition] | None:
+    """Conditions on the other positions equivalent to "some ``variable`` satisfies ``conditions``"
+    (Fourier–Motzkin over the integers; ``!=`` is left out, as it empties a range only when T is
+    tiny). None when a needed condition cannot be written (L < v < U with neither end a literal)."""
+    bounds = _bounds(conditions, variable)
+    if bounds is None:
+        return None
+    out: list[ir.PositionCondition] = []
+    for low, low_strict in bounds[0]:
+        for high, high_strict in bounds[1]:
+            implicit_low = isinstance(low, ir.FixedPosition) and low.index == 1 and not low_strict
+            implicit_high = isinstance(high, ir.LastPosition) and not high_strict
+            if implicit_low and implicit_high:
+                continue
+            if low_strict and high_strict:  # L < v < U  <=>  L + 1 < U
+                if isinstance(low, ir.FixedPosition):
+                    low, low_strict = ir.FixedPosition(low.index + 1), False
+                elif isinstance(high, ir.FixedPosition) and high.index > 1:
+                    high, high_strict = ir.FixedPosition(high.index - 1), False
+                else:
+                    return None
+            operator = "<" if (low_strict or high_strict) else "<="
+            if (implicit_low and operator == "<=") or (implicit_high and operator == "<="):
+                continue  # 1 <= U and L <= T always hold
+            out.append(ir.PositionCondition(low, operator, high))
+    return out
+
+
+def split_nesting(expr: ir.Reduce, order: Sequence[str]) -> ir.Reduce | None:
     """A multi-variable reduction as nested single-variable ones, outermost ``order[0]``.
 
-    Each condition goes to the innermost reduction whose variable it mentions.
+    Each condition goes to the innermost reduction whose variable it mentions, and each outer
+    level also gets the projection of the inner conditions (``max_<s, t : s < t>`` becomes
+    ``max_<s : s < T> max_<t : s < t>``), so no inner range is ever empty. None when that
+    projection cannot be written in the condition language.
     """
     position = {name: i for i, name in enumerate(order)}
 
@@ -328,10 +419,16 @@ def split_nesting(expr: ir.Reduce, order: Sequence[str]) -> ir.Reduce:
         mentioned = [position[v] for v in variables_of([condition]) if v in position]
         return max(mentioned, default=0)
 
+    every = list(expr.conditions)
+    for index in range(len(order) - 1, 0, -1):
+        projected = _project([c for c in every if order[index] in variables_of([c])], order[index])
+        if projected is None:
+            return None
+        every += [c for c in projected if c not in every]
     body: ir.Expr = expr.body
     origin = expr.origin or describe(expr)
     for index in range(len(order) - 1, -1, -1):
-        conditions = tuple(c for c in expr.conditions if home(c) == index)
+        conditions = tuple(c for c in every if home(c) == index)
         body = ir.Reduce(expr.kind, (order[index],), conditions, body, expr.type, None, expr.span, origin)
     assert isinstance(body, ir.Reduce)
     return body
@@ -371,13 +468,17 @@ class TreeBuilder:
     ) -> ir.Expr:
         best: tuple[int, ir.Expr] | None = None
         for order in itertools.permutations(expr.variables):
-            candidate = normalise(split_nesting(expr, order), self.taken)
+            nested = split_nesting(expr, order)
+            if nested is None:
+                continue
+            candidate = normalise(nested, self.taken)
             trial = TreeBuilder(self.length, self.taken)
             trial.extract(candidate, enclosing, conditions)
             largest = max((n.order for n in trial.nodes), default=0)
             if best is None or largest < best[0]:
                 best = (largest, candidate)
-        assert best is not None
+        if best is None:  # no nesting can be written: one joint node over all the variables
+            return self._node(expr, enclosing, conditions)
         return best[1]
 
     def _node(
@@ -387,7 +488,8 @@ class TreeBuilder:
         inner_conditions = outer + expr.conditions
         first_child = len(self.nodes)
         body = self.extract(expr.body, enclosing + variables, inner_conditions)
-        children = tuple(n.name for n in self.nodes[first_child:] if n.name not in _grandchildren(self.nodes, first_child))
+        below = _grandchildren(self.nodes, first_child)
+        children = tuple(n.name for n in self.nodes[first_child:] if n.name not in below)
         depends = free_variables(body) | set(variables_of(expr.conditions))
         context_variables = tuple(v for v in enclosing if v in depends)
         fixed = _fixed_positions_read(body)
@@ -397,7 +499,8 @@ class TreeBuilder:
         kind = expr.kind
         node = ComparisonNode(
             name=name, kind=kind, variables=variables, context=(*context_variables, *fixed),
-            conditions=expr.conditions, body=body, children=children, origin=getattr(expr, "origin", "") or describe(expr),
+            conditions=expr.conditions, body=body, children=children,
+            origin=getattr(expr, "origin", "") or describe(expr),
             span=expr.span,
             rank=expr.rank if isinstance(expr, ir.Reduce) else None,
             count=count_polynomial(counted, relevant), count_at_length=count_tuples(counted, relevant, self.length),

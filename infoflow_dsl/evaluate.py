@@ -96,7 +96,8 @@ class ReferenceEvaluator:
         return self.value(expr.vector, scope)[..., expr.index - 1]
 
     def _Inner(self, expr: ir.Inner, scope: tuple[str, ...]) -> Tensor:
-        return (self.value(expr.left, scope) * self.value(expr.right, scope)).sum(dim=-1)
+        # a broadcasting contraction: no (B, T, T, n) product is materialised
+        return torch.einsum("...i,...i->...", self.value(expr.left, scope), self.value(expr.right, scope))
 
     def _Norm(self, expr: ir.Norm, scope: tuple[str, ...]) -> Tensor:
         return torch.linalg.vector_norm(self.value(expr.argument, scope), dim=-1)

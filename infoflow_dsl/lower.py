@@ -32,6 +32,7 @@ until the bound, rounding allowance included, is at most ε.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from .positions import count_tuples
 from .schedule import Head, Schedule, next_ffn
 
 HEAD_SHARE = 0.01
+MAX_UNITS = 1_000_000
 ROUNDING_SAFETY = 2.0
 UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24}
 
@@ -199,6 +201,7 @@ class Lowerer:
     cache: dict[tuple[str, str], list[Quantity]] = field(default_factory=dict)
     rounding: float = 0.0
     counter: int = 0
+    units: int = 0
 
     def __post_init__(self) -> None:
         self.length = self.program.length
@@ -270,6 +273,10 @@ class Lowerer:
         for i in range(1, anchor):
             terms.append((u.form.scaled(-1.0).plus(LinearForm.const(knots[i])), slopes[i] - slopes[i - 1]))
         units = tuple(ReLUUnit(form, direction, c) for form, c in terms if c != 0.0)
+        self.units += len(units)
+        if self.units > MAX_UNITS:
+            raise CompileError(f"the model would need more than {MAX_UNITS:,} hidden units at this ε; "
+                               f"raise ε (a square root of a value that can reach 0 costs ε^-1, not ε^-1/2)")
         self.blocks.append(FFNBlock(direction, layer, direction, formula, units, error))
         swing = max(abs(v - values[anchor]) for v in values)
         reach = max(abs(k) for k in knots) + max(abs(u.low), abs(u.high))
@@ -305,6 +312,8 @@ class Lowerer:
             return linear([(a.form.constant, b)])
         if b.is_constant:
             return linear([(b.form.constant, a)])
+        if a.form == b.form:
+            return self.square(a)
         # (λa)(b/λ) with λ² = |b|/|a| balances the ranges of λa ± b/λ, so the grids are shortest
         scale = math.sqrt(max(b.magnitude, 1e-12) / max(a.magnitude, 1e-12))
         total, difference = linear([(scale, a), (1 / scale, b)]), linear([(scale, a), (-1 / scale, b)])
@@ -370,25 +379,29 @@ class Lowerer:
         return Quantity(form, 2 * layer + 1, pick(a.low, b.low), pick(a.high, b.high), error)
 
     def square_root(self, u: Quantity) -> Quantity:
+        """√u on a grid uniform in √u; its share e covers the interpolation (e/2) and the input's
+        error: away from 0 that error passes with factor 1/(2√(low − err)); near 0 an input error
+        δ becomes up to √δ, so the input's error is held below (e/2)² (a constraint)."""
         low, high = self._padded(u)
         low, high = max(low, 0.0), max(high, 1e-300)
         name = self._fresh("ffn:sqrt")
         share = self._source(name, "ffn", cost=(math.sqrt(high) - math.sqrt(low)) * (len(u.form.terms) + 2))
-        step = 4 * share
+        step = 2 * share
         pieces = max(1, math.ceil((math.sqrt(high) - math.sqrt(low)) / step))
         roots = [math.sqrt(low) + (math.sqrt(high) - math.sqrt(low)) * i / pieces for i in range(pieces + 1)]
         knots = [r * r for r in roots]
-        interp = max((b - a) ** 2 / (4 * (a + b)) for a, b in zip(roots, roots[1:], strict=False) if a + b > 0)
+        interp = max((b - a) ** 2 / (4 * (a + b)) for a, b in itertools.pairwise(roots) if a + b > 0)
         layer = self._layer_after(u.stage)
         form, rounding = self._pwl(layer, u, lambda v: math.sqrt(max(v, 0.0)), knots, f"sqrt({u.form})", interp)
         err_u = self._err(u.error)
         true_low = max(u.low, 0.0)
-        if true_low - err_u > 0:  # √ is Lipschitz away from 0: |√ũ − √u| ≤ err/(2√(low − err))
-            upstream = u.error.scaled(1 / (2 * math.sqrt(true_low - err_u)))
+        if true_low - err_u > 0:  # √ is Lipschitz away from 0
+            error = ErrorVec.source(name).plus(u.error, 1 / (2 * math.sqrt(true_low - err_u)))
         else:
-            upstream = ErrorVec((), math.sqrt(err_u))
-        error = ErrorVec.source(name).plus(upstream).plus(ErrorVec.rounded(rounding))
-        return Quantity(form, 2 * layer + 1, math.sqrt(true_low), math.sqrt(max(u.high, 0.0)), error)
+            error = ErrorVec.source(name)
+            self.constraints.append(Constraint(u.error, (share / 2) ** 2, f"the input of {name}"))
+        return Quantity(form, 2 * layer + 1, math.sqrt(true_low), math.sqrt(max(u.high, 0.0)),
+                        error.plus(ErrorVec.rounded(rounding)))
 
     # ------------------------------------------------------------------ expressions
 
@@ -516,22 +529,32 @@ class Lowerer:
     def _query(self, pair: FeaturePair, site: str) -> Quantity:
         return linear([(c, self._monomial(m, site)) for m, c in sorted(pair.query.items())])
 
-    def comparison_head(self, node: ComparisonNode, head: Head) -> None:
-        if len(node.variables) != 1:
-            raise CompileError(f"{node.origin} compares several positions jointly")
-        pairs = separate(node.body, node.variables[0])
-        keyed = [(self._query(p, node.site), self._monomial(p.key, "token")) for p in pairs if p.key]
-        offset = [self._query(p, node.site) for p in pairs if not p.key]
+    def _separated(self, body: object, variable: str, site: str,
+                   layer: int) -> tuple[list[tuple[Quantity, Quantity]], list[Quantity]]:
+        """The score Σ_j φ_j ψ_j as (query, key) quantity pairs (those with a constant query merged
+        into one, first) and the terms free of ``variable`` (offsets)."""
+        pairs = separate(body, variable)
+        keyed = [(self._query(p, site), self._monomial(p.key, "token")) for p in pairs if p.key]
+        offset = [self._query(p, site) for p in pairs if not p.key]
         constant_query = [(q, k) for q, k in keyed if q.is_constant]
         varying = [(q, k) for q, k in keyed if not q.is_constant]
         if constant_query:
             merged = linear([(q.form.constant, k) for q, k in constant_query])
             varying.insert(0, (constant(1.0), merged))
+        for q, k in varying:
+            if max(q.stage, k.stage) > 2 * layer - 1:
+                raise AssertionError(f"features of {describe(body)} not ready for layer {layer}")  # a scheduling bug
+        return varying, offset
+
+    def comparison_head(self, node: ComparisonNode, head: Head) -> None:
+        if len(node.variables) != 1:
+            raise CompileError(f"{node.origin} compares several positions jointly")
+        if node.kind in ("sum", "mean"):
+            self._uniform_head(node, head)
+            return
+        varying, offset = self._separated(node.body, node.variables[0], node.site, head.layer)
         if not varying:
             varying = [(constant(0.0), constant(0.0))]
-        for q, k in varying:
-            if max(q.stage, k.stage) > 2 * head.layer - 1:
-                raise AssertionError(f"{node.name}: features not ready for layer {head.layer}")  # a scheduling bug
         kind = node.kind
         count = self._key_count(node)
         sign = -1.0 if kind in ("min", "argmin") else 1.0
@@ -550,30 +573,60 @@ class Lowerer:
         value_magnitude = max((k.magnitude for _, k in varying), default=0.0)
         rounding = self.unit_roundoff * (4 * math.sqrt(len(varying)) * score_magnitude
                                          + (math.sqrt(count) + 4) * value_magnitude)
-        if kind in ("sum", "mean"):
-            beta, share, gibbs = 0.0, 0.0, ErrorVec.rounded(rounding)
-        else:
-            share, target = self._head_share(name, rounding)
-            beta = min(math.log(count), (count - 1) / math.e) / target if count > 1 else 0.0
-            gibbs = ErrorVec.source(name)
+        share, target = self._head_share(name, rounding)
+        beta = min(math.log(count), (count - 1) / math.e) / target if count > 1 else 0.0
         outputs = tuple(self._direction(f"{node.name}:mean[{j + 1}]") for j in range(len(varying)))
         self.heads.append(AttentionHead(
             node.name, head.layer, head.kind, node.site, queries, keys, keys, outputs, beta, mask, share,
             head.compares))
-        means = [Quantity(LinearForm.of(o), 2 * head.layer, k.low, k.high) for o, (_, k) in zip(outputs, varying,
-                                                                                                  strict=True)]
-        combined = linear([(1.0, self.product(q, m)) for (q, _), m in zip(varying, means, strict=True)]
-                          + [(1.0, o) for o in offset])
+        combined = self._combine(varying, offset, outputs, head.layer)
         low, high = self._body_range(varying, offset)
-        error = combined.error.plus(gibbs).plus(score_error)
+        error = combined.error.plus(ErrorVec.source(name)).plus(score_error)
+        self.results[node.name] = [Quantity(combined.form, combined.stage, low, high, error)]
+
+    def _combine(self, varying: list[tuple[Quantity, Quantity]], offset: list[Quantity], outputs: Sequence[str],
+                 layer: int) -> Quantity:
+        """Σ_j φ_j ψ̄_j + offsets: the retrieved means ψ̄_j (directions ``outputs``) times the query side."""
+        means = [Quantity(LinearForm.of(o), 2 * layer, k.low, k.high) for o, (_, k) in zip(outputs, varying,
+                                                                                             strict=True)]
+        return linear([(1.0, self.product(q, m)) for (q, _), m in zip(varying, means, strict=True)]
+                      + [(1.0, o) for o in offset])
+
+    def _uniform_head(self, node: ComparisonNode, head: Head) -> None:
+        """sum/mean: β = 0, so attention averages its values exactly; values are the key features of
+        every component of the body, and each component is recombined with its query side."""
+        variable = node.variables[0]
+        shape = node.body.type.shape  # type: ignore[union-attr]
+        components = [node.body] if not shape else [ir.Component(node.body, i + 1) for i in range(shape[0])]
+        separated = [self._separated(c, variable, node.site, head.layer) for c in components]
+        rows = [k for varying, _ in separated for _, k in varying]
+        mask = self._mask(node)
+        count = self._key_count(node)
         scale = 1.0
-        if kind == "sum":
+        if node.kind == "sum":
             if any("query" in (c[0], c[2]) for c in mask):
                 raise CompileError(f"{node.origin}: a sum whose range depends on the querying position "
                                    f"is not supported; write it as a mean")
             scale = float(count)
-        self.results[node.name] = [Quantity(combined.form.scaled(scale), combined.stage, low * scale, high * scale,
-                                            error.scaled(scale))]
+        outputs = tuple(self._direction(f"{node.name}:mean[{j + 1}]") for j in range(len(rows)))
+        zero = (LinearForm(),)
+        self.heads.append(AttentionHead(node.name, head.layer, head.kind, node.site, zero, zero,
+                                        tuple(k.form for k in rows), outputs, 0.0, mask, 0.0, head.compares))
+        results = []
+        start = 0
+        for varying, offset in separated:
+            own = outputs[start:start + len(varying)]
+            start += len(varying)
+            combined = self._combine(varying, offset, own, head.layer)
+            magnitude = max((k.magnitude for _, k in varying), default=0.0)
+            rounding = ErrorVec.rounded(self.unit_roundoff * (math.sqrt(count) + 4) * magnitude)
+            error = combined.error.plus(rounding)
+            for q, k in varying:  # a mean of approximate features errs by at most their error
+                error = error.plus(k.error, q.magnitude).plus(q.error, k.magnitude)
+            low, high = self._body_range(varying, offset)
+            results.append(Quantity(combined.form.scaled(scale), combined.stage, low * scale, high * scale,
+                                    error.scaled(scale)))
+        self.results[node.name] = results
 
     def _body_range(self, varying: list[tuple[Quantity, Quantity]], offset: list[Quantity]) -> tuple[float, float]:
         low = high = 0.0
@@ -705,8 +758,9 @@ def _lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dty
     shares: dict[str, float] = {"*default*": eps / 16}
     correction = 1.0
     allocated = False
+    tightening: dict[str, float] = {}  # persistent factors from constraints (margins, √ inputs)
     best: tuple[Lowerer, list[Quantity], int, float] | None = None
-    for _ in range(16):
+    for _ in range(24):
         lowerer = Lowerer(program, schedule, shares, roundoff)
         outputs, layers = lowerer.run()
         full = {n: shares.get(n, shares["*default*"]) for n in lowerer.sources}
@@ -727,12 +781,14 @@ def _lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dty
                 sensitivity[n] = max(sensitivity.get(n, 0.0), c)
         extra = max((q.error.extra for q in outputs), default=0.0)
         budget = max((0.97 * eps - rounding - extra) * correction, eps * 1e-9)
+        for constraint in violated:
+            ratio = 0.7 * constraint.limit / constraint.error.value(full)
+            for n, _ in constraint.error.linear:
+                tightening[n] = tightening.get(n, 1.0) * ratio
         shares = _allocate(lowerer.sources, sensitivity, budget)
         allocated = True
-        for constraint in violated:
-            ratio = 0.5 * constraint.limit / constraint.error.value(full)
-            for n, _ in constraint.error.linear:
-                shares[n] = shares.get(n, budget) * ratio
+        for n, factor in tightening.items():
+            shares[n] = shares.get(n, budget) * factor
         shares["*default*"] = budget
     if best is None:
         raise CompileError(f"could not meet ε = {eps:g}: the error budget did not converge")

@@ -155,6 +155,50 @@ def _show(shape: tuple[Dim, ...]) -> str:
 # ---------------------------------------------------------------------------- the module
 
 
+def _relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: Tensor) -> Tensor:
+    """relu(h w_in + b_in) w_out for h (B, N, D_in) -> (B, N, D_out).
+
+    Compiled ReLU blocks are wide (thousands of units) and sparse (a unit reads two or three
+    directions and writes one), so rows are processed in chunks that keep the hidden
+    activations under ~2^22 numbers, and when the weights are frozen and under 10% dense the
+    products use CSR copies of w_inᵀ and w_outᵀ: the same sums, over the nonzero terms only.
+    """
+    batch, rows, size = h.shape
+    width = w_in.shape[1]
+    flat = h.reshape(batch * rows, size)  # (N, D_in)
+    chunk = max(1, (1 << 22) // max(width, 1))
+    sparse = _sparse_weights(owner, w_in, w_out)
+    pieces = []
+    for start in range(0, flat.shape[0], chunk):
+        part = flat[start:start + chunk]  # (n, D_in)
+        if sparse is None:
+            pieces.append(torch.relu(part @ w_in + b_in) @ w_out)  # (n, D_out)
+        else:
+            w_in_t, w_out_t = sparse  # (M, D_in), (D_out, M) CSR
+            hidden = torch.relu(torch.sparse.mm(w_in_t, part.T).T + b_in)  # (n, M)
+            pieces.append(torch.sparse.mm(w_out_t, hidden.T).T)  # (n, D_out)
+    out = torch.cat(pieces) if pieces else flat.new_zeros(0, w_out.shape[1])
+    return out.reshape(batch, rows, w_out.shape[1])
+
+
+def _sparse_weights(owner: nn.Module, w_in: Tensor, w_out: Tensor) -> tuple[Tensor, Tensor] | None:
+    """CSR copies of w_inᵀ and w_outᵀ when frozen and sparse enough (cached on ``owner`` per version)."""
+    if w_in.requires_grad or w_out.requires_grad or w_in.numel() == 0:
+        return None
+    key = (w_in._version, w_out._version, w_in.device, w_in.dtype)
+    cached = getattr(owner, "_csr_cache", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    density = (torch.count_nonzero(w_in) + torch.count_nonzero(w_out)) / (w_in.numel() + w_out.numel())
+    sparse = None
+    if float(density) < 0.1:
+        with warnings.catch_warnings():  # "sparse CSR support is in beta": the products used here are stable
+            warnings.simplefilter("ignore", UserWarning)
+            sparse = (w_in.detach().T.contiguous().to_sparse_csr(), w_out.detach().T.contiguous().to_sparse_csr())
+    object.__setattr__(owner, "_csr_cache", (key, sparse))
+    return sparse
+
+
 class _Holder(nn.Module):
     """A plain container so that state_dict keys read ``embed.W_E``, ``blocks.0.attn.W_Q`` ..."""
 
@@ -273,79 +317,59 @@ class CompiledTransformer(nn.Module):
         batch, length, _ = x.shape
         e, pos = self.embed, self.pos_embed.W_pos  # pos: (T+1, D)
         xe = torch.cat([x, x.new_ones(batch, length, 1)], dim=-1)  # (B, T', d+1)
-        h_tok = xe @ e.W_E + torch.relu(xe @ e.W_E1 + e.b_E1) @ e.W_E2 + pos[:length]  # (B, T', D)
+        h_tok = xe @ e.W_E + _relu_block(e, xe, e.W_E1, e.b_E1, e.W_E2) + pos[:length]  # (B, T', D)
         h_cls = (e.cls + pos[length]).expand(batch, 1, self.d_model)  # (B, 1, D)  readout token at T'+1
         return torch.cat([h_tok, h_cls], dim=1)  # (B, T'+1, D)
 
-    def _attention(self, layer: int, h: Tensor) -> Tensor:
-        """The summed output of one layer's heads: (B, T'+1, D)."""
+    def _attention(self, layer: int, h: Tensor, readout_only: bool = False) -> Tensor:
+        """The summed output of one layer's heads: (B, T'+1, D), or (B, 1, D) for the readout
+        token's queries alone (``readout_only``: all the last layer needs for the output)."""
         a = self.blocks[layer].attn
         length = h.shape[1] - 1
         tokens = h[:, :length]  # (B, T', D)     keys and values: the input tokens only
-        q = torch.einsum("bnD,hDe->bhne", h, a.W_Q)  # (B, H, T'+1, E)
+        queries = h[:, -1:] if readout_only else h  # (B, N, D), N = 1 or T'+1
+        q = torch.einsum("bnD,hDe->bhne", queries, a.W_Q)  # (B, H, N, E)
         k = torch.einsum("bsD,hDe->bhse", tokens, a.W_K)  # (B, H, T', E)
         v = torch.einsum("bsD,hDv->bhsv", tokens, a.W_V)  # (B, H, T', V)
-        scores = (q @ k.transpose(-1, -2)) * a.beta[:, None, None]  # (B, H, T'+1, T')  q.k first, then beta
+        scores = q @ k.transpose(-1, -2)  # (B, H, T'+1, T')  q.k first, then beta
         allowed = self._head_masks(layer, length)  # (H, T'+1, T')
+        if readout_only:
+            allowed = allowed[:, -1:]  # (H, 1, T')
         has_key = allowed.any(dim=-1, keepdim=True)  # (H, T'+1, 1)
+        if scores.requires_grad:
+            scores = scores * a.beta[:, None, None]
+        else:  # in place: these tensors are the largest in the forward
+            scores.mul_(a.beta[:, None, None])
         # masked keys get -inf; a query row with no key at all gets zeros (a harmless uniform
         # softmax), then its attention is multiplied by 0: no NaN in the forward or the gradient.
         fill = torch.where(has_key, float("-inf"), 0.0).to(scores.dtype)  # (H, T'+1, 1)
-        attn = torch.softmax(torch.where(allowed, scores, fill), dim=-1) * has_key  # (B, H, T'+1, T')
+        if not bool(allowed.all()):
+            scores = torch.where(allowed, scores, fill)
+        attn = torch.softmax(scores, dim=-1)  # (B, H, T'+1, T')
+        if not bool(has_key.all()):
+            attn = attn * has_key
         z = attn @ v  # (B, H, T'+1, V)
         return torch.einsum("bhnv,hvD->bnD", z, a.W_O)  # (B, T'+1, D)  summed over heads
 
     def _mlp(self, m: nn.Module, h: Tensor) -> Tensor:
-        """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D).
+        """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D)."""
+        return _relu_block(m, h, m.W_in, m.b_in, m.W_out) + m.b_out
 
-        Compiled FFNs are wide (thousands of units) and sparse (a unit reads two or three
-        directions and writes one), so rows are processed in chunks that keep the hidden
-        activations under ~2^22 numbers, and when the weights are frozen and under 10% dense
-        the products use CSR copies of W_inᵀ and W_outᵀ: the same sums, over the nonzero terms.
+    def _stream(self, x: Tensor, readout_only: bool = False) -> Iterator[Tensor]:
+        """Yield the residual stream after the embedding and after each layer, each (B, T'+1, D).
+
+        With ``readout_only`` the last layer is computed for the readout token alone, (B, 1, D):
+        the output reads nothing else, so ``forward`` skips the other rows' work.
         """
-        batch, rows, size = h.shape
-        width = m.W_in.shape[1]
-        flat = h.reshape(batch * rows, size)  # (N, D)
-        chunk = max(1, (1 << 22) // max(width, 1))
-        sparse = self._sparse_weights(m)
-        pieces = []
-        for start in range(0, flat.shape[0], chunk):
-            part = flat[start:start + chunk]  # (n, D)
-            if sparse is None:
-                pieces.append(torch.relu(part @ m.W_in + m.b_in) @ m.W_out)  # (n, D)
-            else:
-                w_in_t, w_out_t = sparse  # (M, D), (D, M) CSR
-                hidden = torch.relu(torch.sparse.mm(w_in_t, part.T).T + m.b_in)  # (n, M)
-                pieces.append(torch.sparse.mm(w_out_t, hidden.T).T)  # (n, D)
-        out = torch.cat(pieces) if pieces else flat.new_zeros(0, size)
-        return out.reshape(batch, rows, size) + m.b_out
-
-    def _sparse_weights(self, m: nn.Module) -> tuple[Tensor, Tensor] | None:
-        """CSR copies of W_inᵀ and W_outᵀ when frozen and sparse enough (cached per weight version)."""
-        w_in, w_out = m.W_in, m.W_out
-        if w_in.requires_grad or w_out.requires_grad or w_in.numel() == 0:
-            return None
-        key = (w_in._version, w_out._version, w_in.device, w_in.dtype)
-        cached = getattr(m, "_csr_cache", None)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        density = (torch.count_nonzero(w_in) + torch.count_nonzero(w_out)) / (w_in.numel() + w_out.numel())
-        sparse = None
-        if float(density) < 0.1:
-            with warnings.catch_warnings():  # "sparse CSR support is in beta": the products used here are stable
-                warnings.simplefilter("ignore", UserWarning)
-                sparse = (w_in.detach().T.contiguous().to_sparse_csr(), w_out.detach().T.contiguous().to_sparse_csr())
-        object.__setattr__(m, "_csr_cache", (key, sparse))
-        return sparse
-
-    def _stream(self, x: Tensor) -> Iterator[Tensor]:
-        """Yield the residual stream after the embedding and after each layer, each (B, T'+1, D)."""
         h = self._embed(self._check_input(x))
         yield h
+        last = len(self.blocks) - 1
         for layer, block in enumerate(self.blocks):
+            only = readout_only and layer == last
+            row = h[:, -1:] if only else h  # (B, N, D)
             if self._masks[layer]:  # H_l = 0: an FFN-only layer
-                h = h + self._attention(layer, h)
-            h = h + self._mlp(block.mlp, h)  # (B, T'+1, D)
+                row = row + self._attention(layer, h, only)
+            h = row + self._mlp(block.mlp, row)  # (B, N, D)
             yield h
 
     def residual_stream(self, x: Tensor) -> list[Tensor]:
@@ -358,5 +382,5 @@ class CompiledTransformer(nn.Module):
         return y.squeeze(-1) if not self.output_shape else y
 
     def forward(self, x: Tensor) -> Tensor:
-        (h,) = deque(self._stream(x), maxlen=1)  # the residual stream after the last layer
+        (h,) = deque(self._stream(x, readout_only=True), maxlen=1)  # the readout row after the last layer
         return self.readout(h)

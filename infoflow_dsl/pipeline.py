@@ -14,10 +14,10 @@ from typing import Any
 import torch
 
 from . import typed as ir
+from .assemble import assemble
 from .comparisons import build_tree
 from .evaluate import evaluate, retrieval_margin
 from .lower import CompileError, lower
-from .assemble import assemble
 from .model import CompiledTransformer
 from .sampling import domain_corners, sample_inputs
 from .schedule import build_schedule

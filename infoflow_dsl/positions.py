@@ -13,9 +13,9 @@ the full domain {1..T}.
 from __future__ import annotations
 
 import operator
-from fractions import Fraction
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 

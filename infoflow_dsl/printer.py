@@ -2,8 +2,8 @@
 
 Parentheses are added exactly where the grammar needs them: by operator precedence
 (sum < product < unary < power < postfix < atom, binary operators left-associative), and
-around a reduction that is not the last thing in its context, since a reduction's body
-extends as far right as possible.
+around an operand that is not the last thing in its context and ends with a reduction, since
+a reduction's body extends as far right as possible.
 """
 
 from __future__ import annotations
@@ -26,22 +26,36 @@ def _level(expr: ast.Expr) -> int:
     return ATOM
 
 
+def _ends_with_reduction(expr: ast.Expr) -> bool:
+    """Whether the text of ``expr`` ends with a bare reduction (``a + min_<t> b``, ``-max_<t> b``),
+    whose body would swallow whatever followed it."""
+    if isinstance(expr, ast.Reduction):
+        return True
+    if isinstance(expr, ast.Binary):
+        last, minimum = expr.right, _BINARY_LEVEL[expr.operator] + 1
+    elif isinstance(expr, ast.Negate):
+        last, minimum = expr.argument, UNARY
+    else:
+        return False  # atoms end with a bracket or a name; Index and Power with ']' or a number
+    return _level(last) >= minimum and _ends_with_reduction(last)
+
+
 def _operand(expr: ast.Expr, minimum: int) -> str:
     """``expr`` as an operand that must bind at least as tightly as ``minimum``.
 
-    Operands are never last in their context, so reductions are wrapped too.
+    Operands are never last in their context, so anything ending with a reduction is wrapped
+    too: in ``(a + min_<t> b) + c`` the parentheses keep ``c`` out of the reduction's body.
     """
     text = print_expr(expr)
-    if _level(expr) < minimum or isinstance(expr, ast.Reduction):
+    if _level(expr) < minimum or _ends_with_reduction(expr):
         return f"({text})"
     return text
 
 
 def _tail(expr: ast.Expr, minimum: int) -> str:
-    """``expr`` as the last operand of its context: a reduction may stand bare."""
-    if isinstance(expr, ast.Reduction):
-        return print_expr(expr)
-    return _operand(expr, minimum)
+    """``expr`` as the last operand of its context: it may end with a bare reduction."""
+    text = print_expr(expr)
+    return f"({text})" if _level(expr) < minimum else text
 
 
 def _condition(condition: ast.Condition) -> str:

@@ -23,6 +23,7 @@ retrieved position's set, a position head the fixed position's, a uniform head e
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -135,7 +136,7 @@ class StageClock:
             if isinstance(position, ir.FixedPosition | ir.LastPosition):
                 return self.fetches.get(_fixed_label(position), 2)
             return 0
-        if isinstance(expr, ir.Arithmetic) and expr.operator == "*" or isinstance(expr, ir.Inner):
+        if (isinstance(expr, ir.Arithmetic) and expr.operator == "*") or isinstance(expr, ir.Inner):
             left, right = (expr.left, expr.right)  # type: ignore[union-attr]
             inner = max(self.stage(left), self.stage(right))
             return inner if self._constant(left) or self._constant(right) else next_ffn(inner)
@@ -159,7 +160,7 @@ def _monomial_interpolations(monomial: tuple) -> int:
     """Products inside one side's monomial: a square costs one function, a product two."""
     if len(monomial) < 2:
         return 0
-    return sum(1 if a == b else 2 for a, b in zip(monomial, monomial[1:], strict=False))
+    return sum(1 if a == b else 2 for a, b in itertools.pairwise(monomial))
 
 
 def node_interpolations(plan: NodePlan) -> int:
@@ -378,7 +379,8 @@ def information_sets(heads: Sequence[Head], tree: ComparisonTree, layers: int) -
             target = new_token if head.site == TOKEN else new_readout
             target |= _gained(head, tree, token)
         token, readout = new_token, new_readout
-        out.append(InfoSets(layer, tuple(sorted(_render(e) for e in token)), tuple(sorted(_render(e) for e in readout))))
+        rendered_token = tuple(sorted(_render(e) for e in token))
+        out.append(InfoSets(layer, rendered_token, tuple(sorted(_render(e) for e in readout))))
     return tuple(out)
 
 

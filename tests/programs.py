@@ -153,3 +153,10 @@ def by_name(name: str) -> ExampleProgram:
         if example.name == name:
             return example
     raise KeyError(name)
+
+EXTRA.append(_extra("norms_away_from_zero", "norm sqrt fixed-position", """
+input x : R^3 in [1, 2]
+length T = 8
+target max_<t> ||x(t)|| + ||x(1) + x(T)||
+"""))
+ALL.append(EXTRA[-1])

@@ -8,12 +8,11 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from programs import ALL, by_name
 
 import infoflow_dsl as ifl
 from infoflow_dsl.comparisons import build_tree, normalise
 from infoflow_dsl.evaluate import ReferenceEvaluator, at_length
-
-from programs import ALL, by_name
 
 
 def _tree(name: str, length: int | None = None):
@@ -42,7 +41,8 @@ def test_normalised_target_equals_the_original(example, seed, length):
 def test_min_pairwise_splits_into_an_order_2_node_under_an_order_1_node():
     tree = _tree("min_pairwise")
     inner, outer = tree.nodes
-    assert (inner.kind, inner.variables, inner.context, inner.order, inner.site) == ("min", ("t2",), ("t1",), 2, "token")
+    expected = ("min", ("t2",), ("t1",), 2, "token")
+    assert (inner.kind, inner.variables, inner.context, inner.order, inner.site) == expected
     assert (outer.kind, outer.variables, outer.context, outer.order, outer.site) == ("min", ("t1",), (), 1, "readout")
     assert outer.children == (inner.name,)
     assert tree.order == 2
@@ -101,9 +101,9 @@ def test_first_three_compares_nothing():
 
 @pytest.mark.parametrize(("name", "polynomial"), [
     ("pairwise_distinct", "T^2"),                 # T(T-1) pairs t1 != t2, then T
-    ("ordered_pairs", "T^2/2 + T/2"),             # T(T-1)/2 pairs s < t, then T
+    ("ordered_pairs", "T^2/2 + T/2 - 1"),         # T(T-1)/2 pairs s < t, then the T-1 values s < T
+    ("equal_positions", "T"),                     # s == t pins t: one sum over T positions
     ("causal_sum", "T^2/2 + 3T/2 - 2"),           # Σ_{t=2..T} t pairs s <= t, then T - 1
-    ("equal_positions", "2T"),                    # T pairs s == t, then T
     ("window", "T - 2"),                          # 1 < t < T
     ("intrinsic_4", "4T^2 + 4T"),
 ])
@@ -118,3 +118,34 @@ def test_number_of_comparisons_is_exact_under_conditions(name, polynomial):
 
 def test_counts_do_not_depend_on_the_length_they_were_built_at():
     assert _tree("min_pairwise", 8).comparisons == _tree("min_pairwise", 100).comparisons
+
+
+MULTI_VARIABLE = [
+    "max_<s, t : s < t> x(s)[1] * x(t)[2]",
+    "min_<s, t : s <= t and t < T> x(s)[1] - x(t)[2]",
+    "max_<a, b, c : a < b and b < c> x(a)[1] + x(b)[2] * x(c)[1]",
+    "min_<s, t : s > 2 and t >= s> x(s)[2] * x(t)[1]",
+    "sum_<s, t : s == t> x(s)[1] * x(t)[2]",
+    "max_<s, t : t == 3> x(s)[1] * x(t)[2]",
+]
+
+
+@pytest.mark.parametrize("target", MULTI_VARIABLE)
+@settings(max_examples=5, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), length=st.sampled_from([3, 4, 6]))
+def test_every_nesting_of_a_multi_variable_reduction_is_exact(target, seed, length):
+    """Splitting (with the projected outer conditions) and equality elimination keep the value."""
+    import itertools
+
+    from infoflow_dsl.comparisons import split_nesting
+
+    program = ifl.parse_program(f"input x : R^2\nlength T = {length}\ntarget {target}\n")
+    x = ifl.sample_inputs(program, 6, seed=seed)
+    evaluator = ReferenceEvaluator(x)
+    expected = evaluator.value(program.target, ())
+    torch.testing.assert_close(evaluator.value(normalise(program.target), ()), expected, rtol=0, atol=1e-12)
+    reduce = program.target
+    for order in itertools.permutations(reduce.variables):
+        nested = split_nesting(reduce, order)
+        if nested is not None:
+            torch.testing.assert_close(evaluator.value(nested, ()), expected, rtol=0, atol=1e-12)

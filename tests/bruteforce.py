@@ -1,0 +1,405 @@
+"""An independent brute-force evaluator of the typed IR, for testing the reference evaluator.
+
+It reads the checked program (``infoflow_dsl.typed``) and computes the target for ONE sequence
+at a time with plain Python: Python floats and lists, ``math``, and nested loops over every
+tuple of positions (``itertools.product``). It shares no code with ``infoflow_dsl.evaluate``
+(which is vectorised torch) or ``infoflow_dsl.positions`` (which decides range emptiness), so
+agreement between them is evidence that both implement LANGUAGE.md's semantics:
+
+- positions are 1-based; ``T`` is the sequence length;
+- a reduction ranges over every tuple of its variables in {1..T}^k that satisfies all of its
+  conditions; min / max / sum / mean over those tuples; ``top(k)`` is the k-th largest value
+  counted with multiplicity (top(2) of 3, 3, 1 is 3);
+- argmin / argmax pick the smallest position among those with the best score;
+- a constant's ``values`` are row-major in its declared shape; ``Component.index`` is 1-based.
+
+:func:`range_faults` recomputes, by enumeration, which compile-time range errors a program
+has at a length T (a fixed position outside 1..T, an empty reduction range for some values of
+the enclosing variables, ``top(k)`` over fewer than k tuples), so a test can confirm that the
+checker refuses exactly the programs it should.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, Union
+
+from infoflow_dsl import typed as ir
+from infoflow_dsl.syntax import Span
+
+Value = Union[float, list[float], list[list[float]]]
+
+
+class EmptyRange(Exception):
+    """A reduction or argmin/argmax met a range with no tuple in it."""
+
+
+def compare(left: int, operator: str, right: int) -> bool:
+    """``left operator right`` for two positions."""
+    if operator == "!=":
+        return left != right
+    if operator == "==":
+        return left == right
+    if operator == "<":
+        return left < right
+    if operator == "<=":
+        return left <= right
+    if operator == ">":
+        return left > right
+    if operator == ">=":
+        return left >= right
+    raise ValueError(f"unknown condition operator {operator!r}")
+
+
+def term_position(term: Any, env: dict[str, int], length: int) -> int:
+    """The value of a position term of a condition: a variable, a literal or T."""
+    if isinstance(term, ir.PositionVariable):
+        return env[term.name]
+    if isinstance(term, ir.FixedPosition):
+        return term.index
+    if isinstance(term, ir.LastPosition):
+        return length
+    raise TypeError(f"not a position term: {term!r}")
+
+
+def conditions_hold(conditions: Sequence[ir.PositionCondition], env: dict[str, int], length: int) -> bool:
+    return all(
+        compare(term_position(c.left, env, length), c.operator, term_position(c.right, env, length))
+        for c in conditions
+    )
+
+
+class BruteForce:
+    """Evaluates expressions on one sequence ``tokens`` (a list of T lists of d floats)."""
+
+    def __init__(self, tokens: Sequence[Sequence[float]]) -> None:
+        self.tokens = [[float(v) for v in token] for token in tokens]
+        self.length = len(self.tokens)
+        self._free: dict[int, tuple[str, ...]] = {}
+        self._memo: dict[tuple[int, tuple[int, ...]], Any] = {}
+        self._keep: list[Any] = []  # the memo is keyed by id(node): keep the nodes alive
+
+    def free_variables(self, node: Any) -> tuple[str, ...]:
+        """The position variables ``node`` uses that are bound outside it, sorted."""
+        key = id(node)
+        if key not in self._free:
+            self._keep.append(node)
+            self._free[key] = tuple(sorted(free_variables(node)))
+        return self._free[key]
+
+    def memoised(self, node: Any, env: dict[str, int], compute: Any) -> Any:
+        """``compute()``, cached on the values of the variables ``node`` depends on.
+
+        Nested reductions are written side by side (``max_<t> f(t) + max_<t> g(t)`` nests the
+        second in the first's body), so without this the loops would multiply; a subexpression
+        is a pure function of its free variables, so caching changes no value.
+        """
+        key = (id(node), tuple(env[name] for name in self.free_variables(node)))
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    # ------------------------------------------------------------------ positions
+
+    def position(self, expr: Any, env: dict[str, int]) -> int:
+        """A 1-based position."""
+        if isinstance(expr, ir.PositionVariable):
+            return env[expr.name]
+        if isinstance(expr, ir.FixedPosition):
+            if not 1 <= expr.index <= self.length:
+                raise IndexError(f"x({expr.index}) with T = {self.length}")
+            return expr.index
+        if isinstance(expr, ir.LastPosition):
+            return self.length
+        if isinstance(expr, ir.ArgPosition):
+            return self.memoised(expr, env, lambda: self.arg_position(expr, env))
+        raise TypeError(f"not a position: {expr!r}")
+
+    def arg_position(self, expr: ir.ArgPosition, env: dict[str, int]) -> int:
+        best_position = None
+        best_score = 0.0
+        for p in range(1, self.length + 1):  # increasing, and only a strict win replaces: ties -> smallest
+            inner = {**env, expr.variable: p}
+            if not conditions_hold(expr.conditions, inner, self.length):
+                continue
+            score = self.value(expr.body, inner)
+            assert isinstance(score, float)
+            better = best_position is None or (score < best_score if expr.kind == "argmin" else score > best_score)
+            if better:
+                best_position, best_score = p, score
+        if best_position is None:
+            raise EmptyRange(f"{expr.kind} over an empty range")
+        return best_position
+
+    # ------------------------------------------------------------------ values
+
+    def value(self, expr: Any, env: dict[str, int]) -> Value:
+        """A float (scalar), a list of floats (vector) or a list of rows (matrix)."""
+        if isinstance(expr, ir.NumberLiteral):
+            return float(expr.value)
+        if isinstance(expr, ir.Constant):
+            return constant_value(expr)
+        if isinstance(expr, ir.Token):
+            return list(self.tokens[self.position(expr.position, env) - 1])
+        if isinstance(expr, ir.Component):
+            vector = self.value(expr.vector, env)
+            return vector[expr.index - 1]  # type: ignore[index,return-value]
+        if isinstance(expr, ir.Inner):
+            left, right = self.value(expr.left, env), self.value(expr.right, env)
+            total = 0.0
+            for a, b in zip(left, right, strict=True):  # type: ignore[arg-type]
+                total += a * b
+            return total
+        if isinstance(expr, ir.Norm):
+            total = 0.0
+            for a in self.value(expr.argument, env):  # type: ignore[union-attr]
+                total += a * a
+            return math.sqrt(total)
+        if isinstance(expr, ir.Square):
+            a = self.value(expr.argument, env)
+            return a * a  # type: ignore[operator]
+        if isinstance(expr, ir.Pointwise):
+            arguments = [self.value(a, env) for a in expr.arguments]
+            if expr.function == "relu":
+                return arguments[0] if arguments[0] > 0.0 else 0.0  # type: ignore[operator,return-value]
+            if expr.function == "abs":
+                return abs(arguments[0])  # type: ignore[arg-type]
+            if expr.function == "min":
+                return arguments[0] if arguments[0] <= arguments[1] else arguments[1]  # type: ignore[operator]
+            if expr.function == "max":
+                return arguments[0] if arguments[0] >= arguments[1] else arguments[1]  # type: ignore[operator]
+            if expr.function == "sqrt":  # not in the language; later stages' rewrites introduce it
+                return math.sqrt(arguments[0])  # type: ignore[arg-type]
+            raise ValueError(f"unknown pointwise function {expr.function!r}")
+        if isinstance(expr, ir.Arithmetic):
+            return arithmetic(expr.operator, self.value(expr.left, env), self.value(expr.right, env))
+        if isinstance(expr, ir.Negate):
+            return scale(-1.0, self.value(expr.argument, env))
+        if isinstance(expr, ir.Divide):
+            numerator = self.value(expr.numerator, env)
+            if isinstance(numerator, list):
+                return [a / expr.divisor for a in numerator]  # type: ignore[operator]
+            return numerator / expr.divisor
+        if isinstance(expr, ir.MatVec):
+            rows = constant_value(expr.matrix)
+            vector = self.value(expr.vector, env)
+            out = []
+            for row in rows:  # type: ignore[union-attr]
+                total = 0.0
+                for a, b in zip(row, vector, strict=True):  # type: ignore[arg-type]
+                    total += a * b
+                out.append(total)
+            return out
+        if isinstance(expr, ir.Reduce):
+            return self.memoised(expr, env, lambda: self.reduce(expr, env))
+        raise TypeError(f"not a value expression: {type(expr).__name__}")
+
+    def reduce(self, expr: ir.Reduce, env: dict[str, int]) -> Value:
+        values: list[Value] = []
+        for positions in itertools.product(range(1, self.length + 1), repeat=len(expr.variables)):
+            inner = {**env, **dict(zip(expr.variables, positions, strict=True))}
+            if conditions_hold(expr.conditions, inner, self.length):
+                values.append(self.value(expr.body, inner))
+        if not values:
+            raise EmptyRange(f"{expr.kind} over an empty range")
+        if expr.kind == "min":
+            best = values[0]
+            for v in values[1:]:
+                if v < best:  # type: ignore[operator]
+                    best = v
+            return best
+        if expr.kind == "max":
+            best = values[0]
+            for v in values[1:]:
+                if v > best:  # type: ignore[operator]
+                    best = v
+            return best
+        if expr.kind in ("sum", "mean"):
+            total = values[0]
+            for v in values[1:]:
+                total = arithmetic("+", total, v)
+            return total if expr.kind == "sum" else divide(total, len(values))
+        if expr.kind == "top":
+            assert expr.rank is not None
+            if expr.rank > len(values):
+                raise EmptyRange(f"top({expr.rank}) over {len(values)} tuples")
+            ordered = sorted(values, reverse=True)  # type: ignore[type-var]
+            return ordered[expr.rank - 1]
+        raise ValueError(f"unknown reduction {expr.kind!r}")
+
+
+def constant_value(constant: ir.Constant) -> Value:
+    """A constant's entries in its declared shape (row-major)."""
+    values = [float(v) for v in constant.values]
+    shape = constant.type.shape
+    if constant.type.kind == "scalar":
+        assert len(values) == 1
+        return values[0]
+    if constant.type.kind == "vector":
+        assert len(values) == shape[0]
+        return values
+    rows, columns = shape
+    assert len(values) == rows * columns
+    return [values[i * columns:(i + 1) * columns] for i in range(rows)]
+
+
+def scale(factor: float, value: Value) -> Value:
+    if isinstance(value, list):
+        return [factor * a for a in value]  # type: ignore[operator]
+    return factor * value
+
+
+def divide(value: Value, divisor: float) -> Value:
+    if isinstance(value, list):
+        return [a / divisor for a in value]  # type: ignore[operator]
+    return value / divisor
+
+
+def arithmetic(operator: str, left: Value, right: Value) -> Value:
+    """``left op right``: elementwise + and - for equal shapes, * with at least one scalar."""
+    if operator == "*":
+        if isinstance(left, list) and isinstance(right, list):
+            raise TypeError("'*' of two vectors")
+        if isinstance(left, list):
+            return [a * right for a in left]  # type: ignore[operator]
+        if isinstance(right, list):
+            return [left * b for b in right]  # type: ignore[operator]
+        return left * right
+    if isinstance(left, list) != isinstance(right, list):
+        raise TypeError(f"'{operator}' of a scalar and a vector")
+    if isinstance(left, list):
+        assert isinstance(right, list) and len(left) == len(right)
+        if operator == "+":
+            return [a + b for a, b in zip(left, right, strict=True)]  # type: ignore[operator]
+        return [a - b for a, b in zip(left, right, strict=True)]  # type: ignore[operator]
+    if operator == "+":
+        return left + right  # type: ignore[operator]
+    if operator == "-":
+        return left - right  # type: ignore[operator]
+    raise ValueError(f"unknown operator {operator!r}")
+
+
+def evaluate_one(program: ir.Program, tokens: Sequence[Sequence[float]]) -> Value:
+    """The target on one sequence of T tokens: a float, or a list of floats for a vector target."""
+    if any(len(token) != program.dimension for token in tokens):
+        raise ValueError("token of the wrong dimension")
+    return BruteForce(tokens).value(program.target, {})
+
+
+def evaluate_batch(program: ir.Program, batch: Any) -> list[Value]:
+    """``evaluate_one`` on each sequence of a (B, T, d) batch (anything with ``.tolist()`` or lists)."""
+    rows = batch.tolist() if hasattr(batch, "tolist") else batch
+    return [evaluate_one(program, sequence) for sequence in rows]
+
+
+# ----------------------------------------------------------------------------- the typed tree
+
+
+def children(node: Any) -> Iterator[Any]:
+    """The typed-IR nodes directly below ``node`` (expressions, conditions, position terms)."""
+    for f in fields(node):
+        if f.name in ("span", "type"):
+            continue
+        value = getattr(node, f.name)
+        items = value if isinstance(value, tuple) else (value,)
+        for item in items:
+            if is_dataclass(item) and type(item).__module__ == ir.__name__:
+                yield item
+
+
+def free_variables(node: Any) -> set[str]:
+    """The position variables used in ``node`` (conditions included) and not bound inside it."""
+    if isinstance(node, ir.PositionVariable):
+        return {node.name}
+    used: set[str] = set()
+    for child in children(node):
+        used |= free_variables(child)
+    if isinstance(node, ir.Reduce):
+        used -= set(node.variables)
+    elif isinstance(node, ir.ArgPosition):
+        used.discard(node.variable)
+    return used
+
+
+def walk(node: Any) -> Iterator[Any]:
+    """``node`` and every typed-IR node below it, depth first."""
+    yield node
+    for child in children(node):
+        yield from walk(child)
+
+
+# ----------------------------------------------------------------------------- range faults
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A compile-time range error at length T.
+
+    ``kind``: "position" (a literal x(k) with k outside 1..T), "empty" (a reduction or
+    argmin/argmax whose range is empty for some values of the enclosing variables) or "top"
+    (``top(k)`` whose range can have fewer than k tuples). ``smallest`` is the smallest
+    range size over all values of the enclosing variables (for "empty"/"top"),
+    ``enclosing`` the enclosing variables, outermost first.
+    """
+
+    kind: str
+    span: Span
+    smallest: int = 0
+    enclosing: tuple[str, ...] = ()
+    node: Any = field(default=None, compare=False, repr=False)
+
+
+def range_size(node: Any, assignment: dict[str, int], length: int) -> int:
+    """How many tuples of ``node``'s own variables satisfy its conditions, given the enclosing values."""
+    variables = node.variables if isinstance(node, ir.Reduce) else (node.variable,)
+    count = 0
+    for positions in itertools.product(range(1, length + 1), repeat=len(variables)):
+        env = {**assignment, **dict(zip(variables, positions, strict=True))}
+        if conditions_hold(node.conditions, env, length):
+            count += 1
+    return count
+
+
+def smallest_range_size(node: Any, enclosing: Sequence[str], length: int, fixed: dict[str, int] | None = None) -> int:
+    """The smallest ``range_size`` over every value in 1..T of each enclosing variable not in ``fixed``."""
+    fixed = dict(fixed or {})
+    # the size depends only on the enclosing variables the conditions mention; the others need no loop
+    mentioned = {t.name for c in node.conditions for t in (c.left, c.right) if isinstance(t, ir.PositionVariable)}
+    free = [name for name in enclosing if name not in fixed and name in mentioned]
+    smallest = None
+    for values in itertools.product(range(1, length + 1), repeat=len(free)):
+        size = range_size(node, {**fixed, **dict(zip(free, values, strict=True))}, length)
+        smallest = size if smallest is None else min(smallest, size)
+    assert smallest is not None
+    return smallest
+
+
+def range_faults(program: ir.Program, length: int) -> list[Fault]:
+    """Every compile-time range error of ``program``'s target at length ``length``, by enumeration.
+
+    As README.md decides, an empty range is an error when it is empty for *some* values of the
+    enclosing variables, each taken over all of 1..T.
+    """
+    faults: list[Fault] = []
+
+    def visit(node: Any, enclosing: tuple[str, ...]) -> None:
+        if isinstance(node, ir.Token) and isinstance(node.position, ir.FixedPosition):
+            if not 1 <= node.position.index <= length:
+                faults.append(Fault("position", node.position.span, node=node))
+        if isinstance(node, ir.Reduce | ir.ArgPosition):
+            smallest = smallest_range_size(node, enclosing, length)
+            if smallest == 0:
+                faults.append(Fault("empty", node.span, 0, enclosing, node))
+            elif isinstance(node, ir.Reduce) and node.kind == "top" and node.rank > smallest:  # type: ignore[operator]
+                faults.append(Fault("top", node.span, smallest, enclosing, node))
+            variables = node.variables if isinstance(node, ir.Reduce) else (node.variable,)
+            visit(node.body, enclosing + tuple(variables))
+            return
+        for child in children(node):
+            visit(child, enclosing)
+
+    visit(program.target, ())
+    return faults

@@ -1,0 +1,170 @@
+"""Hand-built compiled models for the tests of model.py and io.py, and a slow reference forward.
+
+``random_model`` builds a small model with random weights and masks of every kind; its layers
+cover the edge cases (an FFN-only layer, an FFN of width 0, an embedding without a ReLU block).
+``reference_forward`` recomputes a model's output with Python loops over tokens, keys and heads,
+evaluating the masks from their conditions directly: an implementation independent of the batched
+one in ``infoflow_dsl.model``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from infoflow_dsl.model import CompiledTransformer
+
+# Masks of every kind: no condition; key vs query with each operator; "last"; literals on either
+# side; two conditions at once; a condition on positions that never holds (fully masked rows);
+# a condition without "key" (a whole query row, or the whole head, masked).
+MASKS: list[list[list[Any]]] = [
+    [],
+    [["key", "!=", "query"]],
+    [["key", "<", "query"]],
+    [["key", "<=", "query"]],
+    [["key", ">", "query"]],
+    [["key", ">=", "query"]],
+    [["key", "==", "last"]],
+    [["key", "==", 2]],
+    [[3, "<", "key"]],
+    [["key", ">=", 2], ["key", "<=", "last"], ["query", "!=", 1]],
+    [["key", "==", 99]],
+    [["query", "==", "last"]],
+    [["last", ">", 3]],
+    [["key", "<", "last"], ["query", ">", "key"]],
+]
+
+
+def random_config(
+    masks_per_layer: list[list[list[list[Any]]]] | None = None,
+    t: int = 6,
+    d: int = 2,
+    d_model: int = 8,
+    output_shape: list[int] | None = None,
+    exact_length_only: bool | None = None,
+) -> dict[str, Any]:
+    if masks_per_layer is None:
+        masks_per_layer = [MASKS[:7], MASKS[7:], []]  # 3 layers: 7 heads, 7 heads, FFN only
+    config: dict[str, Any] = {
+        "T": t,
+        "d": d,
+        "d_model": d_model,
+        "output_shape": [] if output_shape is None else list(output_shape),
+        "layers": [
+            {"heads": [{"name": f"h{i}.{j}", "mask": mask} for j, mask in enumerate(masks)]}
+            for i, masks in enumerate(masks_per_layer)
+        ],
+        "eps": 1e-3,
+        "residual_labels": [f"r{i}" for i in range(d_model)],
+    }
+    if exact_length_only is not None:
+        config["exact_length_only"] = exact_length_only
+    return config
+
+
+def random_tensors(config: dict[str, Any], seed: int = 0, m_embed: int = 3, e: int = 3, v: int = 2,
+                   ffn_widths: list[int] | None = None, beta: float = 2.0) -> dict[str, torch.Tensor]:
+    """Random float64 tensors for ``config``; weights scaled so the residual stream stays O(1)."""
+    gen = torch.Generator().manual_seed(seed)
+    d, dm, t = config["d"], config["d_model"], config["T"]
+    k = config["output_shape"][0] if config["output_shape"] else 1
+    n_layers = len(config["layers"])
+    if ffn_widths is None:
+        ffn_widths = [4 if i != 1 else 0 for i in range(n_layers)]  # layer 1: an FFN of width 0
+
+    def rnd(*shape: int, scale: float = 1.0) -> torch.Tensor:
+        fan_in = shape[-2] if len(shape) >= 2 else 1
+        return torch.randn(*shape, generator=gen, dtype=torch.float64) * scale / math.sqrt(max(fan_in, 1))
+
+    angles = torch.arange(1, t + 2, dtype=torch.float64) * (math.pi / (2 * (t + 1)))
+    w_pos = torch.zeros(t + 1, dm, dtype=torch.float64)
+    w_pos[:, -2], w_pos[:, -1] = torch.cos(angles), torch.sin(angles)
+    tensors = {
+        "embed.W_E": rnd(d + 1, dm), "embed.W_E1": rnd(d + 1, m_embed), "embed.b_E1": rnd(m_embed, scale=0.3),
+        "embed.W_E2": rnd(m_embed, dm), "embed.cls": rnd(dm), "pos_embed.W_pos": w_pos,
+    }
+    for i, layer in enumerate(config["layers"]):
+        h, m, p = len(layer["heads"]), ffn_widths[i], f"blocks.{i}."
+        tensors |= {
+            p + "attn.W_Q": rnd(h, dm, e), p + "attn.W_K": rnd(h, dm, e), p + "attn.W_V": rnd(h, dm, v),
+            p + "attn.W_O": rnd(h, v, dm, scale=0.5),
+            p + "attn.beta": beta * (0.5 + torch.rand(h, generator=gen, dtype=torch.float64)),
+            p + "mlp.W_in": rnd(dm, m), p + "mlp.b_in": rnd(m, scale=0.3), p + "mlp.W_out": rnd(m, dm, scale=0.5),
+            p + "mlp.b_out": rnd(dm, scale=0.1),
+        }
+    tensors |= {"unembed.W_U": rnd(dm, k), "unembed.b_U": rnd(k)}
+    return tensors
+
+
+def random_model(seed: int = 0, dtype: torch.dtype = torch.float64, output_shape: list[int] | None = None,
+                 masks_per_layer: list[list[list[list[Any]]]] | None = None, **kwargs: Any) -> CompiledTransformer:
+    config_keys = ("t", "d", "d_model", "exact_length_only")
+    config = random_config(masks_per_layer, output_shape=output_shape,
+                           **{k: v for k, v in kwargs.items() if k in config_keys})
+    tensors = random_tensors(config, seed, **{k: v for k, v in kwargs.items() if k not in config_keys})
+    return CompiledTransformer(config, tensors, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------- slow reference
+
+_OPS = {
+    "!=": lambda a, b: a != b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "==": lambda a, b: a == b,
+}
+
+
+def mask_allows(conds: list[list[Any]], key: int, query: int, last: int) -> bool:
+    """Whether a head with these conditions lets query position ``query`` attend to ``key`` (1-based)."""
+    def side(v: Any) -> int:
+        return {"key": key, "query": query, "last": last}[v] if isinstance(v, str) else int(v)
+
+    return all(_OPS[op](side(a), side(b)) for a, op, b in conds)
+
+
+def reference_streams(model: CompiledTransformer, x: torch.Tensor) -> list[torch.Tensor]:
+    """The residual stream after the embedding and each layer, by loops over tokens (float64)."""
+    w = {name: t.detach().to(torch.float64) for name, t in model.state_dict().items()}
+    cfg = model.config
+    batch, length, _ = x.shape
+    x = x.to(torch.float64)
+    h = torch.zeros(batch, length + 1, cfg["d_model"], dtype=torch.float64)
+    for b in range(batch):
+        for t in range(length):
+            xe = torch.cat([x[b, t], torch.ones(1, dtype=torch.float64)])
+            hidden = torch.clamp(xe @ w["embed.W_E1"] + w["embed.b_E1"], min=0)
+            h[b, t] = xe @ w["embed.W_E"] + hidden @ w["embed.W_E2"] + w["pos_embed.W_pos"][t]
+        h[b, length] = w["embed.cls"] + w["pos_embed.W_pos"][length]
+    streams = [h.clone()]
+    for i, layer in enumerate(cfg["layers"]):
+        p = f"blocks.{i}."
+        new = h.clone()
+        for b in range(batch):
+            for t in range(length + 1):  # query row t+1 (1-based); row `length` is the readout token
+                for j, head in enumerate(layer["heads"]):
+                    keys = [s for s in range(length) if mask_allows(head["mask"], s + 1, t + 1, length)]
+                    if not keys:
+                        continue
+                    q = h[b, t] @ w[p + "attn.W_Q"][j]
+                    scores = [float(w[p + "attn.beta"][j]) * float(q @ (h[b, s] @ w[p + "attn.W_K"][j])) for s in keys]
+                    top = max(scores)
+                    weights = [math.exp(sc - top) for sc in scores]
+                    total = sum(weights)
+                    values = [h[b, s] @ w[p + "attn.W_V"][j] for s in keys]
+                    z = sum((wt / total) * val for wt, val in zip(weights, values, strict=True))
+                    new[b, t] += z @ w[p + "attn.W_O"][j]
+        h = new
+        for b in range(batch):
+            for t in range(length + 1):
+                hidden = torch.clamp(h[b, t] @ w[p + "mlp.W_in"] + w[p + "mlp.b_in"], min=0)
+                h[b, t] = h[b, t] + hidden @ w[p + "mlp.W_out"] + w[p + "mlp.b_out"]
+        streams.append(h.clone())
+    return streams
+
+
+def reference_forward(model: CompiledTransformer, x: torch.Tensor) -> torch.Tensor:
+    h = reference_streams(model, x)[-1]
+    y = torch.stack([h[b, -1] @ model.unembed.W_U.detach().double() + model.unembed.b_U.detach().double()
+                     for b in range(h.shape[0])])
+    return y[:, 0] if not model.config["output_shape"] else y

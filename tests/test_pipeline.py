@@ -1,0 +1,126 @@
+"""compile: every efficient target within ε against the reference, and the sizes DESIGN promises."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from compiled import CANONICAL_EFFICIENT, EXTRA_COMPILED, model, program
+
+import infoflow_dsl as ifl
+from infoflow_dsl.pipeline import errors_on, model_inputs
+
+SETTINGS = [(1e-2, "float64"), (1e-3, "float64"), (1e-4, "float64"), (1e-2, "float32"), (1e-3, "float32")]
+SAMPLES = 10_000
+
+
+@pytest.mark.parametrize(("eps", "dtype"), SETTINGS, ids=[f"{e:g}-{d}" for e, d in SETTINGS])
+@pytest.mark.parametrize("name", CANONICAL_EFFICIENT + EXTRA_COMPILED)
+def test_compiled_model_is_within_eps_and_its_a_priori_bound(name, eps, dtype):
+    compiled = model(name, eps, dtype)
+    target = program(name)
+    x = model_inputs(target, SAMPLES, seed=7)  # 10,000 random inputs, then 256 of the domain's corners
+    error, kept = errors_on(compiled, target, x)
+    assert int(kept.sum()) >= SAMPLES // 2  # a margin may leave out near-ties, never most inputs
+    worst = float(error[kept].max())
+    bound = compiled.config["a_priori_bound"]
+    assert bound <= eps
+    assert worst <= bound, f"measured {worst:.3g} above the a-priori bound {bound:.3g}"
+
+
+def test_the_compiled_set_uses_every_construct():
+    kinds = {h["kind"] for n in CANONICAL_EFFICIENT + EXTRA_COMPILED
+             for layer in model(n, 1e-2, "float64").config["layers"] for h in layer["heads"]}
+    assert kinds == {"retrieval", "readout", "token retrieval", "uniform", "position"}
+    masks = {c[1] for n in CANONICAL_EFFICIENT + EXTRA_COMPILED
+             for layer in model(n, 1e-2, "float64").config["layers"] for h in layer["heads"] for c in h["mask"]}
+    assert {"!=", "<", "<=", ">", ">="} <= masks
+    formulas = " ".join(b["computes"] for n in CANONICAL_EFFICIENT + EXTRA_COMPILED
+                        for layer in model(n, 1e-2, "float64").config["layers"] for b in layer["mlp"])
+    formulas += " ".join(b["computes"] for n in CANONICAL_EFFICIENT + EXTRA_COMPILED
+                         for b in model(n, 1e-2, "float64").config["embedding_mlp"])
+    for construct in ("^2", "sqrt(", "relu(", "|"):
+        assert construct in formulas
+
+
+@pytest.mark.parametrize(("name", "heads"), [
+    ("min_pairwise", [1, 1]), ("intrinsic_2", [2, 2]), ("intrinsic_3", [3, 3]), ("intrinsic_4", [4, 4]),
+    ("intrinsic_5", [5, 5]), ("intrinsic_6", [6, 6]), ("d_retrieval", [4]),
+])
+def test_layers_and_heads(name, heads):
+    config = model(name, 1e-2, "float64").config
+    assert [len(layer["heads"]) for layer in config["layers"]] == heads
+
+
+@pytest.mark.parametrize("name", ["min_pairwise", "intrinsic_3"])
+def test_parameter_count_does_not_depend_on_t(name):
+    short = ifl.compile(program(name, 8), eps=1e-3, samples=0)
+    long = ifl.compile(program(name, 1024), eps=1e-3, samples=0)
+    assert short.parameter_count() == long.parameter_count()
+    assert short.nonzero_parameter_count() == long.nonzero_parameter_count()
+
+
+def test_min_pairwise_at_1e_4_and_t_64_has_at_most_12000_nonzero_parameters():
+    compiled = ifl.compile(program("min_pairwise", 64), eps=1e-4, dtype="float64", samples=0)
+    assert compiled.nonzero_parameter_count() <= 12_000
+
+
+def test_save_then_load_in_a_fresh_process_gives_bitwise_the_same_outputs(tmp_path: Path):
+    compiled = model("nearest_neighbour", 1e-3, "float32")
+    path = tmp_path / "nn.safetensors"
+    ifl.save(compiled, path)
+    x = ifl.sample_inputs(program("nearest_neighbour"), 64, seed=3).to(torch.float32)
+    inputs = tmp_path / "x.bin"
+    inputs.write_bytes(x.numpy().tobytes())
+    script = (
+        "import sys, numpy, torch, infoflow_dsl as ifl\n"
+        "m = ifl.load(sys.argv[1])\n"
+        "x = torch.from_numpy(numpy.frombuffer(open(sys.argv[2], 'rb').read(), dtype=numpy.float32).copy())\n"
+        "sys.stdout.write(m(x.reshape(64, 16, 4)).detach().numpy().tobytes().hex())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script, str(path), str(inputs)], capture_output=True, text=True,
+                         check=True)
+    with torch.no_grad():
+        expected = compiled(x).numpy().tobytes().hex()
+    assert out.stdout == expected
+
+
+def test_compiling_twice_gives_identical_bytes():
+    from infoflow_dsl.io import model_to_bytes
+
+    first = ifl.compile(program("kth_largest"), eps=1e-3, samples=200)
+    second = ifl.compile(program("kth_largest"), eps=1e-3, samples=200)
+    assert model_to_bytes(first) == model_to_bytes(second)
+
+
+def test_inefficient_targets_are_refused_with_the_reason():
+    with pytest.raises(ifl.CompileError, match=r"inefficient: min_<t1, t2, t3>.*order 3"):
+        ifl.compile(program("triangle_center"), samples=0)
+
+
+def test_an_eps_below_float32_rounding_is_refused_with_the_smallest_it_can():
+    with pytest.raises(ifl.CompileError, match=r"below what float32 can honour.*the smallest ε it can is about"):
+        ifl.compile(program("min_pairwise"), eps=1e-6, dtype="float32", samples=0)
+
+
+def test_token_retrieval_needs_a_margin():
+    target = ifl.parse_program("input x : R^2\nlength T = 4\ntarget x(argmax_<s> x(s)[1])\n")
+    with pytest.raises(ifl.CompileError, match="declare `margin"):
+        ifl.compile(target, samples=0)
+
+
+def test_measured_error_is_stored_in_the_config():
+    compiled = ifl.compile(program("first_three"), eps=1e-3, samples=500)
+    measured = compiled.config["measured_error"]
+    assert measured["samples"] == 500 and measured["corners"] == 256
+    assert 0 <= measured["max_error"] <= compiled.config["a_priori_bound"]
+
+
+def test_a_model_accepts_shorter_inputs():
+    compiled = model("min_pairwise", 1e-3, "float64")
+    short = ifl.sample_inputs(program("min_pairwise"), 200, seed=5, length=9)
+    error = (compiled(short) - ifl.evaluate(program("min_pairwise"), short)).abs().max()
+    assert float(error) <= compiled.config["a_priori_bound"]
