@@ -58,6 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_argument("--samples", type=_nonnegative_int, default=10_000,
                              help="random inputs to measure the error on (default 10000)")
     compile_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .safetensors)")
+    check_cmd = commands.add_parser("check", help="verify a compiled model against its target")
+    check_cmd.add_argument("model", type=Path)
+    check_cmd.add_argument("--samples", type=_nonnegative_int, default=10_000, help="random inputs (default 10000)")
+    check_cmd.add_argument("--eps", type=_positive_float, help="the ε to check against (default: the model's)")
+    check_cmd.add_argument("--seed", type=_nonnegative_int, default=0)
+    check_cmd.add_argument("--adversarial", type=_nonnegative_int, nargs="?", const=300, default=0, metavar="N",
+                           help="then search for larger errors with hypothesis (N examples, default 300)")
+    check_cmd.add_argument("--trace", action="store_true",
+                           help="name the first residual direction, layer and token where the model leaves its circuit")
     return parser
 
 
@@ -183,7 +192,41 @@ def command_compile(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile}
+def command_check(arguments: argparse.Namespace) -> int:
+    from .io import ModelFileError, load
+    from .verify import StoredProgramError, check_model, format_input, program_of, trace
+
+    try:
+        model = load(arguments.model, device="cpu")
+        program = program_of(model)
+    except ModelFileError as error:
+        raise UsageError(str(error)) from None
+    except StoredProgramError as error:
+        raise UsageError(f"{arguments.model}: {error}") from None
+    result = check_model(model, program, arguments.samples, arguments.eps, arguments.seed, arguments.adversarial)
+    excluded = f", {result.excluded_by_margin} under the margin left out" if result.excluded_by_margin else ""
+    print(f"{arguments.model}: {program.path}, T = {program.length}, ε = {result.eps:g}, "
+          f"a-priori bound {model.config.get('a_priori_bound', float('nan')):.3g}")
+    print(f"  evaluated        {result.evaluated} inputs (random, corners, near ties{excluded})")
+    print(f"  worst error      {result.random_worst:.3g}")
+    if result.adversarial_worst is not None:
+        print(f"  adversarial      {result.adversarial_worst:.3g} after {result.adversarial_examples} examples")
+    print(f"  worst input      (error {result.worst_error:.3g})")
+    print(format_input(result.worst_input))
+    verdict = "within ε" if result.within else "ABOVE ε"
+    print(f"  verdict          {verdict}")
+    if arguments.trace:
+        worst = result.worst_input[None]
+        found = trace(model, program, worst)
+        if found is None:
+            from .pipeline import model_inputs
+
+            found = trace(model, program, model_inputs(program, 64, arguments.seed + 11))
+        print(f"  trace            {found.describe() if found else 'the model follows its circuit at every layer'}")
+    return EXIT_OK if result.within else EXIT_ABOVE_EPS
+
+
+COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,372 @@
+"""``check``: verify a compiled model against its target, adversarially, and explain divergences.
+
+A model file carries its program's source; :func:`program_of` rebuilds the reference from it,
+so a file can be checked by someone who only has the file. :func:`check_model` evaluates
+random inputs from the declared domain, the domain's corners, and near-tie inputs (one token
+copied onto another with a tiny perturbation, so two scores nearly tie), then optionally runs
+a hypothesis search that maximises the error (``hypothesis.target``) starting from the worst
+inputs found. Inputs under a declared margin (token retrieval) are outside the guarantee and
+are left out.
+
+:func:`trace` explains where a model departs from its circuit: the program is recompiled (same
+ε, same dtype: the same circuit) and assembled in float64; then, layer by layer, the model's
+layer and the circuit's layer are applied to the *model's own* residual stream (so differences
+do not compound) and compared direction by direction. Everything the circuit does by design
+(interpolation, Gibbs means) is in both, so a gap beyond the dtype's rounding means the weights
+are not the circuit's: the first such gap names the direction, the layer, the token and the
+head or FFN block that writes that direction.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import typed as ir
+from .assemble import assemble
+from .check import check
+from .comparisons import build_tree
+from .diagnostics import ProgramError
+from .lower import lower
+from .model import CompiledTransformer
+from .parse import parse
+from .pipeline import errors_on, model_inputs
+from .schedule import build_schedule
+
+ROUNDING = {torch.float32: 2.0**-24, torch.float64: 2.0**-53}
+TRACE_SLACK = 64.0  # rounding units a layer may differ by, relative to the direction's scale
+
+
+class StoredProgramError(Exception):
+    """The program stored in a model file no longer parses or checks."""
+
+
+def program_of(model: CompiledTransformer) -> ir.Program:
+    """The checked program stored in the model's config (its T and margin as compiled)."""
+    stored = model.config.get("program") or {}
+    source = stored.get("source")
+    if not isinstance(source, str):
+        raise StoredProgramError("the file holds no program source")
+    name = stored.get("name", "<stored program>")
+    try:
+        return check(parse(source, name), name, source, length=model.T, margin=stored.get("margin"))
+    except ProgramError as error:
+        first = error.diagnostics[0].headline() if error.diagnostics else str(error)
+        raise StoredProgramError(f"the program stored in the file no longer checks: {first}") from None
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def near_ties(program: ir.Program, count: int, seed: int) -> torch.Tensor:
+    """Random inputs where one token is a copy of another up to 1e-6 of the domain's width."""
+    x = model_inputs(program, count, seed, corners=0)
+    if program.length < 2 or count == 0:
+        return x
+    generator = torch.Generator().manual_seed(seed + 17)
+    source = torch.randint(0, program.length, (count,), generator=generator)
+    shift = torch.randint(1, program.length, (count,), generator=generator)
+    target = (source + shift) % program.length
+    rows = torch.arange(count)
+    width = _domain_width(program)
+    noise = (torch.rand((count, program.dimension), generator=generator, dtype=torch.float64) - 0.5) * 2e-6 * width
+    x[rows, target] = x[rows, source] + noise
+    return clip_to_domain(program, x)
+
+
+def _domain_width(program: ir.Program) -> float:
+    domain = program.domain
+    return domain.high - domain.low if isinstance(domain, ir.Box) else 2 * domain.radius
+
+
+def clip_to_domain(program: ir.Program, x: torch.Tensor) -> torch.Tensor:
+    domain = program.domain
+    if isinstance(domain, ir.Box):
+        return x.clamp(domain.low, domain.high)
+    norms = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    return x * torch.clamp(domain.radius / norms.clamp_min(1e-300), max=1.0)
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+class Progress:
+    """A one-line progress report on stderr, shown only on a terminal and after ~1.5 s."""
+
+    def __init__(self, total: int, label: str, stream: Any = None) -> None:
+        self.total, self.label = total, label
+        self.stream = stream if stream is not None else sys.stderr
+        self.start = time.monotonic()
+        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.shown = False
+
+    def update(self, done: int) -> None:
+        if self.enabled and time.monotonic() - self.start > 1.5:
+            self.shown = True
+            self.stream.write(f"\r{self.label}: {done}/{self.total}")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+
+
+# ----------------------------------------------------------------------------- checking
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What ``infoflowc check`` reports."""
+
+    eps: float
+    worst_error: float
+    worst_input: torch.Tensor  # (T, d)
+    random_worst: float  # over random inputs, corners and near ties alone
+    evaluated: int
+    excluded_by_margin: int
+    adversarial_examples: int
+    adversarial_worst: float | None
+
+    @property
+    def within(self) -> bool:
+        return self.worst_error <= self.eps
+
+
+def _errors_in_batches(model: CompiledTransformer, program: ir.Program, x: torch.Tensor,
+                       progress: Progress | None) -> tuple[torch.Tensor, torch.Tensor]:
+    errors, kept = [], []
+    step = 2048
+    for start in range(0, x.shape[0], step):
+        e, k = errors_on(model, program, x[start:start + step])
+        errors.append(e)
+        kept.append(k)
+        if progress is not None:
+            progress.update(min(start + step, x.shape[0]))
+    return torch.cat(errors), torch.cat(kept)
+
+
+def check_model(model: CompiledTransformer, program: ir.Program, samples: int = 10_000, eps: float | None = None,
+                seed: int = 0, adversarial: int = 0, progress: bool = True) -> CheckResult:
+    """Measure ``model`` against ``program``'s reference (see the module docstring)."""
+    eps = float(model.config.get("eps", 0.0) if eps is None else eps)
+    x = torch.cat([model_inputs(program, samples, seed), near_ties(program, max(samples // 10, 16), seed + 3)])
+    bar = Progress(x.shape[0], "checking") if progress else None
+    error, kept = _errors_in_batches(model, program, x, bar)
+    if bar is not None:
+        bar.close()
+    masked = torch.where(kept, error, torch.zeros_like(error))
+    index = int(masked.argmax())
+    worst, worst_input = float(masked[index]), x[index]
+    adversarial_worst = None
+    if adversarial > 0:
+        order = masked.argsort(descending=True)[:16]
+        found, found_input = adversarial_search(model, program, x[order], adversarial, seed)
+        adversarial_worst = found
+        if found > worst:
+            worst, worst_input = found, found_input
+    return CheckResult(eps, worst, worst_input, float(masked.max()), x.shape[0], int((~kept).sum()),
+                       adversarial if adversarial > 0 else 0, adversarial_worst)
+
+
+def adversarial_search(model: CompiledTransformer, program: ir.Program, starts: torch.Tensor, budget: int,
+                       seed: int = 0) -> tuple[float, torch.Tensor]:
+    """A hypothesis search for a large error near ``starts`` (the worst inputs so far).
+
+    Each example perturbs one start by δ·10^(−k)·(domain width) per coordinate, k drawn from
+    1..7; ``hypothesis.target`` steers the search toward larger errors. Deterministic for a seed.
+    """
+    from hypothesis import HealthCheck, Phase, given, settings, target
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
+
+    size = program.length * program.dimension
+    width = _domain_width(program)
+    best: list[Any] = [0.0, starts[0]]
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=budget, deadline=None, database=None, phases=[Phase.generate, Phase.target],
+              suppress_health_check=list(HealthCheck))
+    @given(start=st.integers(0, starts.shape[0] - 1), exponent=st.integers(1, 7),
+           direction=st.lists(st.floats(-1.0, 1.0), min_size=size, max_size=size))
+    def search(start: int, exponent: int, direction: list[float]) -> None:
+        delta = torch.tensor(direction, dtype=torch.float64).reshape(program.length, program.dimension)
+        candidate = clip_to_domain(program, starts[start] + delta * width * 10.0 ** (-exponent))[None]
+        error, kept = errors_on(model, program, candidate)
+        value = float(error[0]) if bool(kept[0]) else 0.0
+        target(value, label="error")
+        if value > best[0]:
+            best[0], best[1] = value, candidate[0]
+
+    search()
+    return best[0], best[1]
+
+
+# ----------------------------------------------------------------------------- tracing
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a model first departs from its circuit."""
+
+    layer: int  # 0: the embedding; l: after block l (1-based); L+1: the unembedding
+    direction: str
+    token: int  # 1-based position; T'+1 is the readout token
+    model_value: float
+    circuit_value: float
+    tolerance: float
+    writer: str
+
+    def describe(self) -> str:
+        where = "the embedding" if self.layer == 0 else f"layer {self.layer}"
+        return (f"first divergence at {where}, direction {self.direction}, token {self.token}: the model holds "
+                f"{self.model_value:.6g}, the circuit {self.circuit_value:.6g} (tolerance {self.tolerance:.2g}); "
+                f"written by {self.writer}")
+
+
+def circuit_model(model: CompiledTransformer, program: ir.Program) -> CompiledTransformer:
+    """The model's circuit, recompiled from its program at its ε and dtype, in float64."""
+    dtype = model.dtype
+    schedule = build_schedule(build_tree(program), None, program.margin)
+    circuit = lower(program, schedule, float(model.config["eps"]), dtype)
+    config, tensors = assemble(circuit, torch.float64)
+    return CompiledTransformer(config, tensors, device="cpu", dtype=torch.float64)
+
+
+def writers(config: dict[str, Any]) -> dict[tuple[int, str], str]:
+    """(layer, direction) -> the head or FFN block that writes it, from the config."""
+    out: dict[tuple[int, str], str] = {}
+    for block in config.get("embedding_mlp", []):
+        out[(0, block["output"])] = f"the embedding's FFN block {block['name']} ({block['computes']})"
+    for index, layer in enumerate(config["layers"]):
+        for head in layer["heads"]:
+            for direction in head.get("outputs", []):
+                out[(index + 1, direction)] = f"head {head['name']} of layer {index + 1} ({head.get('computes', '')})"
+        for block in layer.get("mlp", []):
+            out[(index + 1, block["output"])] = f"FFN block {block['name']} of layer {index + 1} ({block['computes']})"
+    return out
+
+
+def _attention_parts(m: CompiledTransformer, layer: int, h: torch.Tensor, attn: torch.Tensor | None = None,
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(logits β·q·k, attention, output Σ_h z W_O, the scale |q|·|k|) of one layer of ``m`` on
+    h (B, T'+1, D) in ``m``'s dtype; with ``attn`` given, that pattern replaces ``m``'s own."""
+    a = m.blocks[layer].attn
+    h = h.to(m.dtype)
+    length = h.shape[1] - 1
+    tokens = h[:, :length]
+    q = torch.einsum("bnD,hDe->bhne", h, a.W_Q)  # (B, H, T'+1, E)
+    k = torch.einsum("bsD,hDe->bhse", tokens, a.W_K)  # (B, H, T', E)
+    v = torch.einsum("bsD,hDv->bhsv", tokens, a.W_V)  # (B, H, T', V)
+    magnitude = q.abs() @ k.abs().transpose(-1, -2)  # (B, H, T'+1, T')
+    logits = (q @ k.transpose(-1, -2)) * a.beta[:, None, None]  # (B, H, T'+1, T')
+    allowed = m._head_masks(layer, length)  # (H, T'+1, T')
+    if attn is None:
+        has_key = allowed.any(dim=-1, keepdim=True)
+        fill = torch.where(has_key, float("-inf"), 0.0).to(logits.dtype)
+        attn = torch.softmax(torch.where(allowed, logits, fill), dim=-1) * has_key
+    out = torch.einsum("bhnv,hvD->bnD", attn.to(m.dtype) @ v, a.W_O)  # (B, T'+1, D)
+    return logits.to(torch.float64), attn, out.to(torch.float64), magnitude.to(torch.float64)
+
+
+def _head_gap(model: CompiledTransformer, layer: int, mine: torch.Tensor, theirs: torch.Tensor,
+              magnitude: torch.Tensor, slack: float) -> Divergence | None:
+    """Scores β·q·k that differ beyond rounding: the head's W_Q, W_K or β are not the circuit's."""
+    allowed = model._head_masks(layer, mine.shape[-1])[None].expand_as(mine)
+    beta = model.blocks[layer].attn.beta.to(torch.float64).abs()[None, :, None, None]
+    tolerance = slack * beta * (magnitude + 1.0)
+    excess = torch.where(allowed, (mine - theirs).abs() / tolerance, torch.zeros_like(mine))
+    if float(excess.max()) <= 1.0:
+        return None
+    batch, head, query, key = (int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
+    name = model.config["layers"][layer]["heads"][head]["name"]
+    return Divergence(layer + 1, f"score of head {name} (key {key + 1})", query + 1,
+                      float(mine[batch, head, query, key]), float(theirs[batch, head, query, key]),
+                      float(tolerance[batch, head, query, key]),
+                      f"head {name} of layer {layer + 1} (its W_Q, W_K or β)")
+
+
+def trace(model: CompiledTransformer, program: ir.Program, x: torch.Tensor,
+          reference: CompiledTransformer | None = None) -> Divergence | None:
+    """The first place where ``model`` departs from its circuit on inputs x (B, T', d), or None."""
+    reference = circuit_model(model, program) if reference is None else reference
+    labels = model.config["residual_labels"]
+    if reference.config["residual_labels"] != labels:
+        return Divergence(0, "(layout)", 0, 0.0, 0.0, 0.0, "the file: its residual directions are not the ones its "
+                                                             "program compiles to")
+    slack = TRACE_SLACK * ROUNDING[model.dtype]
+    who = writers(model.config)
+    with torch.no_grad():
+        raw = model.residual_stream(x)  # L+1 streams (B, T'+1, D) in the model's dtype
+        actual = [h.to(torch.float64) for h in raw]
+        embedded = reference._embed(reference._check_input(x.to(torch.float64)))
+        found = _first_gap(actual[0], embedded, slack, labels, 0, who)
+        if found is not None:
+            return found
+        for layer in range(model.n_layers):
+            found = _layer_gap(model, reference, layer, raw[layer], raw[layer + 1], slack, labels, who)
+            if found is not None:
+                return found
+        y_model = model(x).to(torch.float64).reshape(x.shape[0], -1)
+        y_circuit = reference.readout(actual[-1]).reshape(x.shape[0], -1)
+        gap = (y_model - y_circuit).abs()
+        tolerance = slack * (1.0 + float(y_circuit.abs().max()))
+        if float(gap.max()) > tolerance:
+            flat = int(gap.argmax())
+            row, column = divmod(flat, gap.shape[1])
+            return Divergence(model.n_layers + 1, f"output[{column + 1}]", x.shape[1] + 1,
+                              float(y_model[row, column]), float(y_circuit[row, column]), tolerance,
+                              "the unembedding W_U, b_U")
+    return None
+
+
+def _first_gap(mine: torch.Tensor, theirs: torch.Tensor, slack: float, labels: list[str], layer: int,
+               who: dict[tuple[int, str], str]) -> Divergence | None:
+    scale = theirs.abs().amax(dim=(0, 1)).clamp_min(1.0)  # (D,) each direction's scale
+    excess = (mine - theirs).abs() / (slack * scale)  # (B, T'+1, D)
+    if float(excess.max()) <= 1.0:
+        return None
+    _, tokens, size = excess.shape
+    flat = int(excess.reshape(-1).argmax())
+    row, rest = divmod(flat, tokens * size)
+    token, direction = divmod(rest, size)
+    label = labels[direction]
+    writer = who.get((layer, label), "the embedding" if layer == 0 else f"no head or FFN block of layer {layer} "
+                                                                          f"(a weight that should be zero)")
+    return Divergence(layer, label, token + 1, float(mine[row, token, direction]),
+                      float(theirs[row, token, direction]), float(slack * scale[direction]), writer)
+
+
+def format_input(x: torch.Tensor, limit: int = 8) -> str:
+    """A readable rendering of one input (T, d), eliding the middle of long sequences."""
+    rows = [f"  x({t + 1}) = [{', '.join(f'{v:.6g}' for v in x[t].tolist())}]" for t in range(x.shape[0])]
+    if len(rows) > limit:
+        rows = [*rows[: limit // 2], f"  ... ({len(rows) - limit} more)", *rows[-limit // 2:]]
+    return "\n".join(rows)
+
+
+
+def _layer_gap(model: CompiledTransformer, reference: CompiledTransformer, layer: int, before: torch.Tensor,
+               after: torch.Tensor, slack: float, labels: list[str],
+               who: dict[tuple[int, str], str]) -> Divergence | None:
+    """Layer ``layer`` of the model against the circuit's, both applied to the model's own stream
+    ``before``: first the scores, then the attention output computed with the model's pattern
+    (so exact ties, which rounding may split either way, stay the same), then the FFN."""
+    middle = before
+    if model._masks[layer]:
+        mine, pattern, out_mine, _ = _attention_parts(model, layer, before)
+        theirs, _, out_theirs, magnitude = _attention_parts(reference, layer, before.to(torch.float64), pattern)
+        found = _head_gap(model, layer, mine, theirs, magnitude, slack)
+        if found is not None:
+            return found
+        middle = before + out_mine.to(model.dtype)
+        found = _first_gap(middle.to(torch.float64), before.to(torch.float64) + out_theirs, slack, labels,
+                           layer + 1, who)
+        if found is not None:
+            return found
+    stream = middle.to(torch.float64)
+    expected = stream + reference._mlp(reference.blocks[layer].mlp, stream)
+    return _first_gap(after.to(torch.float64), expected, slack, labels, layer + 1, who)
