@@ -168,14 +168,9 @@ def _is_node(value: object) -> bool:
 
 def sub_nodes(expr: object) -> Iterator[object]:
     """Every typed node below ``expr`` (not ``expr`` itself), conditions included."""
-    for name in getattr(expr, "__dataclass_fields__", {}):
-        if name in ("span", "type"):
-            continue
-        value = getattr(expr, name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if _is_node(item):
-                yield item
-                yield from sub_nodes(item)
+    for item in ir.children(expr):
+        yield item
+        yield from sub_nodes(item)
 
 
 def free_variables(expr: object) -> set[str]:
@@ -185,13 +180,8 @@ def free_variables(expr: object) -> set[str]:
     if isinstance(expr, NodeResult):
         return set(expr.variables)
     found: set[str] = set()
-    for name in getattr(expr, "__dataclass_fields__", {}):
-        if name in ("span", "type"):
-            continue
-        value = getattr(expr, name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if _is_node(item):
-                found |= free_variables(item)
+    for item in ir.children(expr):
+        found |= free_variables(item)
     if isinstance(expr, ir.Reduce):
         found -= set(expr.variables)
     elif isinstance(expr, ir.ArgPosition):

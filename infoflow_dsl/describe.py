@@ -17,12 +17,9 @@ def _wrap(text: str, expr: object) -> str:
 
 
 def describe_position(position: object) -> str:
-    if isinstance(position, ir.PositionVariable):
-        return position.name
-    if isinstance(position, ir.FixedPosition):
-        return str(position.index)
-    if isinstance(position, ir.LastPosition):
-        return "T"
+    label = ir.position_label(position)
+    if label is not None:
+        return label
     if isinstance(position, ir.ArgPosition):
         return f"{position.kind}_<{position.variable}{_where(position.conditions)}> {describe(position.body)}"
     return str(getattr(position, "label", position))

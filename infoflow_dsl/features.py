@@ -58,12 +58,9 @@ class NotSeparable(Exception):
 
 def position_source(position: object) -> str:
     """The source label of a position: a variable's name, ``3``, ``T``, or where a retrieval ran."""
-    if isinstance(position, ir.PositionVariable):
-        return position.name
-    if isinstance(position, ir.FixedPosition):
-        return str(position.index)
-    if isinstance(position, ir.LastPosition):
-        return "T"
+    label = ir.position_label(position)
+    if label is not None:
+        return label
     variables = getattr(position, "variables", None)
     if variables is not None:  # a node result: it lives where its node ran
         if len(variables) > 1:
@@ -117,13 +114,8 @@ def sources_of(expr: object) -> set[str]:
     if hasattr(expr, "label") and hasattr(expr, "variables"):
         return {position_source(expr)}
     found: set[str] = set()
-    for name in getattr(expr, "__dataclass_fields__", {}):
-        if name in ("span", "type"):
-            continue
-        value = getattr(expr, name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if hasattr(item, "__dataclass_fields__") and not isinstance(item, ir.ValueType):
-                found |= sources_of(item)
+    for item in ir.children(expr):
+        found |= sources_of(item)
     return found
 
 

@@ -249,6 +249,33 @@ Expr = Union[
 ]
 
 
+# ----------------------------------------------------------------------------- traversal
+
+
+def children(node: object) -> list[object]:
+    """The typed sub-nodes of ``node``: its fields and tuple items that are nodes (not spans or types)."""
+    out: list[object] = []
+    for name in getattr(node, "__dataclass_fields__", {}):
+        if name in ("span", "type"):
+            continue
+        value = getattr(node, name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if hasattr(item, "__dataclass_fields__") and not isinstance(item, Span | ValueType):
+                out.append(item)
+    return out
+
+
+def position_label(position: object) -> str | None:
+    """``t`` for a variable, ``3`` for a literal, ``T`` for the last position; None otherwise."""
+    if isinstance(position, PositionVariable):
+        return position.name
+    if isinstance(position, FixedPosition):
+        return str(position.index)
+    if isinstance(position, LastPosition):
+        return "T"
+    return None
+
+
 # ----------------------------------------------------------------------------- program
 
 
