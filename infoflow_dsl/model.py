@@ -175,8 +175,8 @@ def _relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: 
             pieces.append(torch.relu(part @ w_in + b_in) @ w_out)  # (n, D_out)
         else:
             w_in_t, w_out_t = sparse  # (M, D_in), (D_out, M) CSR
-            hidden = torch.relu(torch.sparse.mm(w_in_t, part.T).T + b_in)  # (n, M)
-            pieces.append(torch.sparse.mm(w_out_t, hidden.T).T)  # (n, D_out)
+            hidden = torch.relu(torch.sparse.mm(w_in_t, part.T) + b_in[:, None])  # (M, n), kept in this layout
+            pieces.append(torch.sparse.mm(w_out_t, hidden).T)  # (n, D_out)
     out = torch.cat(pieces) if pieces else flat.new_zeros(0, w_out.shape[1])
     return out.reshape(batch, rows, w_out.shape[1])
 
