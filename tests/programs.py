@@ -160,3 +160,16 @@ length T = 8
 target max_<t> ||x(t)|| + ||x(1) + x(T)||
 """))
 ALL.append(EXTRA[-1])
+
+EXTRA.append(_extra("argmin_scaled", "argmin literal-condition division", """
+input x : R^2
+length T = 8
+margin 0.01
+target x(argmin_<s : s != 2> x(s)[1] - x(s)[2] / -2)
+"""))
+EXTRA.append(_extra("linked_mean", "mean condition-lt products", """
+input x : R^2
+length T = 8
+target mean_<s, t : s < t> x(s)[1] * x(t)[2]
+"""))
+ALL.extend(EXTRA[-2:])

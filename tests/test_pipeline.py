@@ -124,3 +124,28 @@ def test_a_model_accepts_shorter_inputs():
     short = ifl.sample_inputs(program("min_pairwise"), 200, seed=5, length=9)
     error = (compiled(short) - ifl.evaluate(program("min_pairwise"), short)).abs().max()
     assert float(error) <= compiled.config["a_priori_bound"]
+
+
+def test_cli_compile_prints_the_sizes_and_writes_the_file(tmp_path: Path, capsys):
+    from infoflow_dsl.cli import run
+
+    out = tmp_path / "kth.safetensors"
+    source = Path(__file__).resolve().parent.parent / "compiled_examples" / "kth_largest.iflow"
+    assert run(["compile", str(source), "--eps", "1e-3", "--samples", "500", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for field in ("layers", "heads per layer  [1, 1]", "d_model", "d_mlp", "parameters", "a-priori bound",
+                  "measured error"):
+        assert field in printed
+    assert ifl.load(out).config["eps"] == 1e-3
+    assert [p.name for p in tmp_path.iterdir()] == ["kth.safetensors"]
+
+
+def test_cli_compile_refuses_an_inefficient_target_and_writes_nothing(tmp_path: Path, capsys):
+    from infoflow_dsl.cli import run
+
+    out = tmp_path / "triangle.safetensors"
+    source = Path(__file__).resolve().parent.parent / "compiled_examples" / "triangle_center.iflow"
+    assert run(["compile", str(source), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "inefficient" in err and "order 3" in err and "Traceback" not in err
+    assert not out.exists()
