@@ -18,7 +18,7 @@ from . import syntax as ast
 from . import typed as ir
 from .diagnostics import Diagnostic, ProgramError
 from .parse import MAX_NESTING
-from .positions import smallest_range
+from .positions import TooManyLinkedPositions, smallest_range
 from .randomness import randn
 
 #: The largest sequence length accepted (position ranges are counted over 1..T with arrays).
@@ -536,7 +536,11 @@ class Checker:
     def _check_range(
         self, expr: ast.Reduction, names: tuple[str, ...], conditions: Sequence[ir.PositionCondition],
     ) -> None:
-        size = smallest_range(names, conditions, self.length)
+        try:
+            size = smallest_range(names, conditions, self.length)
+        except TooManyLinkedPositions as error:
+            raise self.fail(expr.span, f"the conditions of this {expr.kind} link {error.count} position variables; "
+                                       f"the checker decides ranges for fewer (split the reduction)") from None
         where = "".join(f", {k} = {v}" for k, v in size.witness.items())
         if size.smallest == 0:
             raise self.fail(expr.span, f"the range of this {expr.kind} is empty (T = {self.length}{where})")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -437,6 +438,19 @@ def _splittable(expr: ir.Reduce) -> bool:
 # ----------------------------------------------------------------------------- the tree
 
 
+#: Nesting orders tried for one reduction: every permutation up to this many, else a few.
+MAX_ORDERS = 720
+
+
+def _nesting_orders(variables: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Every permutation of up to 6 variables; beyond that the source order, its reverse and
+    each rotation (k! orders would not finish; the choice only affects the largest order)."""
+    if math.factorial(len(variables)) <= MAX_ORDERS:
+        return list(itertools.permutations(variables))
+    rotations = [variables[i:] + variables[:i] for i in range(len(variables))]
+    return [*rotations, tuple(reversed(variables))]
+
+
 class TreeBuilder:
     """Extracts comparison nodes from a normalised target, children first."""
 
@@ -457,7 +471,7 @@ class TreeBuilder:
         self, expr: ir.Reduce, enclosing: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...],
     ) -> ir.Expr:
         best: tuple[int, ir.Expr] | None = None
-        for order in itertools.permutations(expr.variables):
+        for order in _nesting_orders(expr.variables):
             nested = split_nesting(expr, order)
             if nested is None:
                 continue

@@ -30,6 +30,14 @@ COMPARE = {
 FULL_GRID_LIMIT = 4_000_000
 
 
+class TooManyLinkedPositions(Exception):
+    """The conditions link so many position variables that no grid small enough can decide them."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.count = count
+
+
 def variables_of(conditions: Sequence[PositionCondition]) -> list[str]:
     """The variables the conditions mention, in order of first appearance."""
     names: list[str] = []
@@ -99,6 +107,8 @@ def smallest_range(
     variables = outer + inner
     exact = length ** len(variables) <= FULL_GRID_LIMIT
     values = np.arange(1, length + 1) if exact else compressed_positions(conditions, length, len(variables))
+    if len(values) ** len(variables) > FULL_GRID_LIMIT:
+        raise TooManyLinkedPositions(len(variables))
     mask = condition_mask(variables, conditions, values, length)
     counts = mask.reshape((*mask.shape[:len(outer)], -1)).sum(axis=-1)  # 0-d when no variable: 1 or 0
     flat = int(np.argmin(counts))
@@ -109,13 +119,19 @@ def smallest_range(
 
 
 def count_tuples(variables: Sequence[str], conditions: Sequence[PositionCondition], length: int) -> int:
-    """How many tuples of ``variables`` in {1..T}^n satisfy every condition (exact)."""
-    if not variables:
-        return 1
+    """How many tuples of ``variables`` in {1..T}^n satisfy every condition (exact).
+
+    Variables no condition mentions contribute a factor T each; the others are counted on the
+    grid {1..T}^k (at most 16 million points: checked programs stay far below).
+    """
+    linked = [v for v in variables if v in variables_of(conditions)]
+    free = len(variables) - len(linked)
+    if not linked:
+        return length**free * (1 if condition_mask([], conditions, np.arange(1, 2), length) else 0)
+    if length ** len(linked) > FULL_GRID_LIMIT * 4:
+        raise TooManyLinkedPositions(len(linked))
     values = np.arange(1, length + 1)
-    if length ** len(variables) > FULL_GRID_LIMIT * 4:
-        raise ValueError("too many tuples to count directly")
-    return int(condition_mask(list(variables), conditions, values, length).sum())
+    return int(condition_mask(linked, conditions, values, length).sum()) * length**free
 
 
 def count_polynomial(variables: Sequence[str], conditions: Sequence[PositionCondition]) -> tuple[Fraction, ...]:
