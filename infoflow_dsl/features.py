@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from . import typed as ir
+from .comparisons import NodeResult
 from .describe import describe
 
 #: Above this many monomials an expansion is abandoned (reported as not separable).
@@ -158,7 +159,11 @@ def expand(expr: object) -> list[Polynomial]:
                 row = _add(row, vector[c], expr.matrix.values[r * columns + c])
             out.append(row)
         return out
-    if expr.type.kind == "vector":  # type: ignore[attr-defined]  # e.g. a retrieved mean of vectors
+    if isinstance(expr, NodeResult) and expr.type.kind == "vector":  # a vector result: one atom a component
+        source = position_source(expr)
+        return [{(Atom(source, f"{describe(expr)}[{i + 1}]", ir.Component(expr, i + 1)),): 1.0}
+                for i in range(expr.type.shape[0])]
+    if expr.type.kind == "vector":  # type: ignore[attr-defined]
         raise NotSeparable(f"{describe(expr)} is a vector this analysis cannot expand")
     return [_opaque(expr)]
 

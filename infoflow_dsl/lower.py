@@ -53,7 +53,7 @@ from .circuit import (
 )
 from .comparisons import ComparisonNode, NodeResult
 from .describe import describe
-from .features import Atom, FeaturePair, separate
+from .features import Atom, FeaturePair, NotSeparable, separate
 from .positions import count_tuples
 from .schedule import Head, Schedule, next_ffn
 
@@ -294,6 +294,7 @@ class Lowerer:
         if u.is_constant:
             return constant(u.form.constant ** 2)
         low, high = self._padded(u)
+        high = max(high, low + 1e-12)
         name = self._fresh("ffn:square")
         share = self._source(name, "ffn", cost=(high - low) / 2 * (len(u.form.terms) + 2))
         pieces = max(1, math.ceil((high - low) / (2 * math.sqrt(share))))
@@ -318,6 +319,7 @@ class Lowerer:
         scale = math.sqrt(max(b.magnitude, 1e-12) / max(a.magnitude, 1e-12))
         total, difference = linear([(scale, a), (1 / scale, b)]), linear([(scale, a), (-1 / scale, b)])
         (low1, high1), (low2, high2) = self._padded(total), self._padded(difference)
+        high1, high2 = max(high1, low1 + 1e-12), max(high2, low2 + 1e-12)
         name = self._fresh("ffn:product")
         cost = ((high1 - low1) + (high2 - low2)) / 4 * (len(total.form.terms) + 2)
         share = self._source(name, "ffn", cost=cost)
@@ -371,7 +373,7 @@ class Lowerer:
         """min(a, b) = a − relu(a − b); max(a, b) = a + relu(b − a) (sign = −1)."""
         gap = linear([(sign, a), (-sign, b)])
         if gap.is_constant:
-            return a if sign * gap.form.constant <= 0 else b
+            return a if gap.form.constant <= 0 else b  # gap = ±(a − b): a wins when it is ≤ 0
         direction, layer = self.relu_units(gap, f"relu({gap.form})")
         form = a.form.plus(LinearForm.of(direction), -sign)
         pick = min if sign > 0 else max
@@ -382,8 +384,10 @@ class Lowerer:
         """√u on a grid uniform in √u; its share e covers the interpolation (e/2) and the input's
         error: away from 0 that error passes with factor 1/(2√(low − err)); near 0 an input error
         δ becomes up to √δ, so the input's error is held below (e/2)² (a constraint)."""
+        if u.is_constant:
+            return constant(math.sqrt(max(u.form.constant, 0.0)))
         low, high = self._padded(u)
-        low, high = max(low, 0.0), max(high, 1e-300)
+        low, high = max(low, 0.0), max(high, low + 1e-12)
         name = self._fresh("ffn:sqrt")
         share = self._source(name, "ffn", cost=(math.sqrt(high) - math.sqrt(low)) * (len(u.form.terms) + 2))
         step = 2 * share
@@ -533,7 +537,11 @@ class Lowerer:
                    layer: int) -> tuple[list[tuple[Quantity, Quantity]], list[Quantity]]:
         """The score Σ_j φ_j ψ_j as (query, key) quantity pairs (those with a constant query merged
         into one, first) and the terms free of ``variable`` (offsets)."""
-        pairs = separate(body, variable)
+        try:
+            pairs = separate(body, variable)
+        except NotSeparable as error:
+            raise CompileError(f"the score of {describe(body)} is not a sum of products of per-token "
+                               f"features: {error}") from None
         keyed = [(self._query(p, site), self._monomial(p.key, "token")) for p in pairs if p.key]
         offset = [self._query(p, site) for p in pairs if not p.key]
         constant_query = [(q, k) for q, k in keyed if q.is_constant]

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 from compiled import CANONICAL_EFFICIENT, EXTRA_COMPILED, model, program
+from hypothesis import HealthCheck, given, settings
+from test_evaluate import random_programs
 
 import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import errors_on, model_inputs
@@ -149,3 +151,27 @@ def test_cli_compile_refuses_an_inefficient_target_and_writes_nothing(tmp_path: 
     err = capsys.readouterr().err
     assert "inefficient" in err and "order 3" in err and "Traceback" not in err
     assert not out.exists()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=random_programs())
+def test_random_programs_analyse_and_compile_or_are_refused_cleanly(case):
+    """Every well-typed program: analyze never raises; compile either refuses with CompileError
+    or gives a model within its a-priori bound on random inputs."""
+    source, length = case
+    try:
+        target = ifl.parse_program(source, "random.iflow", length=max(length, 3))
+    except ifl.ProgramError:
+        return  # an empty range at this T: the front end's tests cover refusals
+    report = ifl.analyze(target)
+    report.to_json()
+    report.to_text()
+    if report.verdict != "efficient":
+        return
+    try:
+        compiled = ifl.compile(target, eps=1e-2, dtype="float64", samples=0)
+    except ifl.CompileError:
+        return
+    error, kept = errors_on(compiled, target, model_inputs(target, 64, seed=1))
+    if bool(kept.any()):
+        assert float(error[kept].max()) <= compiled.config["a_priori_bound"]
