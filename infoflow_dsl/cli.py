@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .diagnostics import ProgramError
 from .printer import print_program
@@ -26,14 +27,26 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {value}")
-    return value
+def _number(convert: type, noun: str, minimum: float, strict: bool, requirement: str) -> Any:
+    """An argparse type: ``convert`` the text, then require it ≥ (or >, with ``strict``) ``minimum``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        if not (value > minimum if strict else value >= minimum) or value == float("inf"):  # nan fails too
+            shown = text if convert is float else value
+            raise argparse.ArgumentTypeError(f"expected {requirement}, got {shown!r}" if convert is float
+                                             else f"expected {requirement}, got {shown}")
+        return value
+
+    return parse
+
+
+_positive_int = _number(int, "a whole number", 1, False, "a whole number ≥ 1")
+_nonnegative_int = _number(int, "a whole number", 0, False, "a whole number ≥ 0")
+_positive_float = _number(float, "a number", 0.0, True, "a positive number")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,26 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
     check_cmd.add_argument("--trace", action="store_true",
                            help="name the first residual direction, layer and token where the model leaves its circuit")
     return parser
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 0, got {value}")
-    return value
 
 
 def _head_budget(text: str) -> tuple[int, ...]:

@@ -496,7 +496,7 @@ class TreeBuilder:
         children = tuple(n.name for n in self.nodes[first_child:] if n.name not in below)
         depends = free_variables(body) | set(variables_of(expr.conditions))
         context_variables = tuple(v for v in enclosing if v in depends)
-        fixed = _fixed_positions_read(body)
+        fixed = fixed_positions_read(body)
         counted = (*context_variables, *variables)
         relevant = tuple(c for c in inner_conditions if set(variables_of([c])) <= set(counted))
         name = f"c{len(self.nodes) + 1}"
@@ -518,14 +518,14 @@ def _grandchildren(nodes: list[ComparisonNode], first: int) -> set[str]:
     return {child for node in nodes[first:] for child in node.children}
 
 
-def _fixed_positions_read(body: object) -> tuple[str, ...]:
+def fixed_positions_read(body: object) -> tuple[str, ...]:
     """Labels of the fixed positions whose tokens ``body`` reads (``3``, ``T``), in order."""
     labels: list[str] = []
     for node in [body, *sub_nodes(body)]:
         if isinstance(node, ir.Token) and isinstance(node.position, ir.FixedPosition | ir.LastPosition):
-            label = "T" if isinstance(node.position, ir.LastPosition) else str(node.position.index)
+            label = ir.position_label(node.position)
             if label not in labels:
-                labels.append(label)
+                labels.append(label)  # type: ignore[arg-type]
     return tuple(labels)
 
 

@@ -483,7 +483,7 @@ class Lowerer:
             return self.own_token()
         if isinstance(position, NodeResult):
             return self.results[position.node]
-        label = "T" if isinstance(position, ir.LastPosition) else str(position.index)  # type: ignore[union-attr]
+        label = ir.position_label(position)
         return self.fetched[(label, site)]
 
     # ------------------------------------------------------------------ heads

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from . import typed as ir
-from .comparisons import ComparisonNode, ComparisonTree, NodeResult, sub_nodes
+from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_read, sub_nodes
 from .describe import describe
 from .features import FeaturePair, NotSeparable, describe_monomial, describe_polynomial, separate, sources_of
 from .syntax import Span
@@ -134,7 +134,7 @@ class StageClock:
             if isinstance(position, NodeResult):
                 return self.results[position.node]
             if isinstance(position, ir.FixedPosition | ir.LastPosition):
-                return self.fetches.get(_fixed_label(position), 2)
+                return self.fetches.get(ir.position_label(position), 2)  # type: ignore[arg-type]
             return 0
         if (isinstance(expr, ir.Arithmetic) and expr.operator == "*") or isinstance(expr, ir.Inner):
             left, right = (expr.left, expr.right)  # type: ignore[union-attr]
@@ -150,10 +150,6 @@ class StageClock:
         children = [getattr(expr, n) for n in ("left", "right", "argument", "vector", "numerator")
                     if hasattr(expr, n)]
         return max((self.stage(c) for c in children), default=0)
-
-
-def _fixed_label(position: object) -> str:
-    return "T" if isinstance(position, ir.LastPosition) else str(position.index)  # type: ignore[attr-defined]
 
 
 def _monomial_interpolations(monomial: tuple) -> int:
@@ -245,16 +241,6 @@ def _mask_text(node: ComparisonNode) -> str:
     return " and ".join(f"{describe(c.left)} {c.operator} {describe(c.right)}" for c in node.conditions)
 
 
-def _fixed_reads(expr: object) -> list[str]:
-    labels: list[str] = []
-    for item in [expr, *sub_nodes(expr)]:
-        if isinstance(item, ir.Token) and isinstance(item.position, ir.FixedPosition | ir.LastPosition):
-            label = _fixed_label(item.position)
-            if label not in labels:
-                labels.append(label)
-    return labels
-
-
 def _position_heads(tree: ComparisonTree) -> list[tuple[str, str]]:
     """(fixed position, site) pairs that need a position head."""
     needed: list[tuple[str, str]] = []
@@ -262,7 +248,7 @@ def _position_heads(tree: ComparisonTree) -> list[tuple[str, str]]:
         for label in node.fixed_positions:
             if (label, node.site) not in needed:
                 needed.append((label, node.site))
-    for label in _fixed_reads(tree.output):
+    for label in fixed_positions_read(tree.output):
         if (label, READOUT) not in needed:
             needed.append((label, READOUT))
     return needed
