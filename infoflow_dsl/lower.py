@@ -135,6 +135,23 @@ class Quantity:
         return self.form.is_constant
 
 
+
+def sqrt_knots(first: float, last: float, tolerance: float) -> list[float]:
+    """Roots r_0 = first < r_1 < ... < r_n = last of the knots r_i² of √u's interpolant, each
+    piece as long as the tolerance allows.
+
+    On [a², b²] the chord of √u departs from it by at most (b − a)²/(4(a + b)) (at √u = (a+b)/2),
+    so the longest piece from a has b − a = d with d² = 4τ(2a + d): d = 2τ + √(4τ² + 8τa).
+    Steps grow like √a, so n ≈ (last^(1/2) − first^(1/2))/√(2τ) + 1 = O(τ^(-1/2)) pieces, even
+    from 0 (a grid uniform in √u would need (last − first)/(4τ) = O(τ^-1)).
+    """
+    roots = [first]
+    while roots[-1] < last:
+        a = roots[-1]
+        roots.append(min(last, a + 2 * tolerance + math.sqrt(4 * tolerance * tolerance + 8 * tolerance * a)))
+    return roots if len(roots) > 1 else [first, last]
+
+
 def constant(value: float) -> Quantity:
     return Quantity(LinearForm.const(value), 0, value, value)
 
@@ -381,18 +398,17 @@ class Lowerer:
         return Quantity(form, 2 * layer + 1, pick(a.low, b.low), pick(a.high, b.high), error)
 
     def square_root(self, u: Quantity) -> Quantity:
-        """√u on a grid uniform in √u; its share e covers the interpolation (e/2) and the input's
-        error: away from 0 that error passes with factor 1/(2√(low − err)); near 0 an input error
-        δ becomes up to √δ, so the input's error is held below (e/2)² (a constraint)."""
+        """√u on the fewest knots whose chords stay within e/2 of √u (``sqrt_knots``); its share e
+        covers that interpolation and the input's error: away from 0 that error passes with
+        factor 1/(2√(low − err)); near 0 an input error δ becomes up to √δ, so the input's error
+        is held below (e/2)² (a constraint)."""
         if u.is_constant:
             return constant(math.sqrt(max(u.form.constant, 0.0)))
         low, high = self._padded(u)
         low, high = max(low, 0.0), max(high, low + 1e-12)
         name = self._fresh("ffn:sqrt")
-        share = self._source(name, "ffn", cost=(math.sqrt(high) - math.sqrt(low)) * (len(u.form.terms) + 2))
-        step = 2 * share
-        pieces = max(1, math.ceil((math.sqrt(high) - math.sqrt(low)) / step))
-        roots = [math.sqrt(low) + (math.sqrt(high) - math.sqrt(low)) * i / pieces for i in range(pieces + 1)]
+        share = self._source(name, "ffn", cost=(high ** 0.25 - low ** 0.25) * (len(u.form.terms) + 2))
+        roots = sqrt_knots(math.sqrt(low), math.sqrt(high), share / 2)
         knots = [r * r for r in roots]
         interp = max((b - a) ** 2 / (4 * (a + b)) for a, b in itertools.pairwise(roots) if a + b > 0)
         layer = self._layer_after(u.stage)

@@ -36,6 +36,7 @@ MASK_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
 }
 MASK_SIDES = ("key", "query", "last")
+HIDDEN_CHUNK = 1 << 18  # hidden activations per FFN chunk (2 MiB in float64: one core's L2)
 
 # A dimension in an expected shape: an int fixed by the config, or a symbol (str) that every
 # tensor using it must agree on (the head widths E_l, V_l, the FFN widths M0, M_l).
@@ -159,33 +160,39 @@ def _relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: 
     """relu(h w_in + b_in) w_out for h (B, N, D_in) -> (B, N, D_out).
 
     Compiled ReLU blocks are wide (thousands of units) and sparse (a unit reads two or three
-    directions and writes one), so rows are processed in chunks that keep the hidden
-    activations under ~2^22 numbers, and when the weights are frozen and under 10% dense the
-    products use CSR copies of w_inᵀ and w_outᵀ: the same sums, over the nonzero terms only.
+    directions and writes one). When the weights are frozen and under 10% dense the products
+    use CSR copies: [w_in; b_in]ᵀ (the bias as one more input column, read against a constant
+    1) and w_outᵀ, the same sums over the nonzero terms only. Rows go in chunks that keep the
+    hidden activations under 2^18 numbers, so that they stay in a core's L2 cache between the
+    two products (6× faster than 2^22 for intrinsic_3's 11,296-unit block).
+
+    Each chunk writes into one preallocated output rather than a list joined at the end: small
+    live results interleaved with large hidden buffers fragmented glibc's heap until a
+    10,256-input check of a 47,084-unit model held 24 GB; written in place it stays under 1 GB.
     """
     batch, rows, size = h.shape
-    width = w_in.shape[1]
     flat = h.reshape(batch * rows, size)  # (N, D_in)
-    chunk = max(1, (1 << 22) // max(width, 1))
-    sparse = _sparse_weights(owner, w_in, w_out)
-    pieces = []
-    for start in range(0, flat.shape[0], chunk):
-        part = flat[start:start + chunk]  # (n, D_in)
-        if sparse is None:
-            pieces.append(torch.relu(part @ w_in + b_in) @ w_out)  # (n, D_out)
-        else:
-            w_in_t, w_out_t = sparse  # (M, D_in), (D_out, M) CSR
-            hidden = torch.relu(torch.sparse.mm(w_in_t, part.T) + b_in[:, None])  # (M, n), kept in this layout
-            pieces.append(torch.sparse.mm(w_out_t, hidden).T)  # (n, D_out)
-    out = torch.cat(pieces) if pieces else flat.new_zeros(0, w_out.shape[1])
+    chunk = max(1, HIDDEN_CHUNK // max(w_in.shape[1], 1))
+    sparse = _sparse_weights(owner, w_in, b_in, w_out)
+    out = flat.new_empty(flat.shape[0], w_out.shape[1])  # (N, D_out)
+    if sparse is None:
+        for start in range(0, flat.shape[0], chunk):
+            part = flat[start:start + chunk]  # (n, D_in)
+            out[start:start + chunk] = torch.relu(part @ w_in + b_in) @ w_out  # (n, D_out)
+    else:
+        w_in_t, w_out_t = sparse  # (M, D_in + 1), (D_out, M) CSR
+        columns = torch.cat([flat, flat.new_ones(flat.shape[0], 1)], dim=1).T.contiguous()  # (D_in + 1, N)
+        for start in range(0, flat.shape[0], chunk):
+            hidden = torch.sparse.mm(w_in_t, columns[:, start:start + chunk]).relu_()  # (M, n)
+            out[start:start + chunk] = torch.sparse.mm(w_out_t, hidden).T  # (n, D_out)
     return out.reshape(batch, rows, w_out.shape[1])
 
 
-def _sparse_weights(owner: nn.Module, w_in: Tensor, w_out: Tensor) -> tuple[Tensor, Tensor] | None:
-    """CSR copies of w_inᵀ and w_outᵀ when frozen and sparse enough (cached on ``owner`` per version)."""
-    if w_in.requires_grad or w_out.requires_grad or w_in.numel() == 0:
+def _sparse_weights(owner: nn.Module, w_in: Tensor, b_in: Tensor, w_out: Tensor) -> tuple[Tensor, Tensor] | None:
+    """CSR copies of [w_in; b_in]ᵀ and w_outᵀ when frozen and sparse enough (cached on ``owner`` per version)."""
+    if w_in.requires_grad or b_in.requires_grad or w_out.requires_grad or w_in.numel() == 0:
         return None
-    key = (w_in._version, w_out._version, w_in.device, w_in.dtype)
+    key = (w_in._version, b_in._version, w_out._version, w_in.device, w_in.dtype)
     cached = getattr(owner, "_csr_cache", None)
     if cached is not None and cached[0] == key:
         return cached[1]
@@ -194,7 +201,8 @@ def _sparse_weights(owner: nn.Module, w_in: Tensor, w_out: Tensor) -> tuple[Tens
     if float(density) < 0.1:
         with warnings.catch_warnings():  # "sparse CSR support is in beta": the products used here are stable
             warnings.simplefilter("ignore", UserWarning)
-            sparse = (w_in.detach().T.contiguous().to_sparse_csr(), w_out.detach().T.contiguous().to_sparse_csr())
+            w_in_b = torch.cat([w_in.detach(), b_in.detach()[None]], dim=0)  # (D_in + 1, M)
+            sparse = (w_in_b.T.contiguous().to_sparse_csr(), w_out.detach().T.contiguous().to_sparse_csr())
     object.__setattr__(owner, "_csr_cache", (key, sparse))
     return sparse
 
