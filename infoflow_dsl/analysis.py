@@ -9,7 +9,8 @@ JSON (``to_json``) has DESIGN.md's keys: ``order``, ``dimension``, ``comparisons
 ``layers``, ``heads``, ``info_sets``, ``cost``, ``verdict``, ``reason``; and also ``program``,
 ``T``, ``d``, ``tree``, ``schedule``, ``notes``, ``heads_budget``. ``cost.exponent`` is the
 exponent of 1/ε as a number when it does not depend on T (efficient targets), else null, with
-``cost.exponent_formula`` always the formula.
+``cost.exponent_formula`` always the formula; ``cost.roots_at_zero`` lists the norms whose square
+can be 0 on the domain (each makes the exponent 1: see ``ranges``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from . import typed as ir
 from .comparisons import ComparisonTree, build_tree
 from .describe import describe
+from .ranges import RootAtZero, roots_at_zero
 from .schedule import Schedule, build_schedule
 from .syntax import Span
 
@@ -42,6 +44,7 @@ class AnalysisReport:
     program: ir.Program
     tree: ComparisonTree
     schedule: Schedule
+    roots_at_zero: tuple[RootAtZero, ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -65,17 +68,21 @@ class AnalysisReport:
 
     def cost(self) -> dict[str, Any]:
         problems = self.schedule.problems
+        roots = [{"norm": r.expression, "span": _span_json(r.span)} for r in self.roots_at_zero]
         if problems:
             worst = problems[0]
             return {"law": worst.law, "exponent": None, "exponent_formula": worst.exponent,
-                    "interpolated_functions": self.schedule.interpolated_functions,
+                    "interpolated_functions": self.schedule.interpolated_functions, "roots_at_zero": roots,
                     "infoflow_upper_bound": None, "independent_of_T": False}
         functions = self.schedule.interpolated_functions
-        if functions:
+        if self.roots_at_zero:
+            law, exponent, formula = f"O({functions}·ε^-1): a norm that can be 0 turns an error δ into √δ", 1.0, "1"
+        elif functions:
             law, exponent, formula = f"O({functions}·ε^-1/2)", 0.5, "1/2"
         else:
             law, exponent, formula = "O(1): every step is exact or sharpened by β alone", 0.0, "0"
         return {"law": law, "exponent": exponent, "exponent_formula": formula, "interpolated_functions": functions,
+                "roots_at_zero": roots,
                 "infoflow_upper_bound": INFOFLOW_UPPER_BOUND, "independent_of_T": True}
 
     def reason(self) -> dict[str, Any] | None:
@@ -142,10 +149,15 @@ def analyze(program: ir.Program, heads: Sequence[int] | None = None) -> Analysis
     """Analyse a checked program; ``heads`` asks whether that per-layer head budget suffices."""
     tree = build_tree(program)
     schedule = build_schedule(tree, heads, program.margin)
-    return AnalysisReport(program, tree, schedule)
+    return AnalysisReport(program, tree, schedule, roots_at_zero(program))
 
 
 # ----------------------------------------------------------------------------- text
+
+
+def _where(report: AnalysisReport, span: dict[str, int] | None) -> str:
+    """``file:line:column: `` of a span in the report's JSON form (empty without one)."""
+    return f"{report.program.path}:{span['line']}:{span['column']}: " if span else ""
 
 
 def render_text(report: AnalysisReport) -> str:
@@ -182,15 +194,16 @@ def render_text(report: AnalysisReport) -> str:
     lines.append(f"cost law  {cost['law']}")
     if cost["infoflow_upper_bound"]:
         lines.append(f"          InfoFlow's upper bound: {cost['infoflow_upper_bound']}; parameters do not grow with T")
+    for root in cost["roots_at_zero"]:
+        lines.append(f"          {_where(report, root['span'])}{root['norm']} can be 0, "
+                     "so the squares under its √ must be within (ε/2)²")
     for note in data["notes"]:
         lines.append(f"note      {note}")
     lines.append("")
     lines.append(f"verdict   {data['verdict']}")
     reason = data["reason"]
     if reason:
-        span = reason["span"]
-        where = f"{report.program.path}:{span['line']}:{span['column']}: " if span else ""
-        lines.append(f"reason    {where}{reason['message']}")
+        lines.append(f"reason    {_where(report, reason['span'])}{reason['message']}")
         lines.append(f"          {reason['law']}")
     return "\n".join(lines) + "\n"
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -38,6 +38,7 @@ from . import typed as ir
 from .describe import describe
 from .positions import count_polynomial, count_tuples, format_polynomial, variables_of
 from .syntax import NO_SPAN, Span
+from .typed import sub_nodes
 
 SPLITTABLE = ("min", "max", "sum")
 
@@ -165,13 +166,6 @@ def map_children(expr: object, function: Callable[[object], object]) -> object:
 
 def _is_node(value: object) -> bool:
     return hasattr(value, "__dataclass_fields__") and not isinstance(value, Span | ir.ValueType)
-
-
-def sub_nodes(expr: object) -> Iterator[object]:
-    """Every typed node below ``expr`` (not ``expr`` itself), conditions included."""
-    for item in ir.children(expr):
-        yield item
-        yield from sub_nodes(item)
 
 
 def free_variables(expr: object) -> set[str]:

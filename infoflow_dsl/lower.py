@@ -275,6 +275,7 @@ class Lowerer:
         has one sign, so the sum never cancels (float32 keeps its precision). The constant
         f(k_a) folds into the returned form; the units write one new direction.
         """
+        self._reserve_units(len(knots) - 1)  # one unit per piece
         values = [function(k) for k in knots]
         slopes = [(values[i + 1] - values[i]) / (knots[i + 1] - knots[i]) for i in range(len(knots) - 1)]
         anchor = min(range(len(knots)), key=lambda i: min(abs(slopes[j]) for j in (i - 1, i) if 0 <= j < len(slopes)))
@@ -291,14 +292,17 @@ class Lowerer:
             terms.append((u.form.scaled(-1.0).plus(LinearForm.const(knots[i])), slopes[i] - slopes[i - 1]))
         units = tuple(ReLUUnit(form, direction, c) for form, c in terms if c != 0.0)
         self.units += len(units)
-        if self.units > MAX_UNITS:
-            raise CompileError(f"the model would need more than {MAX_UNITS:,} hidden units at this ε; "
-                               f"raise ε (a square root of a value that can reach 0 costs ε^-1, not ε^-1/2)")
         self.blocks.append(FFNBlock(direction, layer, direction, formula, units, error))
         swing = max(abs(v - values[anchor]) for v in values)
         reach = max(abs(k) for k in knots) + max(abs(u.low), abs(u.high))
         rounding = self.unit_roundoff * (math.sqrt(len(units) + 1) * swing + max(abs(c) for c in slopes) * reach)
         return LinearForm.const(values[anchor]).plus(LinearForm.of(direction)), rounding
+
+    def _reserve_units(self, count: int) -> None:
+        """Refuse, before building them, ``count`` more units that would pass MAX_UNITS."""
+        if self.units + count > MAX_UNITS:
+            raise CompileError(f"the model would need more than {MAX_UNITS:,} hidden units at this ε; raise ε "
+                               "(analyze's cost law says how the units grow; a norm that can be 0 costs ε^-1)")
 
     def _layer_after(self, stage: int) -> int:
         return (next_ffn(stage) - 1) // 2

@@ -164,7 +164,7 @@ def _relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: 
     use CSR copies: [w_in; b_in]ᵀ (the bias as one more input column, read against a constant
     1) and w_outᵀ, the same sums over the nonzero terms only. Rows go in chunks that keep the
     hidden activations under 2^18 numbers, so that they stay in a core's L2 cache between the
-    two products (6× faster than 2^22 for intrinsic_3's 11,296-unit block).
+    two products (BENCHMARKS.md: up to 2× faster than chunks of 2^22).
 
     Each chunk writes into one preallocated output rather than a list joined at the end: small
     live results interleaved with large hidden buffers fragmented glibc's heap until a

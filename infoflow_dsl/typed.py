@@ -7,6 +7,7 @@ position. Spans point back at the source text and are left out of equality.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
@@ -263,6 +264,13 @@ def children(node: object) -> list[object]:
             if hasattr(item, "__dataclass_fields__") and not isinstance(item, Span | ValueType):
                 out.append(item)
     return out
+
+
+def sub_nodes(expr: object) -> Iterator[object]:
+    """Every typed node below ``expr`` (not ``expr`` itself), conditions included, parents first."""
+    for item in children(expr):
+        yield item
+        yield from sub_nodes(item)
 
 
 def position_label(position: object) -> str | None:

@@ -173,3 +173,10 @@ length T = 8
 target mean_<s, t : s < t> x(s)[1] * x(t)[2]
 """))
 ALL.extend(EXTRA[-2:])
+
+EXTRA.append(_extra("norm_reaching_zero", "norm sqrt-at-zero", """
+input x : R^2 in [-1, 1]
+length T = 4
+target max_<t> ||x(t)||
+"""))
+ALL.append(EXTRA[-1])

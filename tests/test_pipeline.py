@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +69,43 @@ def test_parameter_count_does_not_depend_on_t(name):
 def test_min_pairwise_at_1e_4_and_t_64_has_at_most_12000_nonzero_parameters():
     compiled = ifl.compile(program("min_pairwise", 64), eps=1e-4, dtype="float64", samples=0)
     assert compiled.nonzero_parameter_count() <= 12_000
+
+
+def hidden_units(compiled: ifl.CompiledTransformer) -> int:
+    blocks = compiled.config["embedding_mlp"] + [b for layer in compiled.config["layers"] for b in layer["mlp"]]
+    return sum(b["units"] for b in blocks)
+
+
+#: A norm that can be 0 costs ε^-1: its ε steps stop at 1e-3 (33,670 units there, 336,437 at 1e-4).
+SCALING = [(name, 1e-3) for name in CANONICAL_EFFICIENT + EXTRA_COMPILED] + [("norm_reaching_zero", 1e-2)]
+
+
+@pytest.mark.parametrize(("name", "eps"), SCALING, ids=[n for n, _ in SCALING])
+def test_hidden_units_grow_with_1_over_eps_as_analyze_predicts(name, eps):
+    """analyze's exponent k says the FFN cost grows as ε^-k; dividing ε by 10 multiplies the
+    hidden units by 10^k, up to rounding each block's pieces to a whole number and the budget
+    split (|log10 ratio − k| ≤ 0.1 tells k = 1/2 from k = 1). Exact constructs (k = 0) keep
+    exactly their units."""
+    exponent = ifl.analyze(program(name)).cost()["exponent"]
+    coarse, fine = hidden_units(model(name, eps, "float64")), hidden_units(model(name, eps / 10, "float64"))
+    if exponent == 0:
+        assert fine == coarse
+    else:
+        assert abs(math.log10(fine / coarse) - exponent) <= 0.1, (coarse, fine, exponent)
+
+
+@pytest.mark.parametrize(("eps", "dtype"), [(1e-2, "float64"), (1e-3, "float64"), (1e-2, "float32")])
+def test_a_norm_reaching_zero_is_within_its_bound(eps, dtype):
+    """‖x(t)‖ near 0: the squares under the √ are held within (ε/2)², so the bound still holds."""
+    compiled = model("norm_reaching_zero", eps, dtype)
+    target = program("norm_reaching_zero")
+    error, _ = errors_on(compiled, target, model_inputs(target, SAMPLES, seed=7))
+    assert float(error.max()) <= compiled.config["a_priori_bound"] <= eps
+
+
+def test_a_norm_reaching_zero_is_refused_where_float32_cannot_hold_the_squares():
+    with pytest.raises(ifl.CompileError, match="hidden units"):
+        ifl.compile(program("norm_reaching_zero"), eps=1e-3, dtype="float32", samples=0)
 
 
 def test_save_then_load_in_a_fresh_process_gives_bitwise_the_same_outputs(tmp_path: Path):
