@@ -1,6 +1,6 @@
 """Benchmarks: compile time, and the forward's two optimisations as ratios measured in one run.
 
-    python bench/bench_forward.py            # writes BENCHMARKS.md
+    python bench/bench_forward.py            # writes its section of BENCHMARKS.md
 
 For a few canonical examples: the compile time, the time of a forward
 over a batch with the sparse (CSR) FFN against the dense product, with FFN chunks of 2^22
@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+from report import write_section
 
 import infoflow_dsl as ifl
 from infoflow_dsl import model as model_module
@@ -69,11 +70,9 @@ def main() -> None:
         ratios = (dense / sparse, large_chunks / sparse, full / sparse)
         cells = [name, f"{eps:g}, {dtype}", f"{compile_seconds:.3f}", *(f"{r:.2f}" for r in ratios)]
         rows.append("| " + " | ".join(cells) + " |")
-    text = ("# Benchmarks\n\nMeasured by `python bench/bench_forward.py` in one run (one torch thread, "
-            f"batch {BATCH}, best of {REPEATS}). Ratios above 1 mean the optimised path is "
-            "faster.\n\n" + "\n".join(rows) + "\n")
-    (Path(__file__).resolve().parent.parent / "BENCHMARKS.md").write_text(text, encoding="utf-8")
-    print(text)
+    write_section("Forward (bench/bench_forward.py)",
+                  f"One torch thread, batch {BATCH}, best of {REPEATS}. Ratios above 1 mean the optimised path "
+                  "is faster.\n\n" + "\n".join(rows))
 
 
 if __name__ == "__main__":

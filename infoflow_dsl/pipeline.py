@@ -102,14 +102,13 @@ def errors_on(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) 
     """(|model − reference| per input (max over output components), kept) where ``kept`` marks
     the inputs the guarantee covers (best score ahead by the margin, for token retrievals)."""
     batch = max(1, BATCH_ELEMENTS // max(x.shape[1], 1))
-    outputs = []
+    predicted, reference = [], []  # both in batches: the reference's pairwise tensors are (B, T, T, ...)
     with torch.no_grad():
         for start in range(0, x.shape[0], batch):
             chunk = x[start:start + batch]
-            outputs.append(model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64))
-    predicted = torch.cat(outputs)
-    reference = evaluate(program, x)
-    error = (predicted - reference).abs()
+            predicted.append(model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64))
+            reference.append(evaluate(program, chunk))
+    error = (torch.cat(predicted) - torch.cat(reference)).abs()
     if error.dim() > 1:
         error = error.amax(dim=-1)
     kept = torch.ones(x.shape[0], dtype=torch.bool)
