@@ -1,0 +1,39 @@
+"""The README's two commands: the main job runs as written, and CI runs the same test command."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_commands() -> list[str]:
+    """The command lines of the README's first bash block (comments dropped)."""
+    block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)
+    assert block is not None
+    return [line for line in block.group(1).splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_ci_runs_the_readme_set_up_and_test_command():
+    setup, test = readme_commands()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert test in ci
+    for step in setup.split(" && "):
+        if "infoflowc" not in step and "venv" not in step:
+            assert any(line.replace("--quiet ", "") == step for line in ci), step
+
+
+def test_the_main_job_compiles_and_checks_a_shipped_example(tmp_path: Path):
+    """Command 1's infoflowc steps, run as written from a copy of the root (the model file lands there)."""
+    (tmp_path / "compiled_examples").symlink_to(ROOT / "compiled_examples")
+    steps = [shlex.split(step) for step in readme_commands()[0].split(" && ") if "infoflowc" in step]
+    assert [s[1] for s in steps] == ["compile", "check"]
+    for step in steps:
+        done = subprocess.run([sys.executable, "-m", "infoflow_dsl.cli", *step[1:]], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    assert "within ε" in done.stdout and (tmp_path / "min_pairwise.safetensors").exists()
