@@ -135,7 +135,6 @@ class Quantity:
         return self.form.is_constant
 
 
-
 def sqrt_knots(first: float, last: float, tolerance: float) -> list[float]:
     """Roots r_0 = first < r_1 < ... < r_n = last of the knots r_i² of √u's interpolant, each
     piece as long as the tolerance allows.
