@@ -168,8 +168,7 @@ def command_compile(arguments: argparse.Namespace) -> int:
     print(f"  layers           {len(config['layers'])}")
     print(f"  heads per layer  {[len(layer['heads']) for layer in config['layers']]}")
     print(f"  d_model          {config['d_model']}")
-    print(f"  d_mlp            {[int(block.mlp.W_in.shape[1]) for block in model.blocks]} "
-          f"(embedding {int(model.embed.W_E1.shape[1])})")
+    print(f"  d_mlp            {model.d_mlp} (embedding {model.d_mlp_embedding})")
     print(f"  parameters       {model.parameter_count()} total, {model.nonzero_parameter_count()} nonzero")
     print(f"  a-priori bound   {config['a_priori_bound']:.3g}")
     if measured is not None:

@@ -55,6 +55,7 @@ from .comparisons import ComparisonNode, NodeResult
 from .describe import describe
 from .features import Atom, FeaturePair, NotSeparable, separate
 from .positions import count_tuples
+from .ranges import Interval
 from .schedule import Head, Schedule, next_ffn
 
 HEAD_SHARE = 0.01
@@ -322,7 +323,7 @@ class Lowerer:
         h = (high - low) / pieces
         layer = self._layer_after(u.stage)
         form, rounding = self._pwl(layer, u, lambda v: v * v, knots, f"({u.form})^2", h * h / 4)
-        square_low = 0.0 if u.low <= 0 <= u.high else min(u.low ** 2, u.high ** 2)
+        square_low = Interval(u.low, u.high).squared().low  # analyze's rule for "can reach 0"
         err_u = self._err(u.error)
         error = ErrorVec.source(name).plus(u.error, 2 * u.magnitude).plus(ErrorVec((), err_u * err_u, rounding))
         return Quantity(form, 2 * layer + 1, square_low, u.magnitude ** 2, error)

@@ -271,6 +271,16 @@ class CompiledTransformer(nn.Module):
     def n_layers(self) -> int:
         return len(self.blocks)
 
+    @property
+    def d_mlp(self) -> list[int]:
+        """Hidden units of each layer's FFN (M_l)."""
+        return [int(block.mlp.W_in.shape[1]) for block in self.blocks]
+
+    @property
+    def d_mlp_embedding(self) -> int:
+        """Hidden units of the embedding's FFN (M0)."""
+        return int(self.embed.W_E1.shape[1])
+
     def parameter_count(self) -> int:
         """Total number of weights, excluding the fixed positional code ``pos_embed.W_pos``."""
         return sum(p.numel() for p in self.parameters())

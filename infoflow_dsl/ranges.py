@@ -42,10 +42,18 @@ class Interval:
     def scaled(self, factor: float) -> Interval:
         return Interval(min(self.low * factor, self.high * factor), max(self.low * factor, self.high * factor))
 
+    def absolute(self) -> Interval:
+        """|x| for x in the interval: 0 at the bottom when the interval holds 0."""
+        low = 0.0 if self.low <= 0.0 <= self.high else min(abs(self.low), abs(self.high))
+        return Interval(low, max(abs(self.low), abs(self.high)))
+
     def squared(self) -> Interval:
-        """x² for x in the interval: 0 at the bottom when the interval holds 0."""
-        low = 0.0 if self.low <= 0.0 <= self.high else min(self.low ** 2, self.high ** 2)
-        return Interval(low, max(self.low ** 2, self.high ** 2))
+        magnitude = self.absolute()
+        return Interval(magnitude.low ** 2, magnitude.high ** 2)
+
+    def root(self) -> Interval:
+        """√x for x in the interval (its negative part clipped to 0)."""
+        return Interval(math.sqrt(max(self.low, 0.0)), math.sqrt(max(self.high, 0.0)))
 
     def hull(self, other: Interval) -> Interval:
         return Interval(min(self.low, other.low), max(self.high, other.high))
@@ -76,10 +84,9 @@ def _pointwise(function: str, arguments: list[Interval]) -> Interval:
     if function == "relu":
         return Interval(max(first.low, 0.0), max(first.high, 0.0))
     if function == "abs":
-        low = 0.0 if first.low <= 0.0 <= first.high else min(abs(first.low), abs(first.high))
-        return Interval(low, max(abs(first.low), abs(first.high)))
+        return first.absolute()
     if function == "sqrt":
-        return Interval(math.sqrt(max(first.low, 0.0)), math.sqrt(max(first.high, 0.0)))
+        return first.root()
     pick = min if function == "min" else max
     return Interval(pick(a.low for a in arguments), pick(a.high for a in arguments))
 
@@ -112,8 +119,7 @@ def value_ranges(expr: object, program: ir.Program) -> list[Interval]:
             return [_squared_norm(left)]
         return [_total([a * b for a, b in zip(left, right, strict=True)])]
     if isinstance(expr, ir.Norm):
-        squared = _squared_norm(value_ranges(expr.argument, program))
-        return [Interval(math.sqrt(squared.low), math.sqrt(squared.high))]
+        return [_squared_norm(value_ranges(expr.argument, program)).root()]
     if isinstance(expr, ir.Square):
         if isinstance(expr.argument, ir.Norm):
             return [_squared_norm(value_ranges(expr.argument.argument, program))]

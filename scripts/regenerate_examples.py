@@ -33,8 +33,7 @@ def report(name: str, analysis: ifl.AnalysisReport, model: ifl.CompiledTransform
              f"| order β′, dimension β₁ | {analysis.order}, {analysis.dimension} |",
              f"| layers, heads per layer | {len(config['layers'])}, {[len(x['heads']) for x in config['layers']]} |",
              f"| d_model | {config['d_model']} |",
-             f"| d_mlp per layer (embedding) | {[int(b.mlp.W_in.shape[1]) for b in model.blocks]} "
-             f"({int(model.embed.W_E1.shape[1])}) |",
+             f"| d_mlp per layer (embedding) | {model.d_mlp} ({model.d_mlp_embedding}) |",
              f"| parameters (nonzero) | {model.parameter_count()} ({model.nonzero_parameter_count()}) |",
              f"| ε, a-priori bound | {EPS:g}, {config['a_priori_bound']:.3g} |",
              f"| measured max error | {measured['max_error']:.3g} ({measured['samples']} random inputs, "

@@ -72,8 +72,7 @@ def test_min_pairwise_at_1e_4_and_t_64_has_at_most_12000_nonzero_parameters():
 
 
 def hidden_units(compiled: ifl.CompiledTransformer) -> int:
-    blocks = compiled.config["embedding_mlp"] + [b for layer in compiled.config["layers"] for b in layer["mlp"]]
-    return sum(b["units"] for b in blocks)
+    return compiled.d_mlp_embedding + sum(compiled.d_mlp)
 
 
 #: A norm that can be 0 costs ε^-1: its ε steps stop at 1e-3 (33,670 units there, 336,437 at 1e-4).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
-from programs import ALL
+from programs import ALL, by_name
 from test_evaluate import random_programs
 
 import infoflow_dsl as ifl
@@ -27,7 +27,7 @@ def assert_within_ranges(target: ifl.Program, samples: int) -> None:
 
 @pytest.mark.parametrize("example", ALL, ids=lambda e: e.name)
 def test_the_target_never_leaves_its_range(example):
-    assert_within_ranges(ifl.parse_program(example.source, example.path), 2_000)
+    assert_within_ranges(_program(example.name), 2_000)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -45,6 +45,11 @@ def test_interval_arithmetic():
     assert Interval(-1, 2) * Interval(-3, 1) == Interval(-6, 3)
     assert Interval(-1, 2).squared() == Interval(0, 4) and Interval(1, 2).squared() == Interval(1, 4)
     assert Interval(-2, -1).squared() == Interval(1, 4) and Interval(1, 3).scaled(-2) == Interval(-6, -2)
+
+
+def _program(name: str) -> ifl.Program:
+    example = by_name(name)
+    return ifl.parse_program(example.source, example.path)
 
 
 def _roots(body: str, domain: str = "in [-1, 1]") -> list[str]:
@@ -69,12 +74,8 @@ def test_norms_that_can_be_zero(body, domain, expected):
 
 
 def test_analyze_reports_eps_to_the_minus_one_for_a_norm_reaching_zero():
-    cost = ifl.analyze(ifl.parse_program(_source("norm_reaching_zero"), "norm_reaching_zero.iflow")).cost()
+    cost = ifl.analyze(_program("norm_reaching_zero")).cost()
     assert cost["exponent"] == 1.0 and cost["roots_at_zero"][0]["norm"] == "||x(t)||"
     assert cost["roots_at_zero"][0]["span"] == {"line": 3, "column": 16, "end_line": 3, "end_column": 24}
-    away = ifl.analyze(ifl.parse_program(_source("norms_away_from_zero"), "norms_away_from_zero.iflow")).cost()
+    away = ifl.analyze(_program("norms_away_from_zero")).cost()
     assert away["exponent"] == 0.5 and away["roots_at_zero"] == []
-
-
-def _source(name: str) -> str:
-    return next(e.source for e in ALL if e.name == name)
