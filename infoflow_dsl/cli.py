@@ -47,6 +47,7 @@ def _number(convert: type, noun: str, minimum: float, strict: bool, requirement:
 _positive_int = _number(int, "a whole number", 1, False, "a whole number ≥ 1")
 _nonnegative_int = _number(int, "a whole number", 0, False, "a whole number ≥ 0")
 _positive_float = _number(float, "a number", 0.0, True, "a positive number")
+_nonnegative_float = _number(float, "a number", 0.0, False, "a number ≥ 0")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,7 +81,47 @@ def build_parser() -> argparse.ArgumentParser:
                            help="then search for larger errors with hypothesis (N examples, default 300)")
     check_cmd.add_argument("--trace", action="store_true",
                            help="name the first residual direction, layer and token where the model leaves its circuit")
+    train_cmd = commands.add_parser("train", help="train a model of the compiled family on the target")
+    _training_flags(train_cmd, grid=False)
+    train_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .trained.safetensors)")
+    sweep_cmd = commands.add_parser("sweep", help="a grid of train runs, in-process or on Ray, resumable")
+    _training_flags(sweep_cmd, grid=True)
+    sweep_cmd.add_argument("--seeds", type=_positive_int, default=1, help="seeds per configuration (default 1)")
+    sweep_cmd.add_argument("--workers", type=_positive_int, default=2,
+                           help="parallel runs: 1 runs in this process, more start a local Ray (default 2)")
+    sweep_cmd.add_argument("--address", help="join this Ray cluster (e.g. ray://head:10001 or auto)")
+    sweep_cmd.add_argument("--compare-eps", type=_positive_float, default=1e-2,
+                           help="ε of the compiled model shown for reference (default 1e-2)")
+    sweep_cmd.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the sweep's folder")
     return parser
+
+
+def _training_flags(command: argparse.ArgumentParser, grid: bool) -> None:
+    """The flags of ``train``; in a sweep ``--heads``/``--layers`` repeat and ``--T``, ``--d-model``
+    and ``--steps`` take comma lists (grid axes)."""
+    one_or_list = _comma_list if grid else _positive_int
+    repeat = {"action": "append"} if grid else {}
+    command.add_argument("file", type=Path)
+    command.add_argument("--heads", type=_head_budget, required=True, help="heads per layer, e.g. 2,2", **repeat)
+    command.add_argument("--layers", type=_positive_int, help="layers (a single --heads count repeats)", **repeat)
+    command.add_argument("--T", dest="length", type=one_or_list, help="override the program's length T")
+    command.add_argument("--d-model", type=one_or_list, default=[32] if grid else 32, help="residual width (32)")
+    command.add_argument("--d-head", type=_positive_int, default=8, help="query/key/value width per head (8)")
+    command.add_argument("--d-mlp", type=_positive_int, default=32, help="FFN hidden units, every layer (32)")
+    command.add_argument("--steps", type=one_or_list, default=[1000] if grid else 1000, help="steps (1000)")
+    command.add_argument("--batch", type=_positive_int, default=256, help="inputs per step (256)")
+    command.add_argument("--lr", type=_positive_float, default=1e-3, help="peak learning rate (1e-3)")
+    command.add_argument("--weight-decay", type=_nonnegative_float, default=1e-2, help="AdamW weight decay (1e-2)")
+    command.add_argument("--seed", type=_nonnegative_int, default=0, help="the (first) seed (0)")
+    command.add_argument("--dist", default="uniform", help="uniform (the declared domain) or normal[:σ] (uniform)")
+    command.add_argument("--validation", type=_positive_int, default=4096, help="held-out inputs (4096)")
+    command.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    command.add_argument("--init", type=Path, metavar="MODEL", help="start from this model, padded with zeros")
+
+
+def _comma_list(text: str) -> list[int]:
+    parts = [_positive_int(part) for part in text.split(",")]
+    return parts
 
 
 def _head_budget(text: str) -> tuple[int, ...]:
@@ -195,10 +236,23 @@ def command_check(arguments: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     except StoredProgramError as error:
         raise UsageError(f"{arguments.model}: {error}") from None
-    result = check_model(model, program, arguments.samples, arguments.eps, arguments.seed, arguments.adversarial)
+    trained = "trained" in model.config
+    if trained and arguments.trace:
+        raise UsageError(f"{arguments.model}: --trace needs a compiled model, this one was trained")
+    eps = float("inf") if trained and arguments.eps is None else arguments.eps  # a trained model has no ε
+    result = check_model(model, program, arguments.samples, eps, arguments.seed, arguments.adversarial)
     excluded = f", {result.excluded_by_margin} under the margin left out" if result.excluded_by_margin else ""
-    print(f"{arguments.model}: {program.path}, T = {program.length}, ε = {result.eps:g}, "
-          f"a-priori bound {model.config.get('a_priori_bound', float('nan')):.3g}")
+    bound = "none (a trained model)" if trained else f"{model.config.get('a_priori_bound', float('nan')):.3g}"
+    shown_eps = "none" if result.eps == float("inf") else f"{result.eps:g}"
+    print(f"{arguments.model}: {program.path}, T = {program.length}, ε = {shown_eps}, a-priori bound {bound}")
+    if trained:
+        from .pipeline import model_inputs
+        from .train import model_nmse
+
+        inputs = model_inputs(program, max(arguments.samples, 1), arguments.seed, corners=0)
+        print(f"  NMSE             {model_nmse(model, program, inputs):.3g} (on {inputs.shape[0]} random inputs "
+              f"from the declared domain; trained to {model.config['trained'].get('final_nmse')} on "
+              f"{model.config['trained'].get('dist')})")
     print(f"  evaluated        {result.evaluated} inputs (random, corners, near ties{excluded})")
     print(f"  worst error      {result.random_worst:.3g}")
     if result.adversarial_worst is not None:
@@ -206,6 +260,8 @@ def command_check(arguments: argparse.Namespace) -> int:
     print(f"  worst input      (error {result.worst_error:.3g})")
     print(format_input(result.worst_input))
     verdict = "within ε" if result.within else "ABOVE ε"
+    if trained and arguments.eps is None:
+        verdict = "measured only (a trained model has no ε; pass --eps to test one)"
     print(f"  verdict          {verdict}")
     if arguments.trace:
         worst = result.worst_input[None]
@@ -218,7 +274,106 @@ def command_check(arguments: argparse.Namespace) -> int:
     return EXIT_OK if result.within else EXIT_ABOVE_EPS
 
 
-COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check}
+def _training_program(arguments: argparse.Namespace, length: int | None) -> Any:
+    from . import parse_program
+
+    return parse_program(read_program_text(arguments.file), str(arguments.file), length=length)
+
+
+def _training_settings(arguments: argparse.Namespace, heads: tuple[int, ...], layers: int | None) -> Any:
+    """TrainSettings from the shared flags; a bad combination is a UsageError."""
+    from .train import TrainError, TrainSettings, head_budget, parse_distribution
+
+    try:
+        return TrainSettings(heads=head_budget(heads, layers), d_head=arguments.d_head, d_mlp=arguments.d_mlp,
+                             batch=arguments.batch, lr=arguments.lr, weight_decay=arguments.weight_decay,
+                             seed=arguments.seed, dist=parse_distribution(arguments.dist),
+                             validation=arguments.validation, device=str(resolve_training_device(arguments.device)),
+                             init=str(arguments.init) if arguments.init else None)
+    except TrainError as error:
+        raise UsageError(f"infoflowc {arguments.command}: {error}") from None
+
+
+def resolve_training_device(device: str) -> Any:
+    from .lower import CompileError
+    from .pipeline import resolve_device
+
+    try:
+        return resolve_device(device)
+    except (CompileError, RuntimeError) as error:
+        raise UsageError(f"--device {device}: {error}") from None
+
+
+def _init_model(arguments: argparse.Namespace) -> Any:
+    from .io import ModelFileError, load
+
+    if arguments.init is None:
+        return None
+    try:
+        return load(arguments.init, device="cpu")
+    except ModelFileError as error:
+        raise UsageError(f"--init: {error}") from None
+
+
+def command_train(arguments: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .io import model_to_bytes
+    from .train import TrainError, train
+
+    program = _training_program(arguments, arguments.length)
+    settings = _training_settings(arguments, arguments.heads, arguments.layers)
+    settings = replace(settings, d_model=arguments.d_model, steps=arguments.steps)
+    output = arguments.output or arguments.file.with_suffix(".trained.safetensors")
+    try:
+        result = train(program, settings, _init_model(arguments))
+    except TrainError as error:
+        raise UsageError(f"infoflowc train: {error}") from None
+    print(f"{arguments.file}: trained {settings.steps} steps (T = {program.length}, heads {list(settings.heads)}, "
+          f"d_model {settings.d_model}, inputs {settings.dist})")
+    print(f"  parameters       {result.parameters}")
+    print(f"  validation NMSE  {result.final_nmse:.3g} (on {settings.validation} held-out inputs)")
+    print(f"  time             {result.seconds:.1f} s")
+    write_atomically(output, model_to_bytes(result.model))
+    print(f"  wrote            {output}")
+    return EXIT_OK
+
+
+def command_sweep(arguments: argparse.Namespace) -> int:
+    from functools import cache
+
+    from . import sweep
+    from .train import TrainError
+
+    base = _training_settings(arguments, arguments.heads[0], None)
+    source = read_program_text(arguments.file)
+    program_at = cache(lambda length: _training_program(arguments, length))
+    lengths = tuple(arguments.length or [program_at(None).length])
+    for length in lengths:
+        program_at(length)  # a bad program or T fails here, before any run
+    grid = sweep.Grid(tuple(arguments.heads), tuple(arguments.layers or [None]), lengths,
+                      tuple(arguments.d_model), tuple(arguments.steps), arguments.seeds, base)
+    init = arguments.init.read_bytes() if _init_model(arguments) is not None else None
+    try:
+        runs = sweep.expand(grid, str(arguments.file), source, init)
+        folder = arguments.output
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{folder}: not a folder")
+        rows = sweep.execute(runs, folder, arguments.workers, arguments.address,
+                             on_finished=lambda row: print(f"  {row['run']}: NMSE {row['nmse']}", flush=True))
+        configs = sweep.finish(folder, arguments.file.name, grid, runs, rows, program_at, arguments.compare_eps)
+    except (TrainError, sweep.SweepError) as error:
+        raise UsageError(f"infoflowc sweep: {error}") from None
+    print(f"{arguments.file}: {len(rows)} of {len(runs)} runs finished; best NMSE per configuration:")
+    for c in configs:
+        print(f"  heads {c.heads:<8} T {c.length:<5} d_model {c.d_model:<5} steps {c.steps:<7} "
+              f"{c.best:.3g}  ({c.verdict})")
+    print(f"  wrote            {folder / 'results.csv'}, {folder / 'summary.md'}, {folder / 'nmse.png'}")
+    return EXIT_OK
+
+
+COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check,
+            "train": command_train, "sweep": command_sweep}
 
 
 def run(argv: Sequence[str] | None = None) -> int:
