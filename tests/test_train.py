@@ -4,6 +4,7 @@ follow their definitions, and bad flags exit 2 with nothing written."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -131,7 +132,7 @@ def test_distributions_and_the_schedule() -> None:
     assert float(draw_inputs(program, Distribution(), 100, seed=3).abs().max()) <= 1.0
     factors = [learning_rate_factor(s, 100) for s in range(100)]
     assert factors[:5] == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])
-    assert all(a >= b for a, b in zip(factors[4:], factors[5:], strict=False)) and factors[-1] < 1e-3
+    assert all(a >= b for a, b in itertools.pairwise(factors[4:])) and factors[-1] < 1e-3
 
 
 def test_cli_train_writes_a_model_that_loads(tmp_path) -> None:
@@ -153,7 +154,7 @@ def test_cli_train_writes_a_model_that_loads(tmp_path) -> None:
 ])
 def test_cli_train_rejects_bad_flags_with_exit_2_and_writes_nothing(tmp_path, flags) -> None:
     out = tmp_path / "m.safetensors"
-    code, stdout, err = run_cli(["train", D_RETRIEVAL, "--steps", "2", *flags, "-o", str(out)]
+    code, _, err = run_cli(["train", D_RETRIEVAL, "--steps", "2", *flags, "-o", str(out)]
                                 if "--steps" not in flags else ["train", D_RETRIEVAL, *flags, "-o", str(out)])
     assert code == 2 and err.strip() and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists() and list(tmp_path.iterdir()) == []

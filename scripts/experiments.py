@@ -1,0 +1,203 @@
+"""Run the CPU sweeps of EXPERIMENTS.md and write EXPERIMENTS.md from their results.
+
+    python scripts/experiments.py            # run (or resume) every sweep, then write EXPERIMENTS.md
+    python scripts/experiments.py --render   # only rewrite EXPERIMENTS.md from experiments/*/results.csv
+
+Each sweep is an ``infoflowc sweep`` command (listed below and in EXPERIMENTS.md); the sweeps run
+in two parallel streams of one process each (``--workers 1``), so the whole set uses two cores.
+A sweep is resumable: rerunning skips every finished run, so an interrupted run of this script
+loses only the runs in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "experiments"
+COMMON = ["--d-head", "8", "--batch", "256", "--lr", "3e-3", "--workers", "1"]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    program: str
+    flags: tuple[str, ...]
+    stream: int  # which of the two parallel streams runs it
+
+    def argv(self) -> list[str]:
+        return ["sweep", f"compiled_examples/{self.program}.iflow", *self.flags, *COMMON, "-o",
+                f"experiments/{self.name}"]
+
+    def command(self) -> str:
+        return "infoflowc " + " ".join(self.argv())
+
+
+SWEEPS = [
+    Sweep("hc_d4_t32", "d_retrieval", ("--T", "32", "--heads", "3", "--heads", "4", "--layers", "1", "--d-model", "32",
+                                       "--d-mlp", "32", "--steps", "8000", "--dist", "normal", "--seeds", "1"), 0),
+    Sweep("intrinsic2_t16", "intrinsic_2", ("--T", "16", "--heads", "2,2", "--heads", "1,2", "--heads", "2,1",
+                                            "--d-model", "32", "--d-mlp", "32", "--steps", "6000", "--seeds", "1",
+                                            "--compare-eps", "0.1"), 1),
+    Sweep("intrinsic2_t16_wide", "intrinsic_2", ("--T", "16", "--heads", "2,2", "--d-model", "48", "--d-mlp", "64",
+                                                 "--steps", "6000", "--seeds", "1", "--compare-eps", "0.1"), 1),
+    Sweep("triangle_small", "triangle_center", ("--T", "4,8,16", "--heads", "2,2", "--d-model", "24", "--d-mlp", "32",
+                                                "--steps", "2000", "--seeds", "1"), 0),
+    Sweep("triangle_large", "triangle_center", ("--T", "4,8,16", "--heads", "4,4", "--d-model", "48", "--d-mlp", "32",
+                                                "--steps", "2000", "--seeds", "1"), 1),
+]
+
+#: The paper-scale sweep (THEORY.md §2, IF intrinsic dimension): for a GPU or a Ray cluster.
+PAPER_SCALE = [
+    f"infoflowc sweep {program} --T 64 --heads {d},{d} --heads {d - 1},{d} --heads {d},{d - 1} --d-model 64 "
+    f"--d-head 16 --d-mlp 256 --steps 40000 --lr 1e-3 --dist normal --seeds 3 --workers 16 --address auto "
+    f"-o experiments/paper_intrinsic_{d}"
+    for d, program in [(2, "compiled_examples/intrinsic_2.iflow"), (3, "compiled_examples/intrinsic_3.iflow"),
+                       (4, "compiled_examples/intrinsic_4.iflow"), (5, "compiled_examples/intrinsic_5.iflow"),
+                       (6, "compiled_examples/intrinsic_6.iflow")]
+]
+
+
+def run_all() -> None:
+    """Both streams as subprocesses (``nice``: the machine may be shared)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "OMP_NUM_THREADS": "1"}
+    streams = []
+    for stream in (0, 1):
+        commands = [[sys.executable, "-m", "infoflow_dsl.cli", *s.argv()] for s in SWEEPS if s.stream == stream]
+        script = " && ".join(" ".join(c) for c in commands)
+        streams.append(subprocess.Popen(["nice", "-n", "10", "sh", "-c", script], cwd=ROOT, env=env))
+    codes = [p.wait() for p in streams]
+    if any(codes):
+        sys.exit(f"a sweep failed (exit codes {codes})")
+
+
+# ---------------------------------------------------------------------------- EXPERIMENTS.md
+
+
+def rows(name: str) -> list[dict[str, str]]:
+    path = OUT / name / "results.csv"
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as stream:
+        return list(csv.DictReader(stream))
+
+
+def best(name: str, **where: str) -> tuple[float, int, int] | None:
+    """(best NMSE, parameters, seeds) over the rows matching ``where``."""
+    found = [r for r in rows(name) if all(r[k] == v for k, v in where.items())]
+    if not found:
+        return None
+    return min(float(r["nmse"]) for r in found), int(found[0]["parameters"]), len(found)
+
+
+def cpu_minutes() -> float:
+    return sum(float(r["seconds"]) for s in SWEEPS for r in rows(s.name)) / 60
+
+
+def summary_section(name: str) -> str:
+    path = OUT / name / "summary.md"
+    if not path.exists():
+        return f"(sweep {name} has not finished yet)\n"
+    text = path.read_text(encoding="utf-8")
+    return text.split("\n", 2)[2]  # without the title
+
+
+def render() -> str:
+    hc3, hc4 = best("hc_d4_t32", heads="3"), best("hc_d4_t32", heads="4")
+    i22, i12, i21 = (best("intrinsic2_t16", heads=h) for h in ("2,2", "1,2", "2,1"))
+    wide = best("intrinsic2_t16_wide", heads="2,2")
+    lines = [
+        "# Experiments: trained models against analyze's predictions",
+        "",
+        "Regenerate (runs or resumes every sweep below, then rewrites this file):",
+        "",
+        "    PYTHONPATH=. python scripts/experiments.py",
+        "",
+        "Every figure below is measured by the sweeps listed at the end, on a shared machine with 2 CPU cores",
+        f"(no GPU); the CPU sweeps took {cpu_minutes():.1f} CPU-minutes of training in all (sum of the runs'",
+        "wall times, two runs at a time). The scale is far below the papers' (fewer steps, one seed, smaller T),",
+        "so the figures are compared with the papers' as trends, not digit for digit.",
+        "",
+        "Protocol (all CPU sweeps): AdamW, peak lr 3e-3, weight decay 1e-2, linear warm-up over the first 5% of",
+        "the steps then cosine decay to 0, batch 256, fresh inputs every step, exact targets from the reference",
+        "evaluator, d_head 8, no LayerNorm, validation NMSE = MSE / Var(target) on 4,096 held-out inputs, best",
+        "over the seeds run. HC: inputs N(0, I₄) (not clamped: `--dist normal`), as in the paper. intrinsic_2 and",
+        "triangle_center: inputs uniform on the declared domain ([-1, 1]⁴, the ball of radius 4), so that the",
+        "compiled model, whose guarantee holds on that domain, is measured on the same inputs.",
+        "",
+        "## HC synthetic task: D = 4 retrievals, one layer (head-count transition)",
+        "",
+        "Paper (T = 128, 1 layer, head dim 8, MLP 32): NMSE 1.58e-3 (h = 3), 5.23e-6 (h = 4).",
+        "",
+        "| heads | infoflow NMSE (T = 32, 8,000 steps) | analyze |",
+        "|---|---|---|",
+    ]
+    verdicts = {"3": "inefficient (3 heads < D = 4)", "4": "efficient"}
+    for heads, found in (("3", hc3), ("4", hc4)):
+        lines.append(f"| h = {heads} | {_fmt(found)} | {verdicts[heads]} |")
+    if hc3 and hc4:
+        lines += ["", f"Factor h = 3 / h = 4: **{hc3[0] / hc4[0]:.3g}×** (acceptance: at least 100×)."]
+    lines += [
+        "",
+        "## IF intrinsic dimension, D = 2 (intrinsic_2), two layers (two-layer transition)",
+        "",
+        "Paper (T = 64, Gaussian inputs): 5.89e-5 (2,2), 5.89e-2 (1,2), 3.67e-2 (2,1).",
+        "",
+        "| heads | infoflow NMSE (T = 16, 6,000 steps, d_model 32, d_mlp 32) | parameters | analyze |",
+        "|---|---|---|---|",
+    ]
+    for heads, found, verdict in (("(2,2)", i22, "efficient"), ("(1,2)", i12, "inefficient"),
+                                  ("(2,1)", i21, "inefficient")):
+        lines.append(f"| {heads} | {_fmt(found)} | {found[1] if found else '—'} | {verdict} |")
+    if i22 and i12 and i21:
+        lines += ["", f"Factors: (1,2) / (2,2) = **{i12[0] / i22[0]:.3g}×**, (2,1) / (2,2) = "
+                  f"**{i21[0] / i22[0]:.3g}×** (acceptance: at least 3× each)."]
+    lines += ["", "Compiled model against trained ones at equal or larger parameter count (uniform inputs on "
+              "[-1, 1]⁴, T = 16):", ""]
+    lines.append(summary_section("intrinsic2_t16_wide"))
+    if wide:
+        lines.append(f"The wider trained (2,2) model ({wide[1]} parameters) reached NMSE {wide[0]:.3g}.")
+    lines += [
+        "",
+        "## IF triangle center (order 3): NMSE grows with T",
+        "",
+        "Paper (T = 8, 16, 32, 64; x ~ N(0, 2I₂), norm clamped to [0.2, 4]): NMSE ≈ 0.08, 0.85, 0.96, 0.985 "
+        "whatever the size.",
+        "",
+        "| size | T = 4 | T = 8 | T = 16 |",
+        "|---|---|---|---|",
+    ]
+    for name, label in (("triangle_small", "heads (2,2), d_model 24"), ("triangle_large", "heads (4,4), d_model 48")):
+        cells = [_fmt(best(name, T=str(t))) for t in (4, 8, 16)]
+        lines.append(f"| {label} | {' | '.join(cells)} |")
+    lines += ["", "(2,000 steps per run, one seed, uniform inputs on the ball of radius 4.)", "",
+              "## Paper scale (D = 2..6, T = 64): one command per D, for a GPU or a Ray cluster", "",
+              "These figures await a GPU or a cluster; none has been measured yet.", ""]
+    lines += [f"    {c}" for c in PAPER_SCALE]
+    lines += ["", "## The sweeps behind the figures", ""]
+    for sweep in SWEEPS:
+        lines += [f"### {sweep.name}", "", f"    {sweep.command()}", "", summary_section(sweep.name)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _fmt(found: tuple[float, int, int] | None) -> str:
+    return "(not run yet)" if found is None else f"{found[0]:.3g}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--render", action="store_true", help="only rewrite EXPERIMENTS.md")
+    if not parser.parse_args().render:
+        run_all()
+    (ROOT / "EXPERIMENTS.md").write_text(render(), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
