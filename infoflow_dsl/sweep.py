@@ -10,7 +10,8 @@ dropped) and runs the others. At the end it writes ``DIR/summary.md`` (best NMSE
 configuration, analyze's verdict for that head budget, the compiled model's NMSE and size for
 reference) and ``DIR/nmse.png``.
 
-``workers == 1`` runs in this process without Ray. Otherwise runs are Ray tasks (one CPU each):
+``workers == 1`` runs in this process without Ray. Otherwise runs are Ray tasks (one CPU each,
+and a quarter of a GPU with ``--device cuda``):
 ``ray.init(address=...)`` joins an existing cluster, without an address a local Ray with
 ``workers`` CPUs is started. A task gets the program's text (not its path) and returns the
 model's bytes, so workers need the package but no shared disk.
@@ -34,6 +35,9 @@ from .train import VALIDATION_SEED, TrainSettings, draw_inputs, head_budget, mod
 
 COLUMNS = ["run", "config", "heads", "layers", "T", "d_model", "d_head", "d_mlp", "steps", "batch", "lr", "dist",
            "seed", "nmse", "parameters", "seconds", "model"]
+
+
+GPU_SHARE = 0.25  # with --device cuda, four runs share one GPU (the models are small)
 
 
 class SweepError(ValueError):
@@ -204,7 +208,8 @@ def _with_ray(todo: Sequence[Run], workers: int, address: str | None,
     else:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     try:
-        task = ray.remote(num_cpus=1)(run_one)
+        on_gpu = todo[0].settings.device.startswith("cuda")
+        task = ray.remote(num_cpus=1, num_gpus=GPU_SHARE if on_gpu else 0)(run_one)
         pending = {task.remote(run): run for run in todo}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)

@@ -161,7 +161,7 @@ def _widths(settings: TrainSettings) -> dict[str, int]:
 def random_tensors(config: Mapping[str, Any], widths: Mapping[str, int], learn_positions: bool,
                    generator: torch.Generator) -> dict[str, Tensor]:
     """Initial weights: matrices (fan_in, ...) ~ N(0, 1/fan_in), the heads' W_Q/W_K/W_V likewise
-    per head, biases 0, β = 1/√(d_head), readout token N(0, 1/D); W_pos ~ N(0, 1/D) when the
+    per head, biases 0, β = 1/√(d_head), readout token N(0, 1/D); W_pos ~ N(0, 1/(T+1)) when the
     positions are learned, else 0. Output projections (W_O, W_out, W_E2) are scaled by 1/√(2L)."""
     layers = max(len(config["layers"]), 1)
     tensors: dict[str, Tensor] = {}

@@ -97,6 +97,14 @@ def best(name: str, **where: str) -> tuple[float, int, int] | None:
     return min(float(r["nmse"]) for r in found), int(found[0]["parameters"]), len(found)
 
 
+def verdict(program: str, length: int, heads: tuple[int, ...]) -> str:
+    """analyze's verdict for the head budget (``infoflowc analyze --T length --heads ...``)."""
+    import infoflow_dsl as ifl
+
+    loaded = ifl.load_program(ROOT / "compiled_examples" / f"{program}.iflow", length=length)
+    return ifl.analyze(loaded, heads).verdict
+
+
 def cpu_minutes() -> float:
     return sum(float(r["seconds"]) for s in SWEEPS for r in rows(s.name)) / 60
 
@@ -139,9 +147,8 @@ def render() -> str:
         "| heads | infoflow NMSE (T = 32, 8,000 steps) | analyze |",
         "|---|---|---|",
     ]
-    verdicts = {"3": "inefficient (3 heads < D = 4)", "4": "efficient"}
     for heads, found in (("3", hc3), ("4", hc4)):
-        lines.append(f"| h = {heads} | {_fmt(found)} | {verdicts[heads]} |")
+        lines.append(f"| h = {heads} | {_fmt(found)} | {verdict('d_retrieval', 32, (int(heads),))} |")
     if hc3 and hc4:
         lines += ["", f"Factor h = 3 / h = 4: **{hc3[0] / hc4[0]:.3g}×** (acceptance: at least 100×)."]
     lines += [
@@ -153,9 +160,9 @@ def render() -> str:
         "| heads | infoflow NMSE (T = 16, 6,000 steps, d_model 32, d_mlp 32) | parameters | analyze |",
         "|---|---|---|---|",
     ]
-    for heads, found, verdict in (("(2,2)", i22, "efficient"), ("(1,2)", i12, "inefficient"),
-                                  ("(2,1)", i21, "inefficient")):
-        lines.append(f"| {heads} | {_fmt(found)} | {found[1] if found else '—'} | {verdict} |")
+    for heads, found in (((2, 2), i22), ((1, 2), i12), ((2, 1), i21)):
+        lines.append(f"| {heads} | {_fmt(found)} | {found[1] if found else '—'} | "
+                     f"{verdict('intrinsic_2', 16, heads)} |")
     if i22 and i12 and i21:
         lines += ["", f"Factors: (1,2) / (2,2) = **{i12[0] / i22[0]:.3g}×**, (2,1) / (2,2) = "
                   f"**{i21[0] / i22[0]:.3g}×** (acceptance: at least 3× each)."]
