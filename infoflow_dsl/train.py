@@ -122,9 +122,11 @@ def head_budget(heads: tuple[int, ...], layers: int | None) -> tuple[int, ...]:
 
 
 def reads_positions(program: ir.Program) -> bool:
-    """Whether the target depends on where tokens are (a fixed position, ``T``, a condition)."""
+    """Whether the target depends on where tokens are: a fixed position, ``T``, a condition
+    between positions, or a position offset (``x(t - 1)``)."""
+    nodes = [program.target, *ir.sub_nodes(program.target), *getattr(program, "token_conditions", ())]
     position_nodes = (ir.FixedPosition, ir.LastPosition, ir.PositionCondition)
-    return any(isinstance(node, position_nodes) for node in ir.sub_nodes(program.target))
+    return any(isinstance(node, position_nodes) or getattr(node, "offset", 0) != 0 for node in nodes)
 
 
 def per_token(program: ir.Program) -> bool:

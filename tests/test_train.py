@@ -98,6 +98,7 @@ def test_positions_are_learned_only_when_the_target_reads_them() -> None:
     assert not reads_positions(compiled.program("d_retrieval", 4))
     assert reads_positions(compiled.program("last_plus_first"))
     assert reads_positions(compiled.program("causal_sum"))
+    assert reads_positions(compiled.program("previous_token"))  # x(t - 1): an offset
     settings = replace(TOY, steps=3, validation=32)
     plain = train(compiled.program("d_retrieval", 4), settings, quiet=True)
     assert not bool(plain.model.pos_embed.W_pos.any())
@@ -166,3 +167,25 @@ def test_init_from_a_model_of_another_target_is_a_usage_error(tmp_path) -> None:
     code, _, err = run_cli(["train", D_RETRIEVAL, "--heads", "8", "--d-model", "64", "--steps", "1",
                             "--init", str(other), "-o", str(tmp_path / "m.safetensors")])
     assert code == 2 and "--init" in err and not (tmp_path / "m.safetensors").exists()
+
+
+def test_a_per_token_target_trains_on_its_defined_positions_and_checks(tmp_path) -> None:
+    program = compiled.program("previous_token", 6)  # target(t : t >= 2) = x(t - 1): NaN at t = 1
+    assert program.per_token
+    settings = TrainSettings(heads=(2,), d_model=16, d_head=8, d_mlp=16, steps=200, batch=64, lr=1e-2,
+                             validation=256)
+    result = train(program, settings, quiet=True)
+    assert result.model.config["output"] == "token"
+    x = draw_inputs(program, settings.dist, 8, seed=1)
+    with torch.no_grad():
+        assert result.model(x.float()).shape == evaluate_shape(program, x)
+    assert result.final_nmse < 0.5 * result.history[0][1], result.history
+    path = tmp_path / "per_token.safetensors"
+    ifl.save(result.model, path)
+    code, out, err = run_cli(["check", str(path), "--samples", "100"])
+    assert (code, err) == (0, ""), err
+    assert "NMSE" in out
+
+
+def evaluate_shape(program: ifl.Program, x: torch.Tensor) -> torch.Size:
+    return ifl.evaluate(program, x).shape
