@@ -120,8 +120,8 @@ def _training_flags(command: argparse.ArgumentParser, grid: bool) -> None:
 
 
 def _comma_list(text: str) -> list[int]:
-    parts = [_positive_int(part) for part in text.split(",")]
-    return parts
+    """A grid axis: ``16,32`` -> [16, 32], each a whole number ≥ 1."""
+    return [_positive_int(part) for part in text.split(",")]
 
 
 def _head_budget(text: str) -> tuple[int, ...]:
