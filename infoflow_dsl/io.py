@@ -70,7 +70,12 @@ def _canonical_header(data: bytes) -> bytes:
 def save(model: CompiledTransformer, path: str | os.PathLike[str]) -> None:
     """Write ``model`` to ``path`` (a ``.safetensors`` file) atomically: the file is either the
     complete new model or left as it was."""
-    data = model_to_bytes(model)
+    write_bytes_atomically(path, model_to_bytes(model))
+
+
+def write_bytes_atomically(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, fsynced, then
+    ``os.replace``: the file is either complete or left as it was."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

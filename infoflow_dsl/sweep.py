@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import typed as ir
+from .io import write_bytes_atomically
 from .train import VALIDATION_SEED, Distribution, TrainSettings, draw_inputs, head_budget, model_nmse
 
 COLUMNS = ["run", "config", "heads", "layers", "T", "d_model", "d_head", "d_mlp", "steps", "batch", "lr", "dist",
@@ -135,20 +136,11 @@ def read_results(path: Path) -> list[dict[str, str]]:
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
         data = data[: data.rfind(b"\n") + 1]
-        _write_atomically(path, data)
+        write_bytes_atomically(path, data)
     reader = csv.DictReader(io.StringIO(data.decode("utf-8")))
     if data and reader.fieldnames != COLUMNS:
         raise SweepError(f"{path}: not a results file of this sweep (columns {reader.fieldnames})")
     return list(reader)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as stream:
-        stream.write(data)
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(temporary, path)
 
 
 def append_row(path: Path, row: dict[str, Any]) -> None:
@@ -168,7 +160,7 @@ def record(folder: Path, row: dict[str, Any], model: bytes, run: Run) -> None:
     models = folder / "models"
     models.mkdir(exist_ok=True)
     target = models / f"{run.file_id}.safetensors"
-    _write_atomically(target, model)
+    write_bytes_atomically(target, model)
     append_row(folder / "results.csv", {**row, "model": f"models/{target.name}"})
 
 
@@ -349,7 +341,7 @@ def plot_nmse(title: str, configs: Sequence[ConfigSummary], path: Path) -> None:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", metadata={"Software": None})
     plt.close(figure)
-    _write_atomically(path, buffer.getvalue())
+    write_bytes_atomically(path, buffer.getvalue())
 
 
 def protocol_text(grid: Grid) -> str:
@@ -366,6 +358,6 @@ def finish(folder: Path, title: str, grid: Grid, runs: Sequence[Run], rows: Sequ
     configs = summarise(rows, runs, analyze_verdict(program_at))
     references = [compiled_reference(program_at(length), grid.base, compare_eps) for length in grid.lengths]
     text = render_summary(title, protocol_text(grid), configs, references)
-    _write_atomically(folder / "summary.md", text.encode("utf-8"))
+    write_bytes_atomically(folder / "summary.md", text.encode("utf-8"))
     plot_nmse(title, configs, folder / "nmse.png")
     return configs
