@@ -50,22 +50,29 @@ SWEEPS = [
                                             "--seeds", "1", "--compare-eps", "0.1"), 1),
     Sweep("triangle_small", "triangle_center", ("--T", "4,8,16", "--heads", "2,2", "--d-model", "24", "--d-mlp", "32",
                                                 "--steps", "2000", "--seeds", "1"), 0),
-    Sweep("triangle_large", "triangle_center", ("--T", "4,8,16", "--heads", "4,4", "--d-model", "48", "--d-mlp", "32",
-                                                "--steps", "2000", "--seeds", "1"), 0),
-    Sweep("intrinsic2_t16_wide", "intrinsic_2", ("--T", "16", "--heads", "2,2", "--d-model", "48", "--d-mlp", "64",
-                                                 "--steps", "6000", "--dist", "normal", "--seeds", "1",
-                                                 "--compare-eps", "0.1"), 0),
 ]
 
-#: The paper-scale sweep (THEORY.md §2, IF intrinsic dimension): for a GPU or a Ray cluster.
-PAPER_SCALE = [
-    f"infoflowc sweep {program} --T 64 --heads {d},{d} --heads {d - 1},{d} --heads {d},{d - 1} --d-model 64 "
-    f"--d-head 16 --d-mlp 256 --steps 40000 --lr 1e-3 --dist normal --seeds 3 --workers 16 --address auto "
-    f"-o experiments/paper_intrinsic_{d}"
-    for d, program in [(2, "compiled_examples/intrinsic_2.iflow"), (3, "compiled_examples/intrinsic_3.iflow"),
-                       (4, "compiled_examples/intrinsic_4.iflow"), (5, "compiled_examples/intrinsic_5.iflow"),
-                       (6, "compiled_examples/intrinsic_6.iflow")]
-]
+#: The paper-scale sweep (THEORY.md §2, IF intrinsic dimension, D = 2..6, T = 64): for a GPU or a
+#: Ray cluster, ``python scripts/experiments.py --paper-scale [--address ADDR] [--device cuda]``.
+PAPER_SCALE_FLAGS = ("--T", "64", "--d-model", "64", "--d-head", "16", "--d-mlp", "256", "--steps", "40000",
+                     "--batch", "256", "--lr", "1e-3", "--dist", "normal", "--seeds", "3", "--compare-eps", "0.1")
+
+
+def paper_scale_argv(d: int, address: str | None, device: str, workers: int) -> list[str]:
+    heads = ["--heads", f"{d},{d}", "--heads", f"{d - 1},{d}", "--heads", f"{d},{d - 1}"]
+    where = ["--address", address] if address else ["--workers", str(workers)]
+    return ["sweep", f"compiled_examples/intrinsic_{d}.iflow", *heads, *PAPER_SCALE_FLAGS, "--device", device,
+            *where, "-o", f"experiments/paper_intrinsic_{d}"]
+
+
+def run_paper_scale(address: str | None, device: str, workers: int) -> None:
+    """The five sweeps D = 2..6, one after the other, each spread over the cluster (or local Ray)."""
+    from infoflow_dsl.cli import run
+
+    for d in range(2, 7):
+        code = run(paper_scale_argv(d, address, device, workers))
+        if code:
+            sys.exit(f"the D = {d} sweep failed (exit {code})")
 
 
 def run_all() -> None:
@@ -122,7 +129,7 @@ def domain_comparison() -> list[str]:
         model = ifl.compile(program, eps=eps, dtype="float64", device="cpu", samples=0)
         out.append(f"| compiled, ε = {eps:g} | {model.parameter_count()} ({model.nonzero_parameter_count()}) | "
                    f"{model_nmse(model, program, x):.3g} |")
-    for name in ("intrinsic2_t16", "intrinsic2_t16_wide"):
+    for name in ("intrinsic2_t16",):
         found = [r for r in rows(name) if r["heads"] == "2,2"]
         if found and (OUT / name / min(found, key=lambda r: float(r["nmse"]))["model"]).exists():
             row = min(found, key=lambda r: float(r["nmse"]))
@@ -148,7 +155,6 @@ def render() -> str:
     hc = {(h, n): best(name, heads=h) for h in ("3", "4") for n, name in ((8000, "hc_d4_t32"),
                                                                             (20000, "hc_d4_t32_long"))}
     i22, i12, i21 = (best("intrinsic2_t16", heads=h) for h in ("2,2", "1,2", "2,1"))
-    wide = best("intrinsic2_t16_wide", heads="2,2")
     lines = [
         "# Experiments: trained models against analyze's predictions",
         "",
@@ -202,8 +208,6 @@ def render() -> str:
               "N(0, I₄) inputs, which cover it), T = 16:", "",
               "| model | parameters (nonzero) | NMSE on [-1, 1]⁴ |", "|---|---|---|"]
     lines += domain_comparison()
-    if wide:
-        lines += ["", f"(The wide trained model's NMSE on its own N(0, I₄) validation set: {wide[0]:.3g}.)"]
     lines += [
         "",
         "## IF triangle center (order 3): NMSE grows with T",
@@ -214,13 +218,17 @@ def render() -> str:
         "| size | T = 4 | T = 8 | T = 16 |",
         "|---|---|---|---|",
     ]
-    for name, label in (("triangle_small", "heads (2,2), d_model 24"), ("triangle_large", "heads (4,4), d_model 48")):
+    for name, label in (("triangle_small", "heads (2,2), d_model 24"),):
         cells = [_fmt(best(name, T=str(t))) for t in (4, 8, 16)]
         lines.append(f"| {label} | {' | '.join(cells)} |")
     lines += ["", "(2,000 steps per run, one seed, uniform inputs on the ball of radius 4.)", "",
-              "## Paper scale (D = 2..6, T = 64): one command per D, for a GPU or a Ray cluster", "",
+              "## Paper scale (D = 2..6, T = 64): one command, for a GPU or a Ray cluster", "",
               "These figures await a GPU or a cluster; none has been measured yet.", ""]
-    lines += [f"    {c}" for c in PAPER_SCALE]
+    script = "    PYTHONPATH=. python scripts/experiments.py --paper-scale"
+    lines += [f"{script} --address auto               # on a Ray cluster's head node",
+              f"{script} --device cuda --workers 8   # on one GPU machine",
+              "", "which runs, for D = 2..6 (D = 2 shown):", "",
+              "    infoflowc " + " ".join(paper_scale_argv(2, "auto", "cpu", 1))]
     lines += ["", "## The sweeps behind the figures", ""]
     for sweep in SWEEPS:
         lines += [f"### {sweep.name}", "", f"    {sweep.command()}", "", summary_section(sweep.name)]
@@ -234,7 +242,15 @@ def _fmt(found: tuple[float, int, int] | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--render", action="store_true", help="only rewrite EXPERIMENTS.md")
-    if not parser.parse_args().render:
+    parser.add_argument("--paper-scale", action="store_true", help="run the paper-scale sweeps (GPU or cluster)")
+    parser.add_argument("--address", help="the Ray cluster for --paper-scale")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda, for --paper-scale")
+    parser.add_argument("--workers", type=int, default=8, help="local Ray workers for --paper-scale without --address")
+    arguments = parser.parse_args()
+    if arguments.paper_scale:
+        run_paper_scale(arguments.address, arguments.device, arguments.workers)
+        return
+    if not arguments.render:
         run_all()
     (ROOT / "EXPERIMENTS.md").write_text(render(), encoding="utf-8")
 
