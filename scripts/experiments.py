@@ -196,9 +196,10 @@ def render() -> str:
         "Protocol (all CPU sweeps): AdamW, peak lr 3e-3, weight decay 1e-2, linear warm-up over the first 5% of",
         "the steps then cosine decay to 0, batch 256, fresh inputs every step, exact targets from the reference",
         "evaluator, d_head 8, no LayerNorm, validation NMSE = MSE / Var(target) on 4,096 held-out inputs, best",
-        "over the seeds run. HC: inputs N(0, I₄) (not clamped: `--dist normal`), as in the paper. intrinsic_2 and",
-        "triangle_center: inputs uniform on the declared domain ([-1, 1]⁴, the ball of radius 4), so that the",
-        "compiled model, whose guarantee holds on that domain, is measured on the same inputs.",
+        "over the seeds run. HC and intrinsic_2: inputs N(0, I₄), not clamped (`--dist normal`), as in the",
+        "papers. triangle_center: inputs uniform on its declared domain, the disc of radius 4 (the paper clamps",
+        "N(0, 2I₂) to norms in [0.2, 4]). Compiled models are measured on both distributions below; their",
+        "guarantee holds on the declared domain only.",
         "",
         "## HC synthetic task: D = 4 retrievals, one layer (head-count transition)",
         "",
@@ -217,7 +218,12 @@ def render() -> str:
     for steps in (8000, 20000):
         if hc["3", steps] and hc["4", steps]:
             factor = hc["3", steps][0] / hc["4", steps][0]
-            lines += ["", f"Factor h = 3 / h = 4 after {steps:,} steps: **{factor:.3g}×** (acceptance: at least 100×)."]
+            met = "met" if factor >= 100 else "NOT met at this scale"
+            lines += ["", f"Factor h = 3 / h = 4 after {steps:,} steps: **{factor:.3g}×** (acceptance: at least 100×; "
+                      f"{met})."]
+    lines += ["", "At 8,000 steps neither model has sharpened its attention (both sit at the h = 3 floor); with",
+              "20,000 steps h = 4 breaks through while h = 3 cannot, and the gap keeps growing with training (the",
+              "issue's reference script needed 40,000 steps for 4.9e-7 against 7.4e-3)."]
     lines += [
         "",
         "## IF intrinsic dimension, D = 2 (intrinsic_2), two layers (two-layer transition)",
@@ -231,8 +237,10 @@ def render() -> str:
         lines.append(f"| {heads} | {_fmt(found)} | {found[1] if found else '—'} | "
                      f"{verdict('intrinsic_2', 16, heads)} |")
     if i22 and i12 and i21:
+        met = "met" if min(i12[0], i21[0]) >= 3 * i22[0] else "NOT met at this scale"
         lines += ["", f"Factors: (1,2) / (2,2) = **{i12[0] / i22[0]:.3g}×**, (2,1) / (2,2) = "
-                  f"**{i21[0] / i22[0]:.3g}×** (acceptance: at least 3× each)."]
+                  f"**{i21[0] / i22[0]:.3g}×** (acceptance: at least 3× each; {met}). The order matches analyze's "
+                  "verdicts: (2,2) is best; 10,000 steps is a quarter of the reference's 40,000."]
     lines += ["", "Compiled models beside the trained ones (T = 16). The compiled guarantee holds on the declared",
               "domain [-1, 1]⁴; the trained models saw N(0, I₄) inputs:", "", *COMPARISON_HEADER,
               *(compiled_row("intrinsic_2", 16, eps) for eps in (0.1, 0.01))]
