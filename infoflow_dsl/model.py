@@ -74,6 +74,16 @@ def no_tap(name: str, value: Tensor) -> Tensor:
     return value
 
 
+def listens(tap: Tap, name: str) -> bool:
+    """Whether ``tap`` may read or replace ``name``: never for the plain tap; a tap can answer
+    with a ``listens(name)`` method (else it is taken to listen to everything). The FFN gathers
+    its hidden activations (B, N, M) only for a tap that listens to them."""
+    if tap is no_tap:
+        return False
+    ask = getattr(tap, "listens", None)
+    return True if ask is None else bool(ask(name))
+
+
 # A dimension in an expected shape: an int fixed by the config, or a symbol (str) that every
 # tensor using it must agree on (the head widths E_l, V_l, the FFN widths M0, M_l).
 Dim = int | str
@@ -440,9 +450,9 @@ class CompiledTransformer(nn.Module):
 
     def _mlp(self, layer: int, h: Tensor, tap: Tap) -> Tensor:
         """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D)."""
-        m = self.blocks[layer].mlp
-        hooked = None if tap is no_tap else tap  # the fused chunks unless someone listens
-        return _relu_block(m, h, m.W_in, m.b_in, m.W_out, hooked, f"blocks.{layer}.mlp.") + m.b_out
+        m, p = self.blocks[layer].mlp, f"blocks.{layer}.mlp."
+        hooked = tap if listens(tap, p + "hook_pre") or listens(tap, p + "hook_post") else None  # else fused chunks
+        return _relu_block(m, h, m.W_in, m.b_in, m.W_out, hooked, p) + m.b_out
 
     def _stream(self, x: Tensor, readout_only: bool = False, tap: Tap = no_tap) -> Iterator[Tensor]:
         """Yield the residual stream after the embedding and after each layer, each (B, T'+1, D).
