@@ -23,15 +23,14 @@ from typing import Any
 import torch
 
 from . import typed as ir
-from .check import check
 from .circuit import ONE, Circuit, FFNBlock, LinearForm
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, build_tree
 from .evaluate import ReferenceEvaluator
 from .lower import ROUNDING_SAFETY, lower
 from .model import CompiledTransformer
-from .parse import parse
 from .pipeline import resolve_dtype
 from .schedule import build_schedule
+from .verify import StoredProgramError, program_of
 
 Tensor = torch.Tensor
 
@@ -117,24 +116,17 @@ def _reading(form: LinearForm, hook: str, index: dict[str, int]) -> Reading:
 # ---------------------------------------------------------------------------- relowering
 
 
-def program_of(model: CompiledTransformer) -> ir.Program:
-    """The checked program a model was compiled from (its config's source, length and margin)."""
-    record = model.config.get("program")
-    if not isinstance(record, dict) or not isinstance(record.get("source"), str):
-        raise ValueError("this model's config holds no program: only compiled models have a circuit map")
-    name = str(record.get("name", "<model>"))
-    return check(parse(record["source"], name), name, record["source"], length=model.T, margin=record.get("margin"))
-
-
 def relower(model: CompiledTransformer) -> tuple[ir.Program, ComparisonTree, Circuit]:
-    """(program, comparison tree, circuit) of a compiled model, lowered again as ``compile`` did."""
+    """(program, comparison tree, circuit) of a compiled model, lowered again as ``compile`` did.
+    Raises :class:`~infoflow_dsl.verify.StoredProgramError` for a model without a program, or
+    whose program no longer gives its residual directions."""
     program = program_of(model)
     tree = build_tree(program)
     schedule = build_schedule(tree, None, program.margin)
     circuit = lower(program, schedule, float(model.config["eps"]), resolve_dtype(model.config["dtype"]))
     if list(circuit.directions) != list(model.config.get("residual_labels", [])):
-        raise ValueError("this model's residual directions differ from its program's circuit "
-                         "(compiled by another version of infoflow?)")
+        raise StoredProgramError("the model's residual directions differ from its program's circuit "
+                                 "(compiled by another version of infoflow?)")
     return program, tree, circuit
 
 

@@ -3,6 +3,7 @@ TransformerLens cache, against the reference evaluator; activation patching agai
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -11,11 +12,13 @@ import torch
 from compiled import CANONICAL_EFFICIENT, EXTRA_COMPILED, model, program
 from handmade_models import random_model
 from programs import EXAMPLES_DIR
+from test_cli import run_cli
 
 import infoflow_dsl as ifl
-from infoflow_dsl.circuit_map import ffn_reference, node_reference, program_of
+from infoflow_dsl.circuit_map import ffn_reference, node_reference
 from infoflow_dsl.evaluate import retrieval_margin
 from infoflow_dsl.typed import Box
+from infoflow_dsl.verify import StoredProgramError, program_of
 
 SAMPLES = 1000
 RESIDUAL = lambda name: "resid" in name  # noqa: E731  (the hooks every record reads)
@@ -93,7 +96,7 @@ def test_node_reference_root_is_the_target():
 
 
 def test_a_model_without_a_program_has_no_map():
-    with pytest.raises(ValueError, match="holds no program"):
+    with pytest.raises(StoredProgramError, match="holds no program source"):
         ifl.circuit(random_model())
 
 
@@ -167,3 +170,27 @@ def test_patching_c1_hook_z_from_a_second_input_moves_the_output_as_predicted(na
           f"moved > 4·bound on {np.mean(moved > 4 * bound):.0%}")
     assert error.max() <= bound, f"{error.max():.3g} > {bound:.3g}"
     assert np.mean(moved > 4 * bound) > 0.5  # the patch moves the output well beyond the bound
+
+
+# ---------------------------------------------------------------------------- infoflowc circuit
+
+
+def test_cli_circuit_json_is_the_records_and_text_names_them():
+    path = EXAMPLES_DIR / "min_pairwise.safetensors"
+    code, out, err = run_cli(["circuit", str(path), "--json"])
+    assert (code, err) == (0, "")
+    assert json.loads(out) == {"model": str(path), "sites": [s.to_json() for s in ifl.circuit(ifl.load(path))]}
+    code, out, err = run_cli(["circuit", str(path)])
+    assert (code, err) == (0, "")
+    assert "c1         token   blocks.0.hook_resid_post" in out and "head blocks.0.attn.hook_z[:, :, 0]" in out
+
+
+def test_cli_circuit_refuses_a_bad_file_and_a_model_without_program(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a model")
+    code, out, err = run_cli(["circuit", str(bad)])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    handmade = tmp_path / "handmade.safetensors"
+    ifl.save(random_model(), handmade)
+    code, out, err = run_cli(["circuit", str(handmade)])
+    assert (code, out) == (2, "") and err.strip() == f"{handmade}: the file holds no program source"
