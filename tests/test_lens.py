@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -137,3 +138,15 @@ def test_import_does_not_load_transformer_lens_and_hooked_names_the_extra_withou
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                          cwd=EXAMPLES_DIR.parent)
     assert out.stdout.splitlines() == ["False", LENS_MISSING]
+
+
+def test_readme_interpretability_example_runs(monkeypatch, capsys):
+    """The README's worked example (its asserts: c1 within its bound at every token, the patched
+    output within the a-priori bound of the numpy prediction) runs as written."""
+    text = (EXAMPLES_DIR.parent / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Interpretability.*?```python\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    monkeypatch.chdir(EXAMPLES_DIR.parent)
+    exec(compile(block.group(1), "README.md", "exec"), {})
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "min_<t2> <x(t1), x(t2)> token blocks.0.hook_resid_post ('blocks.0.attn', 0)"
