@@ -428,7 +428,7 @@ class CompiledTransformer(nn.Module):
         q = _tap_heads(tap, p + "hook_q", torch.einsum("bnD,hDe->bhne", queries, a.W_Q))  # (B, H, N, E)
         k = _tap_heads(tap, p + "hook_k", torch.einsum("bsD,hDe->bhse", tokens, a.W_K))  # (B, H, T', E)
         v = _tap_heads(tap, p + "hook_v", torch.einsum("bsD,hDv->bhsv", tokens, a.W_V))  # (B, H, T', V)
-        scores = _scores(q, k)  # (B, H, T'+1, T')  q.k first, then beta
+        scores = _scores(q, k, layer == len(self.blocks) - 1)  # (B, H, T'+1, T')  q.k first, then beta
         allowed = self._head_masks(layer, length)  # (H, T'+1, T')
         if readout_only:
             allowed = allowed[:, -1:]  # (H, 1, T')
@@ -499,11 +499,12 @@ def _tap_heads(tap: Tap, name: str, value: Tensor) -> Tensor:
     return tap(name, value.transpose(1, 2)).transpose(1, 2)
 
 
-def _scores(q: Tensor, k: Tensor) -> Tensor:
-    """q.k for q (B, H, N, E), k (B, H, T', E) -> (B, H, N, T'), the last (readout) row in a product
-    of its own: a product of one row can round differently from the same row among many, and the
-    readout row must have the same bits whether the layer runs for every row or for it alone."""
+def _scores(q: Tensor, k: Tensor, last_layer: bool) -> Tensor:
+    """q.k for q (B, H, N, E), k (B, H, T', E) -> (B, H, N, T'). In the last layer the readout row
+    (the last) goes in a product of its own: a product of one row can round differently from the
+    same row among many, and the output must have the same bits whether the last layer runs for
+    every row (hooked, ``residual_stream``) or for the readout row alone (``model(x)``)."""
     keys = k.transpose(-1, -2)  # (B, H, E, T')
-    if q.shape[2] == 1:
+    if q.shape[2] == 1 or not last_layer:
         return q @ keys
     return torch.cat([q[:, :, :-1] @ keys, q[:, :, -1:] @ keys], dim=2)
