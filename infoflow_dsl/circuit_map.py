@@ -215,7 +215,8 @@ class _NodeEvaluator(ReferenceEvaluator):
             value = at.expand(self.batch, *at.shape[1:])
             self.nodes[node.name] = (scope, value)
             token = ir.Token(NodeResult(node.name, scope, ir.POSITION, node.name), ir.vector(self.dimension))
-            return self.value(token, scope)  # (B, *dims, d)
+            some_key = self.mask(node.conditions, (*scope, variable)).any(dim=-1)  # (1, *dims)
+            return torch.where(some_key[..., None], self.value(token, scope), torch.nan)  # (B, *dims, d)
         reduce = ir.Reduce(node.kind, node.variables, node.conditions, node.body,  # type: ignore[arg-type]
                            node.body.type, node.rank)  # type: ignore[union-attr]
         value = self.value(reduce, scope)
@@ -226,8 +227,10 @@ class _NodeEvaluator(ReferenceEvaluator):
 
 def node_reference(program: ir.Program, x: Tensor) -> dict[str, Tensor]:
     """The exact value of every comparison node of ``program`` on x (B, T, d), float64:
-    (B, T, *shape) for a node with a context position (its value at each token), else (B, *shape).
-    A token retrieval's value is the retrieved token."""
+    (B, T, *shape) for a node with a context position (its value at each token), else (B, *shape)
+    (one value, which a per-token target's model holds at every token: its record's site is token).
+    A token retrieval's value is the retrieved token. Where a node's range is empty its value is
+    undefined: ±inf for min/max/top, NaN for mean and token retrieval (sum: 0)."""
     x = torch.as_tensor(x).to(torch.float64)
     evaluator = _NodeEvaluator(x)
     values = {}

@@ -53,12 +53,12 @@ from .circuit import (
     NodeValue,
     ReLUUnit,
 )
-from .comparisons import ComparisonNode, NodeResult
+from .comparisons import ComparisonNode, NodeResult, is_causal
 from .describe import describe
 from .features import Atom, FeaturePair, NotSeparable, separate
 from .positions import count_tuples
 from .ranges import Interval
-from .schedule import Head, Schedule, next_ffn
+from .schedule import Head, Schedule, layers_for_output, next_ffn, relative_label
 
 HEAD_SHARE = 0.01
 MAX_UNITS = 1_000_000
@@ -504,6 +504,8 @@ class Lowerer:
 
     def _token(self, expr: ir.Token, site: str) -> list[Quantity]:
         position = expr.position
+        if isinstance(position, ir.PositionVariable) and position.offset:
+            return self.fetched[(relative_label(position.offset), "token")]
         if isinstance(position, ir.PositionVariable):
             return self.own_token()
         if isinstance(position, NodeResult):
@@ -521,8 +523,12 @@ class Lowerer:
         return share, max(share - spoiled, share / 2)
 
     def position_head(self, head: Head) -> None:
-        """x(k) (or x(T)) fetched to ``head.site`` on angle codes."""
+        """x(k) (or x(T)) fetched to ``head.site`` on angle codes; an offset x(t − k) or x(T − k)
+        by a structural mask instead."""
         label = head.compares[2:-1]
+        if label.startswith("t") or label.startswith("T ") or (self.program.per_token and head.site == "token"):
+            self.masked_position_head(head, label)
+            return
         self._direction(POS_COS)
         self._direction(POS_SIN)
         name = f"head:{head.name}"
@@ -546,6 +552,39 @@ class Lowerer:
             f"x({label}) by angle codes"))
         self.fetched[(label, head.site)] = [
             Quantity(LinearForm.of(o), 2 * head.layer, low, high, ErrorVec.source(name)) for o in outputs]
+
+    def masked_position_head(self, head: Head, label: str) -> None:
+        """x(t − k) at every token t, or x(k), x(T), x(T − k) at ``head.site``, by a structural mask
+        key == query − k (key == k, key == last − k): the one allowed key gets softmax weight
+        exactly 1, so the fetch is exact (error 0, no rounding), needs no β and does not grow with
+        T. The alternative, rotating the query's angle code by kθ, errs by
+        (T − 1)·e^(−β(1 − cos θ))·diam, so the error budget always prefers the mask for offsets,
+        and per-token targets fetch fixed positions this way too (an angle-code head would give
+        every later key a weight e^(−β·gap) > 0: "almost" causal is not causal). In a causal
+        target a token-site fetch also masks keys after the query, so the output at t never
+        reads x(t+1..) even where the target is undefined. A query with no allowed key
+        receives 0 (the checker proved the target never reads it there)."""
+        side = self._position_side(label)
+        low, high = self.token_range()
+        outputs = tuple(self._direction(f"x({label})@{head.site}[{i + 1}]") for i in range(self.program.dimension))
+        zero = (LinearForm(),)
+        mask: tuple[tuple[str | int, str, str | int], ...] = (("key", "==", side),)
+        if head.site == "token" and is_causal(self.program) and not label.startswith("t"):
+            mask += (("key", "<=", "query"),)
+        self.heads.append(AttentionHead(
+            head.name, head.layer, "position", head.site, zero, zero,
+            tuple(LinearForm.of(f"x[{i + 1}]") for i in range(self.program.dimension)), outputs, 0.0, mask, 0.0,
+            f"x({label}) by the mask key == {side}"))
+        self.fetched[(label, head.site)] = [Quantity(LinearForm.of(o), 2 * head.layer, low, high) for o in outputs]
+
+    @staticmethod
+    def _position_side(label: str) -> str | int:
+        """The mask side a fetch label names: ``t - 1`` -> ``query-1``, ``T - 2`` -> ``last-2``, ``3`` -> 3."""
+        if label.isdigit():
+            return int(label)
+        side = "query" if label.startswith("t") else "last"
+        offset = label[1:].replace(" ", "")
+        return mask_side(side, int(offset) if offset else 0)
 
     def _monomial(self, monomial: tuple[Atom, ...], site: str) -> Quantity:
         if not monomial:
@@ -707,9 +746,9 @@ class Lowerer:
 
         def term(t: object) -> str | int:
             if isinstance(t, ir.PositionVariable):
-                return "key" if t.name == variable else "query"
+                return mask_side("key" if t.name == variable else "query", t.offset)
             if isinstance(t, ir.LastPosition):
-                return "last"
+                return mask_side("last", t.offset)
             return t.index  # type: ignore[attr-defined]
 
         return tuple((term(c.left), c.operator, term(c.right)) for c in node.conditions)
@@ -728,9 +767,16 @@ class Lowerer:
                 self.position_head(head)
         for node in self.schedule.tree.nodes:
             self.comparison_head(node, by_name[node.name])
-        outputs = [self._read_out(q) for q in self.values(self.schedule.tree.output, "readout")]
-        layers = max([self.schedule.layers, *((q.stage + 1) // 2 for q in outputs)])
+        tree = self.schedule.tree
+        outputs = [self._read_out(q) for q in self.values(tree.output, tree.output_site)]
+        layers = max([self.schedule.layers, *(layers_for_output(q.stage) for q in outputs)])
         return outputs, layers
+
+
+def mask_side(side: str, offset: int) -> str:
+    """A mask side in the model's config: ``query``, ``key``, ``last``, or with an offset
+    ``query-1``, ``last-2``, ``key+1`` (model.py reads them back)."""
+    return f"{side}{offset:+d}" if offset else side
 
 
 def _with_error(block: FFNBlock, error: float) -> FFNBlock:
@@ -836,6 +882,7 @@ def _circuit(program: ir.Program, schedule: Schedule, lowerer: Lowerer, outputs:
     shares += [(f"ffn {b.name}", b.error) for b in lowerer.blocks if b.error]
     budget = ErrorBudget(eps, tuple(shares), lowerer.rounding, bound)
     fixed = [int(label) for label, _ in lowerer.fetched if label.isdigit()]
+    fixed += [1 - int(label[1:].replace(" ", "")) for label, _ in lowerer.fetched if label.startswith("T ")]
     exact = any(n.kind == "sum" for n in schedule.tree.nodes)
     values = tuple(
         NodeValue(node.name, tuple(q.form for q in lowerer.results[node.name]),
@@ -846,5 +893,6 @@ def _circuit(program: ir.Program, schedule: Schedule, lowerer: Lowerer, outputs:
     return Circuit(
         program.dimension, program.length, tuple(lowerer.directions), tuple(lowerer.heads), tuple(lowerer.blocks),
         tuple(q.form for q in outputs), program.output_shape, layers, lowerer.theta, budget,
-        exact_length_only=exact, min_length=max(fixed, default=1), values=values,
+        exact_length_only=exact, min_length=max(fixed, default=1), output_site=schedule.tree.output_site,
+        causal=is_causal(program), values=values,
     )

@@ -100,7 +100,19 @@ def model_inputs(program: ir.Program, samples: int, seed: int, corners: int = CO
 
 def errors_on(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(|model − reference| per input (max over output components), kept) where ``kept`` marks
-    the inputs the guarantee covers (best score ahead by the margin, for token retrievals)."""
+    the inputs the guarantee covers (best score ahead by the margin, for token retrievals).
+    For a per-token target the error of an input is its largest over the positions where the
+    target is defined and, with a margin, where that position's retrieval clears it."""
+    error, kept = position_errors(model, program, x)
+    if error.dim() == 1:
+        return error, kept
+    return torch.where(kept, error, 0.0).amax(dim=1), kept.any(dim=1)
+
+
+def position_errors(model: CompiledTransformer, program: ir.Program,
+                    x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Like :func:`errors_on`, but a per-token target's errors and coverage per position:
+    (N, T) each (an undefined position has error 0 and is not kept); (N,) for sequence targets."""
     batch = max(1, BATCH_ELEMENTS // max(x.shape[1], 1))
     predicted, reference = [], []  # both in batches: the reference's pairwise tensors are (B, T, T, ...)
     with torch.no_grad():
@@ -108,12 +120,18 @@ def errors_on(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) 
             chunk = x[start:start + batch]
             predicted.append(model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64))
             reference.append(evaluate(program, chunk))
-    error = (torch.cat(predicted) - torch.cat(reference)).abs()
-    if error.dim() > 1:
+    truth = torch.cat(reference)
+    error = (torch.cat(predicted) - truth).abs()
+    if program.per_token:
+        defined = ~truth.isnan()
+        error = torch.where(defined, error, 0.0)
+        if error.dim() > 2:
+            error, defined = error.amax(dim=-1), defined.all(dim=-1)  # (N, T)
+    elif error.dim() > 1:
         error = error.amax(dim=-1)
-    kept = torch.ones(x.shape[0], dtype=torch.bool)
+    kept = defined if program.per_token else torch.ones(x.shape[0], dtype=torch.bool)
     if program.margin is not None:
-        kept = retrieval_margin(program, x) >= program.margin
+        kept = kept & (retrieval_margin(program, x) >= program.margin)
     return error, kept
 
 

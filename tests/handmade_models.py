@@ -116,9 +116,15 @@ _OPS = {
 
 
 def mask_allows(conds: list[list[Any]], key: int, query: int, last: int) -> bool:
-    """Whether a head with these conditions lets query position ``query`` attend to ``key`` (1-based)."""
+    """Whether a head with these conditions lets query position ``query`` attend to ``key`` (1-based);
+    a side may carry an offset (``"query-1"``)."""
     def side(v: Any) -> int:
-        return {"key": key, "query": query, "last": last}[v] if isinstance(v, str) else int(v)
+        if not isinstance(v, str):
+            return int(v)
+        for base in ("key", "query", "last"):
+            if v.startswith(base):
+                return {"key": key, "query": query, "last": last}[base] + int(v[len(base):] or 0)
+        raise ValueError(f"not a mask side: {v!r}")
 
     return all(_OPS[op](side(a), side(b)) for a, op, b in conds)
 
