@@ -422,7 +422,7 @@ class CompiledTransformer(nn.Module):
             heads.append(allowed[None])
         return torch.cat(heads)
 
-    def _embed(self, x: Tensor, tap: Tap) -> Tensor:
+    def _embed(self, x: Tensor, tap: Tap = no_tap) -> Tensor:
         batch, length, _ = x.shape
         e, pos = self.embed, self.pos_embed.W_pos  # pos: (T+1, D)
         xe = torch.cat([x, x.new_ones(batch, length, 1)], dim=-1)  # (B, T', d+1)
@@ -431,7 +431,7 @@ class CompiledTransformer(nn.Module):
         embed = tap("hook_embed", torch.cat([h_tok, h_cls], dim=1))  # (B, T'+1, D)
         return embed + tap("hook_pos_embed", pos[:length + 1].expand(batch, length + 1, self.d_model))
 
-    def _attention(self, layer: int, h: Tensor, tap: Tap, readout_only: bool = False) -> Tensor:
+    def _attention(self, layer: int, h: Tensor, readout_only: bool = False, tap: Tap = no_tap) -> Tensor:
         """The summed output of one layer's heads: (B, T'+1, D), or (B, 1, D) for the readout
         token's queries alone (``readout_only``: all the last layer needs for the output).
 
@@ -465,11 +465,11 @@ class CompiledTransformer(nn.Module):
         z = _tap_heads(tap, p + "hook_z", tap(p + "hook_pattern", attn) @ v)  # (B, H, T'+1, V)
         return torch.einsum("bhnv,hvD->bnD", z, a.W_O)  # (B, T'+1, D)  summed over heads
 
-    def _mlp(self, layer: int, h: Tensor, tap: Tap) -> Tensor:
-        """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D)."""
-        m, p = self.blocks[layer].mlp, f"blocks.{layer}.mlp."
-        hooked = tap if listens(tap, p + "hook_pre") or listens(tap, p + "hook_post") else None  # else fused chunks
-        return _relu_block(m, h, m.W_in, m.b_in, m.W_out, hooked, p) + m.b_out
+    def _mlp(self, m: nn.Module, h: Tensor, tap: Tap = no_tap, prefix: str = "") -> Tensor:
+        """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D); hidden activations tapped
+        as ``{prefix}hook_pre``/``hook_post`` when the tap listens to them (else the fused chunks)."""
+        hooked = tap if listens(tap, prefix + "hook_pre") or listens(tap, prefix + "hook_post") else None
+        return _relu_block(m, h, m.W_in, m.b_in, m.W_out, hooked, prefix) + m.b_out
 
     def _stream(self, x: Tensor, readout_only: bool = False, tap: Tap = no_tap) -> Iterator[Tensor]:
         """Yield the residual stream after the embedding and after each layer, each (B, T'+1, D).
@@ -482,14 +482,16 @@ class CompiledTransformer(nn.Module):
         h = self._embed(self._check_input(x), tap)
         yield h
         last = len(self.blocks) - 1
-        for layer in range(len(self.blocks)):
+        for layer, block in enumerate(self.blocks):
             p = f"blocks.{layer}."
             only = readout_only and layer == last
             h = tap(p + "hook_resid_pre", h)
             row = h[:, -1:] if only else h  # (B, N, D)
             if self._masks[layer] or tap is not no_tap:  # H_l = 0: an FFN-only layer
-                row = tap(p + "hook_resid_mid", row + tap(p + "hook_attn_out", self._attention(layer, h, tap, only)))
-            h = tap(p + "hook_resid_post", row + tap(p + "hook_mlp_out", self._mlp(layer, row, tap)))  # (B, N, D)
+                attn_out = tap(p + "hook_attn_out", self._attention(layer, h, only, tap))  # (B, N, D)
+                row = tap(p + "hook_resid_mid", row + attn_out)
+            mlp_out = tap(p + "hook_mlp_out", self._mlp(block.mlp, row, tap, p + "mlp."))  # (B, N, D)
+            h = tap(p + "hook_resid_post", row + mlp_out)
             yield h
 
     def residual_stream(self, x: Tensor) -> list[Tensor]:
