@@ -26,7 +26,7 @@ from report import write_section
 
 import infoflow_dsl as ifl
 
-BASELINE = "1019367"  # the last commit before the taps
+BASELINE = "e923de3"  # main as merged: the forward without the taps (per-token targets included)
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 256
 REPEATS = 31

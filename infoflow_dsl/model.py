@@ -445,7 +445,8 @@ class CompiledTransformer(nn.Module):
         q = _tap_heads(tap, p + "hook_q", torch.einsum("bnD,hDe->bhne", queries, a.W_Q))  # (B, H, N, E)
         k = _tap_heads(tap, p + "hook_k", torch.einsum("bsD,hDe->bhse", tokens, a.W_K))  # (B, H, T', E)
         v = _tap_heads(tap, p + "hook_v", torch.einsum("bsD,hDv->bhsv", tokens, a.W_V))  # (B, H, T', V)
-        scores = _scores(q, k, layer == len(self.blocks) - 1)  # (B, H, T'+1, T')  q.k first, then beta
+        readout_alone = layer == len(self.blocks) - 1 and not self.per_token  # the layer model(x) may cut short
+        scores = _scores(q, k, readout_alone)  # (B, H, T'+1, T')  q.k first, then beta
         allowed = self._head_masks(layer, length)  # (H, T'+1, T')
         if readout_only:
             allowed = allowed[:, -1:]  # (H, 1, T')
