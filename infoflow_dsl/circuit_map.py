@@ -135,7 +135,7 @@ def relower(model: CompiledTransformer) -> tuple[ir.Program, ComparisonTree, Cir
 
 def circuit(model: CompiledTransformer) -> tuple[CircuitSite, ...]:
     """Every comparison node (one record per component) and FFN function of a compiled model."""
-    _, tree, lowered = relower(model)
+    _, _, lowered = relower(model)
     index = {name: i for i, name in enumerate(lowered.directions)}
     heads = {h.name: h for h in lowered.heads}
     layer_heads: dict[int, list[str]] = {}
@@ -147,7 +147,7 @@ def circuit(model: CompiledTransformer) -> tuple[CircuitSite, ...]:
         where = (f"blocks.{head.layer - 1}.attn", layer_heads[head.layer].index(head.name))
         for j, form in enumerate(value.forms):
             name = value.name if len(value.forms) == 1 else f"{value.name}[{j + 1}]"
-            records.append(CircuitSite(name, "comparison", head.formula, tree.node(value.name).site,
+            records.append(CircuitSite(name, "comparison", head.formula, head.site,
                                        _reading(form, stage_hook(value.stage), index), value.bound, where))
     readout = {o for h in lowered.heads if h.site == "readout" for o in h.outputs}
     for block in lowered.blocks:

@@ -16,6 +16,7 @@ bitwise the plain model's. A layer without heads still has its attention hooks, 
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import torch
@@ -102,8 +103,9 @@ class _HookTap:
         return bool(self.points[name]._forward_hooks)
 
 
+@cache
 def _hooked_class(root: type, hook_point: type, activation_cache: type) -> type:
-    """The HookedRootModule subclass (built once TransformerLens is imported)."""
+    """The HookedRootModule subclass (built once, when TransformerLens is first imported)."""
 
     class HookedCompiled(root):  # type: ignore[misc, valid-type]
         """A compiled model with TransformerLens hook points; ``forward(x)`` = ``model(x)``."""
@@ -126,7 +128,8 @@ def _hooked_class(root: type, hook_point: type, activation_cache: type) -> type:
             self.setup()
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            """``model(x)``: x (B, T', d) -> (B,) or (B, K), every intermediate through its HookPoint."""
+            """``model(x)`` (B, T', d) -> (B,), (B, K), or per token (B, T'), (B, T', K); every
+            intermediate through its HookPoint."""
             return self.compiled.run(x, tap=_HookTap(self.hook_dict))
 
         def run_with_cache(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
