@@ -47,12 +47,14 @@ def baseline_module():
 
 
 def best_times(functions: list, x: torch.Tensor, repeats: int) -> list[float]:
-    """Best CPU time of ``repeats`` per function, the functions called in turn each round."""
+    """Best CPU time of ``repeats`` per function, the functions called in turn each round, in
+    reverse order every other round (whichever runs second inherits the first's freed memory)."""
     best = [float("inf")] * len(functions)
-    for _ in range(repeats):
-        for i, function in enumerate(functions):
+    for round_ in range(repeats):
+        order = range(len(functions)) if round_ % 2 == 0 else reversed(range(len(functions)))
+        for i in order:
             start = time.process_time()
-            function(x)
+            functions[i](x)
             best[i] = min(best[i], time.process_time() - start)
     return best
 
@@ -77,7 +79,7 @@ def main() -> None:
     write_section("Hook points (bench/bench_hooks.py)",
                   f"One torch thread, batch {BATCH}, CPU time, best of {REPEATS} (wrapper: {WRAPPER_REPEATS}), "
                   "variants "
-                  "alternating. `before`: the forward "
+                  "alternating (order reversed every other round). `before`: the forward "
                   f"before the taps (model.py at {BASELINE}); ratios below 1.05 mean the plain forward is within "
                   "5% of it.\n\n" + "\n".join(rows))
 

@@ -520,6 +520,8 @@ class CompiledTransformer(nn.Module):
 
 def _tap_heads(tap: Tap, name: str, value: Tensor) -> Tensor:
     """Tap a (B, H, rows, width) tensor in TransformerLens's (B, rows, H, width) layout."""
+    if tap is no_tap:
+        return value
     return tap(name, value.transpose(1, 2)).transpose(1, 2)
 
 
