@@ -8,7 +8,8 @@ at BASELINE, read from git and built on the same weights), and, for scale, the T
 wrapper with no hooks attached (every row of the last layer, HookPoint calls) and
 ``run_with_cache`` of every hook. Timings are process CPU time (one torch thread, so other
 processes on the machine inflate them less than wall time), the variants alternating each
-round: best of REPEATS for the two plain forwards, of WRAPPER_REPEATS for the wrapper.
+round: best of REPEATS rounds (more for small models, BUDGET seconds' worth) for the two plain
+forwards, of WRAPPER_REPEATS for the wrapper.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ BASELINE = "e923de3"  # main as merged: the forward without the taps (per-token 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 256
 REPEATS = 31
+BUDGET = 3.0  # seconds of CPU per plain variant at least (a 4 ms forward gets 750 rounds)
 WRAPPER_REPEATS = 5
 
 
@@ -72,12 +74,17 @@ def main() -> None:
         x = ifl.sample_inputs(program, BATCH, seed=0).to(model.dtype)
         with torch.no_grad():
             assert torch.equal(model(x), before(x)) and torch.equal(hooked(x), model(x))
-            times = best_times([before, model], x, REPEATS) + best_times([hooked, hooked.run_with_cache], x,
-                                                                         WRAPPER_REPEATS)
+            start = time.process_time()
+            model(x)
+            repeats = max(REPEATS, int(BUDGET / (time.process_time() - start)))  # small models: more rounds
+            times = best_times([before, model], x, repeats) + best_times([hooked, hooked.run_with_cache], x,
+                                                                          WRAPPER_REPEATS)
         cells = [name, f"{eps:g}, {dtype}", f"{1000 * times[0]:.2f}", *(f"{t / times[0]:.3f}" for t in times[1:])]
         rows.append("| " + " | ".join(cells) + " |")
     write_section("Hook points (bench/bench_hooks.py)",
-                  f"One torch thread, batch {BATCH}, CPU time, best of {REPEATS} (wrapper: {WRAPPER_REPEATS}), "
+                  f"One torch thread, batch {BATCH}, CPU time, best of max({REPEATS}, {BUDGET:g} s worth) rounds "
+                  "(wrapper: "
+                  f"{WRAPPER_REPEATS}), "
                   "variants "
                   "alternating (order reversed every other round). `before`: the forward "
                   f"before the taps (model.py at {BASELINE}); ratios below 1.05 mean the plain forward is within "
