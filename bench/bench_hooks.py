@@ -83,12 +83,9 @@ def main() -> None:
         rows.append("| " + " | ".join(cells) + " |")
     write_section("Hook points (bench/bench_hooks.py)",
                   f"One torch thread, batch {BATCH}, CPU time, best of max({REPEATS}, {BUDGET:g} s worth) rounds "
-                  "(wrapper: "
-                  f"{WRAPPER_REPEATS}), "
-                  "variants "
-                  "alternating (order reversed every other round). `before`: the forward "
-                  f"before the taps (model.py at {BASELINE}); ratios below 1.05 mean the plain forward is within "
-                  "5% of it.\n\n" + "\n".join(rows))
+                  f"(wrapper: {WRAPPER_REPEATS}), variants alternating (order reversed every other round). "
+                  f"`before`: the forward before the taps (model.py at {BASELINE}); ratios below 1.05 mean the "
+                  "plain forward is within 5% of it.\n\n" + "\n".join(rows))
 
 
 if __name__ == "__main__":
