@@ -287,6 +287,8 @@ def command_circuit(arguments: argparse.Namespace) -> int:
 
     try:
         model = load(arguments.model, device="cpu")
+        if "trained" in model.config:
+            raise UsageError(f"{arguments.model}: a trained model has no circuit to map (only compiled ones do)")
         sites = circuit(model)
     except ModelFileError as error:
         raise UsageError(str(error)) from None
@@ -302,6 +304,7 @@ def command_circuit(arguments: argparse.Namespace) -> int:
         head = f"  head {s.head[0]}.hook_z[:, :, {s.head[1]}]" if s.head else ""
         print(f"  {s.name:<10} {s.site:<7} {s.hook:<26} bound {s.bound:.3g}  {s.computes}")
         print(f"  {'':<10} = {reads or '0'}{f' {s.value.constant:+.4g}' if s.value.constant else ''}{head}")
+    return EXIT_OK
 
 
 def _training_program(arguments: argparse.Namespace, length: int | None) -> Any:

@@ -73,6 +73,18 @@ def test_the_saved_model_loads_checks_and_measures_the_same_nmse(trained, tmp_pa
     assert code == 3 and "ABOVE ε" in out
     code, _, err = run_cli(["check", str(path), "--trace"])
     assert code == 2 and "trained" in err
+    code, _, err = run_cli(["circuit", str(path)])
+    assert code == 2 and "trained" in err
+
+
+def test_the_transformer_lens_wrapper_runs_a_trained_model(trained) -> None:
+    from infoflow_dsl.lens import hooked
+
+    x = draw_inputs(compiled.program("d_retrieval", 4), TOY.dist, 16, seed=9).float()
+    y, cache = hooked(trained.model).run_with_cache(x)
+    with torch.no_grad():
+        torch.testing.assert_close(y, trained.model(x))
+    assert "blocks.0.attn.hook_pattern" in cache
 
 
 def test_init_pads_the_compiled_model_with_zeros_and_computes_the_same_function() -> None:
