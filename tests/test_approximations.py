@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
+import torch
 from compiled import program
 
 import infoflow_dsl as ifl
@@ -68,7 +70,7 @@ def test_deep_units_grow_with_log_one_over_tolerance_and_wide_with_its_inverse_s
     deep = [DEEP.units(-1.0, 1.0, 4.0 ** -k) for k in range(2, 12)]
     wide = [WIDE.units(-1.0, 1.0, 4.0 ** -k) for k in range(2, 12)]
     assert np.diff(deep).tolist() == [2] * 9  # two units per factor 4
-    assert all(b == 2 * a for a, b in zip(wide, wide[1:], strict=False))  # twice the units per factor 4
+    assert all(b == 2 * a for a, b in itertools.pairwise(wide))  # twice the units per factor 4
 
 
 def test_deep_rounding_does_not_grow_with_the_levels():
@@ -147,3 +149,53 @@ def test_deep_below_what_float32_honours_is_refused_with_the_smallest_eps():
 def test_an_unknown_route_is_refused():
     with pytest.raises(ifl.CompileError, match="--ffn must be one of"):
         _min_pairwise(1e-2, "sideways")
+
+
+def test_the_cli_compiles_deep_and_check_and_trace_accept_the_file(tmp_path, capsys):
+    from infoflow_dsl.cli import run
+
+    source = tmp_path / "min_pairwise.iflow"
+    source.write_text(program("min_pairwise").source, encoding="utf-8")
+    out = tmp_path / "deep.safetensors"
+    assert run(["compile", str(source), "--ffn", "deep", "--eps", "1e-4", "--dtype", "float64", "--samples", "500",
+                "-o", str(out)]) == 0
+    model = ifl.load(out, device="cpu")
+    assert model.config["ffn"] == "deep" and len(model.config["layers"]) > 2
+    capsys.readouterr()
+    assert run(["check", str(out), "--samples", "500", "--trace"]) == 0
+    printed = capsys.readouterr().out
+    assert "within ε" in printed and "the model follows its circuit at every layer" in printed
+
+
+def test_the_cli_refuses_an_unknown_route_with_exit_2(tmp_path, capsys):
+    from infoflow_dsl.cli import run
+
+    source = tmp_path / "p.iflow"
+    source.write_text(program("min_pairwise").source, encoding="utf-8")
+    assert run(["compile", str(source), "--ffn", "sideways"]) == 2
+    assert "invalid choice: 'sideways'" in capsys.readouterr().err and not source.with_suffix(".safetensors").exists()
+
+
+def test_wide_models_store_no_route_and_deep_ones_round_trip_through_the_file_format(tmp_path):
+    from infoflow_dsl.io import model_to_bytes
+
+    assert "ffn" not in _min_pairwise(1e-2, "wide").config
+    model = _min_pairwise(1e-2, "deep")
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(model_to_bytes(model))
+    again = ifl.load(path, device="cpu")
+    x = torch.randn(64, 64, 4, dtype=torch.float64).clamp(-1, 1)
+    assert torch.equal(model(x), again(x)) and model_to_bytes(again) == model_to_bytes(model)
+    assert model_to_bytes(_min_pairwise(1e-2, "deep")) == model_to_bytes(model)  # deterministic
+
+
+def test_analyze_reports_the_cost_law_and_layers_of_each_route():
+    routes = ifl.analyze(program("min_pairwise")).cost()["routes"]
+    assert set(routes) == {"wide", "deep", "auto"}
+    assert routes["wide"]["layers"] == 2 and "ε^-1/2" in routes["wide"]["law"]
+    assert "log(1/ε)" in routes["deep"]["law"] and routes["deep"]["square_steps"] == 1
+    deep = _min_pairwise(1e-6, "deep")
+    # the deep layer count obeys analyze's bound L + S·(m − 1), m the most tent levels of any square
+    blocks = [*deep.config["embedding_mlp"], *(b for layer in deep.config["layers"] for b in layer["mlp"])]
+    m = max(int(b["computes"].split(" ")[0][5:]) for b in blocks if b["computes"].startswith("tent^"))
+    assert len(deep.config["layers"]) <= routes["deep"]["base_layers"] + routes["deep"]["square_steps"] * (m - 1)
