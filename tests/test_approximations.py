@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 import torch
-from compiled import program
+from compiled import CANONICAL_EFFICIENT, EXTRA_COMPILED, model, program
 
 import infoflow_dsl as ifl
 from infoflow_dsl.approximations import DEEP, WIDE, Approximation, choose_square
 from infoflow_dsl.circuit import LinearForm
-from infoflow_dsl.pipeline import measure_error
+from infoflow_dsl.pipeline import errors_on, measure_error, model_inputs
 
 ROUNDOFF = 2.0**-53
 
@@ -199,3 +199,44 @@ def test_analyze_reports_the_cost_law_and_layers_of_each_route():
     blocks = [*deep.config["embedding_mlp"], *(b for layer in deep.config["layers"] for b in layer["mlp"])]
     m = max(int(b["computes"].split(" ")[0][5:]) for b in blocks if b["computes"].startswith("tent^"))
     assert len(deep.config["layers"]) <= routes["deep"]["base_layers"] + routes["deep"]["square_steps"] * (m - 1)
+
+
+# ----------------------------------------------------------------------------- every efficient program
+
+#: Random inputs per model (plus corners): the canonical examples get more, the table fewer
+#: (a deep model's forward is slower: its residual stream has a direction per tent level).
+CANONICAL_SAMPLES, TABLE_SAMPLES = 2_000, 300
+
+
+def _worst(compiled: ifl.CompiledTransformer, name: str, samples: int) -> float:
+    target = program(name)
+    error, kept = errors_on(compiled, target, model_inputs(target, samples, seed=5, corners=64))
+    assert int(kept.sum()) >= samples // 2
+    return float(error[kept].max())
+
+
+@pytest.mark.parametrize("eps", [1e-3, 1e-6])
+@pytest.mark.parametrize("name", CANONICAL_EFFICIENT + EXTRA_COMPILED)
+def test_every_efficient_program_compiles_deep_within_eps(name, eps):
+    compiled = model(name, eps, "float64", ffn="deep")
+    assert compiled.config["a_priori_bound"] <= eps
+    samples = CANONICAL_SAMPLES if name in CANONICAL_EFFICIENT else TABLE_SAMPLES
+    assert _worst(compiled, name, samples) <= compiled.config["a_priori_bound"]
+
+
+@pytest.mark.parametrize("name", CANONICAL_EFFICIENT + EXTRA_COMPILED)
+def test_auto_needs_no_more_parameters_than_the_better_route(name):
+    counts = {ffn: model(name, 1e-3, "float64", ffn=ffn).nonzero_parameter_count() for ffn in ("wide", "deep", "auto")}
+    assert counts["auto"] <= 1.05 * min(counts["wide"], counts["deep"]), counts
+    deep = model(name, 1e-6, "float64", ffn="deep").nonzero_parameter_count()
+    assert model(name, 1e-6, "float64", ffn="auto").nonzero_parameter_count() <= 1.05 * deep
+
+
+@pytest.mark.parametrize("name", CANONICAL_EFFICIENT)
+def test_deep_float32_canonical_is_within_eps_or_refused_with_the_smallest_eps(name):
+    try:
+        compiled = model(name, 1e-3, "float32", ffn="deep")
+    except ifl.CompileError as error:
+        assert "the smallest ε it can is about" in str(error)
+        return
+    assert _worst(compiled, name, TABLE_SAMPLES) <= 1e-3
