@@ -22,10 +22,15 @@ Constructions and the error each adds (THEORY.md §4):
   u² by piecewise-linear interpolation on a uniform grid of spacing h (error in [0, h²/4]);
   a·b = ((a+b)² − (a−b)²)/4 (error ≤ h²/16); √u on a grid uniform in √u (error per piece
   (√k' − √k)²/(4(√k + √k')), at most δ/4 for spacing δ in √u).
+  Squares (hence products) are built by a route of ``approximations`` (``--ffn``): ``wide``,
+  the interpolation above in one layer; ``deep``, m tent-map levels over m attention-free
+  layers (error w²·4^-(m+1), O(log 1/ε) units), after which every head that reads the square
+  waits (``Lowerer._placed``); ``auto``, per function the one with fewer nonzero parameters.
 
 **Error budget.** β costs no parameters, so heads get 1% of the budget; FFN sources share
 the rest to minimise parameters: a source with sensitivity w_i (how much of its error reaches
-the output) and cost c_i/√e_i units gets e_i ∝ (c_i/w_i)^(2/3) (Lagrange). The circuit is
+the output) and cost c_i/√e_i units gets e_i ∝ (c_i/w_i)^(2/3) (Lagrange); a deep square,
+cost k_j·ln(1/e_j), gets e_j ∝ k_j/w_j (``_allocate_mixed``). The circuit is
 lowered again with the new shares, the exact a-priori bound recomputed, and the shares scaled
 until the bound, rounding allowance included, is at most ε.
 """
