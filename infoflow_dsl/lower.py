@@ -69,6 +69,10 @@ HEAD_SHARE = 0.01
 MAX_UNITS = 1_000_000
 ROUNDING_SAFETY = 2.0
 UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24}
+#: Every unit of a √ reads its input's whole form, and a deep square's form has a term per tent
+#: level: a √ input (≥ 0) of more terms is first gathered into one direction by one exact
+#: relu unit (one more layer), so that its units read one term each.
+GATHER_TERMS = 8
 
 
 class CompileError(Exception):
@@ -426,6 +430,8 @@ class Lowerer:
         is held below (e/2)² (a constraint)."""
         if u.is_constant:
             return constant(math.sqrt(max(u.form.constant, 0.0)))
+        if self.route != "wide" and len(u.form.terms) > GATHER_TERMS:
+            u = self.relu(u)  # see GATHER_TERMS
         low, high = self._padded(u)
         low, high = max(low, 0.0), max(high, low + 1e-12)
         name = self._fresh("ffn:sqrt")
