@@ -32,6 +32,7 @@ wide ones (ε ~ ϱ times the magnitudes): the lowering refuses below that, as fo
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,12 +48,20 @@ ROUTES = ("wide", "deep", "auto")
 @dataclass(frozen=True)
 class Level:
     """The ReLU units one FFN layer of an approximation adds, all into ``direction``;
-    ``offset`` counts layers after the approximation's first."""
+    ``offset`` counts layers after the approximation's first. As ``circuit.FFNBlock`` records
+    it: the direction holds ``function``(``argument``) − ``bias`` within ``approximation``
+    plus ``rounding`` (a wide square: "square" of u; a tent level: "tent" of the level before,
+    exactly)."""
 
     offset: int
     direction: str
     formula: str
     units: tuple[ReLUUnit, ...]
+    bias: float = 0.0
+    function: str = ""
+    argument: LinearForm = LinearForm()
+    rounding: float = 0.0
+    approximation: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -143,7 +152,8 @@ class WideSquare:
         h = (high - low) / pieces
         direction = names(0, "f")
         units, anchor, rounding = interpolant(u, reach_of_u, _square, knots, direction, unit_roundoff)
-        return Approximation((Level(0, direction, formula, units),),
+        spacing = max(b - a for a, b in itertools.pairwise(knots)) ** 2 / 4
+        return Approximation((Level(0, direction, formula, units, anchor, "square", u, rounding, spacing),),
                              LinearForm.const(anchor).plus(LinearForm.of(direction)), h * h / 4, rounding)
 
 
@@ -190,14 +200,15 @@ class DeepSquare:
         result = u.scaled(low + high).plus(LinearForm.const(-low * high))  # the chord (a + b)u − ab
         levels = []
         previous = x
+        input_rounding = unit_roundoff * (math.sqrt(len(u.terms) + 1) * (reach_of_u + abs(low)) / width + 1)
         for s in range(1, m + 1):
             direction = names(s - 1, "t")
             units = (ReLUUnit(previous, direction, 2.0),
                      ReLUUnit(previous.plus(LinearForm.const(-0.5)), direction, -4.0))
-            levels.append(Level(s - 1, direction, f"tent^{s} of {formula}", units))
+            own = 8 * unit_roundoff + (2 * input_rounding if s == 1 else 0.0)
+            levels.append(Level(s - 1, direction, f"tent^{s} of {formula}", units, 0.0, "tent", previous, own))
             result = result.plus(LinearForm.of(direction), -width * width / 4.0 ** s)
             previous = LinearForm.of(direction)
-        input_rounding = unit_roundoff * (math.sqrt(len(u.terms) + 1) * (reach_of_u + abs(low)) / width + 1)
         inner = width * width * (2 * input_rounding + 16 * unit_roundoff / 3) if m else 0.0
         reading = unit_roundoff * math.sqrt(m + 3) * (abs(low + high) * reach_of_u + abs(low * high) + width * width)
         return Approximation(tuple(levels), result, width * width * 4.0 ** -(m + 1), inner + reading)

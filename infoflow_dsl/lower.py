@@ -56,6 +56,7 @@ from .circuit import (
     ErrorBudget,
     FFNBlock,
     LinearForm,
+    NodeValue,
     ReLUUnit,
 )
 from .comparisons import ComparisonNode, NodeResult, is_causal
@@ -282,14 +283,16 @@ class Lowerer:
     # ------------------------------------------------------------------ FFN constructions
 
     def _pwl(self, layer: int, u: Quantity, function: Callable[[float], float], knots: Sequence[float],
-             formula: str, error: float) -> tuple[LinearForm, float]:
+             formula: str, error: float, kind: str = "square") -> tuple[LinearForm, float]:
         """The piecewise-linear interpolant of ``function`` at ``knots`` applied to u, as one FFN
         block at ``layer`` (see :func:`~infoflow_dsl.approximations.interpolant`): (form, rounding)."""
         self._reserve_units(len(knots) - 1)  # one unit per piece
         direction = self._direction(self._fresh(f"L{layer}:f"))
         units, anchor, rounding = interpolant(u.form, u.magnitude, function, knots, direction, self.unit_roundoff)
         self.units += len(units)
-        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, error))
+        approximation = error if kind == "sqrt" else max(b - a for a, b in itertools.pairwise(knots)) ** 2 / 4
+        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, error, anchor, kind, u.form,
+                                    rounding, approximation))
         return LinearForm.const(anchor).plus(LinearForm.of(direction)), rounding
 
     def _route(self, name: str, intervals: Sequence[tuple[float, float]], scale: float, terms: int) -> SquareRoute:
@@ -321,7 +324,8 @@ class Lowerer:
             for level in approximation.levels:
                 self.units += len(level.units)
                 self.blocks.append(FFNBlock(level.direction, layer + level.offset, level.direction, level.formula,
-                                            level.units, 0.0))
+                                            level.units, 0.0, level.bias, level.function, level.argument,
+                                            level.rounding, level.approximation))
                 emitted += 1
         if emitted:
             self.blocks[-1] = _with_error(self.blocks[-1], error)
@@ -386,13 +390,14 @@ class Lowerer:
         return Quantity(plus.form.scaled(0.25).plus(minus.form.scaled(-0.25)), stage, low, high, error)
 
     def relu_units(self, u: Quantity, formula: str, coefficient: float = 1.0,
-                   extra_inputs: Sequence[LinearForm] = ()) -> tuple[str, int]:
+                   extra_inputs: Sequence[LinearForm] = (), function: str = "relu") -> tuple[str, int]:
         """Exact ReLU units relu(u) (and relu(w) for each extra input) into one new direction."""
         layer = self._layer_after(u.stage)
         direction = self._direction(self._fresh(f"L{layer}:r"))
         inputs = [u.form, *extra_inputs]
         units = tuple(ReLUUnit(form, direction, coefficient) for form in inputs)
-        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, 0.0))
+        rounding = self._relu_rounding(u).rounding
+        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, 0.0, 0.0, function, u.form, rounding))
         return direction, layer
 
     def _relu_rounding(self, u: Quantity) -> ErrorVec:
@@ -408,7 +413,7 @@ class Lowerer:
     def absolute(self, u: Quantity) -> Quantity:
         if u.is_constant:
             return constant(abs(u.form.constant))
-        direction, layer = self.relu_units(u, f"|{u.form}|", extra_inputs=(u.form.scaled(-1.0),))
+        direction, layer = self.relu_units(u, f"|{u.form}|", extra_inputs=(u.form.scaled(-1.0),), function="abs")
         low = 0.0 if u.low <= 0 <= u.high else min(abs(u.low), abs(u.high))
         return Quantity(LinearForm.of(direction), 2 * layer + 1, low, u.magnitude, u.error.plus(self._relu_rounding(u)))
 
@@ -440,7 +445,7 @@ class Lowerer:
         knots = [r * r for r in roots]
         interp = max((b - a) ** 2 / (4 * (a + b)) for a, b in itertools.pairwise(roots) if a + b > 0)
         layer = self._layer_after(u.stage)
-        form, rounding = self._pwl(layer, u, lambda v: math.sqrt(max(v, 0.0)), knots, f"sqrt({u.form})", interp)
+        form, rounding = self._pwl(layer, u, lambda v: math.sqrt(max(v, 0.0)), knots, f"sqrt({u.form})", interp, "sqrt")
         err_u = self._err(u.error)
         true_low = max(u.low, 0.0)
         if true_low - err_u > 0:  # √ is Lipschitz away from 0
@@ -811,7 +816,7 @@ def mask_side(side: str, offset: int) -> str:
 
 
 def _with_error(block: FFNBlock, error: float) -> FFNBlock:
-    return FFNBlock(block.name, block.layer, block.output, block.formula, block.units, error, block.bias)
+    return dataclasses.replace(block, error=error)
 
 
 # ----------------------------------------------------------------------------- budget
@@ -947,9 +952,15 @@ def _circuit(program: ir.Program, schedule: Schedule, lowerer: Lowerer, outputs:
     fixed = [int(label) for label, _ in lowerer.fetched if label.isdigit()]
     fixed += [1 - int(label[1:].replace(" ", "")) for label, _ in lowerer.fetched if label.startswith("T ")]
     exact = any(n.kind == "sum" for n in schedule.tree.nodes)
+    values = tuple(
+        NodeValue(node.name, tuple(q.form for q in lowerer.results[node.name]),
+                  max(q.stage for q in lowerer.results[node.name]),
+                  max(lowerer._err(q.error) for q in lowerer.results[node.name]))
+        for node in schedule.tree.nodes
+    )
     return Circuit(
         program.dimension, program.length, tuple(lowerer.directions), tuple(lowerer.heads), tuple(lowerer.blocks),
         tuple(q.form for q in outputs), program.output_shape, layers, lowerer.theta, budget,
         exact_length_only=exact, min_length=max(fixed, default=1), output_site=schedule.tree.output_site,
-        causal=is_causal(program),
+        causal=is_causal(program), values=values,
     )
