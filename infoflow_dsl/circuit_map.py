@@ -123,7 +123,8 @@ def relower(model: CompiledTransformer) -> tuple[ir.Program, ComparisonTree, Cir
     program = program_of(model)
     tree = build_tree(program)
     schedule = build_schedule(tree, None, program.margin)
-    circuit = lower(program, schedule, float(model.config["eps"]), resolve_dtype(model.config["dtype"]))
+    circuit = lower(program, schedule, float(model.config["eps"]), resolve_dtype(model.config["dtype"]),
+                    model.config.get("ffn", "wide"))
     if list(circuit.directions) != list(model.config.get("residual_labels", [])):
         raise StoredProgramError("the model's residual directions differ from its program's circuit "
                                  "(compiled by another version of infoflow?)")

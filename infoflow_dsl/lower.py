@@ -428,6 +428,15 @@ class Lowerer:
         error = a.error.plus(b.error).plus(self._relu_rounding(gap))
         return Quantity(form, 2 * layer + 1, pick(a.low, b.low), pick(a.high, b.high), error)
 
+    def _gathered(self, u: Quantity) -> Quantity:
+        """relu(u) = u (u ≥ 0) into one direction (see GATHER_TERMS); reading a form of n terms
+        rounds like a sum of n: √(n+1) times the single relu's estimate."""
+        gathered = self.relu(u)
+        spoiled = math.sqrt(len(u.form.terms) + 1) * self._relu_rounding(u).rounding
+        self.blocks[-1] = dataclasses.replace(self.blocks[-1], rounding=spoiled)
+        return Quantity(gathered.form, gathered.stage, gathered.low, gathered.high,
+                        u.error.plus(ErrorVec.rounded(spoiled)))
+
     def square_root(self, u: Quantity) -> Quantity:
         """√u on the fewest knots whose chords stay within e/2 of √u (``sqrt_knots``); its share e
         covers that interpolation and the input's error: away from 0 that error passes with
@@ -436,7 +445,7 @@ class Lowerer:
         if u.is_constant:
             return constant(math.sqrt(max(u.form.constant, 0.0)))
         if self.route != "wide" and len(u.form.terms) > GATHER_TERMS:
-            u = self.relu(u)  # see GATHER_TERMS
+            u = self._gathered(u)
         low, high = self._padded(u)
         low, high = max(low, 0.0), max(high, low + 1e-12)
         name = self._fresh("ffn:sqrt")
