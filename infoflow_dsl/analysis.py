@@ -25,7 +25,7 @@ from . import typed as ir
 from .comparisons import ComparisonTree, build_tree, is_causal
 from .describe import describe
 from .ranges import RootAtZero, roots_at_zero
-from .schedule import Schedule, build_schedule
+from .schedule import Schedule, build_schedule, square_steps
 from .syntax import Span
 
 INFOFLOW_UPPER_BOUND = "O(ε^-1)"
@@ -83,7 +83,29 @@ class AnalysisReport:
             law, exponent, formula = "O(1): every step is exact or sharpened by β alone", 0.0, "0"
         return {"law": law, "exponent": exponent, "exponent_formula": formula, "interpolated_functions": functions,
                 "roots_at_zero": roots,
-                "infoflow_upper_bound": INFOFLOW_UPPER_BOUND, "independent_of_T": True}
+                "infoflow_upper_bound": INFOFLOW_UPPER_BOUND, "independent_of_T": True, "routes": self.routes(law)}
+
+    def routes(self, wide_law: str) -> dict[str, dict[str, Any]]:
+        """The cost law and layer count of each square route (``--ffn``; see ``approximations``).
+
+        wide: one FFN layer per square, units ~ ε^(-1/2) per function, the schedule's L layers.
+        deep: m = ⌈log₄(R²/e)⌉ − 1 tent levels per square (R its input's range, e its share of ε),
+        2 units and one attention-free layer each: units O(F·log(1/ε)), layers ≤ L + S·(m − 1),
+        S the most squares in a row on a path (``schedule.square_steps``). A √ stays wide, so a
+        norm that can be 0 keeps its ε^-1 under every route.
+        """
+        functions = self.schedule.interpolated_functions
+        layers = self.schedule.layers
+        steps = square_steps(self.tree)
+        roots = " (a √ of a norm that can be 0 stays wide: O(ε^-1))" if self.roots_at_zero else ""
+        return {
+            "wide": {"law": wide_law, "layers": layers},
+            "deep": {"law": f"O({functions}·log(1/ε)) units, O({steps}·log(1/ε)) extra layers{roots}",
+                     "layers": f"≤ {layers} + {steps}·(m − 1), m = ⌈log₄(R²/e)⌉ − 1 tent levels per square",
+                     "square_steps": steps, "base_layers": layers},
+            "auto": {"law": "per function the route with fewer nonzero parameters at its share of ε",
+                     "layers": f"between {layers} and the deep count"},
+        }
 
     def reason(self) -> dict[str, Any] | None:
         if not self.schedule.problems:

@@ -123,7 +123,8 @@ def relower(model: CompiledTransformer) -> tuple[ir.Program, ComparisonTree, Cir
     program = program_of(model)
     tree = build_tree(program)
     schedule = build_schedule(tree, None, program.margin)
-    circuit = lower(program, schedule, float(model.config["eps"]), resolve_dtype(model.config["dtype"]))
+    circuit = lower(program, schedule, float(model.config["eps"]), resolve_dtype(model.config["dtype"]),
+                    model.config.get("ffn", "wide"))
     if list(circuit.directions) != list(model.config.get("residual_labels", [])):
         raise StoredProgramError("the model's residual directions differ from its program's circuit "
                                  "(compiled by another version of infoflow?)")
@@ -167,6 +168,7 @@ def _ffn_site(block: FFNBlock, site: str, index: dict[str, int]) -> CircuitSite:
 
 FUNCTIONS = {
     "square": lambda u: u * u, "sqrt": lambda u: u.clamp_min(0.0).sqrt(), "relu": torch.relu, "abs": torch.abs,
+    "tent": lambda u: 2 * torch.relu(u) - 4 * torch.relu(u - 0.5),  # a deep square's level (approximations)
 }
 
 

@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_argument("--margin", type=_positive_float, help="override the program's margin δ")
     compile_cmd.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     compile_cmd.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    compile_cmd.add_argument("--ffn", choices=["wide", "deep", "auto"], default="wide",
+                             help="squares by one wide hidden layer (default), by tent maps over extra "
+                                  "attention-free layers (deep), or per function the one with fewer parameters")
     compile_cmd.add_argument("--samples", type=_nonnegative_int, default=10_000,
                              help="random inputs to measure the error on (default 10000)")
     compile_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .safetensors)")
@@ -205,7 +208,8 @@ def command_compile(arguments: argparse.Namespace) -> int:
     program = parse_program(source, str(arguments.file), length=arguments.length, margin=arguments.margin)
     output = arguments.output or arguments.file.with_suffix(".safetensors")
     try:
-        model = compile_program(program, arguments.eps, arguments.dtype, arguments.device, arguments.samples)
+        model = compile_program(program, arguments.eps, arguments.dtype, arguments.device, arguments.samples,
+                                ffn=arguments.ffn)
     except CompileError as error:
         raise UsageError(f"{arguments.file}: cannot compile: {error}") from None
     config = model.config

@@ -22,10 +22,15 @@ Constructions and the error each adds (THEORY.md §4):
   u² by piecewise-linear interpolation on a uniform grid of spacing h (error in [0, h²/4]);
   a·b = ((a+b)² − (a−b)²)/4 (error ≤ h²/16); √u on a grid uniform in √u (error per piece
   (√k' − √k)²/(4(√k + √k')), at most δ/4 for spacing δ in √u).
+  Squares (hence products) are built by a route of ``approximations`` (``--ffn``): ``wide``,
+  the interpolation above in one layer; ``deep``, m tent-map levels over m attention-free
+  layers (error w²·4^-(m+1), O(log 1/ε) units), after which every head that reads the square
+  waits (``Lowerer._placed``); ``auto``, per function the one with fewer nonzero parameters.
 
 **Error budget.** β costs no parameters, so heads get 1% of the budget; FFN sources share
 the rest to minimise parameters: a source with sensitivity w_i (how much of its error reaches
-the output) and cost c_i/√e_i units gets e_i ∝ (c_i/w_i)^(2/3) (Lagrange). The circuit is
+the output) and cost c_i/√e_i units gets e_i ∝ (c_i/w_i)^(2/3) (Lagrange); a deep square,
+cost k_j·ln(1/e_j), gets e_j ∝ k_j/w_j (``_allocate_mixed``). The circuit is
 lowered again with the new shares, the exact a-priori bound recomputed, and the shares scaled
 until the bound, rounding allowance included, is at most ε.
 """
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import typed as ir
+from .approximations import ROUTES, Approximation, SquareRoute, choose_square, interpolant
 from .circuit import (
     ONE,
     POS_COS,
@@ -58,12 +64,16 @@ from .describe import describe
 from .features import Atom, FeaturePair, NotSeparable, separate
 from .positions import count_tuples
 from .ranges import Interval
-from .schedule import Head, Schedule, layers_for_output, next_ffn, relative_label
+from .schedule import Head, Schedule, layer_for, layers_for_output, next_ffn, relative_label
 
 HEAD_SHARE = 0.01
 MAX_UNITS = 1_000_000
 ROUNDING_SAFETY = 2.0
 UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24}
+#: Every unit of a √ reads its input's whole form, and a deep square's form has a term per tent
+#: level: a √ input (≥ 0) of more terms is first gathered into one direction by one exact
+#: relu unit (one more layer), so that its units read one term each.
+GATHER_TERMS = 8
 
 
 class CompileError(Exception):
@@ -188,6 +198,7 @@ class Source:
     name: str
     kind: str  # ffn | head
     cost: float = 0.0
+    law: str = "sqrt"  # an FFN's parameters ≈ cost·e^(-1/2) (sqrt) or cost·ln(1/e) + const (log)
 
 
 @dataclass
@@ -210,6 +221,7 @@ class Lowerer:
     schedule: Schedule
     shares: dict[str, float]
     unit_roundoff: float
+    route: str = "wide"  # how squares are built: wide | deep | auto (see approximations)
     directions: list[str] = field(default_factory=list)
     blocks: list[FFNBlock] = field(default_factory=list)
     heads: list[AttentionHead] = field(default_factory=list)
@@ -236,9 +248,13 @@ class Lowerer:
             self.directions.append(name)
         return name
 
-    def _source(self, name: str, kind: str, cost: float = 0.0) -> float:
+    def _source(self, name: str, kind: str, cost: float = 0.0, law: str = "sqrt") -> float:
         """Register an error source; its current share (a default before allocation)."""
-        self.sources.setdefault(name, Source(name, kind, cost)).cost = cost
+        source = self.sources.setdefault(name, Source(name, kind, cost, law))
+        source.cost, source.law = cost, law
+        return self._share(name)
+
+    def _share(self, name: str) -> float:
         return self.shares.get(name, self.shares.get("*default*", 1e-3))
 
     def _err(self, error: ErrorVec) -> float:
@@ -268,39 +284,53 @@ class Lowerer:
 
     def _pwl(self, layer: int, u: Quantity, function: Callable[[float], float], knots: Sequence[float],
              formula: str, error: float, kind: str = "square") -> tuple[LinearForm, float]:
-        """The piecewise-linear interpolant g of ``function`` at ``knots``, applied to u.
-
-        Anchored at the knot k_a of smallest |slope| (the minimum of u², the flat end of √u):
-        g(u) = f(k_a) + s_a relu(u − k_a) − s_(a−1) relu(k_a − u) + Σ_(i>a) (s_i − s_(i−1)) relu(u − k_i)
-                      + Σ_(0<i<a) (s_i − s_(i−1)) relu(k_i − u),
-        s_i the slope on [k_i, k_(i+1)]. For a convex or monotone concave f every active term
-        has one sign, so the sum never cancels (float32 keeps its precision). The constant
-        f(k_a) folds into the returned form; the units write one new direction.
-        """
+        """The piecewise-linear interpolant of ``function`` at ``knots`` applied to u, as one FFN
+        block at ``layer`` (see :func:`~infoflow_dsl.approximations.interpolant`): (form, rounding)."""
         self._reserve_units(len(knots) - 1)  # one unit per piece
-        values = [function(k) for k in knots]
-        slopes = [(values[i + 1] - values[i]) / (knots[i + 1] - knots[i]) for i in range(len(knots) - 1)]
-        anchor = min(range(len(knots)), key=lambda i: min(abs(slopes[j]) for j in (i - 1, i) if 0 <= j < len(slopes)))
         direction = self._direction(self._fresh(f"L{layer}:f"))
-        terms: list[tuple[LinearForm, float]] = []
-        right = u.form.plus(LinearForm.const(-knots[anchor]))
-        if anchor < len(slopes):
-            terms.append((right, slopes[anchor]))
-        if anchor > 0:
-            terms.append((right.scaled(-1.0), -slopes[anchor - 1]))
-        for i in range(anchor + 1, len(slopes)):
-            terms.append((u.form.plus(LinearForm.const(-knots[i])), slopes[i] - slopes[i - 1]))
-        for i in range(1, anchor):
-            terms.append((u.form.scaled(-1.0).plus(LinearForm.const(knots[i])), slopes[i] - slopes[i - 1]))
-        units = tuple(ReLUUnit(form, direction, c) for form, c in terms if c != 0.0)
+        units, anchor, rounding = interpolant(u.form, u.magnitude, function, knots, direction, self.unit_roundoff)
         self.units += len(units)
-        swing = max(abs(v - values[anchor]) for v in values)
-        reach = max(abs(k) for k in knots) + max(abs(u.low), abs(u.high))
-        rounding = self.unit_roundoff * (math.sqrt(len(units) + 1) * swing + max(abs(c) for c in slopes) * reach)
         approximation = error if kind == "sqrt" else max(b - a for a, b in itertools.pairwise(knots)) ** 2 / 4
-        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, error, values[anchor], kind, u.form,
+        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, error, anchor, kind, u.form,
                                     rounding, approximation))
-        return LinearForm.const(values[anchor]).plus(LinearForm.of(direction)), rounding
+        return LinearForm.const(anchor).plus(LinearForm.of(direction)), rounding
+
+    def _route(self, name: str, intervals: Sequence[tuple[float, float]], scale: float, terms: int) -> SquareRoute:
+        """The square route for the function ``name`` (its tolerance: ``scale`` × its share),
+        registered as an FFN error source with that route's cost law."""
+        route = choose_square(self.route, intervals, scale * self._share(name), terms)
+        self._source(name, "ffn", cost=route.cost(intervals, terms, scale), law=route.law)
+        return route
+
+    def _squares(self, layer: int, route: SquareRoute, inputs: Sequence[tuple[Quantity, float, float]],
+                 tolerance: float) -> list[Approximation]:
+        """u² within ``tolerance`` for each (u, low, high), built by ``route`` from ``layer`` on."""
+        approximations = []
+        for u, low, high in inputs:
+            self._reserve_units(route.units(low, high, tolerance))
+
+            def names(offset: int, stem: str) -> str:
+                return self._direction(self._fresh(f"L{layer + offset}:{stem}"))
+
+            approximations.append(route.build(u.form, u.magnitude, low, high, tolerance, names, self.unit_roundoff,
+                                              f"({u.form})^2"))
+        return approximations
+
+    def _emit(self, layer: int, approximations: Sequence[Approximation], error: float, stage: int) -> int:
+        """Append the approximations' levels as FFN blocks from ``layer`` on (the last block records
+        ``error``); the stage of the result (``stage`` if no level was needed)."""
+        emitted = 0
+        for approximation in approximations:
+            for level in approximation.levels:
+                self.units += len(level.units)
+                self.blocks.append(FFNBlock(level.direction, layer + level.offset, level.direction, level.formula,
+                                            level.units, 0.0, level.bias, level.function, level.argument,
+                                            level.rounding, level.approximation))
+                emitted += 1
+        if emitted:
+            self.blocks[-1] = _with_error(self.blocks[-1], error)
+        depth = max(a.depth for a in approximations)
+        return 2 * (layer + depth - 1) + 1 if depth else stage
 
     def _reserve_units(self, count: int) -> None:
         """Refuse, before building them, ``count`` more units that would pass MAX_UNITS."""
@@ -321,19 +351,19 @@ class Lowerer:
         low, high = self._padded(u)
         high = max(high, low + 1e-12)
         name = self._fresh("ffn:square")
-        share = self._source(name, "ffn", cost=(high - low) / 2 * (len(u.form.terms) + 2))
-        pieces = max(1, math.ceil((high - low) / (2 * math.sqrt(share))))
-        knots = [low + (high - low) * i / pieces for i in range(pieces + 1)]
-        h = (high - low) / pieces
+        route = self._route(name, [(low, high)], 1.0, len(u.form.terms))
         layer = self._layer_after(u.stage)
-        form, rounding = self._pwl(layer, u, lambda v: v * v, knots, f"({u.form})^2", h * h / 4)
+        (approximation,) = self._squares(layer, route, [(u, low, high)], self._share(name))
+        stage = self._emit(layer, [approximation], approximation.error, u.stage)
         square_low = Interval(u.low, u.high).squared().low  # analyze's rule for "can reach 0"
         err_u = self._err(u.error)
-        error = ErrorVec.source(name).plus(u.error, 2 * u.magnitude).plus(ErrorVec((), err_u * err_u, rounding))
-        return Quantity(form, 2 * layer + 1, square_low, u.magnitude ** 2, error)
+        error = ErrorVec.source(name).plus(u.error, 2 * u.magnitude)
+        error = error.plus(ErrorVec((), err_u * err_u, approximation.rounding))
+        return Quantity(approximation.form, stage, square_low, u.magnitude ** 2, error)
 
     def product(self, a: Quantity, b: Quantity) -> Quantity:
-        """a·b = ((a+b)² − (a−b)²)/4, both squares on grids of one spacing h: error ≤ h²/16."""
+        """a·b = ((a+b)² − (a−b)²)/4, both squares within 4e by one route (wide: grids of one
+        spacing h = 4√e), errors in [0, 4e] of one sign: error ≤ e."""
         if a.is_constant:
             return linear([(a.form.constant, b)])
         if b.is_constant:
@@ -346,26 +376,18 @@ class Lowerer:
         (low1, high1), (low2, high2) = self._padded(total), self._padded(difference)
         high1, high2 = max(high1, low1 + 1e-12), max(high2, low2 + 1e-12)
         name = self._fresh("ffn:product")
-        cost = ((high1 - low1) + (high2 - low2)) / 4 * (len(total.form.terms) + 2)
-        share = self._source(name, "ffn", cost=cost)
-        h = 4 * math.sqrt(share)
+        route = self._route(name, [(low1, high1), (low2, high2)], 4.0, len(total.form.terms))
         layer = self._layer_after(max(a.stage, b.stage))
-        forms = []
-        rounding = 0.0
-        for (low, high), u, sign in (((low1, high1), total, 0.25), ((low2, high2), difference, -0.25)):
-            pieces = max(1, math.ceil((high - low) / h))
-            knots = [low + (high - low) * i / pieces for i in range(pieces + 1)]
-            form, spoiled = self._pwl(layer, u, lambda v: v * v, knots, f"({u.form})^2", 0.0)
-            forms.append(form.scaled(sign))
-            rounding += 0.25 * spoiled
-        actual_h = max((high1 - low1) / max(1, math.ceil((high1 - low1) / h)),
-                       (high2 - low2) / max(1, math.ceil((high2 - low2) / h)))
+        plus, minus = self._squares(layer, route, [(total, low1, high1), (difference, low2, high2)],
+                                    4.0 * self._share(name))
+        rounding = 0.25 * plus.rounding + 0.25 * minus.rounding
+        # both errors lie in [0, E_i], so their difference over 4 lies within max(E_1, E_2)/4
+        stage = self._emit(layer, [plus, minus], max(plus.error, minus.error) / 4, max(a.stage, b.stage))
         low, high = _interval_product(a, b)
         err_a, err_b = self._err(a.error), self._err(b.error)
         error = ErrorVec(((name, 1.0),)).plus(a.error, b.magnitude).plus(b.error, a.magnitude)
         error = error.plus(ErrorVec((), err_a * err_b, rounding))
-        self.blocks[-1] = _with_error(self.blocks[-1], actual_h ** 2 / 16)
-        return Quantity(forms[0].plus(forms[1]), 2 * layer + 1, low, high, error)
+        return Quantity(plus.form.scaled(0.25).plus(minus.form.scaled(-0.25)), stage, low, high, error)
 
     def relu_units(self, u: Quantity, formula: str, coefficient: float = 1.0,
                    extra_inputs: Sequence[LinearForm] = (), function: str = "relu") -> tuple[str, int]:
@@ -406,6 +428,15 @@ class Lowerer:
         error = a.error.plus(b.error).plus(self._relu_rounding(gap))
         return Quantity(form, 2 * layer + 1, pick(a.low, b.low), pick(a.high, b.high), error)
 
+    def _gathered(self, u: Quantity) -> Quantity:
+        """relu(u) = u (u ≥ 0) into one direction (see GATHER_TERMS); reading a form of n terms
+        rounds like a sum of n: √(n+1) times the single relu's estimate."""
+        gathered = self.relu(u)
+        spoiled = math.sqrt(len(u.form.terms) + 1) * self._relu_rounding(u).rounding
+        self.blocks[-1] = dataclasses.replace(self.blocks[-1], rounding=spoiled)
+        return Quantity(gathered.form, gathered.stage, gathered.low, gathered.high,
+                        u.error.plus(ErrorVec.rounded(spoiled)))
+
     def square_root(self, u: Quantity) -> Quantity:
         """√u on the fewest knots whose chords stay within e/2 of √u (``sqrt_knots``); its share e
         covers that interpolation and the input's error: away from 0 that error passes with
@@ -413,6 +444,8 @@ class Lowerer:
         is held below (e/2)² (a constraint)."""
         if u.is_constant:
             return constant(math.sqrt(max(u.form.constant, 0.0)))
+        if self.route != "wide" and len(u.form.terms) > GATHER_TERMS:
+            u = self._gathered(u)
         low, high = self._padded(u)
         low, high = max(low, 0.0), max(high, low + 1e-12)
         name = self._fresh("ffn:sqrt")
@@ -597,8 +630,8 @@ class Lowerer:
     def _query(self, pair: FeaturePair, site: str) -> Quantity:
         return linear([(c, self._monomial(m, site)) for m, c in sorted(pair.query.items())])
 
-    def _separated(self, body: object, variable: str, site: str,
-                   layer: int) -> tuple[list[tuple[Quantity, Quantity]], list[Quantity]]:
+    def _separated(self, body: object, variable: str, site: str) -> tuple[list[tuple[Quantity, Quantity]],
+                                                                          list[Quantity]]:
         """The score Σ_j φ_j ψ_j as (query, key) quantity pairs (those with a constant query merged
         into one, first) and the terms free of ``variable`` (offsets)."""
         try:
@@ -613,10 +646,19 @@ class Lowerer:
         if constant_query:
             merged = linear([(q.form.constant, k) for q, k in constant_query])
             varying.insert(0, (constant(1.0), merged))
-        for q, k in varying:
-            if max(q.stage, k.stage) > 2 * layer - 1:
-                raise AssertionError(f"features of {describe(body)} not ready for layer {layer}")  # a scheduling bug
         return varying, offset
+
+    def _placed(self, head: Head, features: Sequence[tuple[Quantity, Quantity]]) -> Head:
+        """The head at the first layer, from the schedule's on, whose attention can read its query
+        and key features. The schedule counts one FFN stage per square; a deep square takes one
+        per tent level, so the lowering moves a head that reads one to the layer after its last
+        level (and everything that reads the head's result follows, by its stage). For wide
+        squares the schedule's layer always suffices."""
+        ready = max((max(q.stage, k.stage) for q, k in features), default=0)
+        layer = max(head.layer, layer_for(ready))
+        if layer != head.layer and self.route == "wide":
+            raise AssertionError(f"features of {head.name} not ready for layer {head.layer}")  # a scheduling bug
+        return dataclasses.replace(head, layer=layer)
 
     def comparison_head(self, node: ComparisonNode, head: Head) -> None:
         if len(node.variables) != 1:
@@ -624,7 +666,8 @@ class Lowerer:
         if node.kind in ("sum", "mean"):
             self._uniform_head(node, head)
             return
-        varying, offset = self._separated(node.body, node.variables[0], node.site, head.layer)
+        varying, offset = self._separated(node.body, node.variables[0], node.site)
+        head = self._placed(head, varying)
         if not varying:
             varying = [(constant(0.0), constant(0.0))]
         kind = node.kind
@@ -670,7 +713,8 @@ class Lowerer:
         variable = node.variables[0]
         shape = node.body.type.shape  # type: ignore[union-attr]
         components = [node.body] if not shape else [ir.Component(node.body, i + 1) for i in range(shape[0])]
-        separated = [self._separated(c, variable, node.site, head.layer) for c in components]
+        separated = [self._separated(c, variable, node.site) for c in components]
+        head = self._placed(head, [pair for varying, _ in separated for pair in varying])
         rows = [k for varying, _ in separated for _, k in varying]
         mask = self._mask(node)
         count = self._key_count(node)
@@ -769,7 +813,8 @@ class Lowerer:
             self.comparison_head(node, by_name[node.name])
         tree = self.schedule.tree
         outputs = [self._read_out(q) for q in self.values(tree.output, tree.output_site)]
-        layers = max([self.schedule.layers, *(layers_for_output(q.stage) for q in outputs)])
+        layers = max([self.schedule.layers, *(h.layer for h in self.heads), *(b.layer for b in self.blocks),
+                      *(layers_for_output(q.stage) for q in outputs)])
         return outputs, layers
 
 
@@ -787,14 +832,17 @@ def _with_error(block: FFNBlock, error: float) -> FFNBlock:
 
 
 def _allocate(sources: dict[str, Source], sensitivity: dict[str, float], budget: float) -> dict[str, float]:
-    """Shares minimising Σ c_i/√e_i subject to Σ w_i e_i = budget (heads: 1%, evenly)."""
+    """Shares minimising the parameters Σ c_i/√e_i (+ Σ k_j ln(1/e_j) for deep squares) subject to
+    Σ w_i e_i = budget (heads: 1%, evenly)."""
     heads = [s for s in sources.values() if s.kind == "head" and sensitivity.get(s.name, 0) > 0]
     ffns = [s for s in sources.values() if s.kind == "ffn" and sensitivity.get(s.name, 0) > 0]
     head_budget = budget * (HEAD_SHARE if ffns else 1.0)
     shares: dict[str, float] = {s.name: budget for s in sources.values()}
     for s in heads:
         shares[s.name] = head_budget / (len(heads) * sensitivity[s.name])
-    if ffns:
+    if any(s.law == "log" for s in ffns):
+        shares.update(_allocate_mixed(ffns, sensitivity, budget - head_budget))
+    elif ffns:
         weights = {s.name: (max(s.cost, 1e-12) / sensitivity[s.name]) ** (2 / 3) for s in ffns}
         scale = (budget - head_budget) / sum(sensitivity[n] * w for n, w in weights.items())
         for n, w in weights.items():
@@ -802,23 +850,52 @@ def _allocate(sources: dict[str, Source], sensitivity: dict[str, float], budget:
     return shares
 
 
-def lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype = torch.float64) -> Circuit:
+def _allocate_mixed(ffns: Sequence[Source], sensitivity: dict[str, float], budget: float) -> dict[str, float]:
+    """Lagrange with both laws: ∂/∂e of c·e^(-1/2) and k·ln(1/e) equal to λ·w give
+    e = (c/(2λw))^(2/3) (wide) and e = k/(λw) (deep); λ by bisection (in log λ) on Σ w e = budget."""
+
+    def shares(log_lambda: float) -> dict[str, float]:
+        lam = math.exp(log_lambda)
+        return {s.name: (max(s.cost, 1e-12) / (2 * lam * sensitivity[s.name])) ** (2 / 3) if s.law == "sqrt"
+                else max(s.cost, 1e-12) / (lam * sensitivity[s.name]) for s in ffns}
+
+    def spent(log_lambda: float) -> float:
+        return sum(sensitivity[n] * e for n, e in shares(log_lambda).items())
+
+    low, high = -50.0, 50.0
+    while spent(low) < budget:
+        low -= 50.0
+    while spent(high) > budget:
+        high += 50.0
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if spent(middle) > budget else (low, middle)
+    return shares(high)
+
+
+def lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype = torch.float64,
+          ffn: str = "wide") -> Circuit:
     """The circuit of an efficient target, with a-priori error ≤ eps in ``dtype``.
 
     Raises :class:`CompileError` for a target the verdict calls inefficient, and for an ε
     below what the dtype's rounding allows, saying the smallest ε (within a factor 2^(1/4))
     that it can honour: finer grids need more units, whose sums round more, so that limit
-    is found by trying.
+    is found by trying. ``ffn`` picks the square route (``approximations.ROUTES``): deep squares
+    take extra attention-free layers, and every head that reads one waits for its last level.
     """
+    if ffn not in ROUTES:
+        raise CompileError(f"--ffn must be one of {', '.join(ROUTES)}, got {ffn!r}")
+    if ffn != "wide" and schedule.budget is not None:
+        raise CompileError(f"--ffn {ffn} adds layers, which a head budget (--heads) fixes; use --ffn wide")
     try:
-        return _lower(program, schedule, eps, dtype)
+        return _lower(program, schedule, eps, dtype, ffn)
     except _RoundingLimit as limit:
         dtype_name = str(dtype).replace("torch.", "")
         smallest = eps
         for _ in range(80):
             smallest *= 2 ** 0.25
             try:
-                _lower(program, schedule, smallest, dtype)
+                _lower(program, schedule, smallest, dtype, ffn)
                 break
             except _RoundingLimit:
                 continue
@@ -826,7 +903,7 @@ def lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtyp
                            f"may reach {limit.rounding:.2g}); the smallest ε it can is about {smallest:.2g}") from None
 
 
-def _lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype) -> Circuit:
+def _lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype, ffn: str) -> Circuit:
     """One lowering attempt under ``eps`` (see :func:`lower`); the error-budget loop."""
     if schedule.problems:
         problem = schedule.problems[0]
@@ -840,7 +917,7 @@ def _lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dty
     tightening: dict[str, float] = {}  # persistent factors from constraints (margins, √ inputs)
     best: tuple[Lowerer, list[Quantity], int, float] | None = None
     for _ in range(24):
-        lowerer = Lowerer(program, schedule, shares, roundoff)
+        lowerer = Lowerer(program, schedule, shares, roundoff, ffn)
         outputs, layers = lowerer.run()
         full = {n: shares.get(n, shares["*default*"]) for n in lowerer.sources}
         rounding = max((ROUNDING_SAFETY * q.error.rounding for q in outputs), default=0.0)

@@ -15,6 +15,7 @@ import torch
 
 from . import typed as ir
 from .assemble import assemble
+from .circuit import Circuit
 from .comparisons import build_tree
 from .evaluate import evaluate, retrieval_margin
 from .lower import CompileError, lower
@@ -48,22 +49,34 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return device
 
 
-def _schedule_summary(schedule: Any) -> dict[str, Any]:
+def _schedule_summary(schedule: Any, circuit: Circuit | None = None) -> dict[str, Any]:
+    """The schedule; with ``circuit``, as that circuit realises it (deep squares move heads later
+    than the schedule placed them, and add layers)."""
+    placed = {h.name: h.layer for h in circuit.heads} if circuit is not None else {}
+    layers = circuit.layers if circuit is not None else schedule.layers
+    heads = (list(schedule.heads_per_layer) if circuit is None
+             else [sum(1 for h in circuit.heads if h.layer == layer) for layer in range(1, layers + 1)])
     return {
-        "layers": schedule.layers,
-        "heads": list(schedule.heads_per_layer),
+        "layers": layers,
+        "heads": heads,
         "order": schedule.tree.order,
         "dimension": schedule.dimension,
         "verdict": schedule.verdict,
-        "table": [{"head": h.name, "layer": h.layer, "kind": h.kind, "site": h.site, "compares": h.compares}
-                  for h in schedule.heads],
+        "table": [{"head": h.name, "layer": placed.get(h.name, h.layer), "kind": h.kind, "site": h.site,
+                   "compares": h.compares} for h in schedule.heads],
     }
 
 
 def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | torch.dtype = "float32",
                     device: str | torch.device | None = None, samples: int = DEFAULT_SAMPLES,
-                    seed: int = 0) -> CompiledTransformer:
+                    seed: int = 0, ffn: str = "wide") -> CompiledTransformer:
     """Compile a checked program into a :class:`CompiledTransformer` within ``eps``.
+
+    ``ffn`` is how squares (hence products and norms) are built: ``wide`` (one hidden layer,
+    units ~ ε^(-1/2)), ``deep`` (tent-map compositions over attention-free layers, units
+    ~ log(1/ε)) or ``auto`` (per function, the one with fewer nonzero parameters); see
+    ``approximations``. A route other than ``wide`` is stored in the config as ``"ffn"``
+    (``wide`` models keep the bytes they had before routes existed).
 
     With ``samples`` > 0 the model is measured on that many random inputs plus the domain's
     corners (inputs under the declared margin excluded) and the result is kept in
@@ -75,14 +88,16 @@ def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | 
         raise CompileError(f"ε must be a positive number, got {eps!r}")
     tree = build_tree(program)
     schedule = build_schedule(tree, None, program.margin)
-    circuit = lower(program, schedule, float(eps), torch_dtype)
-    metadata = {
+    circuit = lower(program, schedule, float(eps), torch_dtype, ffn)
+    metadata: dict[str, Any] = {
         "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
         "eps": float(eps),
-        "schedule": _schedule_summary(schedule),
+        "schedule": _schedule_summary(schedule, circuit if ffn != "wide" else None),
         "a_priori_bound": circuit.budget.bound,
         "measured_error": None,
     }
+    if ffn != "wide":
+        metadata["ffn"] = ffn
     config, tensors = assemble(circuit, torch_dtype, metadata)
     model = CompiledTransformer(config, tensors, device=target_device, dtype=torch_dtype)
     if samples > 0:

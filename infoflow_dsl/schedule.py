@@ -114,12 +114,24 @@ def layers_for_output(stage: int) -> int:
     return max(math.ceil((stage - 1) / 2), 0) if stage % 2 else stage // 2
 
 
-class StageClock:
-    """When each quantity exists in the residual stream (see the module docstring)."""
+def after_ffns(stage: int, count: int) -> int:
+    """The stage ``count`` FFN stages after ``stage`` (``count`` = 1: :func:`next_ffn`)."""
+    for _ in range(count):
+        stage = next_ffn(stage)
+    return stage
 
-    def __init__(self) -> None:
+
+class StageClock:
+    """When each quantity exists in the residual stream (see the module docstring).
+
+    ``square_depth`` is how many FFN stages a square (hence a product) takes: 1 for the wide
+    route, m for deep squares of m tent levels (``approximations.DeepSquare``).
+    """
+
+    def __init__(self, square_depth: int = 1) -> None:
         self.results: dict[str, int] = {}
         self.fetches: dict[str, int] = {}
+        self.square_depth = square_depth
 
     def _constant(self, expr: object) -> bool:
         return not sources_of(expr)
@@ -141,12 +153,12 @@ class StageClock:
         if (isinstance(expr, ir.Arithmetic) and expr.operator == "*") or isinstance(expr, ir.Inner):
             left, right = (expr.left, expr.right)  # type: ignore[union-attr]
             inner = max(self.stage(left), self.stage(right))
-            return inner if self._constant(left) or self._constant(right) else next_ffn(inner)
+            return inner if self._constant(left) or self._constant(right) else after_ffns(inner, self.square_depth)
         if isinstance(expr, ir.Square):
             argument = expr.argument.argument if isinstance(expr.argument, ir.Norm) else expr.argument
-            return next_ffn(self.stage(argument))
+            return after_ffns(self.stage(argument), self.square_depth)
         if isinstance(expr, ir.Norm):
-            return next_ffn(next_ffn(self.stage(expr.argument)))
+            return next_ffn(after_ffns(self.stage(expr.argument), self.square_depth))
         if isinstance(expr, ir.Pointwise):
             return next_ffn(max(self.stage(a) for a in expr.arguments))
         children = [getattr(expr, n) for n in ("left", "right", "argument", "vector", "numerator")
@@ -281,10 +293,10 @@ def relative_label(offset: int) -> str:
 
 
 class Scheduler:
-    def __init__(self, tree: ComparisonTree, budget: Sequence[int] | None) -> None:
+    def __init__(self, tree: ComparisonTree, budget: Sequence[int] | None, square_depth: int = 1) -> None:
         self.tree = tree
         self.budget = tuple(budget) if budget is not None else None
-        self.clock = StageClock()
+        self.clock = StageClock(square_depth)
         self.used: dict[int, int] = {}
         self.heads: list[Head] = []
         self.overflow: list[tuple[ComparisonNode, int, int]] = []
@@ -327,7 +339,8 @@ class Scheduler:
             stages.append(0)  # the value is the token itself
         layer = self._place(layer_for(max(stages, default=0)), node)
         linear = plan.pairs is not None and plan.linear_result
-        self.clock.results[node.name] = 2 * layer if linear or node.kind in ("argmin", "argmax") else 2 * layer + 1
+        exact = linear or node.kind in ("argmin", "argmax")
+        self.clock.results[node.name] = 2 * layer if exact else after_ffns(2 * layer, self.clock.square_depth)
         key = tuple(describe_monomial(p.key) for p in plan.key_pairs)
         query = tuple(describe_polynomial(p.query) for p in plan.key_pairs)
         self.heads.append(Head(node.name, head_kind(node), node.site, layer, f"{node.header} {describe(node.body)}",
@@ -454,6 +467,19 @@ def _head_problem(overflow: list[tuple[ComparisonNode, int, int]], budget: tuple
         f"at once (the intrinsic dimension D = {big_d}) and gets {s} heads, so {node.origin} finds no head "
         f"within {len(budget)} layers",
         law, "(T/4 − s − D + 1)/((n+1)·s + 1) − 1", node.name, node.span)
+
+
+def square_steps(tree: ComparisonTree) -> int:
+    """S, the most squares (or products) in a row on any path of the schedule: with m FFN layers
+    per square (deep route, m tent levels) the schedule needs at most L + S·(m − 1) layers,
+    L its layer count with one FFN stage per square (tight for large m)."""
+    probe = 64
+    layers = []
+    for depth in (1, 1 + probe):
+        scheduler = Scheduler(tree, None, depth)
+        scheduler.run()
+        layers.append(scheduler.layers())
+    return math.ceil((layers[1] - layers[0]) / probe)
 
 
 def build_schedule(tree: ComparisonTree, budget: Sequence[int] | None = None, margin: float | None = None) -> Schedule:

@@ -242,7 +242,7 @@ def circuit_model(model: CompiledTransformer, program: ir.Program) -> CompiledTr
     """The model's circuit, recompiled from its program at its ε and dtype, in float64."""
     dtype = model.dtype
     schedule = build_schedule(build_tree(program), None, program.margin)
-    circuit = lower(program, schedule, float(model.config["eps"]), dtype)
+    circuit = lower(program, schedule, float(model.config["eps"]), dtype, model.config.get("ffn", "wide"))
     config, tensors = assemble(circuit, torch.float64)
     return CompiledTransformer(config, tensors, device="cpu", dtype=torch.float64)
 

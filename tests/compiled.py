@@ -39,5 +39,5 @@ def program(name: str, length: int | None = None) -> ifl.Program:
 
 
 @lru_cache(maxsize=8)
-def model(name: str, eps: float, dtype: str, length: int | None = None) -> ifl.CompiledTransformer:
-    return ifl.compile(program(name, length), eps=eps, dtype=dtype, device="cpu", samples=0)
+def model(name: str, eps: float, dtype: str, length: int | None = None, ffn: str = "wide") -> ifl.CompiledTransformer:
+    return ifl.compile(program(name, length), eps=eps, dtype=dtype, device="cpu", samples=0, ffn=ffn)

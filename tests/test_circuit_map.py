@@ -75,6 +75,14 @@ def test_table_program_values_in_the_cache_match_the_reference(name):
     _check_sites(model(name, 1e-3, "float32"), program(name), seed=12)
 
 
+@pytest.mark.parametrize("name", ["min_pairwise", "nearest_neighbour", "norms_away_from_zero", "tok_own_square"])
+def test_deep_models_values_in_the_cache_match_the_reference(name):
+    """--ffn deep: every tent level (function "tent") and every node within its bound."""
+    compiled = model(name, 1e-3, "float64", ffn="deep")
+    assert any(b["computes"].startswith("tent^") for layer in compiled.config["layers"] for b in layer["mlp"])
+    _check_sites(compiled, program(name), seed=13)
+
+
 def test_min_pairwise_records():
     sites = {s.name: s for s in ifl.circuit(ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors"))}
     c1, c2 = sites["c1"], sites["c2"]
