@@ -29,13 +29,10 @@ import torch
 from . import typed as ir
 from .assemble import assemble
 from .check import check
-from .comparisons import build_tree
 from .diagnostics import ProgramError
-from .lower import lower
 from .model import CompiledTransformer
 from .parse import parse
-from .pipeline import errors_on, model_inputs, position_errors
-from .schedule import build_schedule
+from .pipeline import build_circuit, errors_on, model_inputs, position_errors
 
 ROUNDING = {torch.float32: 2.0**-24, torch.float64: 2.0**-53}
 TRACE_SLACK = 64.0  # rounding units a layer may differ by, relative to the direction's scale
@@ -240,9 +237,8 @@ class Divergence:
 
 def circuit_model(model: CompiledTransformer, program: ir.Program) -> CompiledTransformer:
     """The model's circuit, recompiled from its program at its ε and dtype, in float64."""
-    dtype = model.dtype
-    schedule = build_schedule(build_tree(program), None, program.margin)
-    circuit = lower(program, schedule, float(model.config["eps"]), dtype)
+    gathered = model.config.get("route") == "gather"
+    circuit, _, _ = build_circuit(program, float(model.config["eps"]), model.dtype, allow_inefficient=gathered)
     config, tensors = assemble(circuit, torch.float64)
     return CompiledTransformer(config, tensors, device="cpu", dtype=torch.float64)
 
@@ -288,7 +284,8 @@ def _head_gap(model: CompiledTransformer, layer: int, mine: torch.Tensor, theirs
     """Scores β·q·k that differ beyond rounding: the head's W_Q, W_K or β are not the circuit's."""
     allowed = model._head_masks(layer, mine.shape[-1])[None].expand_as(mine)
     beta = model.blocks[layer].attn.beta.to(torch.float64).abs()[None, :, None, None]
-    tolerance = slack * beta * (magnitude + 1.0)
+    # a head with β = 0 (uniform, or a masked fetch) scores 0 whatever its W_Q, W_K: nothing to compare
+    tolerance = (slack * beta * (magnitude + 1.0)).clamp_min(torch.finfo(torch.float64).tiny)
     excess = torch.where(allowed, (mine - theirs).abs() / tolerance, torch.zeros_like(mine))
     if float(excess.max()) <= 1.0:
         return None
