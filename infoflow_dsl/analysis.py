@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from . import typed as ir
 from .comparisons import ComparisonTree, build_tree, is_causal
 from .describe import describe
+from .lower import CompileError
 from .ranges import RootAtZero, roots_at_zero
 from .schedule import Schedule, build_schedule, square_steps
 from .syntax import Span
@@ -73,7 +75,7 @@ class AnalysisReport:
             worst = problems[0]
             return {"law": worst.law, "exponent": None, "exponent_formula": worst.exponent,
                     "interpolated_functions": self.schedule.interpolated_functions, "roots_at_zero": roots,
-                    "infoflow_upper_bound": None, "independent_of_T": False}
+                    "infoflow_upper_bound": None, "independent_of_T": False, "fallback": self.fallback()}
         functions = self.schedule.interpolated_functions
         if self.roots_at_zero:
             law, exponent, formula = f"O({functions}·ε^-1): a norm that can be 0 turns an error δ into √δ", 1.0, "1"
@@ -106,6 +108,26 @@ class AnalysisReport:
             "auto": {"law": "per function the route with fewer nonzero parameters at its share of ε",
                      "layers": f"between {layers} and the deep count"},
         }
+
+    def fallback(self) -> dict[str, Any]:
+        """compile --allow-inefficient's gather route (``unroll``): its cost law in T and ε, and its
+        nonzero parameter count at the program's T and ε = 1e-2 (or why it is refused)."""
+        from .unroll import UnrollError, gather
+
+        try:
+            unrolled = gather(self.program).unrolled
+        except UnrollError as error:
+            return {"route": "gather", "law": None, "exponent_T": None, "parameters_at_eps_1e-2": None,
+                    "refused": str(error)}
+        k = len(unrolled)
+        epsilon = "ε^-1" if self.roots_at_zero else "ε^-1/2"
+        law = (f"O(T^{k}·F·{epsilon}) parameters: {', '.join(unrolled)} unrolled into T position slots "
+               f"(k = {k}), plus O(T^{k}) exact min/max units in O(k·log T) layers")
+        entry: dict[str, Any] = {"route": "gather", "unrolled": list(unrolled), "law": law, "exponent_T": k,
+                                 "parameters_at_eps_1e-2": None, "refused": None}
+        entry.update(_fallback_size(self.program.source, self.program.path, self.program.length,
+                                    self.program.margin))
+        return entry
 
     def reason(self) -> dict[str, Any] | None:
         if not self.schedule.problems:
@@ -172,6 +194,21 @@ class AnalysisReport:
 
     def to_text(self) -> str:
         return render_text(self)
+
+
+@lru_cache(maxsize=64)
+def _fallback_size(source: str, path: str, length: int, margin: float | None) -> dict[str, Any]:
+    """The gather route's nonzero parameters at ε = 1e-2 (float64), or why it is refused; cached
+    per program, as compiling it takes seconds."""
+    from . import parse_program
+    from .pipeline import compile_program  # analyze reports what compile would build
+
+    program = parse_program(source, path, length=length, margin=margin)
+    try:
+        model = compile_program(program, 1e-2, "float64", "cpu", samples=0, allow_inefficient=True)
+    except CompileError as error:
+        return {"parameters_at_eps_1e-2": None, "refused": str(error)}
+    return {"parameters_at_eps_1e-2": model.nonzero_parameter_count(), "refused": None}
 
 
 def _poly(coefficients: Sequence[Any]) -> str:
@@ -244,6 +281,14 @@ def render_text(report: AnalysisReport) -> str:
     if reason:
         lines.append(f"reason    {_where(report, reason['span'])}{reason['message']}")
         lines.append(f"          {reason['law']}")
+        fallback = data["cost"].get("fallback")
+        if fallback:
+            lines.append(f"fallback  compile --allow-inefficient: {fallback['law'] or 'no gather route'}")
+            if fallback["refused"]:
+                lines.append(f"          refused at ε = 1e-2: {fallback['refused']}")
+            else:
+                lines.append(f"          {fallback['parameters_at_eps_1e-2']:,} nonzero parameters at ε = 1e-2, "
+                             f"T = {data['T']}")
     return "\n".join(lines) + "\n"
 
 

@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_argument("--samples", type=_nonnegative_int, default=10_000,
                              help="random inputs to measure the error on (default 10000)")
     compile_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .safetensors)")
+    compile_cmd.add_argument("--allow-inefficient", action="store_true",
+                             help="compile a target the verdict calls inefficient through the gather route, whose "
+                                  "size grows with T (analyze's cost.fallback gives its law)")
     check_cmd = commands.add_parser("check", help="verify a compiled model against its target")
     check_cmd.add_argument("model", type=Path)
     check_cmd.add_argument("--samples", type=_nonnegative_int, default=10_000, help="random inputs (default 10000)")
@@ -209,7 +212,7 @@ def command_compile(arguments: argparse.Namespace) -> int:
     output = arguments.output or arguments.file.with_suffix(".safetensors")
     try:
         model = compile_program(program, arguments.eps, arguments.dtype, arguments.device, arguments.samples,
-                                ffn=arguments.ffn)
+                                ffn=arguments.ffn, allow_inefficient=arguments.allow_inefficient)
     except CompileError as error:
         raise UsageError(f"{arguments.file}: cannot compile: {error}") from None
     config = model.config

@@ -81,6 +81,7 @@ class ComparisonNode:
     count: tuple[Fraction, ...]
     count_at_length: int
     at_tokens: bool = False  # a per-token target's node: it runs at every token even without context
+    gathered: bool = False  # compile's gather route: every token holds every fixed position's token
 
     @property
     def order(self) -> int:
@@ -115,7 +116,8 @@ class ComparisonTree:
     nodes: tuple[ComparisonNode, ...]
     output: ir.Expr
     length: int
-    output_site: str = "readout"  # "token" for a per-token target: ``output`` is read at every token
+    output_site: str = "readout"  # "token": a per-token target's ``output`` is read at every token
+    gathered: bool = False  # built for compile's gather route (``unroll``)
 
     @property
     def order(self) -> int:
@@ -462,10 +464,11 @@ def _nesting_orders(variables: tuple[str, ...]) -> list[tuple[str, ...]]:
 class TreeBuilder:
     """Extracts comparison nodes from a normalised target, children first."""
 
-    def __init__(self, length: int, taken: set[str], at_tokens: bool = False) -> None:
+    def __init__(self, length: int, taken: set[str], at_tokens: bool = False, gathered: bool = False) -> None:
         self.length = length
         self.taken = taken
         self.at_tokens = at_tokens
+        self.gathered = gathered
         self.nodes: list[ComparisonNode] = []
 
     def extract(self, expr: object, enclosing: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...]) -> object:
@@ -485,7 +488,7 @@ class TreeBuilder:
             if nested is None:
                 continue
             candidate = normalise(nested, self.taken)
-            trial = TreeBuilder(self.length, self.taken, self.at_tokens)
+            trial = TreeBuilder(self.length, self.taken, self.at_tokens, self.gathered)
             trial.extract(candidate, enclosing, conditions)
             largest = max((n.order for n in trial.nodes), default=0)
             if best is None or largest < best[0]:
@@ -517,7 +520,7 @@ class TreeBuilder:
             span=expr.span,
             rank=expr.rank if isinstance(expr, ir.Reduce) else None,
             count=count_polynomial(counted, relevant), count_at_length=count_tuples(counted, relevant, self.length),
-            at_tokens=self.at_tokens,
+            at_tokens=self.at_tokens, gathered=self.gathered,
         )
         self.nodes.append(node)
         label = f"{name}({', '.join(context_variables)})" if context_variables else name
@@ -539,18 +542,18 @@ def fixed_positions_read(body: object) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def build_tree(program: ir.Program) -> ComparisonTree:
+def build_tree(program: ir.Program, gathered: bool = False) -> ComparisonTree:
     """The comparison tree of a checked program. A per-token target's expression is extracted
     with its position variable t as the enclosing context (and its conditions around every
     node), so its nodes run at the token site and ``output`` is read at every token."""
     taken = all_variables(program.target)
     target = normalise(program.target, taken)
-    builder = TreeBuilder(program.length, taken, at_tokens=program.per_token)
+    builder = TreeBuilder(program.length, taken, at_tokens=program.per_token, gathered=gathered)
     if program.per_token:
         output = builder.extract(target, (program.token_variable,), program.token_conditions)  # type: ignore[arg-type]
-        return ComparisonTree(tuple(builder.nodes), output, program.length, "token")  # type: ignore[arg-type]
+        return ComparisonTree(tuple(builder.nodes), output, program.length, "token", gathered)  # type: ignore[arg-type]
     output = builder.extract(target, (), ())
-    return ComparisonTree(tuple(builder.nodes), output, program.length)  # type: ignore[arg-type]
+    return ComparisonTree(tuple(builder.nodes), output, program.length, "readout", gathered)  # type: ignore[arg-type]
 
 
 def is_causal(program: ir.Program) -> bool:

@@ -10,7 +10,7 @@ from . import typed as ir
 
 
 def _wrap(text: str, expr: object) -> str:
-    atomic = (ir.NumberLiteral, ir.Constant, ir.Token, ir.Component, ir.Inner, ir.Norm, ir.Pointwise)
+    atomic = (ir.NumberLiteral, ir.Constant, ir.Token, ir.Component, ir.Inner, ir.Norm, ir.Pointwise, ir.Presence)
     if isinstance(expr, atomic) or hasattr(expr, "label") or not hasattr(expr, "type"):
         return text
     return f"({text})"
@@ -69,6 +69,8 @@ def describe(expr: object) -> str:
         return f"{head}_<{', '.join(expr.variables)}{_where(expr.conditions)}> {describe(expr.body)}"
     if isinstance(expr, ir.PositionVariable | ir.FixedPosition | ir.LastPosition | ir.ArgPosition):
         return describe_position(expr)
+    if isinstance(expr, ir.Presence):
+        return f"present({expr.index}{_where(expr.conditions)})"
     label = getattr(expr, "label", None)
     if label is not None:
         return str(label)

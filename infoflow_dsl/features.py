@@ -14,11 +14,15 @@ polynomial of both) or relu(<x(t), x(s)>) do not, and the caller reports that.
 from __future__ import annotations
 
 from collections import defaultdict
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from . import typed as ir
 from .comparisons import NodeResult
 from .describe import describe
+
+#: Set while separating a gathered score (see ``separate``).
+_GATHERED: ContextVar[bool] = ContextVar("gathered", default=False)
 
 #: Above this many monomials an expansion is abandoned (reported as not separable).
 MAX_MONOMIALS = 4096
@@ -103,9 +107,17 @@ def _scale(a: Polynomial, factor: float) -> Polynomial:
     return {m: c * factor for m, c in a.items()} if factor != 0 else {}
 
 
+def _is_fixed(source: str) -> bool:
+    """A fixed position's source label (``3``, ``T``, ``T - 1``)."""
+    return source.isdigit() or source.startswith("T")
+
+
 def _opaque(expr: object) -> Polynomial:
-    """A non-polynomial scalar: one atom if it lives at one source, else not separable."""
+    """A non-polynomial scalar: one atom if it lives at one source, else not separable (in a
+    gathered score a fixed position joins whichever token reads it)."""
     sources = sources_of(expr)
+    if _GATHERED.get() and len(sources) > 1:
+        sources = {s for s in sources if not _is_fixed(s)} or {min(sources)}
     if len(sources) > 1:
         raise NotSeparable(f"{describe(expr)} mixes positions {', '.join(sorted(sources))} inside a "
                            f"function that is not a polynomial")
@@ -114,7 +126,9 @@ def _opaque(expr: object) -> Polynomial:
 
 
 def sources_of(expr: object) -> set[str]:
-    """The source positions whose values ``expr`` reads."""
+    """The source positions whose values ``expr`` reads (a slot guard lives at the token it guards)."""
+    if isinstance(expr, ir.Presence):
+        return {name for c in expr.conditions for name in _variable_names(c)}
     if isinstance(expr, ir.Token):
         return {position_source(expr.position)}
     if hasattr(expr, "label") and hasattr(expr, "variables"):
@@ -123,6 +137,10 @@ def sources_of(expr: object) -> set[str]:
     for item in ir.children(expr):
         found |= sources_of(item)
     return found
+
+
+def _variable_names(condition: ir.PositionCondition) -> list[str]:
+    return [t.name for t in (condition.left, condition.right) if isinstance(t, ir.PositionVariable)]
 
 
 def expand(expr: object) -> list[Polynomial]:
@@ -183,18 +201,27 @@ def _arithmetic(expr: ir.Arithmetic) -> list[Polynomial]:
     return [_add(a, b, sign) for a, b in zip(left, right, strict=True)]
 
 
-def separate(body: object, variable: str) -> list[FeaturePair]:
+def separate(body: object, variable: str, gathered: bool = False) -> list[FeaturePair]:
     """``body`` as Σ_j φ_j · ψ_j with ψ_j a monomial in atoms of ``variable`` alone (per component).
 
     The pair with ψ = 1 (empty monomial) collects the terms free of ``variable``.
+    ``gathered`` (compile's gather route, where every token holds every fixed position's token):
+    fixed positions are features of the compared token too, so they go to the key side and may
+    mix with it inside a non-polynomial function.
     Raises :class:`NotSeparable`.
     """
+    token = _GATHERED.set(gathered)
+    try:
+        polynomials = expand(body)
+    finally:
+        _GATHERED.reset(token)
     pairs: list[FeaturePair] = []
-    for polynomial in expand(body):  # a vector body (sum, mean) separates component by component
+    for polynomial in polynomials:  # a vector body (sum, mean) separates component by component
         grouped: dict[Monomial, Polynomial] = defaultdict(dict)
         for monomial, coefficient in polynomial.items():
-            key = tuple(a for a in monomial if a.source == variable)
-            query = tuple(a for a in monomial if a.source != variable)
+            on_key = [a.source == variable or (gathered and _is_fixed(a.source)) for a in monomial]
+            key = tuple(a for a, k in zip(monomial, on_key, strict=True) if k)
+            query = tuple(a for a, k in zip(monomial, on_key, strict=True) if not k)
             grouped[key][query] = grouped[key].get(query, 0.0) + coefficient
         pairs.extend(FeaturePair(query, key) for key, query in sorted(grouped.items()))
     return pairs

@@ -64,7 +64,7 @@ from .describe import describe
 from .features import Atom, FeaturePair, NotSeparable, separate
 from .positions import count_tuples
 from .ranges import Interval
-from .schedule import Head, Schedule, layer_for, layers_for_output, next_ffn, relative_label
+from .schedule import Head, Schedule, layer_for, layers_for_output, next_ffn, presences_read, relative_label
 
 HEAD_SHARE = 0.01
 MAX_UNITS = 1_000_000
@@ -117,6 +117,15 @@ class ErrorVec:
             merged[name] = merged.get(name, 0.0) + abs(scale) * c
         return ErrorVec(tuple(merged.items()), self.extra + abs(scale) * other.extra,
                         self.rounding + abs(scale) * other.rounding)
+
+    def widest(self, other: ErrorVec) -> ErrorVec:
+        """A bound on max(e_self, e_other): coefficient by coefficient the larger (every share
+        is ≥ 0, so Σ max(a_i, b_i)·e_i ≥ max(Σ a_i e_i, Σ b_i e_i)). min and max of two
+        values err by at most the larger of their errors."""
+        merged = dict(self.linear)
+        for name, c in other.linear:
+            merged[name] = max(merged.get(name, 0.0), c)
+        return ErrorVec(tuple(merged.items()), max(self.extra, other.extra), max(self.rounding, other.rounding))
 
     def scaled(self, factor: float) -> ErrorVec:
         return ErrorVec(tuple((n, abs(factor) * c) for n, c in self.linear), abs(factor) * self.extra,
@@ -233,8 +242,10 @@ class Lowerer:
     rounding: float = 0.0
     counter: int = 0
     units: int = 0
+    gathered: bool = False  # the gather route: fixed positions at the tokens are fetched exactly, by masks
 
     def __post_init__(self) -> None:
+        self._known: set[str] = set(self.directions)
         self.length = self.program.length
         self.theta = math.pi / (self.length + 1)
         self._direction(ONE)
@@ -244,7 +255,8 @@ class Lowerer:
     # ------------------------------------------------------------------ bookkeeping
 
     def _direction(self, name: str) -> str:
-        if name not in self.directions:
+        if name not in self._known:
+            self._known.add(name)
             self.directions.append(name)
         return name
 
@@ -425,7 +437,10 @@ class Lowerer:
         direction, layer = self.relu_units(gap, f"relu({gap.form})")
         form = a.form.plus(LinearForm.of(direction), -sign)
         pick = min if sign > 0 else max
-        error = a.error.plus(b.error).plus(self._relu_rounding(gap))
+        # the gather route's slot trees take the larger error (sound and T times tighter over T
+        # slots); the efficient route keeps the sum, which its compiled models were built with
+        joint = a.error.widest(b.error) if self.gathered else a.error.plus(b.error)
+        error = joint.plus(self._relu_rounding(gap))
         return Quantity(form, 2 * layer + 1, pick(a.low, b.low), pick(a.high, b.high), error)
 
     def _gathered(self, u: Quantity) -> Quantity:
@@ -511,6 +526,8 @@ class Lowerer:
             return [self.square_root(self._squared_norm(expr.argument, site))]
         if isinstance(expr, ir.Pointwise):
             return [self._pointwise(expr, site)]
+        if isinstance(expr, ir.Presence):
+            return self.fetched[(describe(expr), site)]
         raise CompileError(f"cannot lower {describe(expr)}")
 
     def _squared_norm(self, vector: object, site: str) -> Quantity:
@@ -559,7 +576,8 @@ class Lowerer:
         """x(k) (or x(T)) fetched to ``head.site`` on angle codes; an offset x(t − k) or x(T − k)
         by a structural mask instead."""
         label = head.compares[2:-1]
-        if label.startswith("t") or label.startswith("T ") or (self.program.per_token and head.site == "token"):
+        exact_here = (self.program.per_token or self.gathered) and head.site == "token"
+        if label.startswith("t") or label.startswith("T ") or exact_here:
             self.masked_position_head(head, label)
             return
         self._direction(POS_COS)
@@ -610,6 +628,28 @@ class Lowerer:
             f"x({label}) by the mask key == {side}"))
         self.fetched[(label, head.site)] = [Quantity(LinearForm.of(o), 2 * head.layer, low, high) for o in outputs]
 
+    def presence_head(self, head: Head, presence: ir.Presence) -> None:
+        """present(j : conditions): 1 at the tokens where slot j is in range, else 0. A head with
+        the mask key == j plus the conditions (j read as the key, the token's variable as the
+        query) and the constant 1 as its value: exact, like any masked fetch."""
+        def side(term: object) -> str | int:
+            if isinstance(term, ir.FixedPosition) and term.index == presence.index:
+                return "key"
+            if isinstance(term, ir.PositionVariable):
+                return mask_side("query", term.offset)
+            if isinstance(term, ir.LastPosition):
+                return mask_side("last", term.offset)
+            return term.index  # type: ignore[attr-defined]
+
+        linked = tuple((side(c.left), c.operator, side(c.right)) for c in presence.conditions)
+        mask = (("key", "==", presence.index), *linked)
+        output = self._direction(f"{head.compares}@token")
+        zero = (LinearForm(),)
+        self.heads.append(AttentionHead(head.name, head.layer, "presence", "token", zero, zero,
+                                        (LinearForm.const(1.0),), (output,), 0.0, mask, 0.0,
+                                        f"{head.compares} by a mask"))
+        self.fetched[(head.compares, "token")] = [Quantity(LinearForm.of(output), 2 * head.layer, 0.0, 1.0)]
+
     @staticmethod
     def _position_side(label: str) -> str | int:
         """The mask side a fetch label names: ``t - 1`` -> ``query-1``, ``T - 2`` -> ``last-2``, ``3`` -> 3."""
@@ -635,7 +675,7 @@ class Lowerer:
         """The score Σ_j φ_j ψ_j as (query, key) quantity pairs (those with a constant query merged
         into one, first) and the terms free of ``variable`` (offsets)."""
         try:
-            pairs = separate(body, variable)
+            pairs = separate(body, variable, self.gathered)
         except NotSeparable as error:
             raise CompileError(f"the score of {describe(body)} is not a sum of products of per-token "
                                f"features: {error}") from None
@@ -656,7 +696,7 @@ class Lowerer:
         squares the schedule's layer always suffices."""
         ready = max((max(q.stage, k.stage) for q, k in features), default=0)
         layer = max(head.layer, layer_for(ready))
-        if layer != head.layer and self.route == "wide":
+        if layer != head.layer and self.route == "wide" and not self.gathered:
             raise AssertionError(f"features of {head.name} not ready for layer {head.layer}")  # a scheduling bug
         return dataclasses.replace(head, layer=layer)
 
@@ -806,9 +846,12 @@ class Lowerer:
 
     def run(self) -> tuple[list[Quantity], int]:
         by_name = {h.name: h for h in self.schedule.heads}
+        presences = {describe(p): p for p in presences_read(self.schedule.tree)}
         for head in self.schedule.heads:
             if head.kind == "position":
                 self.position_head(head)
+            elif head.kind == "presence":
+                self.presence_head(head, presences[head.compares])
         for node in self.schedule.tree.nodes:
             self.comparison_head(node, by_name[node.name])
         tree = self.schedule.tree
@@ -874,8 +917,11 @@ def _allocate_mixed(ffns: Sequence[Source], sensitivity: dict[str, float], budge
 
 
 def lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype = torch.float64,
-          ffn: str = "wide") -> Circuit:
+          ffn: str = "wide", gathered: bool = False) -> Circuit:
     """The circuit of an efficient target, with a-priori error ≤ eps in ``dtype``.
+
+    ``gathered``: the schedule of compile's gather route (``unroll``), whose comparisons read
+    gathered fixed positions, so the order-of-comparison verdict does not apply to it.
 
     Raises :class:`CompileError` for a target the verdict calls inefficient, and for an ε
     below what the dtype's rounding allows, saying the smallest ε (within a factor 2^(1/4))
@@ -888,14 +934,14 @@ def lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtyp
     if ffn != "wide" and schedule.budget is not None:
         raise CompileError(f"--ffn {ffn} adds layers, which a head budget (--heads) fixes; use --ffn wide")
     try:
-        return _lower(program, schedule, eps, dtype, ffn)
+        return _lower(program, schedule, eps, dtype, ffn, gathered)
     except _RoundingLimit as limit:
         dtype_name = str(dtype).replace("torch.", "")
         smallest = eps
         for _ in range(80):
             smallest *= 2 ** 0.25
             try:
-                _lower(program, schedule, smallest, dtype, ffn)
+                _lower(program, schedule, smallest, dtype, ffn, gathered)
                 break
             except _RoundingLimit:
                 continue
@@ -903,9 +949,10 @@ def lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtyp
                            f"may reach {limit.rounding:.2g}); the smallest ε it can is about {smallest:.2g}") from None
 
 
-def _lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype, ffn: str) -> Circuit:
+def _lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype, ffn: str,
+           gathered: bool = False) -> Circuit:
     """One lowering attempt under ``eps`` (see :func:`lower`); the error-budget loop."""
-    if schedule.problems:
+    if schedule.problems and not gathered:
         problem = schedule.problems[0]
         raise CompileError(f"the target is inefficient: {problem.message}; {problem.law}")
     if not eps > 0:
@@ -917,7 +964,7 @@ def _lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dty
     tightening: dict[str, float] = {}  # persistent factors from constraints (margins, √ inputs)
     best: tuple[Lowerer, list[Quantity], int, float] | None = None
     for _ in range(24):
-        lowerer = Lowerer(program, schedule, shares, roundoff, ffn)
+        lowerer = Lowerer(program, schedule, shares, roundoff, ffn, gathered=gathered)
         outputs, layers = lowerer.run()
         full = {n: shares.get(n, shares["*default*"]) for n in lowerer.sources}
         rounding = max((ROUNDING_SAFETY * q.error.rounding for q in outputs), default=0.0)

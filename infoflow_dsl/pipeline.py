@@ -7,6 +7,7 @@ analysis calls inefficient, with analyze's reason, and an ε the dtype cannot ho
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ from .evaluate import evaluate, retrieval_margin
 from .lower import CompileError, lower
 from .model import CompiledTransformer
 from .sampling import domain_corners, sample_inputs
-from .schedule import build_schedule
+from .schedule import Schedule, build_schedule
+from .unroll import UnrollError, gather
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_EPS = 1e-3
@@ -67,9 +69,27 @@ def _schedule_summary(schedule: Any, circuit: Circuit | None = None) -> dict[str
     }
 
 
+def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_inefficient: bool = False,
+                  ffn: str = "wide") -> tuple[Circuit, Schedule, str]:
+    """(circuit, schedule, route) of a checked program: the efficient route, or for a target
+    the verdict calls inefficient and ``allow_inefficient``, the gather route (``unroll``:
+    comparisons unrolled into position slots, a size that grows with T). ``ffn`` is how
+    squares are built (``approximations``)."""
+    schedule = build_schedule(build_tree(program), None, program.margin)
+    if not (schedule.problems and allow_inefficient):
+        return lower(program, schedule, eps, dtype, ffn), schedule, "efficient"
+    try:
+        gathered = gather(program)
+    except UnrollError as error:
+        raise CompileError(f"the target is inefficient, and the gather route cannot compile it: {error}") from None
+    rewritten = dataclasses.replace(program, target=gathered.target)
+    schedule = build_schedule(build_tree(rewritten, gathered=True), None, program.margin)
+    return lower(rewritten, schedule, eps, dtype, ffn, gathered=True), schedule, "gather"
+
+
 def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | torch.dtype = "float32",
                     device: str | torch.device | None = None, samples: int = DEFAULT_SAMPLES,
-                    seed: int = 0, ffn: str = "wide") -> CompiledTransformer:
+                    seed: int = 0, ffn: str = "wide", allow_inefficient: bool = False) -> CompiledTransformer:
     """Compile a checked program into a :class:`CompiledTransformer` within ``eps``.
 
     ``ffn`` is how squares (hence products and norms) are built: ``wide`` (one hidden layer,
@@ -80,24 +100,26 @@ def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | 
 
     With ``samples`` > 0 the model is measured on that many random inputs plus the domain's
     corners (inputs under the declared margin excluded) and the result is kept in
-    ``model.config["measured_error"]``.
+    ``model.config["measured_error"]``. ``allow_inefficient`` compiles a target the verdict
+    calls inefficient through the gather route (its config says ``"route": "gather"``); an
+    efficient target compiles to the same bytes with or without it.
     """
     torch_dtype = resolve_dtype(dtype)
     target_device = resolve_device(device)
     if not (isinstance(eps, float | int) and math.isfinite(eps) and eps > 0):
         raise CompileError(f"ε must be a positive number, got {eps!r}")
-    tree = build_tree(program)
-    schedule = build_schedule(tree, None, program.margin)
-    circuit = lower(program, schedule, float(eps), torch_dtype, ffn)
+    circuit, schedule, route = build_circuit(program, float(eps), torch_dtype, allow_inefficient, ffn)
     metadata: dict[str, Any] = {
         "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
         "eps": float(eps),
-        "schedule": _schedule_summary(schedule, circuit if ffn != "wide" else None),
+        "schedule": _schedule_summary(schedule, circuit if ffn != "wide" or route != "efficient" else None),
         "a_priori_bound": circuit.budget.bound,
         "measured_error": None,
     }
     if ffn != "wide":
         metadata["ffn"] = ffn
+    if route != "efficient":
+        metadata["route"] = route
     config, tensors = assemble(circuit, torch_dtype, metadata)
     model = CompiledTransformer(config, tensors, device=target_device, dtype=torch_dtype)
     if samples > 0:

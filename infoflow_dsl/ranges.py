@@ -142,6 +142,8 @@ def value_ranges(expr: object, program: ir.Program) -> list[Interval]:
         vector = value_ranges(expr.vector, program)
         return [_total([vector[c].scaled(expr.matrix.values[r * columns + c]) for c in range(columns)])
                 for r in range(rows)]
+    if isinstance(expr, ir.Presence):  # compile's gather route: a 0/1 guard
+        return [Interval(0.0, 1.0)]
     if isinstance(expr, ir.Reduce):
         body = value_ranges(expr.body, program)
         if expr.kind != "sum":

@@ -150,6 +150,8 @@ class StageClock:
             if isinstance(position, ir.PositionVariable) and position.offset:
                 return self.fetches.get(relative_label(position.offset), 2)
             return 0
+        if isinstance(expr, ir.Presence):
+            return self.fetches.get(describe(expr), 2)
         if (isinstance(expr, ir.Arithmetic) and expr.operator == "*") or isinstance(expr, ir.Inner):
             left, right = (expr.left, expr.right)  # type: ignore[union-attr]
             inner = max(self.stage(left), self.stage(right))
@@ -238,7 +240,7 @@ def plan_node(node: ComparisonNode) -> NodePlan:
     if len(node.variables) != 1:
         return NodePlan(node, None, f"{node.header} compares {len(node.variables)} positions jointly")
     try:
-        return NodePlan(node, separate(node.body, node.variables[0]), None)
+        return NodePlan(node, separate(node.body, node.variables[0], node.gathered), None)
     except NotSeparable as error:
         return NodePlan(node, None, str(error))
 
@@ -260,8 +262,8 @@ def _position_heads(tree: ComparisonTree) -> list[tuple[str, str]]:
     needed: list[tuple[str, str]] = []
     for node in tree.nodes:
         for label in node.fixed_positions:
-            if (label, node.site) not in needed:
-                needed.append((label, node.site))
+            sites = (node.site, TOKEN) if node.gathered else (node.site,)  # gathered: key tokens read them too
+            needed.extend((label, site) for site in sites if (label, site) not in needed)
     for label in fixed_positions_read(tree.output):
         if (label, tree.output_site) not in needed:
             needed.append((label, tree.output_site))
@@ -269,6 +271,16 @@ def _position_heads(tree: ComparisonTree) -> list[tuple[str, str]]:
         if (label, TOKEN) not in needed:
             needed.append((label, TOKEN))
     return needed
+
+
+def presences_read(tree: ComparisonTree) -> list[ir.Presence]:
+    """The slot guards (gather route) read anywhere, each once; each is one head at the tokens."""
+    found: dict[str, ir.Presence] = {}
+    for expr in (*(n.body for n in tree.nodes), tree.output):
+        for node in [expr, *sub_nodes(expr)]:
+            if isinstance(node, ir.Presence):
+                found.setdefault(describe(node), node)
+    return list(found.values())
 
 
 def relative_offsets_read(tree: ComparisonTree) -> list[str]:
@@ -325,6 +337,11 @@ class Scheduler:
             mask = f"key == query{label[1:]}" if label.startswith("t") else ""
             self.heads.append(Head(f"{FETCH_PREFIX}{index + 1}", "position", site, layer, f"x({label})",
                                    mask=mask, is_comparison=False))
+        for index, presence in enumerate(presences_read(self.tree)):
+            layer = self._place(1, None)
+            label = describe(presence)
+            self.clock.fetches[label] = 2 * layer
+            self.heads.append(Head(f"g{index + 1}", "presence", TOKEN, layer, label, is_comparison=False))
         for node in self.tree.nodes:
             self._schedule_node(node)
 
@@ -410,6 +427,8 @@ def information_sets(heads: Sequence[Head], tree: ComparisonTree, layers: int) -
 def _gained(head: Head, tree: ComparisonTree, token: set[Element]) -> set[Element]:
     if head.kind == "position":
         return _rooted(token, head.compares[2:-1])
+    if head.kind == "presence":  # a 0/1 guard: no token's information
+        return set()
     node = tree.node(head.name)
     if head.kind == "uniform":
         return _rooted(token, "1..T")

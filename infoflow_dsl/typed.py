@@ -253,9 +253,24 @@ class Reduce:
     origin: str = field(default="", compare=False, repr=False)
 
 
+@dataclass(frozen=True)
+class Presence:
+    """1 where position ``index`` satisfies ``conditions`` relative to the token that reads it,
+    0 elsewhere (the conditions compare FixedPosition(index) with that token's variable).
+
+    Not in the language: compile's gather route (``unroll``) writes it to guard one unrolled
+    slot of a reduction whose condition links the slot to the reading token (``t2 != t1``).
+    """
+
+    index: int
+    conditions: tuple[PositionCondition, ...]
+    span: Span = _span_field()
+    type: ValueType = SCALAR
+
+
 Expr = Union[
     NumberLiteral, Constant, Token, Component, Inner, Norm, Square, Pointwise, Arithmetic, Negate, Divide,
-    MatVec, Reduce, PositionVariable, FixedPosition, LastPosition, ArgPosition,
+    MatVec, Reduce, PositionVariable, FixedPosition, LastPosition, ArgPosition, Presence,
 ]
 
 

@@ -29,13 +29,10 @@ import torch
 from . import typed as ir
 from .assemble import assemble
 from .check import check
-from .comparisons import build_tree
 from .diagnostics import ProgramError
-from .lower import lower
 from .model import CompiledTransformer
 from .parse import parse
-from .pipeline import errors_on, model_inputs, position_errors
-from .schedule import build_schedule
+from .pipeline import build_circuit, errors_on, model_inputs, position_errors
 
 ROUNDING = {torch.float32: 2.0**-24, torch.float64: 2.0**-53}
 TRACE_SLACK = 64.0  # rounding units a layer may differ by, relative to the direction's scale
@@ -240,9 +237,9 @@ class Divergence:
 
 def circuit_model(model: CompiledTransformer, program: ir.Program) -> CompiledTransformer:
     """The model's circuit, recompiled from its program at its ε and dtype, in float64."""
-    dtype = model.dtype
-    schedule = build_schedule(build_tree(program), None, program.margin)
-    circuit = lower(program, schedule, float(model.config["eps"]), dtype, model.config.get("ffn", "wide"))
+    gathered = model.config.get("route") == "gather"
+    circuit, _, _ = build_circuit(program, float(model.config["eps"]), model.dtype, allow_inefficient=gathered,
+                                  ffn=model.config.get("ffn", "wide"))
     config, tensors = assemble(circuit, torch.float64)
     return CompiledTransformer(config, tensors, device="cpu", dtype=torch.float64)
 

@@ -298,3 +298,42 @@ target(t) = relu(max_<s : s <= t> x(s)[1] - x(t)[1])
 
 EXTRA.extend(PER_TOKEN)
 ALL.extend(PER_TOKEN)
+
+#: Targets the verdict calls inefficient (order ≥ 3, or an order-2 score that does not separate),
+#: for compile's gather route (``--allow-inefficient``). With triangle_center, third_largest,
+#: linked_mean and tok_prefix_top2 above, the table has ten.
+INEFFICIENT: list[ExampleProgram] = [
+    _extra("ineff_triangle_squared", "inefficient order-3 square norm ball", """
+input x : R^2 in ball(1)
+length T = 6
+target min_<a, b, c> ||x(a) + x(b) + x(c)||^2
+"""),
+    _extra("ineff_triple_product", "inefficient order-3 products", """
+input x : R^2
+length T = 6
+target max_<a, b, c> x(a)[1] * x(b)[2] * x(c)[1]
+"""),
+    _extra("ineff_top4", "inefficient top order-4", """
+input x : R^2
+length T = 6
+target top(4)_<t> x(t)[1] - x(t)[2]
+"""),
+    _extra("ineff_relu_pairs", "inefficient not-separable relu", """
+input x : R^2
+length T = 6
+target min_<s, t> relu(<x(s), x(t)>)
+"""),
+    _extra("ineff_abs_gap", "inefficient not-separable abs condition-lt", """
+input x : R^2
+length T = 6
+target max_<s, t : s < t> |x(s)[1] - x(t)[1]|
+"""),
+    _extra("ineff_per_token_triple", "inefficient per-token order-3 products", """
+input x : R^2
+length T = 6
+target(t) = max_<s, r> x(s)[1] * x(r)[2] * x(t)[2]
+"""),
+]
+
+EXTRA.extend(INEFFICIENT)
+ALL.extend(INEFFICIENT)
