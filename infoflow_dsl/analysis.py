@@ -15,6 +15,7 @@ can be 0 on the domain (each makes the exponent 1: see ``ranges``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -115,16 +116,28 @@ class AnalysisReport:
         from .unroll import UnrollError, gather
 
         try:
-            unrolled = gather(self.program).unrolled
+            gathered = gather(self.program)
         except UnrollError as error:
             return {"route": "gather", "law": None, "exponent_T": None, "parameters_at_eps_1e-2": None,
                     "refused": str(error)}
-        k = len(unrolled)
-        epsilon = "ε^-1" if self.roots_at_zero else "ε^-1/2"
-        law = (f"O(T^{k}·F·{epsilon}) parameters: {', '.join(unrolled)} unrolled into T position slots "
-               f"(k = {k}), plus O(T^{k}) exact min/max units in O(k·log T) layers")
-        entry: dict[str, Any] = {"route": "gather", "unrolled": list(unrolled), "law": law, "exponent_T": k,
-                                 "parameters_at_eps_1e-2": None, "refused": None}
+        k, unrolled = len(gathered.unrolled), ", ".join(gathered.unrolled)
+        rewritten = dataclasses.replace(self.program, target=gathered.target)
+        tree = build_tree(rewritten, gathered=True)
+        functions = build_schedule(tree, None, self.program.margin).interpolated_functions
+        if functions:
+            # T^k slots, each with F functions; the error budget is shared by all T^k slots' sources
+            # (a linear bound cannot take the max over slots), so each piece count grows like
+            # (T^k/ε)^e too: T^(k(1+e)) in all
+            e = 1.0 if self.roots_at_zero else 0.5
+            exponent = k * (1 + e)
+            law = (f"O(T^{exponent:g}·ε^-{e:g}): {unrolled} unrolled into T position slots (k = {k}), each with "
+                   f"{functions} interpolated functions whose error shares shrink like T^-{k}")
+        else:
+            exponent = float(k)
+            law = f"O(T^{k}): {unrolled} unrolled into T position slots (k = {k}); every step exact or sharpened by β"
+        law += f", plus O(T^{k}) exact min/max units in O(k·log T) layers"
+        entry: dict[str, Any] = {"route": "gather", "unrolled": list(gathered.unrolled), "law": law,
+                                 "exponent_T": exponent, "parameters_at_eps_1e-2": None, "refused": None}
         entry.update(_fallback_size(self.program.source, self.program.path, self.program.length,
                                     self.program.margin))
         return entry
