@@ -68,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_argument("--margin", type=_positive_float, help="override the program's margin δ")
     compile_cmd.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     compile_cmd.add_argument("--device", help="cpu or cuda (default: cuda when available)")
-    compile_cmd.add_argument("--samples", type=_nonnegative_int, default=10_000,
-                             help="random inputs to measure the error on (default 10000)")
+    compile_cmd.add_argument("--samples", type=_nonnegative_int, default=None,
+                             help="random inputs to measure the error on (default: as many as fit a few seconds "
+                                  "of work, at least 256 and at most 10000)")
     compile_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .safetensors)")
     check_cmd = commands.add_parser("check", help="verify a compiled model against its target")
     check_cmd.add_argument("model", type=Path)
@@ -111,6 +112,20 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise UsageError(f"{path}: cannot write: {error.strerror or error}") from None
 
 
+def check_writable(path: Path) -> None:
+    """Fail (UsageError) before any work if ``path`` cannot be written: a missing or read-only
+    folder, or a path that names a folder."""
+    import os
+
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise UsageError(f"{path}: the folder {folder} does not exist")
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder, expected a file name")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{path}: cannot write to the folder {folder} (permission denied)")
+
+
 def read_program_text(path: Path) -> str:
     """The text of a program file; unreadable or non-UTF-8 files are a UsageError."""
     try:
@@ -136,6 +151,8 @@ def command_analyze(arguments: argparse.Namespace) -> int:
     from . import parse_program
     from .analysis import analyze
 
+    if arguments.plot is not None:
+        check_writable(arguments.plot)
     source = read_program_text(arguments.file)
     program = parse_program(source, str(arguments.file), length=arguments.length)
     report = analyze(program, arguments.heads)
@@ -153,13 +170,18 @@ def command_compile(arguments: argparse.Namespace) -> int:
     from . import parse_program
     from .io import model_to_bytes
     from .lower import CompileError
-    from .pipeline import compile_program
+    from .pipeline import compile_program, resolve_device
 
+    output = arguments.output or arguments.file.with_suffix(".safetensors")
+    check_writable(output)  # flags and paths first: nothing is compiled for a file that cannot be written
+    try:
+        device = resolve_device(arguments.device)
+    except CompileError as error:
+        raise UsageError(f"infoflowc compile: {error}") from None
     source = read_program_text(arguments.file)
     program = parse_program(source, str(arguments.file), length=arguments.length, margin=arguments.margin)
-    output = arguments.output or arguments.file.with_suffix(".safetensors")
     try:
-        model = compile_program(program, arguments.eps, arguments.dtype, arguments.device, arguments.samples)
+        model = compile_program(program, arguments.eps, arguments.dtype, device, arguments.samples)
     except CompileError as error:
         raise UsageError(f"{arguments.file}: cannot compile: {error}") from None
     config = model.config
@@ -174,8 +196,9 @@ def command_compile(arguments: argparse.Namespace) -> int:
     if measured is not None:
         left_out = measured["excluded_by_margin"]
         excluded = f", {left_out} under the margin left out" if left_out else ""
+        budget = " (the default budget; --samples N for more)" if arguments.samples is None else ""
         print(f"  measured error   {measured['max_error']:.3g} (max over {measured['samples']} random inputs "
-              f"and {measured['corners']} corners{excluded})")
+              f"and {measured['corners']} corners{excluded}){budget}")
         if measured["max_error"] > arguments.eps:
             print(f"{arguments.file}: the measured error exceeds ε (a compiler bug); nothing written", file=sys.stderr)
             return EXIT_ABOVE_EPS

@@ -20,7 +20,6 @@ head or FFN block that writes that direction.
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,24 +94,24 @@ def clip_to_domain(program: ir.Program, x: torch.Tensor) -> torch.Tensor:
 
 
 class Progress:
-    """A one-line progress report on stderr, shown only on a terminal and after ~1.5 s."""
+    """A tqdm progress bar on stderr with the rate and the estimated time left, shown only on a
+    terminal and only once the work has run ~1.5 s (quiet in pipes, logs and tests)."""
 
     def __init__(self, total: int, label: str, stream: Any = None) -> None:
-        self.total, self.label = total, label
+        from tqdm import tqdm
+
         self.stream = stream if stream is not None else sys.stderr
-        self.start = time.monotonic()
         self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.shown = False
+        self.done = 0
+        self.bar = tqdm(total=total, desc=label, unit="input", file=self.stream, disable=not self.enabled,
+                        delay=1.5, leave=True, dynamic_ncols=True)
 
     def update(self, done: int) -> None:
-        if self.enabled and time.monotonic() - self.start > 1.5:
-            self.shown = True
-            self.stream.write(f"\r{self.label}: {done}/{self.total}")
-            self.stream.flush()
+        self.bar.update(done - self.done)
+        self.done = done
 
     def close(self) -> None:
-        if self.shown:
-            self.stream.write("\n")
+        self.bar.close()
 
 
 # ----------------------------------------------------------------------------- checking
