@@ -298,27 +298,38 @@ def trace(model: CompiledTransformer, program: ir.Program, x: torch.Tensor,
                                                              "program compiles to")
     slack = TRACE_SLACK * ROUNDING[model.dtype]
     who = writers(model.config)
-    with torch.no_grad():
-        raw = model.residual_stream(x)  # L+1 streams (B, T'+1, D) in the model's dtype
-        actual = [h.to(torch.float64) for h in raw]
-        embedded = reference._embed(reference._check_input(x.to(torch.float64)))
-        found = _first_gap(actual[0], embedded, slack, labels, 0, who)
+    fused = getattr(model, "fused_attention", True)
+    model.fused_attention = False  # the explicit scores, as _attention_parts computes them
+    try:
+        with torch.no_grad():
+            return _trace_layers(model, reference, x, slack, labels, who)
+    finally:
+        model.fused_attention = fused
+
+
+def _trace_layers(model: CompiledTransformer, reference: CompiledTransformer, x: torch.Tensor, slack: float,
+                  labels: list[str], who: dict[tuple[int, str], str]) -> Divergence | None:
+    """The body of :func:`trace`, with the model's attention computed explicitly."""
+    raw = model.residual_stream(x)  # L+1 streams (B, T'+1, D) in the model's dtype
+    actual = [h.to(torch.float64) for h in raw]
+    embedded = reference._embed(reference._check_input(x.to(torch.float64)))
+    found = _first_gap(actual[0], embedded, slack, labels, 0, who)
+    if found is not None:
+        return found
+    for layer in range(model.n_layers):
+        found = _layer_gap(model, reference, layer, raw[layer], raw[layer + 1], slack, labels, who)
         if found is not None:
             return found
-        for layer in range(model.n_layers):
-            found = _layer_gap(model, reference, layer, raw[layer], raw[layer + 1], slack, labels, who)
-            if found is not None:
-                return found
-        y_model = model(x).to(torch.float64).reshape(x.shape[0], -1)
-        y_circuit = reference.readout(actual[-1]).reshape(x.shape[0], -1)
-        gap = (y_model - y_circuit).abs()
-        tolerance = slack * (1.0 + float(y_circuit.abs().max()))
-        if float(gap.max()) > tolerance:
-            flat = int(gap.argmax())
-            row, column = divmod(flat, gap.shape[1])
-            return Divergence(model.n_layers + 1, f"output[{column + 1}]", x.shape[1] + 1,
-                              float(y_model[row, column]), float(y_circuit[row, column]), tolerance,
-                              "the unembedding W_U, b_U")
+    y_model = model(x).to(torch.float64).reshape(x.shape[0], -1)
+    y_circuit = reference.readout(actual[-1]).reshape(x.shape[0], -1)
+    gap = (y_model - y_circuit).abs()
+    tolerance = slack * (1.0 + float(y_circuit.abs().max()))
+    if float(gap.max()) > tolerance:
+        flat = int(gap.argmax())
+        row, column = divmod(flat, gap.shape[1])
+        return Divergence(model.n_layers + 1, f"output[{column + 1}]", x.shape[1] + 1,
+                          float(y_model[row, column]), float(y_circuit[row, column]), tolerance,
+                          "the unembedding W_U, b_U")
     return None
 
 
