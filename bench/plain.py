@@ -21,8 +21,9 @@ class PlainBlock(nn.Module):
     def __init__(self, d_model: int, heads: int, width: int, value: int, hidden: int) -> None:
         super().__init__()
         self.heads, self.width, self.value = heads, width, value
-        self.qkv = nn.Linear(d_model, heads * (2 * width + value), bias=False)
-        self.out = nn.Linear(heads * value, d_model, bias=False)
+        if heads:  # an FFN-only layer has no attention at all
+            self.qkv = nn.Linear(d_model, heads * (2 * width + value), bias=False)
+            self.out = nn.Linear(heads * value, d_model, bias=False)
         self.mlp = nn.Sequential(nn.Linear(d_model, hidden), nn.ReLU(), nn.Linear(hidden, d_model))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # (B, N, D) -> (B, N, D)

@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                              help="random inputs to measure the error on (default: as many as fit a few seconds "
                                   "of work, at least 256 and at most 10000)")
     compile_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .safetensors)")
+    compile_cmd.add_argument("--dense", action="store_true",
+                             help="store every tensor dense (default: tensors under 10%% nonzero in the sparse "
+                                  "layout, see the README)")
     check_cmd = commands.add_parser("check", help="verify a compiled model against its target")
     check_cmd.add_argument("model", type=Path)
     check_cmd.add_argument("--samples", type=_nonnegative_int, default=10_000, help="random inputs (default 10000)")
@@ -202,7 +205,7 @@ def command_compile(arguments: argparse.Namespace) -> int:
         if measured["max_error"] > arguments.eps:
             print(f"{arguments.file}: the measured error exceeds ε (a compiler bug); nothing written", file=sys.stderr)
             return EXIT_ABOVE_EPS
-    write_atomically(output, model_to_bytes(model))
+    write_atomically(output, model_to_bytes(model, dense=arguments.dense))
     print(f"  wrote            {output}")
     return EXIT_OK
 
