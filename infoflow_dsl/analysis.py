@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import typed as ir
-from .comparisons import ComparisonTree, build_tree
+from .comparisons import ComparisonTree, build_tree, is_causal
 from .describe import describe
 from .ranges import RootAtZero, roots_at_zero
 from .schedule import Schedule, build_schedule
@@ -129,8 +129,21 @@ class AnalysisReport:
                 for h in self.schedule.heads
             ],
             "notes": list(self.schedule.notes),
-            "output": describe(tree.output),
+            "output": tree.output_site,
+            "causal": is_causal(self.program),
+            "output_expression": describe(tree.output),
+            "defined_at": self._defined_at(),
         }
+
+    def _defined_at(self) -> str:
+        """Where the output is read: ``readout``, ``every t`` or ``t where <conditions>``."""
+        if not self.program.per_token:
+            return "readout"
+        conditions = self.program.token_conditions
+        if not conditions:
+            return f"every {self.program.token_variable}"
+        text = " and ".join(f"{describe(c.left)} {c.operator} {describe(c.right)}" for c in conditions)
+        return f"{self.program.token_variable} where {text}"
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
@@ -166,8 +179,12 @@ def render_text(report: AnalysisReport) -> str:
     lines.append("comparison tree")
     lines.extend(_tree_lines(report.tree))
     if not report.tree.nodes:
-        lines.append("  (no comparisons: the target reads fixed positions only)")
-    lines.append(f"  output at the readout: {data['output']}")
+        lines.append("  (no comparisons: the target reads fixed positions and offsets only)")
+    if data["output"] == "token":
+        causal = "causal" if data["causal"] else "not causal (it reads positions after t)"
+        lines.append(f"  output at every token ({data['defined_at']}; {causal}): {data['output_expression']}")
+    else:
+        lines.append(f"  output at the readout: {data['output_expression']}")
     lines.append("")
     lines.append(f"order of comparison β′   {data['order']}")
     lines.append(f"dimension of comparison β₁  {data['dimension']}")

@@ -139,5 +139,8 @@ def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
                          "rounding": circuit.budget.rounding,
                          "shares": [[name, share] for name, share in circuit.budget.shares]},
     }
+    if circuit.output_site == "token":  # sequence targets keep their v1 config (and bytes)
+        config["output"] = "token"
+        config["causal"] = circuit.causal
     config.update(metadata or {})
     return config, {name: tensor.to(dtype).contiguous() for name, tensor in tensors.items()}

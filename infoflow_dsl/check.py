@@ -18,7 +18,7 @@ from . import syntax as ast
 from . import typed as ir
 from .diagnostics import Diagnostic, ProgramError
 from .parse import MAX_NESTING
-from .positions import TooManyLinkedPositions, smallest_range
+from .positions import TooManyLinkedPositions, offset_violation, smallest_range
 from .randomness import randn
 
 #: The largest sequence length accepted (position ranges are counted over 1..T with arrays).
@@ -44,6 +44,17 @@ class Scope:
     """
 
     bindings: tuple[tuple[str, str], ...] = ()
+    conditions: tuple[ir.PositionCondition, ...] = ()
+    conditions_known: bool = True
+
+    def constrained(self, conditions: Sequence[ir.PositionCondition], known: bool = True) -> Scope:
+        """This scope with more conditions holding (a reduction's, or a per-token target's);
+        ``known`` is False when some condition failed to check (offsets are then not range-checked)."""
+        return Scope(self.bindings, (*self.conditions, *conditions), self.conditions_known and known)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return tuple(unique for _, unique in self.bindings)
 
     def lookup(self, name: str) -> str | None:
         for source, unique in reversed(self.bindings):
@@ -62,7 +73,7 @@ class Scope:
             taken.add(unique)
             bindings.append((name, unique))
             uniques.append(unique)
-        return Scope(tuple(bindings)), tuple(uniques)
+        return Scope(tuple(bindings), self.conditions, self.conditions_known), tuple(uniques)
 
 
 class _Failed(Exception):
@@ -89,6 +100,7 @@ class Checker:
         self.dimension = 1
         self.length = 1
         self.binder_names: set[str] = set()
+        self.token_variable: str | None = None
         self.expansion_steps = 0
 
     def error(self, span: ast.Span, message: str) -> None:
@@ -129,14 +141,41 @@ class Checker:
             self.error(targets.expression.span, f"with its macros inlined, the target is nested too deeply "
                                                 f"(more than {MAX_NESTING} levels)")
             return None
-        target = self._type_target(expanded_target)
+        scope, token_conditions = self._target_scope(targets)
+        target = self._type_target(expanded_target, scope) if scope is not None else None
         if self.errors or target is None or domain is None:
             return None
         kept = tuple(d for d in program.declarations if not isinstance(d, ast.LetDecl | ast.TargetDecl))
         expanded = ast.SourceProgram((*kept, dataclasses.replace(targets, expression=expanded_target)))
         return ir.Program(
-            self.path, self.source, self.input_name, self.dimension, domain, self.length, margin, target, expanded
+            self.path, self.source, self.input_name, self.dimension, domain, self.length, margin, target, expanded,
+            self.token_variable, token_conditions,
         )
+
+    def _target_scope(self, target: ast.TargetDecl) -> tuple[Scope | None, tuple[ir.PositionCondition, ...]]:
+        """The scope the target expression is typed in: empty for a sequence target; for
+        ``target(t : cond) = ...``, t bound and ``cond`` holding (its range must not be empty)."""
+        if target.variable is None:
+            return Scope(), ()
+        binder = target.variable
+        if binder.name in self.defined_at or binder.name in RESERVED:
+            self.error(binder.span, f"'{binder.name}' is already a name in the program; choose another "
+                                    f"position variable for the per-token target")
+            return None, ()
+        self.token_variable = binder.name
+        scope, _ = Scope().bind([binder.name])
+        try:
+            conditions = tuple(self._each(*(lambda c=c: self._condition(c, scope) for c in target.conditions)))
+        except _Failed:
+            return None, ()
+        try:
+            size = smallest_range((binder.name,), conditions, self.length)
+        except TooManyLinkedPositions:  # one variable: cannot happen
+            size = None
+        if size is not None and size.smallest == 0:
+            self.error(target.span, f"the per-token target is defined at no position (T = {self.length})")
+            return None, ()
+        return scope.constrained(conditions), conditions
 
     @staticmethod
     def _all_binders(program: ast.SourceProgram) -> set[str]:
@@ -145,6 +184,8 @@ class Checker:
             for expression in (getattr(declaration, "expression", None), getattr(declaration, "body", None)):
                 if expression is not None:
                     names |= {n.name for n in ast.walk(expression) if isinstance(n, ast.Binder)}
+            if isinstance(declaration, ast.TargetDecl) and declaration.variable is not None:
+                names.add(declaration.variable.name)
         return names
 
     def _exactly_one(self, found: list[Any], what: str, form: str) -> Any:
@@ -288,9 +329,9 @@ class Checker:
 
     # ------------------------------------------------------------------ types
 
-    def _type_target(self, expr: ast.Expr) -> ir.Expr | None:
+    def _type_target(self, expr: ast.Expr, scope: Scope) -> ir.Expr | None:
         try:
-            target = self.type_of(expr, Scope())
+            target = self.type_of(expr, scope)
         except _Failed:
             return None
         if target.type.kind == "position":
@@ -384,12 +425,51 @@ class Checker:
             if not argument.is_whole or not 1 <= int(argument.text) <= self.length:
                 raise self.fail(argument.span, f"position {argument.text} is outside 1..T (T = {self.length})")
             position: ir.Expr = ir.FixedPosition(int(argument.text), argument.span)
+        elif isinstance(argument, ast.Binary) and argument.operator in "+-" and isinstance(argument.right, ast.Number):
+            position = self._offset_position(argument, scope)
         else:
             position = self.type_of(argument, scope)
         if position.type.kind != "position":
             raise self.fail(argument.span, f"{self.input_name}(...) takes a position (a position variable, "
                                            f"a literal 1..T, T, or argmin/argmax), got a {position.type}")
         return ir.Token(position, ir.vector(self.dimension), expr.span)  # type: ignore[arg-type]
+
+    def _offset_position(self, expr: ast.Binary, scope: Scope) -> ir.Expr:
+        """``x(t - 1)``, ``x(s + 2)``, ``x(T - 1)``: a position variable or T plus or minus a whole
+        number, which must lie in 1..T for every value the enclosing conditions allow."""
+        amount = expr.right
+        assert isinstance(amount, ast.Number)
+        base = self.type_of(expr.left, scope) if isinstance(expr.left, ast.Name) else None
+        if not isinstance(base, ir.PositionVariable | ir.LastPosition) or not amount.is_whole:
+            raise self.fail(expr.span, "a position offset is a position variable or T plus or minus a whole number "
+                                       "(t - 1, s + 2, T - 1)")
+        offset = int(amount.text) * (-1 if expr.operator == "-" else 1)
+        if isinstance(base, ir.LastPosition):
+            if not 1 <= self.length + offset <= self.length:
+                raise self.fail(expr.span, f"position T {expr.operator} {amount.text} is outside 1..T "
+                                           f"(T = {self.length})")
+            return ir.LastPosition(expr.span, offset=offset)
+        position = ir.PositionVariable(base.name, expr.span, offset=offset)
+        if scope.conditions_known:
+            self._check_offset(expr, position, scope)
+        return position
+
+    def _check_offset(self, expr: ast.Binary, position: ir.PositionVariable, scope: Scope) -> None:
+        try:
+            witness = offset_violation(scope.variables, scope.conditions, position, self.length)
+        except TooManyLinkedPositions as error:
+            raise self.fail(expr.span, f"the conditions around this offset link {error.count} position variables; "
+                                       f"the checker decides ranges for fewer") from None
+        if witness is not None:
+            where = ", ".join(f"{self._source_name(k, scope)} = {v}" for k, v in witness.items())
+            value = witness[position.name] + position.offset
+            text = self._source_name(position.name, scope) + ir.offset_text(position.offset)
+            raise self.fail(expr.span, f"position {text} can be {value}, outside 1..T (T = {self.length}, at {where}); "
+                                       f"restrict its range with a condition")
+
+    @staticmethod
+    def _source_name(unique: str, scope: Scope) -> str:
+        return next((source for source, u in scope.bindings if u == unique), unique)
 
     def _type_Index(self, expr: ast.Index, scope: Scope) -> ir.Expr:
         base = self.type_of(expr.base, scope)
@@ -483,13 +563,19 @@ class Checker:
 
     def _type_Reduction(self, expr: ast.Reduction, scope: Scope) -> ir.Expr:
         inner_scope, names = scope.bind(self._binders(expr))
-        *conditions, body = self._each(
-            *(lambda c=c: self._condition(c, inner_scope) for c in expr.conditions),
-            lambda: self.type_of(expr.body, inner_scope),
-        )
-        conditions = tuple(conditions)
+        failed = False
+        try:
+            conditions = tuple(self._each(*(lambda c=c: self._condition(c, inner_scope) for c in expr.conditions)))
+        except _Failed:
+            conditions, failed = (), True
+        try:
+            body = self.type_of(expr.body, inner_scope.constrained(conditions, known=not failed))
+        except _Failed:
+            failed = True
+        if failed:
+            raise _Failed()
         self._require_number(body, expr.body)
-        self._check_range(expr, names, conditions)
+        self._check_range(expr, names, conditions, scope.conditions)
         if expr.kind in ("argmin", "argmax"):
             if len(names) != 1:
                 raise self.fail(expr.span, f"{expr.kind} binds exactly one position variable, got {len(names)}")
@@ -512,6 +598,9 @@ class Checker:
                 clash = f"position variable '{binder.name}' is bound twice in the same reduction"
             elif binder.name in self.defined_at or binder.name in RESERVED:
                 clash = f"'{binder.name}' is already a name in the program; choose another position variable"
+            elif binder.name == self.token_variable:
+                clash = (f"'{binder.name}' is the per-token target's position variable; a reduction inside "
+                         f"the target cannot rebind it (choose another name)")
             if clash:
                 raise self.fail(binder.span, clash)
             names.append(binder.name)
@@ -521,7 +610,14 @@ class Checker:
         left, right = (self._position_term(t, scope) for t in (condition.left, condition.right))
         return ir.PositionCondition(left, condition.operator, right, condition.span)
 
-    def _position_term(self, term: ast.Name | ast.Number, scope: Scope) -> ir.PositionTerm:
+    def _position_term(self, term: ast.PositionTermSyntax, scope: Scope) -> ir.PositionTerm:
+        if isinstance(term, ast.PositionOffset):
+            base = self._position_term(term.base, scope)
+            if isinstance(base, ir.LastPosition):
+                return ir.LastPosition(term.span, offset=term.delta)
+            if isinstance(base, ir.PositionVariable):
+                return ir.PositionVariable(base.name, term.span, offset=term.delta)
+            raise self.fail(term.span, "a condition's offset applies to a position variable or T")
         if isinstance(term, ast.Number):
             return ir.FixedPosition(int(term.text), term.span)
         if term.name == "T":
@@ -535,9 +631,10 @@ class Checker:
 
     def _check_range(
         self, expr: ast.Reduction, names: tuple[str, ...], conditions: Sequence[ir.PositionCondition],
+        enclosing: Sequence[ir.PositionCondition] = (),
     ) -> None:
         try:
-            size = smallest_range(names, conditions, self.length)
+            size = smallest_range(names, conditions, self.length, enclosing)
         except TooManyLinkedPositions as error:
             raise self.fail(expr.span, f"the conditions of this {expr.kind} link {error.count} position variables; "
                                        f"the checker decides ranges for fewer (split the reduction)") from None
@@ -631,7 +728,12 @@ def _substitute(expr: ast.Expr, substitution: dict[str, ast.Expr]) -> ast.Expr:
 
 
 def _substitute_condition(condition: ast.Condition, substitution: dict[str, ast.Expr]) -> ast.Condition:
-    def term(value: ast.Name | ast.Number) -> ast.Name | ast.Number:
+    def term(value: ast.PositionTermSyntax) -> ast.PositionTermSyntax:
+        if isinstance(value, ast.PositionOffset):
+            base = term(value.base)
+            if isinstance(base, ast.Name):
+                return dataclasses.replace(value, base=base)
+            return ast.Name(_POISON, value.span)
         replacement = substitution.get(value.name) if isinstance(value, ast.Name) else None
         if isinstance(replacement, ast.Name | ast.Number):
             return replacement

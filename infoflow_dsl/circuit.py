@@ -96,8 +96,9 @@ class FFNBlock:
 class AttentionHead:
     """softmax_s(β·q(t)·k(s) | mask) · v(s), value row i written into ``outputs[i]``.
 
-    ``mask`` holds conditions (left, op, right) over ``key``, ``query``, ``last`` and literal
-    positions. ``error`` is the a-priori error of its result (Gibbs or retrieval bound).
+    ``mask`` holds conditions (left, op, right) over ``key``, ``query``, ``last`` (each
+    optionally with an offset: ``query-1``) and literal positions. ``error`` is the a-priori
+    error of its result (Gibbs or retrieval bound).
     """
 
     name: str
@@ -141,3 +142,5 @@ class Circuit:
     exact_length_only: bool = False
     min_length: int = 1
     notes: tuple[str, ...] = field(default=())
+    output_site: str = "readout"  # "token": y(t) = W_U h(t) + b_U at every input token
+    causal: bool = False  # a causal per-token target (its masks keep the output at t free of later tokens)

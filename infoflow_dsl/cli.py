@@ -229,7 +229,8 @@ def command_check(arguments: argparse.Namespace) -> int:
     print(f"  worst error      {result.random_worst:.3g}")
     if result.adversarial_worst is not None:
         print(f"  adversarial      {result.adversarial_worst:.3g} after {result.adversarial_examples} examples")
-    print(f"  worst input      (error {result.worst_error:.3g})")
+    at = f" at position {result.worst_position}" if result.worst_position is not None else ""
+    print(f"  worst input      (error {result.worst_error:.3g}{at})")
     print(format_input(result.worst_input))
     verdict = "within ε" if result.within else "ABOVE ε"
     print(f"  verdict          {verdict}")

@@ -36,7 +36,7 @@ from fractions import Fraction
 
 from . import typed as ir
 from .describe import describe
-from .positions import count_polynomial, count_tuples, format_polynomial, variables_of
+from .positions import after_query_possible, count_polynomial, count_tuples, format_polynomial, variables_of
 from .syntax import NO_SPAN, Span
 from .typed import sub_nodes
 
@@ -80,6 +80,7 @@ class ComparisonNode:
     rank: int | None
     count: tuple[Fraction, ...]
     count_at_length: int
+    at_tokens: bool = False  # a per-token target's node: it runs at every token even without context
 
     @property
     def order(self) -> int:
@@ -95,7 +96,7 @@ class ComparisonNode:
 
     @property
     def site(self) -> str:
-        return "token" if self.context_variables else "readout"
+        return "token" if self.context_variables or self.at_tokens else "readout"
 
     @property
     def header(self) -> str:
@@ -114,6 +115,7 @@ class ComparisonTree:
     nodes: tuple[ComparisonNode, ...]
     output: ir.Expr
     length: int
+    output_site: str = "readout"  # "token" for a per-token target: ``output`` is read at every token
 
     @property
     def order(self) -> int:
@@ -142,7 +144,7 @@ class ComparisonTree:
 
 
 def _is_fixed_label(label: str) -> bool:
-    return label == "T" or label.isdigit()
+    return label.startswith("T") or label.isdigit()
 
 
 # ----------------------------------------------------------------------------- traversal
@@ -299,12 +301,21 @@ def normalise(expr: ir.Expr, taken: set[str] | None = None) -> ir.Expr:
 def substitute_position(expr: object, name: str, term: ir.PositionTerm) -> object:
     """``expr`` with the free position variable ``name`` replaced by the position ``term``."""
     if isinstance(expr, ir.PositionVariable):
-        return term if expr.name == name else expr
+        return shifted(term, expr.offset) if expr.name == name else expr
     if isinstance(expr, ir.Reduce) and name in expr.variables:
         return expr
     if isinstance(expr, ir.ArgPosition) and expr.variable == name:
         return expr
     return map_children(expr, lambda child: substitute_position(child, name, term))
+
+
+def shifted(term: ir.PositionTerm, offset: int) -> ir.PositionTerm:
+    """``term + offset`` (a literal stays a literal)."""
+    if not offset:
+        return term
+    if isinstance(term, ir.FixedPosition):
+        return dataclasses.replace(term, index=term.index + offset)
+    return dataclasses.replace(term, offset=term.offset + offset)  # type: ignore[arg-type]
 
 
 def _eliminate_equalities(expr: ir.Reduce) -> ir.Expr:
@@ -448,9 +459,10 @@ def _nesting_orders(variables: tuple[str, ...]) -> list[tuple[str, ...]]:
 class TreeBuilder:
     """Extracts comparison nodes from a normalised target, children first."""
 
-    def __init__(self, length: int, taken: set[str]) -> None:
+    def __init__(self, length: int, taken: set[str], at_tokens: bool = False) -> None:
         self.length = length
         self.taken = taken
+        self.at_tokens = at_tokens
         self.nodes: list[ComparisonNode] = []
 
     def extract(self, expr: object, enclosing: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...]) -> object:
@@ -470,7 +482,7 @@ class TreeBuilder:
             if nested is None:
                 continue
             candidate = normalise(nested, self.taken)
-            trial = TreeBuilder(self.length, self.taken)
+            trial = TreeBuilder(self.length, self.taken, self.at_tokens)
             trial.extract(candidate, enclosing, conditions)
             largest = max((n.order for n in trial.nodes), default=0)
             if best is None or largest < best[0]:
@@ -502,6 +514,7 @@ class TreeBuilder:
             span=expr.span,
             rank=expr.rank if isinstance(expr, ir.Reduce) else None,
             count=count_polynomial(counted, relevant), count_at_length=count_tuples(counted, relevant, self.length),
+            at_tokens=self.at_tokens,
         )
         self.nodes.append(node)
         label = f"{name}({', '.join(context_variables)})" if context_variables else name
@@ -524,9 +537,47 @@ def fixed_positions_read(body: object) -> tuple[str, ...]:
 
 
 def build_tree(program: ir.Program) -> ComparisonTree:
-    """The comparison tree of a checked program."""
+    """The comparison tree of a checked program. A per-token target's expression is extracted
+    with its position variable t as the enclosing context (and its conditions around every
+    node), so its nodes run at the token site and ``output`` is read at every token."""
     taken = all_variables(program.target)
     target = normalise(program.target, taken)
-    builder = TreeBuilder(program.length, taken)
+    builder = TreeBuilder(program.length, taken, at_tokens=program.per_token)
+    if program.per_token:
+        output = builder.extract(target, (program.token_variable,), program.token_conditions)  # type: ignore[arg-type]
+        return ComparisonTree(tuple(builder.nodes), output, program.length, "token")  # type: ignore[arg-type]
     output = builder.extract(target, (), ())
     return ComparisonTree(tuple(builder.nodes), output, program.length)  # type: ignore[arg-type]
+
+
+def is_causal(program: ir.Program) -> bool:
+    """LANGUAGE.md: a per-token target is causal when its value at t depends on x(1..t) alone:
+    every token it reads is at a position provably ≤ t under the enclosing conditions (own
+    token, offsets t − k, variables of reductions bounded by t, and no fixed position that can
+    exceed t). Decided exactly, like the checker's offsets, on the position grid."""
+    if not program.per_token:
+        return False
+    return all(_read_is_causal(program, position, conditions, scope)
+               for position, conditions, scope in _reads(program.target, (program.token_variable,),  # type: ignore[arg-type]
+                                                         program.token_conditions))
+
+
+def _reads(expr: object, scope: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...]):
+    """Every position a token is read at, with the enclosing conditions and variables there."""
+    if isinstance(expr, ir.Token):
+        if isinstance(expr.position, ir.ArgPosition):
+            inner = (*scope, expr.position.variable)
+            yield ir.PositionVariable(expr.position.variable), conditions + expr.position.conditions, inner
+        else:
+            yield expr.position, conditions, scope
+    if isinstance(expr, ir.Reduce):
+        scope, conditions = (*scope, *expr.variables), conditions + expr.conditions
+    elif isinstance(expr, ir.ArgPosition):
+        scope, conditions = (*scope, expr.variable), conditions + expr.conditions
+    for child in ir.children(expr):
+        if not isinstance(child, ir.PositionCondition):
+            yield from _reads(child, scope, conditions)
+
+
+def _read_is_causal(program: ir.Program, position: object, conditions: tuple, scope: tuple[str, ...]) -> bool:
+    return not after_query_possible(scope, conditions, position, program.token_variable, program.length)  # type: ignore[arg-type]

@@ -28,7 +28,7 @@ class ReferenceEvaluator:
     def __init__(self, x: Tensor) -> None:
         self.x = x  # (B, T, d)
         self.batch, self.length, self.dimension = x.shape
-        self.margins: list[Tensor] = []  # per argmin/argmax evaluated: best − runner-up score, (B,)
+        self.margins: list[Tensor] = []  # per argmin/argmax evaluated: best − runner-up score, (B, *scope dims)
 
     # ------------------------------------------------------------------ positions
 
@@ -44,11 +44,11 @@ class ReferenceEvaluator:
     def position(self, expr: ir.Expr, scope: tuple[str, ...]) -> Tensor:
         """0-based positions, shape (B or 1, *scope dims), int64."""
         if isinstance(expr, ir.PositionVariable):
-            return self._axis(scope, expr.name)
+            return self._axis(scope, expr.name) + expr.offset
         if isinstance(expr, ir.FixedPosition):
             return self._scalar_position(expr.index - 1, scope)
         if isinstance(expr, ir.LastPosition):
-            return self._scalar_position(self.length - 1, scope)
+            return self._scalar_position(self.length - 1 + expr.offset, scope)
         assert isinstance(expr, ir.ArgPosition)
         inner = (*scope, expr.variable)
         scores = self._expand_new_axes(self.value(expr.body, inner), len(scope), 1)  # (B, *dims, T)
@@ -58,7 +58,7 @@ class ReferenceEvaluator:
         if self.length > 1:
             top = ranked.topk(2, dim=-1).values  # (B, *dims, 2)
             gap = (top[..., 0] - top[..., 1]).nan_to_num(nan=torch.inf)
-            self.margins.append(gap.expand(self.batch, *gap.shape[1:]).reshape(self.batch, -1).amin(dim=-1))
+            self.margins.append(gap.expand(self.batch, *gap.shape[1:]))
         return ranked.argmax(dim=-1)
 
     def mask(self, conditions: tuple[ir.PositionCondition, ...], scope: tuple[str, ...]) -> Tensor:
@@ -83,11 +83,13 @@ class ReferenceEvaluator:
         return values.reshape([1] * (1 + len(scope)) + list(expr.type.shape))
 
     def _Token(self, expr: ir.Token, scope: tuple[str, ...]) -> Tensor:
-        if isinstance(expr.position, ir.PositionVariable):  # a view, no gather
+        if isinstance(expr.position, ir.PositionVariable) and not expr.position.offset:  # a view, no gather
             shape = [self.batch] + [1] * len(scope) + [self.dimension]
             shape[1 + scope.index(expr.position.name)] = self.length
             return self.x.reshape(shape)
-        positions = self.position(expr.position, scope)  # (B or 1, *dims)
+        # an offset may point outside 1..T only where a condition excludes the tuple (the checker
+        # proved it): clamp so the gather is valid; the mask discards those values
+        positions = self.position(expr.position, scope).clamp(0, self.length - 1)  # (B or 1, *dims)
         dims = positions.shape[1:]
         flat = positions.expand(self.batch, *dims).reshape(self.batch, -1, 1)  # (B, N, 1)
         gathered = torch.gather(self.x, 1, flat.expand(-1, -1, self.dimension))  # (B, N, d)
@@ -190,22 +192,51 @@ def at_length(program: ir.Program, length: int) -> ir.Program:
 
 def retrieval_margin(program: ir.Program, x: Tensor) -> Tensor:
     """For each input, the smallest gap between the best and the runner-up score over every
-    argmin/argmax the target evaluates (inf when it has none): (B,), float64.
+    argmin/argmax the target evaluates (inf when it has none), float64: (B,) for a sequence
+    target; (B, T) for a per-token target, whose margin is taken per position.
 
     A model that retrieves tokens is promised accurate only where this is ≥ the margin δ.
     """
     x = torch.as_tensor(x).to(torch.float64)
     program = at_length(program, x.shape[1])
     evaluator = ReferenceEvaluator(x)
-    evaluator.value(program.target, ())
-    margin = torch.full((x.shape[0],), torch.inf, dtype=torch.float64)
-    for gap in evaluator.margins:
+    target_value(program, evaluator)
+    batch, length = x.shape[:2]
+    margin = torch.full((batch, length) if program.per_token else (batch,), torch.inf, dtype=torch.float64)
+    for gap in evaluator.margins:  # (B, *scope dims); a per-token target's first scope axis is t
+        if program.per_token:
+            gap = gap.reshape(batch, 1) if gap.dim() == 1 else gap
+            gap = gap.reshape(batch, gap.shape[1], -1).amin(dim=-1).expand(batch, length)  # (B, T)
+        else:
+            gap = gap.reshape(batch, -1).amin(dim=-1)  # (B,)
         margin = torch.minimum(margin, gap)
     return margin
 
 
+def target_value(program: ir.Program, evaluator: ReferenceEvaluator) -> Tensor:
+    """The target on the evaluator's batch: (B, *value shape) for a sequence target; for a
+    per-token target (B, T, *value shape), NaN at the positions where its condition fails."""
+    if not program.per_token:
+        result = evaluator.value(program.target, ())  # (B or 1, *value shape)
+        return result.expand(evaluator.batch, *result.shape[1:])
+    scope = (program.token_variable,)
+    result = evaluator.value(program.target, scope)  # (B or 1, T or 1, *value shape)
+    result = result.expand(evaluator.batch, evaluator.length, *result.shape[2:])
+    defined = evaluator.mask(program.token_conditions, scope)  # (1, T or 1)
+    defined = defined.reshape(*defined.shape, *[1] * (result.dim() - 2))
+    return torch.where(defined, result, torch.nan)
+
+
+def defined_positions(program: ir.Program, length: int) -> Tensor:
+    """Where a per-token target is defined at sequence length ``length``: bool (length,)."""
+    program = at_length(program, length)
+    evaluator = ReferenceEvaluator(torch.zeros(1, length, program.dimension, dtype=torch.float64))
+    return evaluator.mask(program.token_conditions, (program.token_variable or "t",)).reshape(-1).expand(length)
+
+
 def evaluate(program: ir.Program, x: Tensor) -> Tensor:
-    """The exact target on a batch: x (B, T, d) -> (B,) or (B, k), float64.
+    """The exact target on a batch, float64: x (B, T, d) -> (B,) or (B, k) for a sequence
+    target; (B, T) or (B, T, k) for a per-token target, NaN where its condition fails.
 
     T may differ from the program's declared length: the program is re-checked for it.
     """
@@ -214,5 +245,4 @@ def evaluate(program: ir.Program, x: Tensor) -> Tensor:
         raise ValueError(f"evaluate expects x of shape (batch, T, {program.dimension}), got {tuple(x.shape)}")
     program = at_length(program, x.shape[1])
     x = x.to(torch.float64)
-    result = ReferenceEvaluator(x).value(program.target, ())  # (B or 1, *value shape)
-    return result.expand(x.shape[0], *result.shape[1:]).clone()
+    return target_value(program, ReferenceEvaluator(x)).clone()

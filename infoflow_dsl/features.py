@@ -58,7 +58,12 @@ class NotSeparable(Exception):
 
 
 def position_source(position: object) -> str:
-    """The source label of a position: a variable's name, ``3``, ``T``, or where a retrieval ran."""
+    """The source label of a position: a variable's name, ``3``, ``T``, or where a retrieval ran.
+
+    ``x(s - 1)`` lives at s: the token one place back is fetched to every token s first (a
+    position head), so it is a feature of s like x(s) itself."""
+    if isinstance(position, ir.PositionVariable):
+        return position.name
     label = ir.position_label(position)
     if label is not None:
         return label

@@ -51,12 +51,12 @@ from .circuit import (
     LinearForm,
     ReLUUnit,
 )
-from .comparisons import ComparisonNode, NodeResult
+from .comparisons import ComparisonNode, NodeResult, is_causal
 from .describe import describe
 from .features import Atom, FeaturePair, NotSeparable, separate
 from .positions import count_tuples
 from .ranges import Interval
-from .schedule import Head, Schedule, next_ffn
+from .schedule import Head, Schedule, next_ffn, relative_label
 
 HEAD_SHARE = 0.01
 MAX_UNITS = 1_000_000
@@ -499,6 +499,8 @@ class Lowerer:
 
     def _token(self, expr: ir.Token, site: str) -> list[Quantity]:
         position = expr.position
+        if isinstance(position, ir.PositionVariable) and position.offset:
+            return self.fetched[(relative_label(position.offset), "token")]
         if isinstance(position, ir.PositionVariable):
             return self.own_token()
         if isinstance(position, NodeResult):
@@ -516,8 +518,12 @@ class Lowerer:
         return share, max(share - spoiled, share / 2)
 
     def position_head(self, head: Head) -> None:
-        """x(k) (or x(T)) fetched to ``head.site`` on angle codes."""
+        """x(k) (or x(T)) fetched to ``head.site`` on angle codes; an offset x(t − k) or x(T − k)
+        by a structural mask instead."""
         label = head.compares[2:-1]
+        if label.startswith("t") or label.startswith("T "):
+            self.offset_head(head, label)
+            return
         self._direction(POS_COS)
         self._direction(POS_SIN)
         name = f"head:{head.name}"
@@ -541,6 +547,25 @@ class Lowerer:
             f"x({label}) by angle codes"))
         self.fetched[(label, head.site)] = [
             Quantity(LinearForm.of(o), 2 * head.layer, low, high, ErrorVec.source(name)) for o in outputs]
+
+    def offset_head(self, head: Head, label: str) -> None:
+        """x(t − k) at every token t (or x(T − k) at ``head.site``) by the structural mask
+        key == query − k (key == last − k): the one allowed key gets softmax weight exactly 1,
+        so the fetch is exact (error 0, no rounding), needs no β and does not grow with T. The
+        alternative, rotating the query's angle code by kθ, errs by (T − 1)·e^(−β(1 − cos θ))·diam,
+        so the error budget always prefers the mask. A query whose position t − k is outside
+        1..T' has no key and receives 0 (the checker proved the target never reads it there)."""
+        side = "query" if label.startswith("t") else "last"
+        offset = int(label[1:].replace(" ", ""))
+        low, high = self.token_range()
+        outputs = tuple(self._direction(f"x({label})@{head.site}[{i + 1}]") for i in range(self.program.dimension))
+        zero = (LinearForm(),)
+        mask = (("key", "==", mask_side(side, offset)),)
+        self.heads.append(AttentionHead(
+            head.name, head.layer, "position", head.site, zero, zero,
+            tuple(LinearForm.of(f"x[{i + 1}]") for i in range(self.program.dimension)), outputs, 0.0, mask, 0.0,
+            f"x({label}) by the mask key == {mask_side(side, offset)}"))
+        self.fetched[(label, head.site)] = [Quantity(LinearForm.of(o), 2 * head.layer, low, high) for o in outputs]
 
     def _monomial(self, monomial: tuple[Atom, ...], site: str) -> Quantity:
         if not monomial:
@@ -702,9 +727,9 @@ class Lowerer:
 
         def term(t: object) -> str | int:
             if isinstance(t, ir.PositionVariable):
-                return "key" if t.name == variable else "query"
+                return mask_side("key" if t.name == variable else "query", t.offset)
             if isinstance(t, ir.LastPosition):
-                return "last"
+                return mask_side("last", t.offset)
             return t.index  # type: ignore[attr-defined]
 
         return tuple((term(c.left), c.operator, term(c.right)) for c in node.conditions)
@@ -723,9 +748,16 @@ class Lowerer:
                 self.position_head(head)
         for node in self.schedule.tree.nodes:
             self.comparison_head(node, by_name[node.name])
-        outputs = [self._read_out(q) for q in self.values(self.schedule.tree.output, "readout")]
+        tree = self.schedule.tree
+        outputs = [self._read_out(q) for q in self.values(tree.output, tree.output_site)]
         layers = max([self.schedule.layers, *((q.stage + 1) // 2 for q in outputs)])
         return outputs, layers
+
+
+def mask_side(side: str, offset: int) -> str:
+    """A mask side in the model's config: ``query``, ``key``, ``last``, or with an offset
+    ``query-1``, ``last-2``, ``key+1`` (model.py reads them back)."""
+    return f"{side}{offset:+d}" if offset else side
 
 
 def _with_error(block: FFNBlock, error: float) -> FFNBlock:
@@ -831,9 +863,11 @@ def _circuit(program: ir.Program, schedule: Schedule, lowerer: Lowerer, outputs:
     shares += [(f"ffn {b.name}", b.error) for b in lowerer.blocks if b.error]
     budget = ErrorBudget(eps, tuple(shares), lowerer.rounding, bound)
     fixed = [int(label) for label, _ in lowerer.fetched if label.isdigit()]
+    fixed += [1 - int(label[1:].replace(" ", "")) for label, _ in lowerer.fetched if label.startswith("T ")]
     exact = any(n.kind == "sum" for n in schedule.tree.nodes)
     return Circuit(
         program.dimension, program.length, tuple(lowerer.directions), tuple(lowerer.heads), tuple(lowerer.blocks),
         tuple(q.form for q in outputs), program.output_shape, layers, lowerer.theta, budget,
-        exact_length_only=exact, min_length=max(fixed, default=1),
+        exact_length_only=exact, min_length=max(fixed, default=1), output_site=schedule.tree.output_site,
+        causal=is_causal(program),
     )

@@ -10,10 +10,14 @@ A standard attention-only-plus-FFN transformer without LayerNorm::
         h = h + sum_heads softmax_s(beta_h * q(t).k(s) | mask_h(t, s)) v(s) W_O     keys: the T' input tokens
         h = h + relu(h W_in + b_in) W_out + b_out
     y     = h[:, T'] W_U + b_U                                      (B,) or (B, K)
+    per-token models (config "output": "token"):
+    y     = h[:, :T'] W_U + b_U                                     (B, T') or (B, T', K)
 
 Tensor names follow TransformerLens. Masks are structural: a head's mask is a list of conditions
 ``[left, op, right]`` (all must hold), whose sides are ``"key"`` (s), ``"query"`` (t), ``"last"``
-(T', this batch's length) or an integer position; positions are 1-based. They are evaluated on
+(T', this batch's length), each optionally with an integer offset (``"query-1"`` is t − 1:
+the mask ``["key", "==", "query-1"]`` is a previous-token head), or an integer position;
+positions are 1-based and the readout token's query position is T'+1. They are evaluated on
 position indices at run time, never stored as a T x T matrix. A query whose every key is masked
 receives nothing from that head (attention 0, no NaN).
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import operator
+import re
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +42,8 @@ MASK_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
 }
 MASK_SIDES = ("key", "query", "last")
+MASK_SIDE = re.compile(r"^(key|query|last)([+-][0-9]+)?$")  # a side, optionally offset: "query-1"
+OUTPUT_SITES = ("readout", "token")
 HIDDEN_CHUNK = 1 << 18  # hidden activations per FFN chunk (2 MiB in float64: one core's L2)
 
 # A dimension in an expected shape: an int fixed by the config, or a symbol (str) that every
@@ -62,8 +69,9 @@ def _check_condition(cond: Any, where: str) -> tuple[str | int, str, str | int]:
         raise ValueError(f"{where}: unknown mask operator {op!r} (expected one of {', '.join(MASK_OPS)})")
     for side in (left, right):
         is_literal = isinstance(side, int) and not isinstance(side, bool)
-        if not is_literal and side not in MASK_SIDES:
-            raise ValueError(f"{where}: a mask side must be 'key', 'query', 'last' or an integer, got {side!r}")
+        if not is_literal and not (isinstance(side, str) and MASK_SIDE.match(side)):
+            raise ValueError(f"{where}: a mask side must be 'key', 'query', 'last' (optionally with an offset, "
+                             f"'query-1') or an integer, got {side!r}")
     return left, op, right
 
 
@@ -82,6 +90,8 @@ def check_config(config: Any) -> list[list[tuple[tuple[str | int, str, str | int
     min_length = config.get("min_length", 1)
     if isinstance(min_length, bool) or not isinstance(min_length, int) or not 1 <= min_length <= config["T"]:
         raise ValueError(f"config['min_length'] must be an integer in 1..T, got {min_length!r}")
+    if config.get("output", "readout") not in OUTPUT_SITES:
+        raise ValueError(f"config['output'] must be 'readout' or 'token', got {config['output']!r}")
     if not isinstance(config.get("exact_length_only", False), bool):
         raise ValueError(f"config['exact_length_only'] must be true or false, got {config['exact_length_only']!r}")
     layers = config.get("layers")
@@ -213,7 +223,8 @@ class _Holder(nn.Module):
 
 
 class CompiledTransformer(nn.Module):
-    """The compiled transformer. ``model(x)``: x (B, T', d), 1 <= T' <= T -> (B,) or (B, K).
+    """The compiled transformer. ``model(x)``: x (B, T', d), 1 <= T' <= T -> (B,) or (B, K); a
+    per-token model (config ``"output": "token"``) gives (B, T') or (B, T', K).
 
     Every weight is an ``nn.Parameter`` with ``requires_grad=False`` (flip it to fine-tune),
     except the fixed positional code ``pos_embed.W_pos``, a (persistent) buffer. State-dict keys
@@ -234,6 +245,7 @@ class CompiledTransformer(nn.Module):
         self.d_model: int = config["d_model"]
         self.output_shape: tuple[int, ...] = tuple(config["output_shape"])
         self.exact_length_only: bool = bool(config.get("exact_length_only", False))
+        self.per_token: bool = config.get("output", "readout") == "token"
         self.min_length: int = config.get("min_length", 1)
 
         def own(name: str) -> Tensor:
@@ -322,13 +334,18 @@ class CompiledTransformer(nn.Module):
         query = torch.arange(1, length + 2, device=device).unsqueeze(1)  # (T'+1, 1)  positions t
         key = torch.arange(1, length + 1, device=device).unsqueeze(0)  # (1, T')     positions s
         values = {"key": key, "query": query, "last": torch.tensor(length, device=device)}
+
+        def side(term: str | int) -> Tensor:
+            if not isinstance(term, str):
+                return torch.tensor(term, device=device)
+            base, offset = MASK_SIDE.match(term).groups()  # type: ignore[union-attr]
+            return values[base] + int(offset or 0)
+
         heads = []
         for conds in self._masks[layer]:
             allowed = torch.ones(length + 1, length, dtype=torch.bool, device=device)
             for left, op, right in conds:
-                lhs = values[left] if isinstance(left, str) else torch.tensor(left, device=device)
-                rhs = values[right] if isinstance(right, str) else torch.tensor(right, device=device)
-                allowed = allowed & MASK_OPS[op](lhs, rhs)
+                allowed = allowed & MASK_OPS[op](side(left), side(right))
             heads.append(allowed)
         return torch.stack(heads)
 
@@ -398,10 +415,14 @@ class CompiledTransformer(nn.Module):
         return list(self._stream(x))
 
     def readout(self, h: Tensor) -> Tensor:
-        """The output from a final residual stream h (B, T'+1, D): (B,) or (B, K)."""
-        y = h[:, -1] @ self.unembed.W_U + self.unembed.b_U  # (B, K)  the readout token, position T'+1
+        """The output from a final residual stream h (B, T'+1, D): (B,) or (B, K) read at the
+        readout token; for a per-token model (B, T') or (B, T', K), y(t) = W_U h(t) + b_U at
+        every input token."""
+        rows = h[:, :-1] if self.per_token else h[:, -1]  # (B, T', D) or (B, D)
+        y = rows @ self.unembed.W_U + self.unembed.b_U  # (..., K)
         return y.squeeze(-1) if not self.output_shape else y
 
     def forward(self, x: Tensor) -> Tensor:
-        (h,) = deque(self._stream(x, readout_only=True), maxlen=1)  # the readout row after the last layer
+        # a sequence target reads the readout row alone, so the last layer runs for it only
+        (h,) = deque(self._stream(x, readout_only=not self.per_token), maxlen=1)
         return self.readout(h)

@@ -182,8 +182,18 @@ class SyntaxBuilder(Transformer):
     def margin_decl(self, meta: Any, value: ast.SignedNumber) -> ast.MarginDecl:
         return ast.MarginDecl(value, _span(meta))
 
-    def target_decl(self, meta: Any, expression: ast.Expr) -> ast.TargetDecl:
+    def sequence_target(self, meta: Any, expression: ast.Expr) -> ast.TargetDecl:
         return ast.TargetDecl(expression, _span(meta))
+
+    def token_target(
+        self, meta: Any, head: ast.Expr, conditions: tuple[ast.Condition, ...] | None, expression: ast.Expr,
+    ) -> ast.TargetDecl:
+        """``target(t : cond) = expr``: the head must be a bare position variable."""
+        if not isinstance(head, ast.Name):
+            self.errors.append(Diagnostic(self.path, head.span, "a per-token target names its position variable: "
+                                                                 "target(t) = ... or target(t : t >= 2) = ..."))
+            head = ast.Name("t", head.span)
+        return ast.TargetDecl(expression, _span(meta), ast.Binder(head.name, head.span), conditions or ())
 
     def let_decl(self, meta: Any, name: Token, parameters: tuple[str, ...] | None, body: ast.Expr) -> ast.LetDecl:
         return ast.LetDecl(str(name), parameters, body, _span(meta))
@@ -297,6 +307,17 @@ class SyntaxBuilder(Transformer):
             self._whole(token, "a position", minimum=1)
             return ast.Number(str(token), _span(token))
         return ast.Name(str(token), _span(token))
+
+    def _offset(self, meta: Any, name: Token, amount: Token, sign: int) -> ast.PositionOffset:
+        value = self._whole(amount, "a position offset")
+        return ast.PositionOffset(ast.Name(str(name), _span(name)), sign * value,
+                                  ast.Number(str(amount), _span(amount)), _span(meta))
+
+    def offset_plus(self, meta: Any, name: Token, amount: Token) -> ast.PositionOffset:
+        return self._offset(meta, name, amount, 1)
+
+    def offset_minus(self, meta: Any, name: Token, amount: Token) -> ast.PositionOffset:
+        return self._offset(meta, name, amount, -1)
 
 
 # ----------------------------------------------------------------------------- errors

@@ -128,7 +128,8 @@ def measurement_cost(model: CompiledTransformer, program: ir.Program) -> float:
     for block in model.blocks:
         heads, _, width = block.attn.W_Q.shape  # (H, D, E)
         cost += 2.0 * heads * (length + 1) * length * (width + block.attn.W_V.shape[-1] + 8)
-    return cost + float(length) ** reference_order(program.target) * (2 * program.dimension + 8)
+    order = reference_order(program.target, int(bool(getattr(program, "per_token", False))))
+    return cost + float(length) ** order * (2 * program.dimension + 8)
 
 
 def budgeted_samples(model: CompiledTransformer, program: ir.Program, budget: float = MEASUREMENT_BUDGET) -> int:
@@ -149,7 +150,19 @@ def model_inputs(program: ir.Program, samples: int, seed: int, corners: int = CO
 
 def errors_on(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(|model − reference| per input (max over output components), kept) where ``kept`` marks
-    the inputs the guarantee covers (best score ahead by the margin, for token retrievals)."""
+    the inputs the guarantee covers (best score ahead by the margin, for token retrievals).
+    For a per-token target the error of an input is its largest over the positions where the
+    target is defined and, with a margin, where that position's retrieval clears it."""
+    error, kept = position_errors(model, program, x)
+    if error.dim() == 1:
+        return error, kept
+    return torch.where(kept, error, 0.0).amax(dim=1), kept.any(dim=1)
+
+
+def position_errors(model: CompiledTransformer, program: ir.Program,
+                    x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Like :func:`errors_on`, but a per-token target's errors and coverage per position:
+    (N, T) each (an undefined position has error 0 and is not kept); (N,) for sequence targets."""
     length = max(x.shape[1], 1)
     batch = max(1, min(BATCH_ELEMENTS // length, PAIR_ELEMENTS // length**2))  # chunked by T: memory stays flat
     predicted, reference = [], []  # both in batches: the reference's pairwise tensors are (B, T, T, ...)
@@ -158,12 +171,18 @@ def errors_on(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) 
             chunk = x[start:start + batch]
             predicted.append(model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64))
             reference.append(evaluate(program, chunk))
-    error = (torch.cat(predicted) - torch.cat(reference)).abs()
-    if error.dim() > 1:
+    truth = torch.cat(reference)
+    error = (torch.cat(predicted) - truth).abs()
+    if program.per_token:
+        defined = ~truth.isnan()
+        error = torch.where(defined, error, 0.0)
+        if error.dim() > 2:
+            error, defined = error.amax(dim=-1), defined.all(dim=-1)  # (N, T)
+    elif error.dim() > 1:
         error = error.amax(dim=-1)
-    kept = torch.ones(x.shape[0], dtype=torch.bool)
+    kept = defined if program.per_token else torch.ones(x.shape[0], dtype=torch.bool)
     if program.margin is not None:
-        kept = retrieval_margin(program, x) >= program.margin
+        kept = kept & (retrieval_margin(program, x) >= program.margin)
     return error, kept
 
 

@@ -50,11 +50,16 @@ def variables_of(conditions: Sequence[PositionCondition]) -> list[str]:
 
 def _term_value(term: PositionTerm, axes: dict[str, np.ndarray], length: int) -> np.ndarray | int:
     if isinstance(term, PositionVariable):
-        return axes[term.name]
+        return axes[term.name] + term.offset
     if isinstance(term, LastPosition):
-        return length
+        return length + term.offset
     assert isinstance(term, FixedPosition)
     return term.index
+
+
+def largest_offset(conditions: Sequence[PositionCondition]) -> int:
+    """The largest |offset| any term of the conditions carries (0 without offsets)."""
+    return max((abs(getattr(t, "offset", 0)) for c in conditions for t in (c.left, c.right)), default=0)
 
 
 def condition_mask(
@@ -78,7 +83,9 @@ def compressed_positions(conditions: Sequence[PositionCondition], length: int, v
         for term in (condition.left, condition.right):
             if isinstance(term, FixedPosition):
                 landmarks.add(term.index)
-    keep = {p + k for p in landmarks for k in range(-variables, variables + 1)}
+    # with offsets up to k, order types need (k + 1) positions of room per variable around each landmark
+    reach = variables * (largest_offset(conditions) + 1)
+    keep = {p + k for p in landmarks for k in range(-reach, reach + 1)}
     return np.array(sorted(p for p in keep if 1 <= p <= length), dtype=np.int64)
 
 
@@ -98,24 +105,73 @@ class RangeSize:
 
 def smallest_range(
     binders: Sequence[str], conditions: Sequence[PositionCondition], length: int,
+    enclosing: Sequence[PositionCondition] = (),
 ) -> RangeSize:
-    """How small the range of a reduction over ``binders`` can get, over all outer values."""
-    involved = variables_of(conditions)
+    """How small the range of a reduction over ``binders`` can get, over all outer values
+    that the ``enclosing`` conditions (of the reductions around it, or of a per-token target)
+    allow."""
+    every = (*enclosing, *conditions)
+    involved = variables_of(every)
     outer = [v for v in involved if v not in binders]
     inner = [v for v in involved if v in binders]
     free_binders = len(binders) - len(inner)  # binders no condition mentions range over all of 1..T
     variables = outer + inner
     exact = length ** len(variables) <= FULL_GRID_LIMIT
-    values = np.arange(1, length + 1) if exact else compressed_positions(conditions, length, len(variables))
+    values = np.arange(1, length + 1) if exact else compressed_positions(every, length, len(variables))
     if len(values) ** len(variables) > FULL_GRID_LIMIT:
         raise TooManyLinkedPositions(len(variables))
-    mask = condition_mask(variables, conditions, values, length)
+    mask = condition_mask(variables, every, values, length)
     counts = mask.reshape((*mask.shape[:len(outer)], -1)).sum(axis=-1)  # 0-d when no variable: 1 or 0
+    allowed = condition_mask(variables, enclosing, values, length)
+    allowed = allowed.reshape((*allowed.shape[:len(outer)], -1)).any(axis=-1)  # outer values the enclosing allow
+    if not allowed.any():  # the enclosing range is itself empty: reported there
+        return RangeSize(1, {}, exact)
+    counts = np.where(allowed, counts, np.iinfo(np.int64).max)
     flat = int(np.argmin(counts))
     smallest = int(np.min(counts)) * length**free_binders
     index = np.unravel_index(flat, counts.shape) if outer else ()
     witness = {name: int(values[i]) for name, i in zip(outer, index, strict=False)}
     return RangeSize(smallest, witness, exact or smallest == 0)
+
+
+def satisfiable(
+    scope: Sequence[str], conditions: Sequence[PositionCondition], length: int,
+) -> dict[str, int] | None:
+    """Values of the scope's variables (each in 1..T) that satisfy every condition, or None.
+    Exact on {1..T} when the grid is small, else on the compressed domain widened by the
+    offsets (every order type of the variables against the landmarks is present there)."""
+    involved = [v for v in scope if v in variables_of(conditions)]
+    exact = length ** len(involved) <= FULL_GRID_LIMIT
+    values = np.arange(1, length + 1) if exact else compressed_positions(conditions, length, len(involved) + 1)
+    if len(values) ** len(involved) > FULL_GRID_LIMIT:
+        raise TooManyLinkedPositions(len(involved))
+    mask = condition_mask(involved, conditions, values, length)
+    if not mask.any():
+        return None
+    index = np.unravel_index(int(np.argmax(mask)), mask.shape)
+    return {name: int(values[i]) for name, i in zip(involved, index, strict=True)}
+
+
+def offset_violation(
+    scope: Sequence[str], conditions: Sequence[PositionCondition], position: PositionVariable, length: int,
+) -> dict[str, int] | None:
+    """Values of the scope's variables, allowed by ``conditions``, at which ``position`` (a
+    variable plus an offset) leaves 1..T; None when there are none."""
+    below, above = PositionCondition(position, "<", FixedPosition(1)), PositionCondition(position, ">", LastPosition())
+    for outside in (below, above):
+        witness = satisfiable([*scope, position.name], (*conditions, outside), length)
+        if witness is not None:
+            return witness
+    return None
+
+
+def after_query_possible(
+    scope: Sequence[str], conditions: Sequence[PositionCondition], position: PositionTerm, query: str, length: int,
+) -> bool:
+    """Whether ``position`` can exceed the query position ``query`` under ``conditions``
+    (a per-token target reading it is then not causal)."""
+    later = PositionCondition(position, ">", PositionVariable(query))
+    return satisfiable([*scope, query], (*conditions, later), length) is not None
 
 
 def count_tuples(variables: Sequence[str], conditions: Sequence[PositionCondition], length: int) -> int:
@@ -143,7 +199,7 @@ def count_polynomial(variables: Sequence[str], conditions: Sequence[PositionCond
     """
     n = len(variables)
     literals = [t.index for c in conditions for t in (c.left, c.right) if isinstance(t, FixedPosition)]
-    base = max(literals, default=0) + n + 1
+    base = max(literals, default=0) + n * (largest_offset(conditions) + 1) + 1
     points = [(base + i, count_tuples(variables, conditions, base + i)) for i in range(n + 2)]
     coefficients = _interpolate(points[: n + 1])
     check_t, check_value = points[-1]

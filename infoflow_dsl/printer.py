@@ -58,11 +58,14 @@ def _tail(expr: ast.Expr, minimum: int) -> str:
     return f"({text})" if _level(expr) < minimum else text
 
 
-def _condition(condition: ast.Condition) -> str:
-    def term(value: ast.Name | ast.Number) -> str:
-        return value.name if isinstance(value, ast.Name) else value.text
+def _position_term(value: ast.PositionTermSyntax) -> str:
+    if isinstance(value, ast.PositionOffset):
+        return f"{value.base.name} {'-' if value.delta < 0 else '+'} {value.amount.text}"
+    return value.name if isinstance(value, ast.Name) else value.text
 
-    return f"{term(condition.left)} {condition.operator} {term(condition.right)}"
+
+def _condition(condition: ast.Condition) -> str:
+    return f"{_position_term(condition.left)} {condition.operator} {_position_term(condition.right)}"
 
 
 def _bars_inside(expr: ast.Expr) -> str:
@@ -143,7 +146,10 @@ def print_declaration(declaration: ast.Declaration) -> str:
     if isinstance(declaration, ast.MarginDecl):
         return f"margin {declaration.value.text}"
     assert isinstance(declaration, ast.TargetDecl)
-    return f"target {print_expr(declaration.expression)}"
+    if declaration.variable is None:
+        return f"target {print_expr(declaration.expression)}"
+    where = " : " + " and ".join(_condition(c) for c in declaration.conditions) if declaration.conditions else ""
+    return f"target({declaration.variable.name}{where}) = {print_expr(declaration.expression)}"
 
 
 def print_program(program: ast.SourceProgram) -> str:

@@ -135,6 +135,8 @@ class StageClock:
                 return self.results[position.node]
             if isinstance(position, ir.FixedPosition | ir.LastPosition):
                 return self.fetches.get(ir.position_label(position), 2)  # type: ignore[arg-type]
+            if isinstance(position, ir.PositionVariable) and position.offset:
+                return self.fetches.get(relative_label(position.offset), 2)
             return 0
         if (isinstance(expr, ir.Arithmetic) and expr.operator == "*") or isinstance(expr, ir.Inner):
             left, right = (expr.left, expr.right)  # type: ignore[union-attr]
@@ -249,9 +251,30 @@ def _position_heads(tree: ComparisonTree) -> list[tuple[str, str]]:
             if (label, node.site) not in needed:
                 needed.append((label, node.site))
     for label in fixed_positions_read(tree.output):
-        if (label, READOUT) not in needed:
-            needed.append((label, READOUT))
+        if (label, tree.output_site) not in needed:
+            needed.append((label, tree.output_site))
+    for label in relative_offsets_read(tree):
+        if (label, TOKEN) not in needed:
+            needed.append((label, TOKEN))
     return needed
+
+
+def relative_offsets_read(tree: ComparisonTree) -> list[str]:
+    """Labels (``t - 1``, ``t + 2``) of the position offsets read anywhere: each is a token's
+    feature, fetched at the token site by one position head (a structural mask key == query ± k)."""
+    labels: list[str] = []
+    for expr in (*(n.body for n in tree.nodes), tree.output):
+        for node in [expr, *sub_nodes(expr)]:
+            if isinstance(node, ir.Token) and isinstance(node.position, ir.PositionVariable) and node.position.offset:
+                label = relative_label(node.position.offset)
+                if label not in labels:
+                    labels.append(label)
+    return labels
+
+
+def relative_label(offset: int) -> str:
+    """The fetch label of the token ``offset`` places from the querying one: ``t - 1``, ``t + 2``."""
+    return "t" + ir.offset_text(offset)
 
 
 # ----------------------------------------------------------------------------- the schedule
@@ -287,8 +310,9 @@ class Scheduler:
         for index, (label, site) in enumerate(_position_heads(self.tree)):
             layer = self._place(1, None)
             self.clock.fetches[label] = 2 * layer
+            mask = f"key == query{label[1:]}" if label.startswith("t") else ""
             self.heads.append(Head(f"{FETCH_PREFIX}{index + 1}", "position", site, layer, f"x({label})",
-                                   is_comparison=False))
+                                   mask=mask, is_comparison=False))
         for node in self.tree.nodes:
             self._schedule_node(node)
 

@@ -136,12 +136,30 @@ ComparisonOperator = Literal["!=", "<", "<=", ">", ">=", "=="]
 
 
 @dataclass(frozen=True)
-class Condition:
-    """``left op right`` between position variables, literals or ``T``."""
+class PositionOffset:
+    """``t - 1``, ``s + 2``, ``T - 1`` in a condition: a position variable or ``T`` plus ``delta``
+    (a nonzero whole number; ``amount`` keeps the literal's text for the printer).
 
-    left: Name | Number
+    Inside ``x(...)`` the same text parses as an ordinary :class:`Binary`; the checker reads
+    both as a position offset.
+    """
+
+    base: Name
+    delta: int
+    amount: Number
+    span: Span = _span_field()
+
+
+PositionTermSyntax = Union[Name, Number, PositionOffset]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``left op right`` between position variables, literals, ``T`` and offsets of them."""
+
+    left: PositionTermSyntax
     operator: ComparisonOperator
-    right: Name | Number
+    right: PositionTermSyntax
     span: Span = _span_field()
 
 
@@ -303,8 +321,20 @@ class MarginDecl:
 
 @dataclass(frozen=True)
 class TargetDecl:
+    """``target expr`` (one value per sequence), or a per-token target ``target(t : cond) = expr``.
+
+    ``variable`` is the per-token target's position variable (None for a sequence target)
+    and ``conditions`` restrict the positions where it is defined.
+    """
+
     expression: Expr
     span: Span = _span_field()
+    variable: Binder | None = None
+    conditions: tuple[Condition, ...] = ()
+
+    @property
+    def per_token(self) -> bool:
+        return self.variable is not None
 
 
 Declaration = Union[InputDecl, LengthDecl, ConstDecl, LetDecl, MarginDecl, TargetDecl]

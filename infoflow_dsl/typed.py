@@ -50,11 +50,18 @@ def matrix(rows: int, columns: int) -> ValueType:
 
 @dataclass(frozen=True)
 class PositionVariable:
-    """A position bound by an enclosing reduction."""
+    """A position bound by an enclosing reduction (or a per-token target), plus ``offset``:
+    ``x(t - 1)`` reads PositionVariable("t", offset=-1)."""
 
     name: str
     span: Span = _span_field()
     type: ValueType = POSITION
+    offset: int = 0
+
+    @property
+    def base(self) -> PositionVariable:
+        """The variable itself, without its offset."""
+        return PositionVariable(self.name, self.span) if self.offset else self
 
 
 @dataclass(frozen=True)
@@ -68,10 +75,12 @@ class FixedPosition:
 
 @dataclass(frozen=True)
 class LastPosition:
-    """``T``: the last input position (whatever T the model is built for)."""
+    """``T``: the last input position (whatever T the model is built for), plus ``offset``
+    (``T - 1`` is LastPosition(offset=-1))."""
 
     span: Span = _span_field()
     type: ValueType = POSITION
+    offset: int = 0
 
 
 PositionTerm = Union[PositionVariable, FixedPosition, LastPosition]
@@ -273,14 +282,20 @@ def sub_nodes(expr: object) -> Iterator[object]:
         yield from sub_nodes(item)
 
 
+def offset_text(offset: int) -> str:
+    """`` - 1``, `` + 2`` or nothing: how an offset is written after its base."""
+    return "" if offset == 0 else f" {'-' if offset < 0 else '+'} {abs(offset)}"
+
+
 def position_label(position: object) -> str | None:
-    """``t`` for a variable, ``3`` for a literal, ``T`` for the last position; None otherwise."""
+    """``t`` for a variable, ``3`` for a literal, ``T`` for the last position, ``t - 1`` /
+    ``T - 1`` for offsets; None otherwise."""
     if isinstance(position, PositionVariable):
-        return position.name
+        return position.name + offset_text(position.offset)
     if isinstance(position, FixedPosition):
         return str(position.index)
     if isinstance(position, LastPosition):
-        return "T"
+        return "T" + offset_text(position.offset)
     return None
 
 
@@ -318,7 +333,16 @@ class Program:
     margin: float | None
     target: Expr
     expanded: SourceProgram
+    token_variable: str | None = None
+    token_conditions: tuple[PositionCondition, ...] = ()
 
     @property
     def output_shape(self) -> tuple[int, ...]:
+        """The value's shape at one output site (one sequence, or one position of a per-token target)."""
         return self.target.type.shape
+
+    @property
+    def per_token(self) -> bool:
+        """A per-token target ``target(t : cond) = expr``: one value at every position t where
+        ``cond`` holds (``target`` has ``t`` free), read at the tokens, not at the readout."""
+        return self.token_variable is not None

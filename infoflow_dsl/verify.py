@@ -34,7 +34,7 @@ from .diagnostics import ProgramError
 from .lower import lower
 from .model import CompiledTransformer
 from .parse import parse
-from .pipeline import CORNERS, errors_on, model_inputs
+from .pipeline import CORNERS, errors_on, model_inputs, position_errors
 from .sampling import domain_corners, sample_inputs
 from .schedule import build_schedule
 
@@ -132,6 +132,7 @@ class CheckResult:
     excluded_by_margin: int
     adversarial_examples: int
     adversarial_worst: float | None
+    worst_position: int | None = None  # per-token targets: the 1-based position of the worst error
 
     @property
     def within(self) -> bool:
@@ -187,7 +188,17 @@ def check_model(model: CompiledTransformer, program: ir.Program, samples: int = 
         if found > worst:
             worst, worst_input = found, found_input
     return CheckResult(eps, worst, worst_input, random_worst, done, excluded,
-                       adversarial if adversarial > 0 else 0, adversarial_worst)
+                       adversarial if adversarial > 0 else 0, adversarial_worst,
+                       worst_position(model, program, worst_input))
+
+
+def worst_position(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) -> int | None:
+    """For a per-token target, the 1-based position of the largest covered error on the one
+    input ``x`` (T, d); None for a sequence target."""
+    if not program.per_token:
+        return None
+    error, kept = position_errors(model, program, x[None])
+    return int(torch.where(kept, error, -1.0)[0].argmax()) + 1
 
 
 def adversarial_search(model: CompiledTransformer, program: ir.Program, starts: torch.Tensor, budget: int,

@@ -237,7 +237,7 @@ def test_a_line_break_outside_brackets_ends_the_statement() -> None:
 
 def test_an_unclosed_bracket_stops_at_the_next_declaration() -> None:
     assert diagnostics_of("input x : R^2\ntarget (x(1)\nlength T = 4\n") == [
-        (2, 13, "unexpected end of statement; expected ')'"),
+        (2, 13, "unexpected end of statement; expected one of ')', ':'"),
     ]
 
 
