@@ -128,7 +128,7 @@ def measurement_cost(model: CompiledTransformer, program: ir.Program) -> float:
     for block in model.blocks:
         heads, _, width = block.attn.W_Q.shape  # (H, D, E)
         cost += 2.0 * heads * (length + 1) * length * (width + block.attn.W_V.shape[-1] + 8)
-    order = reference_order(program.target, int(bool(getattr(program, "per_token", False))))
+    order = reference_order(program.target, int(program.per_token))  # a per-token target binds t too
     return cost + float(length) ** order * (2 * program.dimension + 8)
 
 
