@@ -165,14 +165,19 @@ def position_errors(model: CompiledTransformer, program: ir.Program,
     (N, T) each (an undefined position has error 0 and is not kept); (N,) for sequence targets."""
     length = max(x.shape[1], 1)
     batch = max(1, min(BATCH_ELEMENTS // length, PAIR_ELEMENTS // length**2))  # chunked by T: memory stays flat
-    predicted, reference = [], []  # both in batches: the reference's pairwise tensors are (B, T, T, ...)
+    # both in batches (the reference's pairwise tensors are (B, T, T, ...)), written in place into
+    # one (N, ...) tensor each: kept in lists, the small results interleaved with the batches' large
+    # temporaries fragmented the heap (+3 MB an input at T = 4096)
+    predicted = truth = torch.empty(0)
     with torch.no_grad():
         for start in range(0, x.shape[0], batch):
             chunk = x[start:start + batch]
-            predicted.append(model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64))
-            reference.append(evaluate(program, chunk))
-    truth = torch.cat(reference)
-    error = (torch.cat(predicted) - truth).abs()
+            y = model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64)
+            r = evaluate(program, chunk)
+            if start == 0:
+                predicted, truth = y.new_empty(x.shape[0], *y.shape[1:]), r.new_empty(x.shape[0], *r.shape[1:])
+            predicted[start:start + batch], truth[start:start + batch] = y, r
+    error = (predicted - truth).abs()
     if program.per_token:
         defined = ~truth.isnan()
         error = torch.where(defined, error, 0.0)
