@@ -168,14 +168,16 @@ class Checker:
             conditions = tuple(self._each(*(lambda c=c: self._condition(c, scope) for c in target.conditions)))
         except _Failed:
             return None, ()
-        try:
-            size = smallest_range((binder.name,), conditions, self.length)
-        except TooManyLinkedPositions:  # one variable: cannot happen
-            size = None
-        if size is not None and size.smallest == 0:
-            self.error(target.span, f"the per-token target is defined at no position (T = {self.length})")
+        if not self._target_defined_somewhere(target, conditions):
             return None, ()
         return scope.constrained(conditions), conditions
+
+    def _target_defined_somewhere(self, target: ast.TargetDecl, conditions: tuple[ir.PositionCondition, ...]) -> bool:
+        assert target.variable is not None
+        if smallest_range((target.variable.name,), conditions, self.length).smallest == 0:
+            self.error(target.conditions[0].span, f"the per-token target is defined at no position (T = {self.length})")
+            return False
+        return True
 
     @staticmethod
     def _all_binders(program: ast.SourceProgram) -> set[str]:
@@ -461,11 +463,11 @@ class Checker:
             raise self.fail(expr.span, f"the conditions around this offset link {error.count} position variables; "
                                        f"the checker decides ranges for fewer") from None
         if witness is not None:
-            where = ", ".join(f"{self._source_name(k, scope)} = {v}" for k, v in witness.items())
+            where = ", ".join(f"{k} = {v}" for k, v in witness.items())  # unique names, as range diagnostics
             value = witness[position.name] + position.offset
             text = self._source_name(position.name, scope) + ir.offset_text(position.offset)
-            raise self.fail(expr.span, f"position {text} can be {value}, outside 1..T (T = {self.length}, at {where}); "
-                                       f"restrict its range with a condition")
+            raise self.fail(expr.span, f"position {text} can be {value}, outside 1..T; restrict it with a condition "
+                                       f"(T = {self.length}, {where})")
 
     @staticmethod
     def _source_name(unique: str, scope: Scope) -> str:

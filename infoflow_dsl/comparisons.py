@@ -285,6 +285,9 @@ def normalise(expr: ir.Expr, taken: set[str] | None = None) -> ir.Expr:
     taken = all_variables(expr) if taken is None else taken
     expr = map_children(expr, lambda child: normalise(child, taken))  # type: ignore[arg-type,return-value]
     if isinstance(expr, ir.Reduce) and expr.kind == "top" and len(expr.variables) == 1:
+        hoisted = _hoist(expr)  # summands free of the variable leave first, so the nested max/min stay small
+        if hoisted is not expr:
+            return normalise(hoisted, taken)  # type: ignore[arg-type]
         if expr.rank == 1:
             expr = dataclasses.replace(expr, kind="max", rank=None)
         else:

@@ -56,7 +56,7 @@ from .describe import describe
 from .features import Atom, FeaturePair, NotSeparable, separate
 from .positions import count_tuples
 from .ranges import Interval
-from .schedule import Head, Schedule, next_ffn, relative_label
+from .schedule import Head, Schedule, layers_for_output, next_ffn, relative_label
 
 HEAD_SHARE = 0.01
 MAX_UNITS = 1_000_000
@@ -521,8 +521,8 @@ class Lowerer:
         """x(k) (or x(T)) fetched to ``head.site`` on angle codes; an offset x(t − k) or x(T − k)
         by a structural mask instead."""
         label = head.compares[2:-1]
-        if label.startswith("t") or label.startswith("T "):
-            self.offset_head(head, label)
+        if label.startswith("t") or label.startswith("T ") or (self.program.per_token and head.site == "token"):
+            self.masked_position_head(head, label)
             return
         self._direction(POS_COS)
         self._direction(POS_SIN)
@@ -548,24 +548,38 @@ class Lowerer:
         self.fetched[(label, head.site)] = [
             Quantity(LinearForm.of(o), 2 * head.layer, low, high, ErrorVec.source(name)) for o in outputs]
 
-    def offset_head(self, head: Head, label: str) -> None:
-        """x(t − k) at every token t (or x(T − k) at ``head.site``) by the structural mask
-        key == query − k (key == last − k): the one allowed key gets softmax weight exactly 1,
-        so the fetch is exact (error 0, no rounding), needs no β and does not grow with T. The
-        alternative, rotating the query's angle code by kθ, errs by (T − 1)·e^(−β(1 − cos θ))·diam,
-        so the error budget always prefers the mask. A query whose position t − k is outside
-        1..T' has no key and receives 0 (the checker proved the target never reads it there)."""
-        side = "query" if label.startswith("t") else "last"
-        offset = int(label[1:].replace(" ", ""))
+    def masked_position_head(self, head: Head, label: str) -> None:
+        """x(t − k) at every token t, or x(k), x(T), x(T − k) at ``head.site``, by a structural mask
+        key == query − k (key == k, key == last − k): the one allowed key gets softmax weight
+        exactly 1, so the fetch is exact (error 0, no rounding), needs no β and does not grow with
+        T. The alternative, rotating the query's angle code by kθ, errs by
+        (T − 1)·e^(−β(1 − cos θ))·diam, so the error budget always prefers the mask for offsets,
+        and per-token targets fetch fixed positions this way too (an angle-code head would give
+        every later key a weight e^(−β·gap) > 0: "almost" causal is not causal). In a causal
+        target a token-site fetch also masks keys after the query, so the output at t never
+        reads x(t+1..) even where the target is undefined. A query with no allowed key
+        receives 0 (the checker proved the target never reads it there)."""
+        side = self._position_side(label)
         low, high = self.token_range()
         outputs = tuple(self._direction(f"x({label})@{head.site}[{i + 1}]") for i in range(self.program.dimension))
         zero = (LinearForm(),)
-        mask = (("key", "==", mask_side(side, offset)),)
+        mask: tuple[tuple[str | int, str, str | int], ...] = (("key", "==", side),)
+        if head.site == "token" and is_causal(self.program) and not label.startswith("t"):
+            mask += (("key", "<=", "query"),)
         self.heads.append(AttentionHead(
             head.name, head.layer, "position", head.site, zero, zero,
             tuple(LinearForm.of(f"x[{i + 1}]") for i in range(self.program.dimension)), outputs, 0.0, mask, 0.0,
-            f"x({label}) by the mask key == {mask_side(side, offset)}"))
+            f"x({label}) by the mask key == {side}"))
         self.fetched[(label, head.site)] = [Quantity(LinearForm.of(o), 2 * head.layer, low, high) for o in outputs]
+
+    @staticmethod
+    def _position_side(label: str) -> str | int:
+        """The mask side a fetch label names: ``t - 1`` -> ``query-1``, ``T - 2`` -> ``last-2``, ``3`` -> 3."""
+        if label.isdigit():
+            return int(label)
+        side = "query" if label.startswith("t") else "last"
+        offset = label[1:].replace(" ", "")
+        return mask_side(side, int(offset) if offset else 0)
 
     def _monomial(self, monomial: tuple[Atom, ...], site: str) -> Quantity:
         if not monomial:
@@ -750,7 +764,7 @@ class Lowerer:
             self.comparison_head(node, by_name[node.name])
         tree = self.schedule.tree
         outputs = [self._read_out(q) for q in self.values(tree.output, tree.output_site)]
-        layers = max([self.schedule.layers, *((q.stage + 1) // 2 for q in outputs)])
+        layers = max([self.schedule.layers, *(layers_for_output(q.stage) for q in outputs)])
         return outputs, layers
 
 

@@ -89,6 +89,10 @@ def compressed_positions(conditions: Sequence[PositionCondition], length: int, v
     return np.array(sorted(p for p in keep if 1 <= p <= length), dtype=np.int64)
 
 
+#: The "smallest range" of a reduction that no enclosing value reaches (its enclosing range is empty).
+VACUOUS = 1 << 62
+
+
 @dataclass(frozen=True)
 class RangeSize:
     """The smallest number of tuples the range has over all values of the outer variables.
@@ -124,8 +128,8 @@ def smallest_range(
     counts = mask.reshape((*mask.shape[:len(outer)], -1)).sum(axis=-1)  # 0-d when no variable: 1 or 0
     allowed = condition_mask(variables, enclosing, values, length)
     allowed = allowed.reshape((*allowed.shape[:len(outer)], -1)).any(axis=-1)  # outer values the enclosing allow
-    if not allowed.any():  # the enclosing range is itself empty: reported there
-        return RangeSize(1, {}, exact)
+    if not allowed.any():  # the enclosing range is itself empty (reported there): nothing to check here
+        return RangeSize(VACUOUS, {}, exact)
     counts = np.where(allowed, counts, np.iinfo(np.int64).max)
     flat = int(np.argmin(counts))
     smallest = int(np.min(counts)) * length**free_binders

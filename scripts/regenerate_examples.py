@@ -11,6 +11,7 @@ the analysis or the compiler.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import torch
@@ -43,11 +44,47 @@ def report(name: str, analysis: ifl.AnalysisReport, model: ifl.CompiledTransform
         for head in layer["heads"]:
             lines.append(f"| {index + 1} | {head['name']} | {head['kind']} | {head['site']} | "
                          f"`{head['computes']}` | {head['beta']:.4g} |")
+    if config.get("output") == "token":
+        causal = "causal: the output at t reads x(1..t) alone" if config.get("causal") else "not causal"
+        lines += ["", "## What each head does", "",
+                  f"Read from the model's own config. The output is read at every token ({causal}).", ""]
+        lines += [f"- layer {index + 1}, head {head['name']}: {head_role(head)}"
+                  for index, layer in enumerate(config["layers"]) for head in layer["heads"]]
     lines += ["", "## Where ε went", "", "| source | a-priori error |", "|---|---|"]
     for source, share in config["error_budget"]["shares"]:
         lines.append(f"| {source} | {share:.3g} |")
     lines.append(f"| rounding ({config['dtype']}) | {config['error_budget']['rounding']:.3g} |")
     return "\n".join(lines) + "\n"
+
+
+def _side_text(side: str | int) -> str:
+    """A mask side in words: ``query-1`` -> "t − 1", ``last`` -> "T", 3 -> "3"."""
+    if isinstance(side, int):
+        return str(side)
+    match = re.fullmatch(r"(key|query|last)([+-]\d+)?", side)
+    assert match is not None
+    base = {"key": "s", "query": "t", "last": "T"}[match.group(1)]
+    offset = int(match.group(2) or 0)
+    return base if not offset else f"{base} {'−' if offset < 0 else '+'} {abs(offset)}"
+
+
+def head_role(head: dict) -> str:
+    """What one head of a compiled model does, in words, from its config entry alone."""
+    mask = " and ".join(f"{_side_text(a)} {op} {_side_text(b)}" for a, op, b in head["mask"]) or "none"
+    outputs = head["outputs"]
+    into = f"into {outputs[0]} .. {outputs[-1]}" if len(outputs) > 1 else f"into {outputs[0]}"
+    if head["kind"] == "position" and head["mask"] == [["key", "==", "query-1"]]:
+        return f"previous-token head: every token t attends to t − 1 alone (mask {mask}) and copies x(t − 1) {into}"
+    if head["kind"] == "position":
+        return f"position head: fetches `{head['computes']}` (mask {mask}) {into}"
+    where = "every token t" if head["site"] == "token" else "the readout token"
+    if head["kind"] == "token retrieval":
+        return (f"retrieval of a token: {where} attends with β = {head['beta']:.4g} to the position s that wins "
+                f"`{head['computes']}` among the keys its mask allows ({mask}) and copies x(s) {into}")
+    if head["kind"] == "uniform":
+        return f"uniform head: {where} averages its values over the keys its mask allows ({mask}) {into}"
+    return (f"retrieval of a score: {where} attends with β = {head['beta']:.4g} to the best s of "
+            f"`{head['computes']}` (mask {mask}) and retrieves the score's key features {into}")
 
 
 def main() -> None:

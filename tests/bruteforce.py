@@ -11,12 +11,16 @@ agreement between them is evidence that both implement LANGUAGE.md's semantics:
   conditions; min / max / sum / mean over those tuples; ``top(k)`` is the k-th largest value
   counted with multiplicity (top(2) of 3, 3, 1 is 3);
 - argmin / argmax pick the smallest position among those with the best score;
-- a constant's ``values`` are row-major in its declared shape; ``Component.index`` is 1-based.
+- a constant's ``values`` are row-major in its declared shape; ``Component.index`` is 1-based;
+- a position offset ``t - 1`` is the variable's value minus 1 (``T - 1`` likewise);
+- a per-token target ``target(t : cond) = e`` is ``e`` at every t = 1..T where ``cond`` holds,
+  and None (NaN in the evaluator) elsewhere.
 
 :func:`range_faults` recomputes, by enumeration, which compile-time range errors a program
 has at a length T (a fixed position outside 1..T, an empty reduction range for some values of
-the enclosing variables, ``top(k)`` over fewer than k tuples), so a test can confirm that the
-checker refuses exactly the programs it should.
+the enclosing variables that the enclosing conditions allow, ``top(k)`` over fewer than k
+tuples, an offset that reads outside 1..T), so a test can confirm that the checker refuses
+exactly the programs it should.
 """
 
 from __future__ import annotations
@@ -55,13 +59,13 @@ def compare(left: int, operator: str, right: int) -> bool:
 
 
 def term_position(term: Any, env: dict[str, int], length: int) -> int:
-    """The value of a position term of a condition: a variable, a literal or T."""
+    """The value of a position term of a condition: a variable, a literal or T (plus an offset)."""
     if isinstance(term, ir.PositionVariable):
-        return env[term.name]
+        return env[term.name] + term.offset
     if isinstance(term, ir.FixedPosition):
         return term.index
     if isinstance(term, ir.LastPosition):
-        return length
+        return length + term.offset
     raise TypeError(f"not a position term: {term!r}")
 
 
@@ -106,14 +110,11 @@ class BruteForce:
 
     def position(self, expr: Any, env: dict[str, int]) -> int:
         """A 1-based position."""
-        if isinstance(expr, ir.PositionVariable):
-            return env[expr.name]
-        if isinstance(expr, ir.FixedPosition):
-            if not 1 <= expr.index <= self.length:
-                raise IndexError(f"x({expr.index}) with T = {self.length}")
-            return expr.index
-        if isinstance(expr, ir.LastPosition):
-            return self.length
+        if isinstance(expr, ir.PositionVariable | ir.FixedPosition | ir.LastPosition):
+            position = term_position(expr, env, self.length)
+            if not 1 <= position <= self.length:
+                raise IndexError(f"x({position}) with T = {self.length}")
+            return position
         if isinstance(expr, ir.ArgPosition):
             return self.memoised(expr, env, lambda: self.arg_position(expr, env))
         raise TypeError(f"not a position: {expr!r}")
@@ -283,10 +284,19 @@ def arithmetic(operator: str, left: Value, right: Value) -> Value:
 
 
 def evaluate_one(program: ir.Program, tokens: Sequence[Sequence[float]]) -> Value:
-    """The target on one sequence of T tokens: a float, or a list of floats for a vector target."""
+    """The target on one sequence of T tokens: a float, or a list of floats for a vector target;
+    for a per-token target, a list over t = 1..T of those, None where its condition fails."""
     if any(len(token) != program.dimension for token in tokens):
         raise ValueError("token of the wrong dimension")
-    return BruteForce(tokens).value(program.target, {})
+    force = BruteForce(tokens)
+    if program.token_variable is None:
+        return force.value(program.target, {})
+    out: list[Any] = []
+    for t in range(1, len(tokens) + 1):
+        env = {program.token_variable: t}
+        defined = conditions_hold(program.token_conditions, env, len(tokens))
+        out.append(force.value(program.target, env) if defined else None)
+    return out
 
 
 def evaluate_batch(program: ir.Program, batch: Any) -> list[Value]:
@@ -338,11 +348,13 @@ def walk(node: Any) -> Iterator[Any]:
 class Fault:
     """A compile-time range error at length T.
 
-    ``kind``: "position" (a literal x(k) with k outside 1..T), "empty" (a reduction or
-    argmin/argmax whose range is empty for some values of the enclosing variables) or "top"
-    (``top(k)`` whose range can have fewer than k tuples). ``smallest`` is the smallest
-    range size over all values of the enclosing variables (for "empty"/"top"),
-    ``enclosing`` the enclosing variables, outermost first.
+    ``kind``: "position" (a literal x(k) or x(T − k) outside 1..T), "empty" (a reduction or
+    argmin/argmax whose range is empty for some values of the enclosing variables that the
+    enclosing conditions allow), "top" (``top(k)`` whose range can have fewer than k tuples),
+    "offset" (x(t ± k) outside 1..T for some allowed values) or "target" (a per-token target
+    defined at no position). ``smallest`` is the smallest range size over the allowed values
+    of the enclosing variables (for "empty"/"top"), ``enclosing`` the enclosing variables,
+    outermost first, and ``conditions`` the enclosing conditions.
     """
 
     kind: str
@@ -350,6 +362,7 @@ class Fault:
     smallest: int = 0
     enclosing: tuple[str, ...] = ()
     node: Any = field(default=None, compare=False, repr=False)
+    conditions: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
 
 def range_size(node: Any, assignment: dict[str, int], length: int) -> int:
@@ -363,43 +376,87 @@ def range_size(node: Any, assignment: dict[str, int], length: int) -> int:
     return count
 
 
-def smallest_range_size(node: Any, enclosing: Sequence[str], length: int, fixed: dict[str, int] | None = None) -> int:
-    """The smallest ``range_size`` over every value in 1..T of each enclosing variable not in ``fixed``."""
+def _mentioned(conditions: Sequence[Any]) -> set[str]:
+    return {t.name for c in conditions for t in (c.left, c.right) if isinstance(t, ir.PositionVariable)}
+
+
+def allowed_assignments(enclosing: Sequence[str], conditions: Sequence[Any], length: int,
+                        fixed: dict[str, int] | None = None, also: Sequence[Any] = ()) -> Iterator[dict[str, int]]:
+    """Every value in 1..T of each enclosing variable not in ``fixed`` that ``also`` or
+    ``conditions`` mention, such that the enclosing ``conditions`` hold."""
     fixed = dict(fixed or {})
-    # the size depends only on the enclosing variables the conditions mention; the others need no loop
-    mentioned = {t.name for c in node.conditions for t in (c.left, c.right) if isinstance(t, ir.PositionVariable)}
+    mentioned = _mentioned([*conditions, *also])
     free = [name for name in enclosing if name not in fixed and name in mentioned]
-    smallest = None
     for values in itertools.product(range(1, length + 1), repeat=len(free)):
-        size = range_size(node, {**fixed, **dict(zip(free, values, strict=True))}, length)
-        smallest = size if smallest is None else min(smallest, size)
-    assert smallest is not None
-    return smallest
+        env = {**fixed, **dict(zip(free, values, strict=True))}
+        if all(_holds_where_known(c, env, length) for c in conditions):
+            yield env
+
+
+def _holds_where_known(condition: Any, env: dict[str, int], length: int) -> bool:
+    """A condition over the variables in ``env`` (one naming another variable holds for some value of it)."""
+    names = _mentioned([condition])
+    if not names <= set(env):
+        return True
+    return conditions_hold([condition], env, length)
+
+
+def smallest_range_size(node: Any, enclosing: Sequence[str], length: int, fixed: dict[str, int] | None = None,
+                        conditions: Sequence[Any] = ()) -> int:
+    """The smallest ``range_size`` over every value in 1..T of each enclosing variable not in
+    ``fixed`` that the enclosing ``conditions`` allow (a large number when they allow none)."""
+    sizes = [range_size(node, env, length)
+             for env in allowed_assignments(enclosing, conditions, length, fixed, node.conditions)]
+    return min(sizes, default=1 << 30)
 
 
 def range_faults(program: ir.Program, length: int) -> list[Fault]:
     """Every compile-time range error of ``program``'s target at length ``length``, by enumeration.
 
     As README.md decides, an empty range is an error when it is empty for *some* values of the
-    enclosing variables, each taken over all of 1..T.
+    enclosing variables (each in 1..T) that the enclosing conditions allow; an offset is an
+    error when it leaves 1..T for some such values.
     """
     faults: list[Fault] = []
 
-    def visit(node: Any, enclosing: tuple[str, ...]) -> None:
-        if isinstance(node, ir.Token) and isinstance(node.position, ir.FixedPosition):
-            if not 1 <= node.position.index <= length:
-                faults.append(Fault("position", node.position.span, node=node))
+    def visit(node: Any, enclosing: tuple[str, ...], conditions: tuple[Any, ...]) -> None:
+        if isinstance(node, ir.Token):
+            position = node.position
+            if isinstance(position, ir.FixedPosition) and not 1 <= position.index <= length:
+                faults.append(Fault("position", position.span, node=node))
+            if isinstance(position, ir.LastPosition) and not 1 <= length + position.offset <= length:
+                faults.append(Fault("position", position.span, node=node))
+            if isinstance(position, ir.PositionVariable) and position.offset:
+                reads = [position]
+                outside = [env for env in allowed_assignments(enclosing, conditions, length, also=_fake(reads))
+                           if not 1 <= env[position.name] + position.offset <= length]
+                if outside:
+                    faults.append(Fault("offset", position.span, 0, enclosing, node, conditions))
         if isinstance(node, ir.Reduce | ir.ArgPosition):
-            smallest = smallest_range_size(node, enclosing, length)
+            smallest = smallest_range_size(node, enclosing, length, conditions=conditions)
             if smallest == 0:
-                faults.append(Fault("empty", node.span, 0, enclosing, node))
+                faults.append(Fault("empty", node.span, 0, enclosing, node, conditions))
             elif isinstance(node, ir.Reduce) and node.kind == "top" and node.rank > smallest:  # type: ignore[operator]
-                faults.append(Fault("top", node.span, smallest, enclosing, node))
+                faults.append(Fault("top", node.span, smallest, enclosing, node, conditions))
             variables = node.variables if isinstance(node, ir.Reduce) else (node.variable,)
-            visit(node.body, enclosing + tuple(variables))
+            inner = conditions + tuple(node.conditions)
+            visit(node.body, enclosing + tuple(variables), inner)
             return
         for child in children(node):
-            visit(child, enclosing)
+            if not isinstance(child, ir.PositionCondition):
+                visit(child, enclosing, conditions)
 
-    visit(program.target, ())
+    if program.token_variable is None:
+        visit(program.target, (), ())
+        return faults
+    token = program.token_variable
+    defined = [t for t in range(1, length + 1) if conditions_hold(program.token_conditions, {token: t}, length)]
+    if not defined:
+        return [Fault("target", Span(0, 0, 0, 0), 0, (token,))]
+    visit(program.target, (token,), tuple(program.token_conditions))
     return faults
+
+
+def _fake(positions: Sequence[ir.PositionVariable]) -> list[ir.PositionCondition]:
+    """Conditions that only mention ``positions``' variables (so assignments range over them)."""
+    return [ir.PositionCondition(p.base, "==", p.base) for p in positions]

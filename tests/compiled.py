@@ -12,6 +12,15 @@ import infoflow_dsl as ifl
 CANONICAL_EFFICIENT = [
     "min_pairwise", "intrinsic_2", "intrinsic_3", "intrinsic_4", "intrinsic_5", "intrinsic_6", "d_retrieval",
     "kth_largest", "first_three", "nearest_neighbour",
+    "running_max", "prefix_mean", "previous_token", "induction", "causal_similarity",
+]
+
+#: The per-token programs of the table the verdict calls efficient (tok_prefix_top2 is order 3).
+PER_TOKEN_COMPILED = [
+    "tok_own_projection", "tok_own_square", "tok_global_max", "tok_centered", "tok_next_token", "tok_two_back",
+    "tok_offset_product", "tok_prefix_min", "tok_nearest_earlier", "tok_window_max", "tok_lagged_max",
+    "tok_suffix_max", "tok_global_top2", "tok_argmax_prefix", "tok_nearest_other", "tok_prefix_mean_times_own",
+    "tok_fixed_position", "tok_last_two", "tok_matvec_running_mean", "tok_relu_after_max",
 ]
 
 #: Further programs that together use every construct of the compiler (see test_pipeline's coverage test).
@@ -19,6 +28,7 @@ EXTRA_COMPILED = [
     "mean_token", "sum_scaled", "pairwise_distinct", "ordered_pairs", "causal_sum", "window", "equal_positions",
     "second_largest", "argmax_token", "last_plus_first", "relu_min_max_abs", "bilinear_randn", "projection_matrix",
     "squared_distance_ball", "nested_macros", "triple_sum_mean", "shadowed_sum_of_maxes", "norms_away_from_zero",
+    *PER_TOKEN_COMPILED,
 ]
 
 

@@ -180,3 +180,121 @@ length T = 4
 target max_<t> ||x(t)||
 """))
 ALL.append(EXTRA[-1])
+
+#: Per-token targets (LANGUAGE.md v2): offsets, conditions on t, causal and non-causal
+#: reductions, vector outputs, top(2), token retrieval with a margin. Each has "per-token".
+PER_TOKEN: list[ExampleProgram] = [
+    _extra("tok_own_projection", "per-token causal inner", """
+input x : R^3
+length T = 8
+const w : R^3 = [1, -2, 0.5]
+target(t) = <x(t), w>
+"""),
+    _extra("tok_own_square", "per-token causal square", """
+input x : R^2
+length T = 8
+target(t) = x(t)[1]^2 - x(t)[2]
+"""),
+    _extra("tok_global_max", "per-token non-causal unused-variable", """
+input x : R^2
+length T = 8
+target(t) = max_<s> x(s)[1]
+"""),
+    _extra("tok_centered", "per-token non-causal mean", """
+input x : R^2
+length T = 8
+target(t) = x(t)[1] - mean_<s> x(s)[1]
+"""),
+    _extra("tok_next_token", "per-token non-causal offset-plus vector", """
+input x : R^2
+length T = 8
+target(t : t < T) = x(t + 1)
+"""),
+    _extra("tok_two_back", "per-token causal offset-minus vector condition-ge", """
+input x : R^2
+length T = 8
+target(t : t >= 3) = x(t - 2) + x(t - 1) - x(t)
+"""),
+    _extra("tok_offset_product", "per-token causal offset-minus inner", """
+input x : R^2
+length T = 8
+target(t : t >= 2) = <x(t - 1), x(t)>
+"""),
+    _extra("tok_prefix_min", "per-token causal min condition-le", """
+input x : R^2
+length T = 8
+target(t) = min_<s : s <= t> x(s)[1] + x(s)[2]
+"""),
+    _extra("tok_nearest_earlier", "per-token causal order-2 condition-lt square norm", """
+input x : R^2
+length T = 8
+target(t : t >= 2) = max_<s : s < t> -||x(s) - x(t)||^2
+"""),
+    _extra("tok_window_max", "per-token causal offset-condition max", """
+input x : R^2
+length T = 8
+target(t : t >= 3) = max_<s : s >= t - 2 and s <= t> x(s)[1]
+"""),
+    _extra("tok_lagged_max", "per-token causal offset-condition max", """
+input x : R^2
+length T = 8
+target(t : t >= 2) = max_<s : s <= t - 1> x(s)[2]
+"""),
+    _extra("tok_suffix_max", "per-token non-causal condition-ge max", """
+input x : R^2
+length T = 8
+target(t) = max_<s : s >= t> x(s)[2]
+"""),
+    _extra("tok_global_top2", "per-token non-causal top", """
+input x : R^2
+length T = 8
+target(t) = top(2)_<s> x(s)[1] - x(t)[2]
+"""),
+    _extra("tok_prefix_top2", "per-token causal top order-3", """
+input x : R^2
+length T = 8
+target(t : t >= 2) = top(2)_<s : s <= t> x(s)[1]
+"""),
+    _extra("tok_argmax_prefix", "per-token causal argmax retrieval margin vector", """
+input x : R^3
+length T = 8
+const w : R^3 = [0.5, 1, -1]
+margin 0.05
+target(t) = x(argmax_<s : s <= t> <x(s), w>)
+"""),
+    _extra("tok_nearest_other", "per-token non-causal argmin retrieval margin", """
+input x : R^2
+length T = 8
+margin 0.05
+target(t) = x(argmin_<s : s != t> ||x(s) - x(t)||^2)
+"""),
+    _extra("tok_prefix_mean_times_own", "per-token causal mean products", """
+input x : R^2
+length T = 8
+target(t) = mean_<s : s <= t> x(s)[1] * x(t)[2]
+"""),
+    _extra("tok_fixed_position", "per-token causal fixed-position", """
+input x : R^2
+length T = 8
+target(t : t >= 3) = x(3)[1] * x(t)[1]
+"""),
+    _extra("tok_last_two", "per-token non-causal fixed-last offset-last", """
+input x : R^2
+length T = 8
+target(t : t >= 2) = x(T - 1)[1] + x(t - 1)[2] - <x(T), x(t)>
+"""),
+    _extra("tok_matvec_running_mean", "per-token causal matvec randn vector mean", """
+input x : R^2
+length T = 8
+const A : R^{2 x 2} = randn(11)
+target(t) = A @ x(t) + mean_<s : s <= t> x(s)
+"""),
+    _extra("tok_relu_after_max", "per-token causal relu max", """
+input x : R^2
+length T = 8
+target(t) = relu(max_<s : s <= t> x(s)[1] - x(t)[1])
+"""),
+]
+
+EXTRA.extend(PER_TOKEN)
+ALL.extend(PER_TOKEN)

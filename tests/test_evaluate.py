@@ -43,15 +43,31 @@ def seed_of(example: ExampleProgram, length: int) -> int:
 
 
 def assert_close(got: torch.Tensor, want: list, program: ir.Program, what: str) -> None:
-    """Entry by entry: |got - want| <= 1e-12 * max(1, |want|); shapes (B,) or (B, k)."""
+    """Entry by entry: |got - want| <= 1e-12 * max(1, |want|); shapes (B,) or (B, k), and for a
+    per-token target (B, T) or (B, T, k) with NaN exactly where the brute force has None."""
     assert got.dtype == torch.float64
+    if program.per_token:
+        length = got.shape[1] if got.dim() > 1 else 0
+        assert tuple(got.shape) == (len(want), length, *program.output_shape), what
+        for b, (rows, expected) in enumerate(zip(got.tolist(), want, strict=True)):
+            for t, (row, value) in enumerate(zip(rows, expected, strict=True)):
+                if value is None:
+                    entries = row if isinstance(row, list) else [row]
+                    assert all(math.isnan(g) for g in entries), f"{what}, sequence {b}, t = {t + 1}: not NaN"
+                else:
+                    _assert_entries_close(row, value, f"{what}, sequence {b}, t = {t + 1}")
+        return
     assert tuple(got.shape) == (len(want), *program.output_shape), what
     for b, (row, expected) in enumerate(zip(got.tolist(), want, strict=True)):
-        row = row if isinstance(row, list) else [row]
-        expected = expected if isinstance(expected, list) else [expected]
-        for g, w in zip(row, expected, strict=True):
-            assert math.isfinite(g) and math.isfinite(w), f"{what}, sequence {b}: {g} vs {w}"
-            assert abs(g - w) <= TOLERANCE * max(1.0, abs(w)), f"{what}, sequence {b}: {g!r} vs brute force {w!r}"
+        _assert_entries_close(row, expected, f"{what}, sequence {b}")
+
+
+def _assert_entries_close(row: float | list, expected: float | list, what: str) -> None:
+    row = row if isinstance(row, list) else [row]
+    expected = expected if isinstance(expected, list) else [expected]
+    for g, w in zip(row, expected, strict=True):
+        assert math.isfinite(g) and math.isfinite(w), f"{what}: {g} vs {w}"
+        assert abs(g - w) <= TOLERANCE * max(1.0, abs(w)), f"{what}: {g!r} vs brute force {w!r}"
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -113,6 +129,10 @@ def witness_of(message: str, length: int) -> dict[str, int]:
 
 
 def diagnostic_kind(message: str) -> str:
+    if re.search(r"can be -?\d+, outside 1..T", message):
+        return "offset"
+    if "the per-token target is defined at no position" in message:
+        return "target"
     if "is outside 1..T" in message:
         return "position"
     if re.search(r"the range of this \w+ is empty", message):
@@ -125,17 +145,29 @@ def diagnostic_kind(message: str) -> str:
 def assert_refusal_is_right(diagnostic: ifl.Diagnostic, faults: list[bf.Fault], length: int) -> None:
     """The diagnostic names a fault the enumeration found: same place, same kind, a true witness."""
     kind = diagnostic_kind(diagnostic.message)
-    matching = [f for f in faults if f.kind == kind and f.span == diagnostic.span]
+    matching = [f for f in faults if f.kind == kind and (f.span == diagnostic.span or kind == "target")]
     assert matching, f"no {kind} fault at {diagnostic.span} by enumeration: {diagnostic.message!r} / {faults}"
     fault = matching[0]
+    if kind == "target":
+        return
     if kind == "position":
-        index = fault.node.position.index
-        assert index > length
-        assert f"position {index} is outside 1..T (T = {length})" in diagnostic.message
+        position = fault.node.position
+        if isinstance(position, ir.LastPosition):
+            assert not 1 <= length + position.offset <= length
+            assert f"is outside 1..T (T = {length})" in diagnostic.message
+            return
+        assert position.index > length
+        assert f"position {position.index} is outside 1..T (T = {length})" in diagnostic.message
         return
     witness = witness_of(diagnostic.message, length)
     assert set(witness) <= set(fault.enclosing)
-    at_witness = bf.smallest_range_size(fault.node, fault.enclosing, length, fixed=witness)
+    if kind == "offset":  # the witness is allowed and reads outside 1..T
+        position = fault.node.position
+        assert bf.conditions_hold([c for c in fault.conditions if bf._mentioned([c]) <= set(witness)], witness, length)
+        assert not 1 <= witness[position.name] + position.offset <= length
+        return
+    at_witness = bf.smallest_range_size(fault.node, fault.enclosing, length, fixed=witness,
+                                        conditions=fault.conditions)
     assert at_witness == fault.smallest, "the witness reaches the smallest range"
     if kind == "top":
         assert f"top({fault.node.rank}) needs at least {fault.node.rank} positions" in diagnostic.message
@@ -210,8 +242,14 @@ class _Unranged(Checker):
     every literal position is in range is the program's IR at any T.
     """
 
-    def _check_range(self, expr: object, names: object, conditions: object) -> None:
+    def _check_range(self, expr: object, names: object, conditions: object, enclosing: object = ()) -> None:
         return None
+
+    def _check_offset(self, expr: object, position: object, scope: object) -> None:
+        return None
+
+    def _target_defined_somewhere(self, target: object, conditions: object) -> bool:
+        return True
 
 
 def unranged_ir(source: str) -> ir.Program:
@@ -243,7 +281,7 @@ class ProgramText:
         count = self.draw(st.integers(1, max(1, min(most, 3 - self.variables))))
         names = tuple(self.draw(st.lists(st.sampled_from(NAMES), min_size=count, max_size=count, unique=True)))
         self.variables += count
-        terms = [*names, *scope, "1", "2", "3", "T"]
+        terms = [*names, *scope, "1", "2", "3", "T", *(f"{v} - 1" for v in scope[:1]), "T - 1"]
         conditions = []
         for _ in range(self.draw(st.integers(0, 2))):
             left = self.pick(names) if self.draw(st.booleans()) else self.pick(terms)
@@ -252,10 +290,15 @@ class ProgramText:
         return text, names, tuple(dict.fromkeys((*scope, *names)))
 
     def position(self, scope: tuple[str, ...], depth: int) -> str:
-        options = ["literal", "T"] + (["variable"] * 3 if scope else []) + (["arg"] * 2 if depth > 0 else [])
+        options = ["literal", "T", "T - 1"] + (["variable"] * 3 + ["offset"] if scope else [])
+        options += ["arg"] * 2 if depth > 0 else []
         kind = self.pick(options)
         if kind == "variable":
             return self.pick(scope)
+        if kind == "offset":
+            return f"{self.pick(scope)} {self.pick(('-', '+'))} {self.draw(st.integers(1, 2))}"
+        if kind == "T - 1":
+            return "T - 1"
         if kind == "literal":
             return str(self.draw(st.integers(1, 3)))
         if kind == "T":
@@ -352,12 +395,19 @@ def random_programs(draw: typing.Callable) -> tuple[str, int]:
     length = draw(st.integers(1, 5))
     text = ProgramText(draw, d)
     depth = draw(st.integers(1, 3))
-    target = text.vector((), depth, exact=False) if draw(st.booleans()) else text.scalar((), depth, exact=False)
+    per_token = draw(st.booleans())
+    scope = ("v",) if per_token else ()  # v: never a binder's name, so nothing shadows it
+    target = text.vector(scope, depth, exact=False) if draw(st.booleans()) else text.scalar(scope, depth, exact=False)
+    if per_token:
+        condition = draw(st.sampled_from(["", " : v >= 2", " : v < T", " : v >= 2 and v <= T - 1", " : v != 2"]))
+        target = f"(v{condition}) = {target}"
+    else:
+        target = f" {target}"
     w = ", ".join(draw(st.lists(st.sampled_from(DYADIC), min_size=d, max_size=d)))
     rows = ", ".join("[" + ", ".join(draw(st.lists(st.sampled_from(DYADIC), min_size=d, max_size=d))) + "]"
                      for _ in range(d))
     source = (f"input x : R^{d} in [-1, 1]\nlength T = {length}\nconst c = 0.5\nconst w : R^{d} = [{w}]\n"
-              f"const M : R^{{{d} x {d}}} = [{rows}]\nconst B : R^{{{d} x {d}}} = randn(3)\ntarget {target}\n")
+              f"const M : R^{{{d} x {d}}} = [{rows}]\nconst B : R^{{{d} x {d}}} = randn(3)\ntarget{target}\n")
     return source, length
 
 
@@ -538,6 +588,6 @@ def test_evaluate_is_deterministic_and_batched_independently() -> None:
         program = declared(example)
         x = ifl.sample_inputs(program, 3, seed=5, length=5)
         whole = ifl.evaluate(program, x)
-        for b in range(3):
-            assert torch.equal(ifl.evaluate(program, x[b:b + 1])[0], whole[b]), example.name
-        assert torch.equal(ifl.evaluate(program, x), whole)
+        for b in range(3):  # NaN (a per-token target's undefined positions) equals NaN here
+            assert torch.equal(ifl.evaluate(program, x[b:b + 1])[0].nan_to_num(7.0), whole[b].nan_to_num(7.0))
+        assert torch.equal(ifl.evaluate(program, x).nan_to_num(7.0), whole.nan_to_num(7.0)), example.name

@@ -340,16 +340,24 @@ WHOLE_TEXTS = st.integers(1, 999).map(str) | st.sampled_from(["01", "007"])
 SIZES = st.integers(0, 10**6)
 
 
+def condition_strategy(names: st.SearchStrategy[str] = NAMES,
+                       whole_texts: st.SearchStrategy[str] = WHOLE_TEXTS) -> st.SearchStrategy[ast.Condition]:
+    """Conditions between names, literals and offsets (``t - 1``, ``s + 2``)."""
+    offsets = st.builds(lambda name, sign, text: ast.PositionOffset(ast.Name(name), sign * int(text), ast.Number(text)),
+                        names, st.sampled_from([1, -1]), whole_texts)
+    position_terms = names.map(ast.Name) | whole_texts.map(ast.Number) | offsets
+    return st.builds(
+        ast.Condition, position_terms, st.sampled_from(["!=", "<", "<=", ">", ">=", "=="]), position_terms,
+    )
+
+
 def expression_strategy(
     names: st.SearchStrategy[str] = NAMES, number_texts: st.SearchStrategy[str] = NUMBER_TEXTS,
     whole_texts: st.SearchStrategy[str] = WHOLE_TEXTS, max_leaves: int = 25,
 ) -> st.SearchStrategy[ast.Expr]:
     """Well-formed expression ASTs of every kind (they need not type-check)."""
     numbers = number_texts.map(ast.Number)
-    position_terms = names.map(ast.Name) | whole_texts.map(ast.Number)
-    conditions = st.builds(
-        ast.Condition, position_terms, st.sampled_from(["!=", "<", "<=", ">", ">=", "=="]), position_terms,
-    )
+    conditions = condition_strategy(names, whole_texts)
     binders = st.lists(names.map(ast.Binder), min_size=1, max_size=3).map(tuple)
 
     @st.composite
@@ -404,6 +412,8 @@ def declaration_strategy(
         st.builds(ast.LetDecl, names, st.none() | st.lists(names, max_size=3).map(tuple), expressions),
         st.builds(ast.MarginDecl, signed_numbers),
         st.builds(ast.TargetDecl, expressions),
+        st.builds(lambda e, name, cs: ast.TargetDecl(e, variable=ast.Binder(name), conditions=tuple(cs)),
+                  expressions, names, st.lists(condition_strategy(names), max_size=2)),
     )
 
 
