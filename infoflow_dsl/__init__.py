@@ -8,6 +8,8 @@ The Python API (DESIGN.md):
 >>> report = ifl.analyze(prog)          # order, dimension, schedule, cost law, verdict; .to_json()
 >>> model = ifl.compile(prog, eps=1e-4)  # a torch.nn.Module: x (B, T, d) -> (B,) or (B, k)
 >>> ifl.save(model, "min_pairwise.safetensors"); model = ifl.load("min_pairwise.safetensors")
+>>> y, cache = ifl.hooked(model).run_with_cache(x)  # TransformerLens hook points (the ``lens`` extra)
+>>> sites = ifl.circuit(model)          # where each comparison and FFN function lives in the cache
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from pathlib import Path
 
 from .analysis import AnalysisReport, analyze
 from .check import check
+from .circuit_map import CircuitSite
+from .circuit_map import circuit as _circuit_map
 from .diagnostics import Diagnostic, ProgramError
 from .evaluate import evaluate
 from .io import ModelFileError, load, save
+from .lens import hooked
 from .lower import CompileError
 from .model import CompiledTransformer
 from .parse import parse
@@ -27,9 +32,11 @@ from .sampling import sample_inputs
 from .typed import Program
 
 compile = compile_program
+circuit = _circuit_map  # the function; the circuit IR module stays importable as infoflow_dsl.circuit
 
 __all__ = [
     "AnalysisReport",
+    "CircuitSite",
     "CompileError",
     "CompiledTransformer",
     "Diagnostic",
@@ -37,9 +44,11 @@ __all__ = [
     "Program",
     "ProgramError",
     "analyze",
+    "circuit",
     "compile",
     "compile_program",
     "evaluate",
+    "hooked",
     "load",
     "load_program",
     "parse_program",

@@ -81,6 +81,11 @@ class FFNBlock:
 
     ``layer`` 0 is the embedding's ReLU block; layer l ≥ 1 is the FFN of block l − 1.
     ``formula`` says what it computes; ``error`` is its a-priori approximation error.
+    It computes ``function`` (square, sqrt, relu or abs) of the linear form ``argument``:
+    direction ``output`` holds that value minus ``bias`` (a constant folded into the forms that
+    read it), within ``approximation`` (the interpolant's largest departure on its knots' range;
+    ``error`` is the block's share of the budget, which for the two squares of a product is
+    their difference's) plus the floating-point estimate ``rounding``.
     """
 
     name: str
@@ -90,6 +95,23 @@ class FFNBlock:
     units: tuple[ReLUUnit, ...]
     error: float
     bias: float = 0.0
+    function: str = ""
+    argument: LinearForm = LinearForm()
+    rounding: float = 0.0
+    approximation: float = 0.0
+
+
+@dataclass(frozen=True)
+class NodeValue:
+    """Where the value of comparison node ``name`` lives: component j is ``forms[j]`` over the
+    residual directions, complete from ``stage`` on (2l: after schedule layer l's heads, 2l + 1:
+    after its FFN), within ``bound`` of the exact value of the node's sub-expression (the
+    a-priori error; for a token retrieval, on inputs with the declared margin)."""
+
+    name: str
+    forms: tuple[LinearForm, ...]
+    stage: int
+    bound: float
 
 
 @dataclass(frozen=True)
@@ -144,3 +166,4 @@ class Circuit:
     notes: tuple[str, ...] = field(default=())
     output_site: str = "readout"  # "token": y(t) = W_U h(t) + b_U at every input token
     causal: bool = False  # a causal per-token target (its masks keep the output at t free of later tokens)
+    values: tuple[NodeValue, ...] = field(default=())

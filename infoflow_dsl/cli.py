@@ -7,6 +7,7 @@ unreadable file), with a message on stderr and no traceback; 1 only for a bug.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="then search for larger errors with hypothesis (N examples, default 300)")
     check_cmd.add_argument("--trace", action="store_true",
                            help="name the first residual direction, layer and token where the model leaves its circuit")
+    circuit_cmd = commands.add_parser("circuit", help="where each comparison and FFN function of a model lives "
+                                      "(TransformerLens hook, residual index, bound)")
+    circuit_cmd.add_argument("model", type=Path)
+    circuit_cmd.add_argument("--json", action="store_true", help="print the records as JSON")
     return parser
 
 
@@ -245,7 +250,33 @@ def command_check(arguments: argparse.Namespace) -> int:
     return EXIT_OK if result.within else EXIT_ABOVE_EPS
 
 
-COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check}
+def command_circuit(arguments: argparse.Namespace) -> int:
+    from .circuit_map import circuit
+    from .io import ModelFileError, load
+    from .verify import StoredProgramError
+
+    try:
+        model = load(arguments.model, device="cpu")
+        sites = circuit(model)
+    except ModelFileError as error:
+        raise UsageError(str(error)) from None
+    except StoredProgramError as error:
+        raise UsageError(f"{arguments.model}: {error}") from None
+    if arguments.json:
+        print(json.dumps({"model": str(arguments.model), "sites": [s.to_json() for s in sites]}, indent=1))
+        return EXIT_OK
+    labels = model.config["residual_labels"]
+    print(f"{arguments.model}: {len(sites)} sites (value = Σ weight·h[index] + constant at the hook's rows)")
+    for s in sites:
+        reads = " ".join(f"{w:+.4g}·{labels[i]}[{i}]" for i, w in zip(s.index, s.value.weights, strict=True))
+        head = f"  head {s.head[0]}.hook_z[:, :, {s.head[1]}]" if s.head else ""
+        print(f"  {s.name:<10} {s.site:<7} {s.hook:<26} bound {s.bound:.3g}  {s.computes}")
+        print(f"  {'':<10} = {reads or '0'}{f' {s.value.constant:+.4g}' if s.value.constant else ''}{head}")
+    return EXIT_OK
+
+
+COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check,
+            "circuit": command_circuit}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -32,6 +32,7 @@ until the bound, rounding allowance included, is at most ε.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -49,6 +50,7 @@ from .circuit import (
     ErrorBudget,
     FFNBlock,
     LinearForm,
+    NodeValue,
     ReLUUnit,
 )
 from .comparisons import ComparisonNode, NodeResult, is_causal
@@ -265,7 +267,7 @@ class Lowerer:
     # ------------------------------------------------------------------ FFN constructions
 
     def _pwl(self, layer: int, u: Quantity, function: Callable[[float], float], knots: Sequence[float],
-             formula: str, error: float) -> tuple[LinearForm, float]:
+             formula: str, error: float, kind: str = "square") -> tuple[LinearForm, float]:
         """The piecewise-linear interpolant g of ``function`` at ``knots``, applied to u.
 
         Anchored at the knot k_a of smallest |slope| (the minimum of u², the flat end of √u):
@@ -292,10 +294,12 @@ class Lowerer:
             terms.append((u.form.scaled(-1.0).plus(LinearForm.const(knots[i])), slopes[i] - slopes[i - 1]))
         units = tuple(ReLUUnit(form, direction, c) for form, c in terms if c != 0.0)
         self.units += len(units)
-        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, error))
         swing = max(abs(v - values[anchor]) for v in values)
         reach = max(abs(k) for k in knots) + max(abs(u.low), abs(u.high))
         rounding = self.unit_roundoff * (math.sqrt(len(units) + 1) * swing + max(abs(c) for c in slopes) * reach)
+        approximation = error if kind == "sqrt" else max(b - a for a, b in itertools.pairwise(knots)) ** 2 / 4
+        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, error, values[anchor], kind, u.form,
+                                    rounding, approximation))
         return LinearForm.const(values[anchor]).plus(LinearForm.of(direction)), rounding
 
     def _reserve_units(self, count: int) -> None:
@@ -364,13 +368,14 @@ class Lowerer:
         return Quantity(forms[0].plus(forms[1]), 2 * layer + 1, low, high, error)
 
     def relu_units(self, u: Quantity, formula: str, coefficient: float = 1.0,
-                   extra_inputs: Sequence[LinearForm] = ()) -> tuple[str, int]:
+                   extra_inputs: Sequence[LinearForm] = (), function: str = "relu") -> tuple[str, int]:
         """Exact ReLU units relu(u) (and relu(w) for each extra input) into one new direction."""
         layer = self._layer_after(u.stage)
         direction = self._direction(self._fresh(f"L{layer}:r"))
         inputs = [u.form, *extra_inputs]
         units = tuple(ReLUUnit(form, direction, coefficient) for form in inputs)
-        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, 0.0))
+        rounding = self._relu_rounding(u).rounding
+        self.blocks.append(FFNBlock(direction, layer, direction, formula, units, 0.0, 0.0, function, u.form, rounding))
         return direction, layer
 
     def _relu_rounding(self, u: Quantity) -> ErrorVec:
@@ -386,7 +391,7 @@ class Lowerer:
     def absolute(self, u: Quantity) -> Quantity:
         if u.is_constant:
             return constant(abs(u.form.constant))
-        direction, layer = self.relu_units(u, f"|{u.form}|", extra_inputs=(u.form.scaled(-1.0),))
+        direction, layer = self.relu_units(u, f"|{u.form}|", extra_inputs=(u.form.scaled(-1.0),), function="abs")
         low = 0.0 if u.low <= 0 <= u.high else min(abs(u.low), abs(u.high))
         return Quantity(LinearForm.of(direction), 2 * layer + 1, low, u.magnitude, u.error.plus(self._relu_rounding(u)))
 
@@ -416,7 +421,7 @@ class Lowerer:
         knots = [r * r for r in roots]
         interp = max((b - a) ** 2 / (4 * (a + b)) for a, b in itertools.pairwise(roots) if a + b > 0)
         layer = self._layer_after(u.stage)
-        form, rounding = self._pwl(layer, u, lambda v: math.sqrt(max(v, 0.0)), knots, f"sqrt({u.form})", interp)
+        form, rounding = self._pwl(layer, u, lambda v: math.sqrt(max(v, 0.0)), knots, f"sqrt({u.form})", interp, "sqrt")
         err_u = self._err(u.error)
         true_low = max(u.low, 0.0)
         if true_low - err_u > 0:  # √ is Lipschitz away from 0
@@ -775,7 +780,7 @@ def mask_side(side: str, offset: int) -> str:
 
 
 def _with_error(block: FFNBlock, error: float) -> FFNBlock:
-    return FFNBlock(block.name, block.layer, block.output, block.formula, block.units, error, block.bias)
+    return dataclasses.replace(block, error=error)
 
 
 # ----------------------------------------------------------------------------- budget
@@ -879,9 +884,15 @@ def _circuit(program: ir.Program, schedule: Schedule, lowerer: Lowerer, outputs:
     fixed = [int(label) for label, _ in lowerer.fetched if label.isdigit()]
     fixed += [1 - int(label[1:].replace(" ", "")) for label, _ in lowerer.fetched if label.startswith("T ")]
     exact = any(n.kind == "sum" for n in schedule.tree.nodes)
+    values = tuple(
+        NodeValue(node.name, tuple(q.form for q in lowerer.results[node.name]),
+                  max(q.stage for q in lowerer.results[node.name]),
+                  max(lowerer._err(q.error) for q in lowerer.results[node.name]))
+        for node in schedule.tree.nodes
+    )
     return Circuit(
         program.dimension, program.length, tuple(lowerer.directions), tuple(lowerer.heads), tuple(lowerer.blocks),
         tuple(q.form for q in outputs), program.output_shape, layers, lowerer.theta, budget,
         exact_length_only=exact, min_length=max(fixed, default=1), output_site=schedule.tree.output_site,
-        causal=is_causal(program),
+        causal=is_causal(program), values=values,
     )

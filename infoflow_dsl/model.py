@@ -20,6 +20,12 @@ the mask ``["key", "==", "query-1"]`` is a previous-token head), or an integer p
 positions are 1-based and the readout token's query position is T'+1. They are evaluated on
 position indices at run time, never stored as a T x T matrix. A query whose every key is masked
 receives nothing from that head (attention 0, no NaN).
+
+**Hook points.** The one forward implementation (``_stream``) passes every intermediate through
+a ``tap(name, tensor) -> tensor`` at the TransformerLens names (``hook_embed``,
+``blocks.{l}.attn.hook_z``, ...; the list and shapes are in :data:`HOOK_SHAPES`). ``model(x)`` taps
+nothing (the identity); :func:`infoflow_dsl.lens.hooked` runs the same code with a tap that calls
+TransformerLens ``HookPoint`` s, so a hook can read or replace any of them.
 """
 
 from __future__ import annotations
@@ -34,7 +40,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional
 
 Tensor = torch.Tensor
 
@@ -45,6 +50,46 @@ MASK_SIDES = ("key", "query", "last")
 MASK_SIDE = re.compile(r"^(key|query|last)([+-][0-9]+)?$")  # a side, optionally offset: "query-1"
 OUTPUT_SITES = ("readout", "token")
 HIDDEN_CHUNK = 1 << 18  # hidden activations per FFN chunk (2 MiB in float64: one core's L2)
+
+#: Hook points of the forward and their shapes. N = T'+1 rows (the T' tokens, then the readout
+#: token); keys are the T' input tokens only; H_l, E_l, V_l, M_l are layer l's heads, query/key
+#: width, value width and FFN width. A pattern row with no allowed key is all zeros; every other
+#: row sums to 1. Prefix ``blocks.{l}.`` for all but the first two.
+HOOK_SHAPES: dict[str, str] = {
+    "hook_embed": "(B, N, D)  [x, 1] W_E + relu([x, 1] W_E1 + b_E1) W_E2 on tokens, cls on the readout row",
+    "hook_pos_embed": "(B, N, D)  W_pos[0:N]",
+    "hook_resid_pre": "(B, N, D)",
+    "attn.hook_q": "(B, N, H_l, E_l)",
+    "attn.hook_k": "(B, T', H_l, E_l)",
+    "attn.hook_v": "(B, T', H_l, V_l)",
+    "attn.hook_attn_scores": "(B, H_l, N, T')  beta_h q.k, -inf where masked (0 on rows with no key)",
+    "attn.hook_pattern": "(B, H_l, N, T')",
+    "attn.hook_z": "(B, N, H_l, V_l)",
+    "hook_attn_out": "(B, N, D)",
+    "hook_resid_mid": "(B, N, D)",
+    "mlp.hook_pre": "(B, N, M_l)  h W_in + b_in",
+    "mlp.hook_post": "(B, N, M_l)  relu(hook_pre)",
+    "hook_mlp_out": "(B, N, D)",
+    "hook_resid_post": "(B, N, D)",
+}
+#: ``tap(name, tensor)``: what the forward continues with in place of ``tensor``.
+Tap = Callable[[str, Tensor], Tensor]
+
+
+def no_tap(name: str, value: Tensor) -> Tensor:
+    """The plain forward's tap: the identity."""
+    return value
+
+
+def listens(tap: Tap, name: str) -> bool:
+    """Whether ``tap`` may read or replace ``name``: never for the plain tap; a tap can answer
+    with a ``listens(name)`` method (else it is taken to listen to everything). The FFN gathers
+    its hidden activations (B, N, M) only for a tap that listens to them."""
+    if tap is no_tap:
+        return False
+    ask = getattr(tap, "listens", None)
+    return True if ask is None else bool(ask(name))
+
 
 # A dimension in an expected shape: an int fixed by the config, or a symbol (str) that every
 # tensor using it must agree on (the head widths E_l, V_l, the FFN widths M0, M_l).
@@ -167,7 +212,8 @@ def _show(shape: tuple[Dim, ...]) -> str:
 # ---------------------------------------------------------------------------- the module
 
 
-def _relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: Tensor) -> Tensor:
+def _relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: Tensor,
+                tap: Tap | None = None, prefix: str = "") -> Tensor:
     """relu(h w_in + b_in) w_out for h (B, N, D_in) -> (B, N, D_out).
 
     Compiled ReLU blocks are wide (thousands of units) and sparse (a unit reads two or three
@@ -180,22 +226,49 @@ def _relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: 
     Each chunk writes into one preallocated output rather than a list joined at the end: small
     live results interleaved with large hidden buffers fragmented glibc's heap until a
     10,256-input check of a 47,084-unit model held 24 GB; written in place it stays under 1 GB.
+
+    With a ``tap`` the first product of every chunk is gathered into (B, N, M), tapped as
+    ``{prefix}hook_pre``, its relu tapped as ``{prefix}hook_post``, and the second product of
+    each chunk reads the tapped rows: the same products, chunk by chunk, as without a tap.
     """
     batch, rows, size = h.shape
     flat = h.reshape(batch * rows, size)  # (N, D_in)
-    chunk = max(1, HIDDEN_CHUNK // max(w_in.shape[1], 1))
+    width = w_in.shape[1]
+    chunk = max(1, HIDDEN_CHUNK // max(width, 1))
     sparse = _sparse_weights(owner, w_in, b_in, w_out)
-    out = flat.new_empty(flat.shape[0], w_out.shape[1])  # (N, D_out)
     if sparse is None:
-        for start in range(0, flat.shape[0], chunk):
-            part = flat[start:start + chunk]  # (n, D_in)
-            out[start:start + chunk] = torch.relu(part @ w_in + b_in) @ w_out  # (n, D_out)
+        def hidden(start: int) -> Tensor:  # pre-activations of one chunk, (n, M)
+            return flat[start:start + chunk] @ w_in + b_in
+
+        def output(active: Tensor) -> Tensor:  # (n, M) -> (n, D_out)
+            return active @ w_out
+
+        def as_rows(native: Tensor) -> Tensor:  # (n, M) <-> (n, M)
+            return native
     else:
         w_in_t, w_out_t = sparse  # (M, D_in + 1), (D_out, M) CSR
         columns = torch.cat([flat, flat.new_ones(flat.shape[0], 1)], dim=1).T.contiguous()  # (D_in + 1, N)
-        for start in range(0, flat.shape[0], chunk):
-            hidden = torch.sparse.mm(w_in_t, columns[:, start:start + chunk]).relu_()  # (M, n)
-            out[start:start + chunk] = torch.sparse.mm(w_out_t, hidden).T  # (n, D_out)
+
+        def hidden(start: int) -> Tensor:  # (M, n)
+            return torch.sparse.mm(w_in_t, columns[:, start:start + chunk])
+
+        def output(active: Tensor) -> Tensor:  # (M, n) -> (n, D_out)
+            return torch.sparse.mm(w_out_t, active).T
+
+        def as_rows(native: Tensor) -> Tensor:  # (M, n) <-> (n, M)
+            return native.T
+
+    starts = range(0, flat.shape[0], chunk)
+    out = flat.new_empty(flat.shape[0], w_out.shape[1])  # (N, D_out)
+    if tap is None:
+        for start in starts:
+            out[start:start + chunk] = output(hidden(start).relu_())
+    else:
+        pre = torch.cat([as_rows(hidden(start)) for start in starts]) if starts else flat.new_zeros(0, width)
+        pre = tap(prefix + "hook_pre", pre.reshape(batch, rows, width))  # (B, N, M)
+        post = tap(prefix + "hook_post", torch.relu(pre)).reshape(batch * rows, width)  # (N, M)
+        for start in starts:
+            out[start:start + chunk] = output(as_rows(post[start:start + chunk]))
     return out.reshape(batch, rows, w_out.shape[1])
 
 
@@ -341,73 +414,85 @@ class CompiledTransformer(nn.Module):
             base, offset = MASK_SIDE.match(term).groups()  # type: ignore[union-attr]
             return values[base] + int(offset or 0)
 
-        heads = []
+        heads = [torch.zeros(0, length + 1, length, dtype=torch.bool, device=device)]  # H = 0 still stacks
         for conds in self._masks[layer]:
             allowed = torch.ones(length + 1, length, dtype=torch.bool, device=device)
             for left, op, right in conds:
                 allowed = allowed & MASK_OPS[op](side(left), side(right))
-            heads.append(allowed)
-        return torch.stack(heads)
+            heads.append(allowed[None])
+        return torch.cat(heads)
 
-    def _embed(self, x: Tensor) -> Tensor:
+    def _embed(self, x: Tensor, tap: Tap = no_tap) -> Tensor:
         batch, length, _ = x.shape
         e, pos = self.embed, self.pos_embed.W_pos  # pos: (T+1, D)
         xe = torch.cat([x, x.new_ones(batch, length, 1)], dim=-1)  # (B, T', d+1)
-        h_tok = xe @ e.W_E + _relu_block(e, xe, e.W_E1, e.b_E1, e.W_E2) + pos[:length]  # (B, T', D)
-        h_cls = (e.cls + pos[length]).expand(batch, 1, self.d_model)  # (B, 1, D)  readout token at T'+1
-        return torch.cat([h_tok, h_cls], dim=1)  # (B, T'+1, D)
+        h_tok = xe @ e.W_E + _relu_block(e, xe, e.W_E1, e.b_E1, e.W_E2)  # (B, T', D)
+        h_cls = e.cls.expand(batch, 1, self.d_model)  # (B, 1, D)  readout token at T'+1
+        embed = tap("hook_embed", torch.cat([h_tok, h_cls], dim=1))  # (B, T'+1, D)
+        return embed + tap("hook_pos_embed", pos[:length + 1].expand(batch, length + 1, self.d_model))
 
-    def _attention(self, layer: int, h: Tensor, readout_only: bool = False) -> Tensor:
+    def _attention(self, layer: int, h: Tensor, readout_only: bool = False, tap: Tap = no_tap) -> Tensor:
         """The summed output of one layer's heads: (B, T'+1, D), or (B, 1, D) for the readout
-        token's queries alone (``readout_only``: all the last layer needs for the output)."""
+        token's queries alone (``readout_only``: all the last layer needs for the output).
+
+        q, k, v and z are tapped as (B, rows, H, width) (TransformerLens's layout), transposed
+        views of the (B, H, rows, width) tensors the products use."""
         a = self.blocks[layer].attn
+        p = f"blocks.{layer}.attn."
         length = h.shape[1] - 1
         tokens = h[:, :length]  # (B, T', D)     keys and values: the input tokens only
         queries = h[:, -1:] if readout_only else h  # (B, N, D), N = 1 or T'+1
-        q = torch.einsum("bnD,hDe->bhne", queries, a.W_Q)  # (B, H, N, E)
-        k = torch.einsum("bsD,hDe->bhse", tokens, a.W_K)  # (B, H, T', E)
-        v = torch.einsum("bsD,hDv->bhsv", tokens, a.W_V)  # (B, H, T', V)
+        q = _tap_heads(tap, p + "hook_q", torch.einsum("bnD,hDe->bhne", queries, a.W_Q))  # (B, H, N, E)
+        k = _tap_heads(tap, p + "hook_k", torch.einsum("bsD,hDe->bhse", tokens, a.W_K))  # (B, H, T', E)
+        v = _tap_heads(tap, p + "hook_v", torch.einsum("bsD,hDv->bhsv", tokens, a.W_V))  # (B, H, T', V)
+        readout_alone = layer == len(self.blocks) - 1 and not self.per_token  # the layer model(x) may cut short
+        scores = _scores(q, k, readout_alone)  # (B, H, T'+1, T')  q.k first, then beta
         allowed = self._head_masks(layer, length)  # (H, T'+1, T')
         if readout_only:
-            allowed = allowed[:, -1:]  # (H, N, T')
-        has_key = allowed.any(dim=-1, keepdim=True)  # (H, N, 1)
-        # a query row with no key at all attends uniformly (all keys), then its output is multiplied
-        # by 0: no NaN in the forward or the gradient.
-        if getattr(self, "fused_attention", True):
-            # softmax_s(β q·k | mask) v by the fused kernel: no (B, H, N, T') scores in memory.
-            # (verify.trace switches it off to replay the explicit scores below, rounding for rounding.)
-            mask = None if bool(allowed.all()) else (allowed | ~has_key)[None]  # (1, H, N, T')
-            z = functional.scaled_dot_product_attention(q * a.beta[:, None, None], k, v, attn_mask=mask,
-                                                        scale=1.0)  # (B, H, N, V)
-        else:
-            scores = (q @ k.transpose(-1, -2)) * a.beta[:, None, None]  # (B, H, N, T')  q.k first, then β
-            fill = torch.where(has_key, float("-inf"), 0.0).to(scores.dtype)  # (H, N, 1)
-            if not bool(allowed.all()):
-                scores = torch.where(allowed, scores, fill)
-            z = torch.softmax(scores, dim=-1) @ v  # (B, H, N, V)
+            allowed = allowed[:, -1:]  # (H, 1, T')
+        has_key = allowed.any(dim=-1, keepdim=True)  # (H, T'+1, 1)
+        if scores.requires_grad:
+            scores = scores * a.beta[:, None, None]
+        else:  # in place: these tensors are the largest in the forward
+            scores.mul_(a.beta[:, None, None])
+        # masked keys get -inf; a query row with no key at all gets zeros (a harmless uniform
+        # softmax), then its attention is multiplied by 0: no NaN in the forward or the gradient.
+        fill = torch.where(has_key, float("-inf"), 0.0).to(scores.dtype)  # (H, T'+1, 1)
+        if not bool(allowed.all()):
+            scores = torch.where(allowed, scores, fill)
+        attn = torch.softmax(tap(p + "hook_attn_scores", scores), dim=-1)  # (B, H, T'+1, T')
         if not bool(has_key.all()):
-            z = z * has_key
+            attn = attn * has_key
+        z = _tap_heads(tap, p + "hook_z", tap(p + "hook_pattern", attn) @ v)  # (B, H, T'+1, V)
         return torch.einsum("bhnv,hvD->bnD", z, a.W_O)  # (B, T'+1, D)  summed over heads
 
-    def _mlp(self, m: nn.Module, h: Tensor) -> Tensor:
-        """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D)."""
-        return _relu_block(m, h, m.W_in, m.b_in, m.W_out) + m.b_out
+    def _mlp(self, m: nn.Module, h: Tensor, tap: Tap = no_tap, prefix: str = "") -> Tensor:
+        """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D); hidden activations tapped
+        as ``{prefix}hook_pre``/``hook_post`` when the tap listens to them (else the fused chunks)."""
+        hooked = tap if listens(tap, prefix + "hook_pre") or listens(tap, prefix + "hook_post") else None
+        return _relu_block(m, h, m.W_in, m.b_in, m.W_out, hooked, prefix) + m.b_out
 
-    def _stream(self, x: Tensor, readout_only: bool = False) -> Iterator[Tensor]:
+    def _stream(self, x: Tensor, readout_only: bool = False, tap: Tap = no_tap) -> Iterator[Tensor]:
         """Yield the residual stream after the embedding and after each layer, each (B, T'+1, D).
 
         With ``readout_only`` the last layer is computed for the readout token alone, (B, 1, D):
-        the output reads nothing else, so ``forward`` skips the other rows' work.
+        the output reads nothing else, so ``forward`` skips the other rows' work. Every
+        intermediate goes through ``tap`` (the names of :data:`HOOK_SHAPES`); with a tap other
+        than the identity, layers without heads still run (and tap) an empty attention.
         """
-        h = self._embed(self._check_input(x))
+        h = self._embed(self._check_input(x), tap)
         yield h
         last = len(self.blocks) - 1
         for layer, block in enumerate(self.blocks):
+            p = f"blocks.{layer}."
             only = readout_only and layer == last
+            h = tap(p + "hook_resid_pre", h)
             row = h[:, -1:] if only else h  # (B, N, D)
-            if self._masks[layer]:  # H_l = 0: an FFN-only layer
-                row = row + self._attention(layer, h, only)
-            h = row + self._mlp(block.mlp, row)  # (B, N, D)
+            if self._masks[layer] or tap is not no_tap:  # H_l = 0: an FFN-only layer
+                attn_out = tap(p + "hook_attn_out", self._attention(layer, h, only, tap))  # (B, N, D)
+                row = tap(p + "hook_resid_mid", row + attn_out)
+            mlp_out = tap(p + "hook_mlp_out", self._mlp(block.mlp, row, tap, p + "mlp."))  # (B, N, D)
+            h = tap(p + "hook_resid_post", row + mlp_out)
             yield h
 
     def residual_stream(self, x: Tensor) -> list[Tensor]:
@@ -422,7 +507,30 @@ class CompiledTransformer(nn.Module):
         y = rows @ self.unembed.W_U + self.unembed.b_U  # (..., K)
         return y.squeeze(-1) if not self.output_shape else y
 
-    def forward(self, x: Tensor) -> Tensor:
-        # a sequence target reads the readout row alone, so the last layer runs for it only
-        (h,) = deque(self._stream(x, readout_only=not self.per_token), maxlen=1)
+    def run(self, x: Tensor, tap: Tap = no_tap) -> Tensor:
+        """The output, every intermediate passed through ``tap``. ``model(x)`` (the identity tap)
+        runs the last layer for the readout row alone unless the model reads every token; with
+        another tap every row of every layer is computed, so that every hook sees (B, T'+1, ...)."""
+        (h,) = deque(self._stream(x, readout_only=tap is no_tap and not self.per_token, tap=tap), maxlen=1)
         return self.readout(h)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.run(x)
+
+
+def _tap_heads(tap: Tap, name: str, value: Tensor) -> Tensor:
+    """Tap a (B, H, rows, width) tensor in TransformerLens's (B, rows, H, width) layout."""
+    if tap is no_tap:
+        return value
+    return tap(name, value.transpose(1, 2)).transpose(1, 2)
+
+
+def _scores(q: Tensor, k: Tensor, last_layer: bool) -> Tensor:
+    """q.k for q (B, H, N, E), k (B, H, T', E) -> (B, H, N, T'). In the last layer the readout row
+    (the last) goes in a product of its own: a product of one row can round differently from the
+    same row among many, and the output must have the same bits whether the last layer runs for
+    every row (hooked, ``residual_stream``) or for the readout row alone (``model(x)``)."""
+    keys = k.transpose(-1, -2)  # (B, H, E, T')
+    if q.shape[2] == 1 or not last_layer:
+        return q @ keys
+    return torch.cat([q[:, :, :-1] @ keys, q[:, :, -1:] @ keys], dim=2)

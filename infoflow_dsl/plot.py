@@ -55,7 +55,8 @@ def plot_report(report: AnalysisReport, path: str | Path | BinaryIO) -> None:
             continue
         color = COLORS[index % len(COLORS)]
         in_layer[head.layer] = in_layer.get(head.layer, 0) + 1
-        arrows = _arrows(head.kind, head.site, head.compares, tokens, readout, columns, in_layer[head.layer])
+        arrows = _arrows(head.kind, head.site, head.compares, tokens, readout, columns, in_layer[head.layer],
+                         causal=report.to_dict()["causal"])
         for source, target in arrows:
             axes.annotate("", xy=(target, head.layer - 0.12), xytext=(source, head.layer - 0.88),
                           arrowprops={"arrowstyle": "->", "color": color, "lw": 1.3, "alpha": 0.85}, zorder=2)
@@ -66,7 +67,8 @@ def plot_report(report: AnalysisReport, path: str | Path | BinaryIO) -> None:
     axes.set_yticklabels([f"layer {layer}" for layer in range(layers + 1)])
     axes.set_xlim(-0.6, len(columns) - 0.4)
     axes.set_ylim(-0.5, layers + 0.5)
-    axes.set_title(f"{Path(report.program.path).name}: {report.verdict}, heads {report.heads}", fontsize=10)
+    output = "output at every token" if report.tree.output_site == "token" else "output at the readout T+1"
+    axes.set_title(f"{Path(report.program.path).name}: {report.verdict}, heads {report.heads}; {output}", fontsize=10)
     for side in ("top", "right"):
         axes.spines[side].set_visible(False)
     if legend:
@@ -77,15 +79,21 @@ def plot_report(report: AnalysisReport, path: str | Path | BinaryIO) -> None:
 
 
 def _arrows(kind: str, site: str, compares: str, tokens: list[int], readout: int,
-            columns: list[str], shift: int) -> list[tuple[int, int]]:
+            columns: list[str], shift: int, causal: bool = False) -> list[tuple[int, int]]:
+    targets = tokens if site == "token" else [readout]
     if kind == "position":
         label = compares[2:-1]
+        if label.startswith("t"):  # x(t ± k): from the token k places away, into every token
+            offset = int(label[1:].replace(" ", ""))
+            return [(columns.index(str(int(columns[t]) + offset)), t) for t in tokens
+                    if str(int(columns[t]) + offset) in columns]
         label = str(len([c for c in columns if c != "…"]) - 1) if label == "T" else label
         source = columns.index(label) if label in columns else tokens[-1]
-        return [(source, readout)]
-    targets = tokens if site == "token" else [readout]
+        return [(source, t) for t in targets]
     if kind == "uniform":
-        return [(s, t) for t in targets for s in tokens]
+        return [(s, t) for t in targets for s in tokens if not causal or s <= t]
+    if causal:  # an illustrative earlier position for each querying token
+        return [(tokens[tokens.index(t) - shift], t) for t in targets if tokens.index(t) >= shift]
     # an illustrative retrieved position for each querying token
     return [(tokens[(tokens.index(t) + shift) % len(tokens)] if t in tokens else tokens[(shift - 1) % len(tokens)], t)
             for t in targets]

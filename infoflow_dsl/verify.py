@@ -306,7 +306,8 @@ def _head_gap(model: CompiledTransformer, layer: int, mine: torch.Tensor, theirs
     """Scores β·q·k that differ beyond rounding: the head's W_Q, W_K or β are not the circuit's."""
     allowed = model._head_masks(layer, mine.shape[-1])[None].expand_as(mine)
     beta = model.blocks[layer].attn.beta.to(torch.float64).abs()[None, :, None, None]
-    tolerance = slack * beta * (magnitude + 1.0)
+    # a head with β = 0 (uniform, or a masked fetch) scores 0 whatever its W_Q, W_K: nothing to compare
+    tolerance = (slack * beta * (magnitude + 1.0)).clamp_min(torch.finfo(torch.float64).tiny)
     excess = torch.where(allowed, (mine - theirs).abs() / tolerance, torch.zeros_like(mine))
     if float(excess.max()) <= 1.0:
         return None

@@ -116,9 +116,15 @@ _OPS = {
 
 
 def mask_allows(conds: list[list[Any]], key: int, query: int, last: int) -> bool:
-    """Whether a head with these conditions lets query position ``query`` attend to ``key`` (1-based)."""
+    """Whether a head with these conditions lets query position ``query`` attend to ``key`` (1-based);
+    a side may carry an offset (``"query-1"``)."""
     def side(v: Any) -> int:
-        return {"key": key, "query": query, "last": last}[v] if isinstance(v, str) else int(v)
+        if not isinstance(v, str):
+            return int(v)
+        for base in ("key", "query", "last"):
+            if v.startswith(base):
+                return {"key": key, "query": query, "last": last}[base] + int(v[len(base):] or 0)
+        raise ValueError(f"not a mask side: {v!r}")
 
     return all(_OPS[op](side(a), side(b)) for a, op, b in conds)
 
@@ -168,3 +174,28 @@ def reference_forward(model: CompiledTransformer, x: torch.Tensor) -> torch.Tens
     y = torch.stack([h[b, -1] @ model.unembed.W_U.detach().double() + model.unembed.b_U.detach().double()
                      for b in range(h.shape[0])])
     return y[:, 0] if not model.config["output_shape"] else y
+
+
+# ---------------------------------------------------------------------------- a head nothing reads
+
+UNREAD = 5  # the residual coordinate only the unread head writes into and nothing reads
+
+
+def unread_head_model(seed: int = 3) -> CompiledTransformer:
+    """A random model (two layers of three heads, the last of layer 0 being the unread head) in
+    which coordinate UNREAD is written only by that head and read by no weight: W_Q, W_K, W_V,
+    W_in and W_U have a zero row there, and the head's W_O writes nowhere else."""
+    masks = [[MASKS[0], MASKS[2], MASKS[1]], [MASKS[0], MASKS[6], MASKS[3]]]
+    config = random_config(masks, t=6, d=2, d_model=8)
+    tensors = random_tensors(config, seed)
+    for name in tensors:
+        if name.endswith(("attn.W_Q", "attn.W_K", "attn.W_V")):
+            tensors[name][:, UNREAD] = 0.0
+        elif name.endswith(("mlp.W_in", "unembed.W_U")):
+            tensors[name][UNREAD] = 0.0
+        elif name.endswith("attn.W_O"):
+            tensors[name][:, :, UNREAD] = 0.0
+    unread = tensors["blocks.0.attn.W_O"][2]  # (V, D)
+    unread.zero_()
+    unread[:, UNREAD] = 1.0
+    return CompiledTransformer(config, tensors)
