@@ -73,9 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_argument("--ffn", choices=["wide", "deep", "auto"], default="wide",
                              help="squares by one wide hidden layer (default), by tent maps over extra "
                                   "attention-free layers (deep), or per function the one with fewer parameters")
-    compile_cmd.add_argument("--samples", type=_nonnegative_int, default=10_000,
-                             help="random inputs to measure the error on (default 10000)")
+    compile_cmd.add_argument("--samples", type=_nonnegative_int, default=None,
+                             help="random inputs to measure the error on (default: as many as fit a few seconds "
+                                  "of work, at least 256 and at most 10000)")
     compile_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .safetensors)")
+    compile_cmd.add_argument("--dense", action="store_true",
+                             help="store every tensor dense (default: tensors under 10%% nonzero in the sparse "
+                                  "layout, see the README)")
     compile_cmd.add_argument("--allow-inefficient", action="store_true",
                              help="compile a target the verdict calls inefficient through the gather route, whose "
                                   "size grows with T (analyze's cost.fallback gives its law)")
@@ -163,6 +167,20 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise UsageError(f"{path}: cannot write: {error.strerror or error}") from None
 
 
+def check_writable(path: Path) -> None:
+    """Fail (UsageError) before any work if ``path`` cannot be written: a missing or read-only
+    folder, or a path that names a folder."""
+    import os
+
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise UsageError(f"{path}: the folder {folder} does not exist")
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder, expected a file name")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{path}: cannot write to the folder {folder} (permission denied)")
+
+
 def read_program_text(path: Path) -> str:
     """The text of a program file; unreadable or non-UTF-8 files are a UsageError."""
     try:
@@ -188,6 +206,8 @@ def command_analyze(arguments: argparse.Namespace) -> int:
     from . import parse_program
     from .analysis import analyze
 
+    if arguments.plot is not None:
+        check_writable(arguments.plot)
     source = read_program_text(arguments.file)
     program = parse_program(source, str(arguments.file), length=arguments.length)
     report = analyze(program, arguments.heads)
@@ -205,13 +225,18 @@ def command_compile(arguments: argparse.Namespace) -> int:
     from . import parse_program
     from .io import model_to_bytes
     from .lower import CompileError
-    from .pipeline import compile_program
+    from .pipeline import compile_program, resolve_device
 
+    output = arguments.output or arguments.file.with_suffix(".safetensors")
+    check_writable(output)  # flags and paths first: nothing is compiled for a file that cannot be written
+    try:
+        device = resolve_device(arguments.device)
+    except CompileError as error:
+        raise UsageError(f"infoflowc compile: {error}") from None
     source = read_program_text(arguments.file)
     program = parse_program(source, str(arguments.file), length=arguments.length, margin=arguments.margin)
-    output = arguments.output or arguments.file.with_suffix(".safetensors")
     try:
-        model = compile_program(program, arguments.eps, arguments.dtype, arguments.device, arguments.samples,
+        model = compile_program(program, arguments.eps, arguments.dtype, device, arguments.samples,
                                 ffn=arguments.ffn, allow_inefficient=arguments.allow_inefficient)
     except CompileError as error:
         raise UsageError(f"{arguments.file}: cannot compile: {error}") from None
@@ -227,12 +252,13 @@ def command_compile(arguments: argparse.Namespace) -> int:
     if measured is not None:
         left_out = measured["excluded_by_margin"]
         excluded = f", {left_out} under the margin left out" if left_out else ""
+        budget = " (the default budget; --samples N for more)" if arguments.samples is None else ""
         print(f"  measured error   {measured['max_error']:.3g} (max over {measured['samples']} random inputs "
-              f"and {measured['corners']} corners{excluded})")
+              f"and {measured['corners']} corners{excluded}){budget}")
         if measured["max_error"] > arguments.eps:
             print(f"{arguments.file}: the measured error exceeds ε (a compiler bug); nothing written", file=sys.stderr)
             return EXIT_ABOVE_EPS
-    write_atomically(output, model_to_bytes(model))
+    write_atomically(output, model_to_bytes(model, dense=arguments.dense))
     print(f"  wrote            {output}")
     return EXIT_OK
 

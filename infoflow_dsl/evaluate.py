@@ -17,6 +17,7 @@ import torch
 
 from . import typed as ir
 from .check import check
+from .fast_pairs import reduce_pairs
 
 Tensor = torch.Tensor
 
@@ -139,6 +140,9 @@ class ReferenceEvaluator:
         return self.value(expr.vector, scope) @ matrix.T  # (..., n) @ (n, m) -> (..., m)
 
     def _Reduce(self, expr: ir.Reduce, scope: tuple[str, ...]) -> Tensor:
+        fast = reduce_pairs(self, expr, scope)  # pair bodies by matrix products (fast_pairs.py), else None
+        if fast is not None:
+            return fast
         inner = (*scope, *expr.variables)
         count = len(expr.variables)
         value_rank = len(expr.type.shape)

@@ -1,7 +1,15 @@
 """Model files: one ``.safetensors`` file per compiled model (DESIGN.md, "The compiled model").
 
 The tensors are stored under their TransformerLens-style names, the config as JSON in the header
-metadata under ``"infoflow"``, next to ``"format": "infoflow/1"``. Reading never runs code (no
+metadata under ``"infoflow"``, next to ``"format": "infoflow/1"``.
+
+Sparse layout (the default; ``dense=True`` / ``infoflowc compile --dense`` writes every tensor
+dense): a tensor ``NAME`` with under 10% nonzero entries (and at least SPARSE_MIN_SIZE entries) is
+stored as three tensors instead, ``NAME.values`` (its nonzero entries, the model's dtype),
+``NAME.indices`` (their row-major positions in the flattened tensor, strictly increasing, I32, or
+I64 for tensors of 2^31 entries or more) and ``NAME.shape`` (I64, the dense shape), so that files
+follow the nonzero count. Rebuilding ``dense = zeros(prod(shape)); dense[indices] = values;
+dense.reshape(shape)`` gives the dense tensor exactly (README, "Model files"). Reading never runs code (no
 pickle, no ``torch.load``) and checks everything before a model is built: every fault in a file
 raises :class:`ModelFileError` with a one-line message naming the file and the fault. Writing is
 atomic (a temporary file in the same folder, then ``os.replace``) and deterministic (the same
@@ -26,6 +34,9 @@ from .model import CompiledTransformer, check_config, check_tensor_shapes
 FORMAT = "infoflow/1"
 CONFIG_KEY = "infoflow"
 _DTYPES = {"F32": torch.float32, "F64": torch.float64}
+SPARSE_DENSITY = 0.1  # tensors with fewer nonzero entries than this fraction are stored sparse
+SPARSE_MIN_SIZE = 64  # smaller tensors stay dense (the three tensors would cost more than they save)
+SPARSE_PARTS = {".values": None, ".indices": ("I32", "I64"), ".shape": ("I64",)}  # suffix -> index dtypes
 _MAX_HEADER = 100_000_000  # the safetensors limit on the header's size
 
 
@@ -37,8 +48,9 @@ class ModelFileError(Exception):
 # ---------------------------------------------------------------------------- writing
 
 
-def model_to_bytes(model: CompiledTransformer) -> bytes:
-    """The file contents for ``model``: deterministic for a given model."""
+def model_to_bytes(model: CompiledTransformer, dense: bool = False) -> bytes:
+    """The file contents for ``model``: deterministic for a given model; tensors under 10% dense in
+    the sparse layout unless ``dense``."""
     if not isinstance(model, CompiledTransformer):
         raise TypeError(f"expected a CompiledTransformer, got {type(model).__name__}")
     tensors = {name: t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
@@ -50,8 +62,28 @@ def model_to_bytes(model: CompiledTransformer) -> bytes:
         config_json = json.dumps(model.config, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError) as e:
         raise ValueError(f"the model's config is not JSON-serialisable: {e}") from e
+    if not dense:
+        tensors = sparse_layout(tensors)
     data = safetensors.torch.save(tensors, metadata={"format": FORMAT, CONFIG_KEY: config_json})
     return _canonical_header(data)
+
+
+def sparse_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``tensors`` with each one under SPARSE_DENSITY nonzero replaced by NAME.values, NAME.indices
+    and NAME.shape (see the module docstring); the others as they are, in the same order."""
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in tensors.items():
+        flat = tensor.reshape(-1)  # a view: no copy
+        nonzero = int(torch.count_nonzero(flat))
+        if flat.numel() < SPARSE_MIN_SIZE or nonzero >= SPARSE_DENSITY * flat.numel():
+            out[name] = tensor
+            continue
+        index_dtype = torch.int32 if flat.numel() < 2**31 else torch.int64
+        indices = torch.nonzero(flat).reshape(-1)  # (nnz,) increasing
+        out[f"{name}.values"] = flat[indices]
+        out[f"{name}.indices"] = indices.to(index_dtype)
+        out[f"{name}.shape"] = torch.tensor(tensor.shape, dtype=torch.int64)
+    return out
 
 
 def _canonical_header(data: bytes) -> bytes:
@@ -67,10 +99,10 @@ def _canonical_header(data: bytes) -> bytes:
     return struct.pack("<Q", len(text)) + text + data[8 + n :]
 
 
-def save(model: CompiledTransformer, path: str | os.PathLike[str]) -> None:
+def save(model: CompiledTransformer, path: str | os.PathLike[str], dense: bool = False) -> None:
     """Write ``model`` to ``path`` (a ``.safetensors`` file) atomically: the file is either the
-    complete new model or left as it was."""
-    write_bytes_atomically(path, model_to_bytes(model))
+    complete new model or left as it was. Sparse layout for very sparse tensors unless ``dense``."""
+    write_bytes_atomically(path, model_to_bytes(model, dense))
 
 
 def write_bytes_atomically(path: str | os.PathLike[str], data: bytes) -> None:
@@ -160,6 +192,12 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
     dtypes = set()
     for tname, info in header.items():
         dtype = info.get("dtype") if isinstance(info, dict) else None
+        suffix = next((part for part in SPARSE_PARTS if tname.endswith(part)), None)
+        allowed = SPARSE_PARTS[suffix] if suffix is not None and SPARSE_PARTS[suffix] is not None else None
+        if allowed is not None:
+            if dtype not in allowed:
+                raise _Fault(f"tensor {tname} has dtype {dtype!r}; sparse {suffix[1:]} are {' or '.join(allowed)}")
+            continue
         if dtype not in _DTYPES:
             raise _Fault(f"tensor {tname} has dtype {dtype!r}; a model file holds F32 or F64 tensors")
         dtypes.add(dtype)
@@ -169,6 +207,7 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
         tensors = safetensors.torch.load(data)
     except (safetensors.SafetensorError, ValueError, RuntimeError) as e:
         raise _Fault(f"corrupt or truncated tensor data ({_one_line(str(e))})") from None
+    tensors = dense_layout(tensors)
     try:
         check_tensor_shapes(config, {tname: tuple(t.shape) for tname, t in tensors.items()})
     except ValueError as e:
@@ -178,3 +217,30 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
             raise _Fault(f"tensor {tname} holds non-finite values (NaN or infinity)")
     dtype = _DTYPES[dtypes.pop()] if dtypes else torch.float32
     return config, tensors, dtype
+
+
+def dense_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The dense tensors of a file's tensors: each NAME.values, NAME.indices, NAME.shape triple
+    rebuilt as NAME (checked: complete, one-dimensional, indices strictly increasing and in range)."""
+    out = {name: t for name, t in tensors.items() if not any(name.endswith(part) for part in SPARSE_PARTS)}
+    names = sorted({name.rsplit(".", 1)[0] for name in tensors if name not in out})
+    for name in names:
+        parts = {suffix: tensors.get(name + suffix) for suffix in SPARSE_PARTS}
+        missing = [name + suffix for suffix, t in parts.items() if t is None]
+        if missing:
+            raise _Fault(f"sparse tensor {name} lacks {', '.join(missing)}")
+        if name in out:
+            raise _Fault(f"tensor {name} is stored both dense and sparse")
+        values, indices, shape = parts[".values"], parts[".indices"], parts[".shape"]
+        if values.dim() != 1 or indices.shape != values.shape or shape.dim() != 1 or bool((shape < 0).any()):
+            raise _Fault(f"sparse tensor {name}: values and indices must be two vectors of one length, and shape "
+                         f"a vector of sizes")
+        size = int(torch.prod(shape)) if shape.numel() else 1
+        indices = indices.to(torch.int64)
+        if indices.numel() and (int(indices[0]) < 0 or int(indices[-1]) >= size or
+                                bool((indices[1:] <= indices[:-1]).any())):
+            raise _Fault(f"sparse tensor {name}: indices must increase strictly within 0..{size - 1}")
+        dense = values.new_zeros(size)
+        dense[indices] = values
+        out[name] = dense.reshape([int(n) for n in shape])
+    return out

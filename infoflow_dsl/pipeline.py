@@ -27,9 +27,12 @@ from .unroll import UnrollError, gather
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_EPS = 1e-3
-DEFAULT_SAMPLES = 10_000
+DEFAULT_SAMPLES = 10_000  # the most random inputs a budgeted measurement takes (and check's default)
+MIN_SAMPLES = 256  # the fewest random inputs a budgeted measurement takes
+MEASUREMENT_BUDGET = 3e9  # floating-point operations: a few seconds of one core (see measurement_cost)
 CORNERS = 256
 BATCH_ELEMENTS = 1 << 16  # inputs per forward batch × T
+PAIR_ELEMENTS = 1 << 24  # inputs per batch × T²: bounds the (B, H, T, T) scores and the reference's pairs
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -42,13 +45,26 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     return DTYPES[dtype]
 
 
+DEVICE_TYPES = ("cpu", "cuda")
+
+
 def resolve_device(device: str | torch.device | None) -> torch.device:
+    """The device to build on: ``cpu``, ``cuda`` or ``cuda:N`` (None: cuda when available).
+
+    Any other name, or cuda on a machine without it, is a CompileError (exit 2 in the CLI)."""
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise CompileError("--device cuda was asked for, but no CUDA device is available")
-    return device
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        resolved = None
+    if resolved is None or resolved.type not in DEVICE_TYPES:
+        raise CompileError(f"unknown device {str(device)!r} (expected cpu, cuda or cuda:N)")
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise CompileError(f"--device {device} was asked for, but no CUDA device is available")
+    if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        raise CompileError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return resolved
 
 
 def _schedule_summary(schedule: Any, circuit: Circuit | None = None) -> dict[str, Any]:
@@ -88,7 +104,7 @@ def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_ine
 
 
 def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | torch.dtype = "float32",
-                    device: str | torch.device | None = None, samples: int = DEFAULT_SAMPLES,
+                    device: str | torch.device | None = None, samples: int | None = None,
                     seed: int = 0, ffn: str = "wide", allow_inefficient: bool = False) -> CompiledTransformer:
     """Compile a checked program into a :class:`CompiledTransformer` within ``eps``.
 
@@ -96,13 +112,14 @@ def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | 
     units ~ ε^(-1/2)), ``deep`` (tent-map compositions over attention-free layers, units
     ~ log(1/ε)) or ``auto`` (per function, the one with fewer nonzero parameters); see
     ``approximations``. A route other than ``wide`` is stored in the config as ``"ffn"``
-    (``wide`` models keep the bytes they had before routes existed).
+    (``wide`` models keep the bytes they had before routes existed). ``allow_inefficient``
+    compiles a target the verdict calls inefficient through the gather route (its config says
+    ``"route": "gather"``); an efficient target compiles to the same bytes with or without it.
 
-    With ``samples`` > 0 the model is measured on that many random inputs plus the domain's
-    corners (inputs under the declared margin excluded) and the result is kept in
-    ``model.config["measured_error"]``. ``allow_inefficient`` compiles a target the verdict
-    calls inefficient through the gather route (its config says ``"route": "gather"``); an
-    efficient target compiles to the same bytes with or without it.
+    The model is measured on random inputs plus the domain's corners (inputs under the declared
+    margin excluded) and the result is kept in ``model.config["measured_error"]``: on ``samples``
+    random inputs, none with 0, or (``None``, the default) as many as fit the measurement budget
+    (:func:`budgeted_samples`).
     """
     torch_dtype = resolve_dtype(dtype)
     target_device = resolve_device(device)
@@ -122,9 +139,42 @@ def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | 
         metadata["route"] = route
     config, tensors = assemble(circuit, torch_dtype, metadata)
     model = CompiledTransformer(config, tensors, device=target_device, dtype=torch_dtype)
+    if samples is None:
+        samples = budgeted_samples(model, program)
     if samples > 0:
         model.config["measured_error"] = measure_error(model, program, samples, seed)
     return model
+
+
+def reference_order(expr: object, bound: int = 0) -> int:
+    """The most position variables bound at once anywhere in ``expr``: the reference evaluates
+    tensors of T^order entries per input (1 for a target without reductions)."""
+    if isinstance(expr, ir.Reduce):
+        bound += len(expr.variables)
+    elif isinstance(expr, ir.ArgPosition):
+        bound += 1
+    return max([max(bound, 1), *(reference_order(child, bound) for child in ir.children(expr))])
+
+
+def measurement_cost(model: CompiledTransformer, program: ir.Program) -> float:
+    """Floating-point operations to measure one input, roughly: the model's forward (2 per
+    nonzero weight per token, plus each head's (T+1) × T scores, softmax and values) and the
+    reference (T^order tuples, each worth a few operations per input coordinate)."""
+    length = program.length
+    cost = 2.0 * (length + 1) * model.nonzero_parameter_count()
+    for block in model.blocks:
+        heads, _, width = block.attn.W_Q.shape  # (H, D, E)
+        cost += 2.0 * heads * (length + 1) * length * (width + block.attn.W_V.shape[-1] + 8)
+    order = reference_order(program.target, int(program.per_token))  # a per-token target binds t too
+    return cost + float(length) ** order * (2 * program.dimension + 8)
+
+
+def budgeted_samples(model: CompiledTransformer, program: ir.Program, budget: float = MEASUREMENT_BUDGET) -> int:
+    """How many random inputs fit ``budget`` operations: between MIN_SAMPLES and DEFAULT_SAMPLES.
+
+    A count of work, not a clock, so that the same compile always measures the same inputs and
+    writes the same bytes."""
+    return int(min(DEFAULT_SAMPLES, max(MIN_SAMPLES, budget // measurement_cost(model, program))))
 
 
 def model_inputs(program: ir.Program, samples: int, seed: int, corners: int = CORNERS) -> torch.Tensor:
@@ -150,15 +200,21 @@ def position_errors(model: CompiledTransformer, program: ir.Program,
                     x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Like :func:`errors_on`, but a per-token target's errors and coverage per position:
     (N, T) each (an undefined position has error 0 and is not kept); (N,) for sequence targets."""
-    batch = max(1, BATCH_ELEMENTS // max(x.shape[1], 1))
-    predicted, reference = [], []  # both in batches: the reference's pairwise tensors are (B, T, T, ...)
+    length = max(x.shape[1], 1)
+    batch = max(1, min(BATCH_ELEMENTS // length, PAIR_ELEMENTS // length**2))  # chunked by T: memory stays flat
+    # both in batches (the reference's pairwise tensors are (B, T, T, ...)), written in place into
+    # one (N, ...) tensor each: kept in lists, the small results interleaved with the batches' large
+    # temporaries fragmented the heap (+3 MB an input at T = 4096)
+    predicted = truth = torch.empty(0)
     with torch.no_grad():
         for start in range(0, x.shape[0], batch):
             chunk = x[start:start + batch]
-            predicted.append(model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64))
-            reference.append(evaluate(program, chunk))
-    truth = torch.cat(reference)
-    error = (torch.cat(predicted) - truth).abs()
+            y = model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64)
+            r = evaluate(program, chunk)
+            if start == 0:
+                predicted, truth = y.new_empty(x.shape[0], *y.shape[1:]), r.new_empty(x.shape[0], *r.shape[1:])
+            predicted[start:start + batch], truth[start:start + batch] = y, r
+    error = (predicted - truth).abs()
     if program.per_token:
         defined = ~truth.isnan()
         error = torch.where(defined, error, 0.0)

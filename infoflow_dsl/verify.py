@@ -20,7 +20,7 @@ head or FFN block that writes that direction.
 from __future__ import annotations
 
 import sys
-import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +32,10 @@ from .check import check
 from .diagnostics import ProgramError
 from .model import CompiledTransformer
 from .parse import parse
-from .pipeline import build_circuit, errors_on, model_inputs, position_errors
+from .pipeline import CORNERS, build_circuit, errors_on, model_inputs, position_errors
+from .sampling import domain_corners, sample_inputs
 
+INPUT_CHUNK = 1 << 22  # numbers (inputs × T × d) per chunk of check's inputs: 32 MiB in float64
 ROUNDING = {torch.float32: 2.0**-24, torch.float64: 2.0**-53}
 TRACE_SLACK = 64.0  # rounding units a layer may differ by, relative to the direction's scale
 
@@ -92,24 +94,24 @@ def clip_to_domain(program: ir.Program, x: torch.Tensor) -> torch.Tensor:
 
 
 class Progress:
-    """A one-line progress report on stderr, shown only on a terminal and after ~1.5 s."""
+    """A tqdm progress bar on stderr with the rate and the estimated time left, shown only on a
+    terminal and only once the work has run ~1.5 s (quiet in pipes, logs and tests)."""
 
     def __init__(self, total: int, label: str, stream: Any = None) -> None:
-        self.total, self.label = total, label
+        from tqdm import tqdm
+
         self.stream = stream if stream is not None else sys.stderr
-        self.start = time.monotonic()
         self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.shown = False
+        self.done = 0
+        self.bar = tqdm(total=total, desc=label, unit="input", file=self.stream, disable=not self.enabled,
+                        delay=1.5, leave=True, dynamic_ncols=True)
 
     def update(self, done: int) -> None:
-        if self.enabled and time.monotonic() - self.start > 1.5:
-            self.shown = True
-            self.stream.write(f"\r{self.label}: {done}/{self.total}")
-            self.stream.flush()
+        self.bar.update(done - self.done)
+        self.done = done
 
     def close(self) -> None:
-        if self.shown:
-            self.stream.write("\n")
+        self.bar.close()
 
 
 # ----------------------------------------------------------------------------- checking
@@ -134,39 +136,55 @@ class CheckResult:
         return self.worst_error <= self.eps
 
 
-def _errors_in_batches(model: CompiledTransformer, program: ir.Program, x: torch.Tensor,
-                       progress: Progress | None) -> tuple[torch.Tensor, torch.Tensor]:
-    errors, kept = [], []
-    step = 2048
-    for start in range(0, x.shape[0], step):
-        e, k = errors_on(model, program, x[start:start + step])
-        errors.append(e)
-        kept.append(k)
-        if progress is not None:
-            progress.update(min(start + step, x.shape[0]))
-    return torch.cat(errors), torch.cat(kept)
+def check_inputs(program: ir.Program, samples: int, seed: int) -> Iterator[torch.Tensor]:
+    """The inputs ``check`` evaluates, in chunks of at most INPUT_CHUNK numbers each (so that a
+    T = 4096 check never holds all its inputs at once): ``samples`` random inputs, the CORNERS
+    corners, then max(samples/10, 16) near ties. The first chunk of each kind uses the seed as
+    given (a check that fits one chunk draws what ``model_inputs`` draws); later chunks use
+    seeds derived from it."""
+    step = max(1, INPUT_CHUNK // (program.length * program.dimension))
+    for index, start in enumerate(range(0, samples, step)):
+        yield sample_inputs(program, min(step, samples - start), seed=_chunk_seed(seed, index))
+    yield domain_corners(program, CORNERS, seed=seed + 1)
+    ties = max(samples // 10, 16)
+    for index, start in enumerate(range(0, ties, step)):
+        yield near_ties(program, min(step, ties - start), _chunk_seed(seed + 3, index))
+
+
+def _chunk_seed(seed: int, index: int) -> int:
+    return seed if index == 0 else seed + 1_000_003 * index
 
 
 def check_model(model: CompiledTransformer, program: ir.Program, samples: int = 10_000, eps: float | None = None,
                 seed: int = 0, adversarial: int = 0, progress: bool = True) -> CheckResult:
     """Measure ``model`` against ``program``'s reference (see the module docstring)."""
     eps = float(model.config.get("eps", 0.0) if eps is None else eps)
-    x = torch.cat([model_inputs(program, samples, seed), near_ties(program, max(samples // 10, 16), seed + 3)])
-    bar = Progress(x.shape[0], "checking") if progress else None
-    error, kept = _errors_in_batches(model, program, x, bar)
+    total = samples + CORNERS + max(samples // 10, 16)
+    bar = Progress(total, "checking") if progress else None
+    worst, worst_input, excluded, done = -1.0, torch.empty(0), 0, 0
+    starts = torch.empty(0, program.length, program.dimension, dtype=torch.float64)  # the 16 worst so far
+    start_errors = torch.empty(0, dtype=torch.float64)
+    for x in check_inputs(program, samples, seed):
+        error, kept = errors_on(model, program, x)
+        masked = torch.where(kept, error, torch.zeros_like(error))  # (n,)
+        index = int(masked.argmax())
+        if float(masked[index]) > worst:
+            worst, worst_input = float(masked[index]), x[index]
+        excluded += int((~kept).sum())
+        start_errors, order = torch.cat([start_errors, masked]).sort(descending=True, stable=True)
+        starts, start_errors = torch.cat([starts, x])[order[:16]], start_errors[:16]
+        done += x.shape[0]
+        if bar is not None:
+            bar.update(done)
     if bar is not None:
         bar.close()
-    masked = torch.where(kept, error, torch.zeros_like(error))
-    index = int(masked.argmax())
-    worst, worst_input = float(masked[index]), x[index]
-    adversarial_worst = None
+    random_worst, adversarial_worst = worst, None
     if adversarial > 0:
-        order = masked.argsort(descending=True)[:16]
-        found, found_input = adversarial_search(model, program, x[order], adversarial, seed)
+        found, found_input = adversarial_search(model, program, starts, adversarial, seed)
         adversarial_worst = found
         if found > worst:
             worst, worst_input = found, found_input
-    return CheckResult(eps, worst, worst_input, float(masked.max()), x.shape[0], int((~kept).sum()),
+    return CheckResult(eps, worst, worst_input, random_worst, done, excluded,
                        adversarial if adversarial > 0 else 0, adversarial_worst,
                        worst_position(model, program, worst_input))
 
@@ -308,27 +326,38 @@ def trace(model: CompiledTransformer, program: ir.Program, x: torch.Tensor,
                                                              "program compiles to")
     slack = TRACE_SLACK * ROUNDING[model.dtype]
     who = writers(model.config)
-    with torch.no_grad():
-        raw = model.residual_stream(x)  # L+1 streams (B, T'+1, D) in the model's dtype
-        actual = [h.to(torch.float64) for h in raw]
-        embedded = reference._embed(reference._check_input(x.to(torch.float64)))
-        found = _first_gap(actual[0], embedded, slack, labels, 0, who)
+    fused = getattr(model, "fused_attention", True)
+    model.fused_attention = False  # the explicit scores, as _attention_parts computes them
+    try:
+        with torch.no_grad():
+            return _trace_layers(model, reference, x, slack, labels, who)
+    finally:
+        model.fused_attention = fused
+
+
+def _trace_layers(model: CompiledTransformer, reference: CompiledTransformer, x: torch.Tensor, slack: float,
+                  labels: list[str], who: dict[tuple[int, str], str]) -> Divergence | None:
+    """The body of :func:`trace`, with the model's attention computed explicitly."""
+    raw = model.residual_stream(x)  # L+1 streams (B, T'+1, D) in the model's dtype
+    actual = [h.to(torch.float64) for h in raw]
+    embedded = reference._embed(reference._check_input(x.to(torch.float64)))
+    found = _first_gap(actual[0], embedded, slack, labels, 0, who)
+    if found is not None:
+        return found
+    for layer in range(model.n_layers):
+        found = _layer_gap(model, reference, layer, raw[layer], raw[layer + 1], slack, labels, who)
         if found is not None:
             return found
-        for layer in range(model.n_layers):
-            found = _layer_gap(model, reference, layer, raw[layer], raw[layer + 1], slack, labels, who)
-            if found is not None:
-                return found
-        y_model = model(x).to(torch.float64).reshape(x.shape[0], -1)
-        y_circuit = reference.readout(actual[-1]).reshape(x.shape[0], -1)
-        gap = (y_model - y_circuit).abs()
-        tolerance = slack * (1.0 + float(y_circuit.abs().max()))
-        if float(gap.max()) > tolerance:
-            flat = int(gap.argmax())
-            row, column = divmod(flat, gap.shape[1])
-            return Divergence(model.n_layers + 1, f"output[{column + 1}]", x.shape[1] + 1,
-                              float(y_model[row, column]), float(y_circuit[row, column]), tolerance,
-                              "the unembedding W_U, b_U")
+    y_model = model(x).to(torch.float64).reshape(x.shape[0], -1)
+    y_circuit = reference.readout(actual[-1]).reshape(x.shape[0], -1)
+    gap = (y_model - y_circuit).abs()
+    tolerance = slack * (1.0 + float(y_circuit.abs().max()))
+    if float(gap.max()) > tolerance:
+        flat = int(gap.argmax())
+        row, column = divmod(flat, gap.shape[1])
+        return Divergence(model.n_layers + 1, f"output[{column + 1}]", x.shape[1] + 1,
+                          float(y_model[row, column]), float(y_circuit[row, column]), tolerance,
+                          "the unembedding W_U, b_U")
     return None
 
 

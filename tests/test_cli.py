@@ -342,3 +342,68 @@ def test_wheel_ships_the_grammar(tmp_path: Path) -> None:
     entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(wheel) as archive:
         assert "infoflowc = infoflow_dsl.cli:main" in archive.read(entry_points).decode("utf-8")
+
+
+# ----------------------------------------------------------------------------- flags and paths before any work
+
+
+def _compile_must_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import infoflow_dsl.pipeline as pipeline
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("compile ran although a flag or a path was bad")
+
+    monkeypatch.setattr(pipeline, "compile_program", refuse)
+
+
+@pytest.mark.parametrize("device", ["tpu", "gpu", "", "meta", "cuda:99"])
+def test_an_unknown_device_exits_2_before_compiling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     device: str) -> None:
+    _compile_must_not_run(monkeypatch)
+    source = tmp_path / "good.iflow"
+    source.write_text(GOOD, encoding="utf-8")
+    code, out, err = run_cli(["compile", str(source), "--device", device])
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "device" in err and "Traceback" not in err
+    assert [p.name for p in tmp_path.iterdir()] == ["good.iflow"]
+
+
+@pytest.mark.parametrize("where", ["missing/folder/out.safetensors", "read_only/out.safetensors", "a_folder"])
+def test_an_output_that_cannot_be_written_exits_2_before_compiling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    where: str) -> None:
+    _compile_must_not_run(monkeypatch)
+    source = tmp_path / "good.iflow"
+    source.write_text(GOOD, encoding="utf-8")
+    (tmp_path / "read_only").mkdir(mode=0o555)
+    (tmp_path / "a_folder").mkdir()
+    real_access = os.access  # root may write anywhere: the read-only folder is denied here as well
+
+    def access(path: object, mode: int) -> bool:
+        return Path(str(path)).name != "read_only" and real_access(path, mode)
+
+    monkeypatch.setattr(os, "access", access)
+    code, out, err = run_cli(["compile", str(source), "-o", str(tmp_path / where)])
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert str(tmp_path / where) in err
+
+
+def test_a_plot_into_a_missing_folder_exits_2_before_analysing(tmp_path: Path) -> None:
+    source = tmp_path / "good.iflow"
+    source.write_text(GOOD, encoding="utf-8")
+    code, out, err = run_cli(["analyze", str(source), "--plot", str(tmp_path / "missing" / "flow.png")])
+    assert (code, out) == (2, "")
+    assert "does not exist" in err
+
+
+def test_compile_by_default_measures_what_fits_the_budget_and_says_so(tmp_path: Path) -> None:
+    from infoflow_dsl.pipeline import DEFAULT_SAMPLES, MIN_SAMPLES
+
+    out = tmp_path / "kth.safetensors"
+    source = ROOT / "compiled_examples" / "kth_largest.iflow"
+    code, printed, err = run_cli(["compile", str(source), "--eps", "1e-2", "-o", str(out)])
+    assert (code, err) == (0, "")
+    measured = re.search(r"max over (\d+) random inputs and 256 corners\) \(the default budget", printed)
+    assert measured is not None, printed
+    assert MIN_SAMPLES <= int(measured.group(1)) <= DEFAULT_SAMPLES
+    assert f"{measured.group(1)} random" in printed

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,10 @@ import safetensors.torch
 import torch
 from handmade_models import random_model
 
+import infoflow_dsl as ifl
 from infoflow_dsl import io as mio
 from infoflow_dsl.io import ModelFileError, load, model_from_bytes, model_to_bytes, save
+from infoflow_dsl.model import CompiledTransformer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -267,3 +271,79 @@ def test_the_good_file_loads() -> None:
     """The malformed cases are built from this file: it loads."""
     assert model_from_bytes(_good()).dtype == torch.float32
     assert model_from_bytes(_retensor({}, {})).config == json.loads(header(_good())["__metadata__"]["infoflow"])
+
+
+# ---------------------------------------------------------------------------- the sparse layout
+
+
+def _compiled(name: str = "min_pairwise") -> CompiledTransformer:
+    return ifl.compile(ifl.load_program(REPO / "compiled_examples" / f"{name}.iflow"), eps=1e-2, samples=0)
+
+
+def test_sparse_layout_is_the_default_and_loads_bitwise_equal_to_the_dense_layout(tmp_path: Path) -> None:
+    model = _compiled()
+    save(model, tmp_path / "sparse.safetensors")
+    save(model, tmp_path / "dense.safetensors", dense=True)
+    sparse, dense = load(tmp_path / "sparse.safetensors"), load(tmp_path / "dense.safetensors")
+    with safetensors.safe_open(str(tmp_path / "dense.safetensors"), framework="pt") as f:
+        assert set(f.keys()) == set(model.state_dict())
+    with safetensors.safe_open(str(tmp_path / "sparse.safetensors"), framework="pt") as f:
+        stored = set(f.keys())
+    assert "blocks.0.mlp.W_out.values" in stored and "blocks.0.mlp.W_out" not in stored
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(sparse.state_dict()[name], tensor) and torch.equal(dense.state_dict()[name], tensor), name
+    x = inputs(9, model.T, seed=4)[..., :1].expand(-1, -1, model.d).contiguous()
+    assert sparse(x).numpy().tobytes() == dense(x).numpy().tobytes()
+    assert (tmp_path / "sparse.safetensors").stat().st_size < (tmp_path / "dense.safetensors").stat().st_size
+    assert model_to_bytes(sparse) == (tmp_path / "sparse.safetensors").read_bytes()  # deterministic
+
+
+def test_sparse_files_follow_the_nonzero_count() -> None:
+    """The data section within 4× of the nonzero weights' values and int32 indices."""
+    model = _compiled("intrinsic_3")
+    data = model_to_bytes(model)
+    (n,) = struct.unpack("<Q", data[:8])
+    nonzero = sum(int(torch.count_nonzero(t)) for t in model.state_dict().values())
+    assert len(data) - 8 - n <= 4 * nonzero * (model.dtype.itemsize + 4)
+
+
+def test_the_readme_recipe_rebuilds_every_dense_tensor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    recipe = re.search(r"<!-- recipe: tests/test_io.py runs this block -->\n```python\n(.*?)```", readme, re.DOTALL)
+    assert recipe is not None
+    model = _compiled()
+    save(model, tmp_path / "min_pairwise.safetensors")
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(recipe.group(1), scope)
+    weights = scope["weights"]
+    assert set(weights) == set(model.state_dict())
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(torch.from_numpy(weights[name]), tensor), name
+
+
+def _sparse_file(change: Callable[[dict[str, torch.Tensor]], None]) -> bytes:
+    data = model_to_bytes(_compiled())
+    tensors = safetensors.torch.load(data)
+    change(tensors)
+    return safetensors.torch.save(tensors, metadata=header(data)["__metadata__"])
+
+
+SPARSE_FAULTS = {
+    "missing indices": (lambda t: t.pop("blocks.0.mlp.W_out.indices"), "lacks blocks.0.mlp.W_out.indices"),
+    "both layouts": (lambda t: t.update({"blocks.0.mlp.W_out": torch.zeros(2)}), "both dense and sparse"),
+    "index out of range": (lambda t: t["blocks.0.mlp.W_out.indices"].__setitem__(-1, 2**30), "increase strictly"),
+    "indices not increasing": (lambda t: t["blocks.0.mlp.W_out.indices"].__setitem__(0, 10**6), "increase strictly"),
+    "float indices": (lambda t: t.update({"blocks.0.mlp.W_out.indices": t["blocks.0.mlp.W_out.indices"].float()}),
+                      "sparse indices are I32 or I64"),
+    "short values": (lambda t: t.update({"blocks.0.mlp.W_out.values": t["blocks.0.mlp.W_out.values"][1:]}),
+                     "values and indices must be two vectors of one length"),
+    "wrong shape": (lambda t: t["blocks.0.mlp.W_out.shape"].__setitem__(0, 1), "increase strictly|has shape"),
+}
+
+
+@pytest.mark.parametrize("case", list(SPARSE_FAULTS))
+def test_malformed_sparse_tensors_raise_model_file_error(case: str) -> None:
+    change, message = SPARSE_FAULTS[case]
+    with pytest.raises(ModelFileError, match=message):
+        model_from_bytes(_sparse_file(change), name="bad.safetensors")

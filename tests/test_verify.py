@@ -3,6 +3,7 @@ robust loading of model files."""
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 from pathlib import Path
@@ -116,10 +117,25 @@ def test_near_ties_put_two_tokens_within_a_millionth_of_each_other():
 
 def test_progress_is_quiet_when_not_a_terminal(capsys):
     bar = Progress(10, "checking", stream=__import__("sys").stderr)
-    bar.start -= 10
     bar.update(5)
     bar.close()
     assert capsys.readouterr().err == ""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_on_a_terminal_shows_the_count_and_the_time_left():
+    stream = _Terminal()
+    bar = Progress(10, "checking", stream=stream)
+    bar.bar.delay = 0  # show at once (tqdm waits 1.5 s before its first line)
+    bar.update(5)
+    bar.bar.refresh()
+    bar.close()
+    shown = stream.getvalue()
+    assert "checking" in shown and "5/10" in shown and "<" in shown  # tqdm's [elapsed<remaining]
 
 
 # ----------------------------------------------------------------------------- malformed files

@@ -1,0 +1,46 @@
+"""The benchmark code (bench/run.py) at toy sizes: every table is built, the plot is drawn.
+
+No timing is asserted; this only keeps the benchmark runnable."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+import run  # noqa: E402
+from plain import plain_like  # noqa: E402
+
+import infoflow_dsl as ifl  # noqa: E402
+
+
+def test_the_benchmark_builds_every_table_at_toy_sizes(tmp_path: Path) -> None:
+    png = tmp_path / "scaling.png"
+    report = run.measure(run.SMOKE, ["cpu"], png)
+    for title in ("Compile latency", "Compile at long T", "Parameters against ε", "Parameters against T",
+                  "Forward against a plain transformer", "Reference evaluator against numpy", "Peak memory"):
+        assert f"### {title}" in report
+    assert "Measured " in report and "fitted k" in report and "compiled / plain" in report
+    assert png.read_bytes().startswith(b"\x89PNG")
+    assert "exit 1" not in report and "| 1 |" not in report.split("### Peak memory")[1]
+
+
+def test_the_plain_transformer_has_the_compiled_shape() -> None:
+    model = ifl.compile(run.program("min_pairwise", 8), eps=1e-2, device="cpu", samples=0)
+    plain = plain_like(model)
+    y = plain(ifl.sample_inputs(run.program("min_pairwise", 8), 3, seed=0).to(model.dtype))
+    assert y.shape == (3,) and y.dtype == model.dtype
+    for block, ours in zip(plain.blocks, model.blocks, strict=True):
+        assert block.heads == ours.attn.W_Q.shape[0]
+        assert block.mlp[0].out_features == ours.mlp.W_in.shape[1]
+
+
+def test_fitted_exponent_recovers_a_power_law() -> None:
+    eps = [1e-1, 1e-2, 1e-3]
+    assert run.fitted_exponent(eps, [round(5 * e**-1.5) for e in eps]) == pytest.approx(1.5, abs=1e-3)
+    assert torch.tensor(run.fitted_exponent([1e-1], [3])).isnan()
