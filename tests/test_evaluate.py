@@ -547,7 +547,7 @@ LANGUAGE_POINTWISE = {"relu", "abs", "min", "max"}
 
 def required_constructs() -> set[tuple]:
     """Every construct of the language, listed from the IR's own definitions where it can be."""
-    expr_classes = {cls.__name__ for cls in typing.get_args(ir.Expr)}
+    expr_classes = {cls.__name__ for cls in typing.get_args(ir.Expr)} - {"Presence"}  # compile's gather route only
     required = {("node", name) for name in expr_classes | {"PositionCondition"}}
     required |= {("condition", op) for op in _literal_values(ir.PositionCondition, "operator")}
     required |= {("condition term", cls.__name__) for cls in typing.get_args(ir.PositionTerm)}
