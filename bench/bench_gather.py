@@ -73,10 +73,12 @@ def main() -> None:
     plot(series)
     write_section("Gather route: parameters against T (bench/bench_gather.py)", f"""
 Nonzero parameters at ε = {EPS:g}, float64, per T (one run, this machine; "refused" = over the
-compiler's 1,000,000-unit limit). Efficient targets stay flat; the gather route grows like T^k, k
-the number of unrolled variables (analyze's `cost.fallback.exponent_T`). triangle_center's norm can
-reach 0, which costs ε^-1 units per slot: refused at ε = 1e-2 from T = 4 on; its squared-norm
-variant (ineff_triangle_squared) shows the route itself is linear in T. Plot: bench/gather.png.
+compiler's 1,000,000-unit limit). Efficient targets stay flat; the gather route grows like T^k
+where every step is exact (top(3)) and like T^(k(1+e)) where each of the T^k slots interpolates
+functions to ε^-e (the shared error budget), k the number of unrolled variables (analyze's
+`cost.fallback.exponent_T`). triangle_center's norm can reach 0, which costs ε^-1 units per slot:
+refused at ε = 1e-2 from T = 4 on; its squared-norm variant (ineff_triangle_squared) compiles and
+grows as analyze predicts. Plot: bench/gather.png.
 
 {header}
 """ + "\n".join(rows))
