@@ -435,7 +435,7 @@ def split_nesting(expr: ir.Reduce, order: Sequence[str]) -> ir.Reduce | None:
     return body
 
 
-def _splittable(expr: ir.Reduce) -> bool:
+def splittable(expr: ir.Reduce) -> bool:
     if len(expr.variables) < 2:
         return False
     if expr.kind in SPLITTABLE:
@@ -473,13 +473,13 @@ class TreeBuilder:
 
     def extract(self, expr: object, enclosing: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...]) -> object:
         """``expr`` with each reduction replaced by a :class:`NodeResult` (making its node)."""
-        if isinstance(expr, ir.Reduce) and _splittable(expr):
-            return self.extract(self._best_nesting(expr, enclosing, conditions), enclosing, conditions)
+        if isinstance(expr, ir.Reduce) and splittable(expr):
+            return self.extract(self.best_nesting(expr, enclosing, conditions), enclosing, conditions)
         if isinstance(expr, ir.Reduce | ir.ArgPosition):
             return self._node(expr, enclosing, conditions)
         return map_children(expr, lambda child: self.extract(child, enclosing, conditions))
 
-    def _best_nesting(
+    def best_nesting(
         self, expr: ir.Reduce, enclosing: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...],
     ) -> ir.Expr:
         best: tuple[int, ir.Expr] | None = None

@@ -71,9 +71,9 @@ MAX_UNITS = 1_000_000
 ROUNDING_SAFETY = 2.0
 UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24}
 #: Every unit of a √ reads its input's whole form, and a deep square's form has a term per tent
-#: level: a √ input (≥ 0) of more terms is first gathered into one direction by one exact
+#: level: a √ input (≥ 0) of more terms is first collected into one direction by one exact
 #: relu unit (one more layer), so that its units read one term each.
-GATHER_TERMS = 8
+COLLECT_TERMS = 8
 
 
 class CompileError(Exception):
@@ -443,13 +443,13 @@ class Lowerer:
         error = joint.plus(self._relu_rounding(gap))
         return Quantity(form, 2 * layer + 1, pick(a.low, b.low), pick(a.high, b.high), error)
 
-    def _gathered(self, u: Quantity) -> Quantity:
-        """relu(u) = u (u ≥ 0) into one direction (see GATHER_TERMS); reading a form of n terms
+    def _into_one_direction(self, u: Quantity) -> Quantity:
+        """relu(u) = u (u ≥ 0) into one direction (see COLLECT_TERMS); reading a form of n terms
         rounds like a sum of n: √(n+1) times the single relu's estimate."""
-        gathered = self.relu(u)
+        single = self.relu(u)
         spoiled = math.sqrt(len(u.form.terms) + 1) * self._relu_rounding(u).rounding
         self.blocks[-1] = dataclasses.replace(self.blocks[-1], rounding=spoiled)
-        return Quantity(gathered.form, gathered.stage, gathered.low, gathered.high,
+        return Quantity(single.form, single.stage, single.low, single.high,
                         u.error.plus(ErrorVec.rounded(spoiled)))
 
     def square_root(self, u: Quantity) -> Quantity:
@@ -459,8 +459,8 @@ class Lowerer:
         is held below (e/2)² (a constraint)."""
         if u.is_constant:
             return constant(math.sqrt(max(u.form.constant, 0.0)))
-        if self.route != "wide" and len(u.form.terms) > GATHER_TERMS:
-            u = self._gathered(u)
+        if self.route != "wide" and len(u.form.terms) > COLLECT_TERMS:
+            u = self._into_one_direction(u)
         low, high = self._padded(u)
         low, high = max(low, 0.0), max(high, low + 1e-12)
         name = self._fresh("ffn:sqrt")

@@ -42,10 +42,10 @@ from . import typed as ir
 from .comparisons import (
     ComparisonNode,
     TreeBuilder,
-    _splittable,
     all_variables,
     map_children,
     normalise,
+    splittable,
     substitute_position,
 )
 from .features import NotSeparable, separate
@@ -114,8 +114,8 @@ def _to_unroll(node: ComparisonNode) -> str | None:
 def _split_all(expr: object, builder: TreeBuilder, enclosing: tuple[str, ...],
                conditions: tuple[ir.PositionCondition, ...]) -> object:
     """``expr`` with every multi-variable reduction nested as the comparison tree nests it."""
-    if isinstance(expr, ir.Reduce) and _splittable(expr):
-        nested = builder._best_nesting(expr, enclosing, conditions)
+    if isinstance(expr, ir.Reduce) and splittable(expr):
+        nested = builder.best_nesting(expr, enclosing, conditions)
         if isinstance(nested, ir.Reduce):
             expr = nested
     if isinstance(expr, ir.Reduce | ir.ArgPosition):
