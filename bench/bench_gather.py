@@ -28,7 +28,13 @@ from programs import by_name  # noqa: E402
 LENGTHS = [4, 6, 8, 12, 16, 24, 32]
 CASES = ["third_largest", "ineff_triple_product", "ineff_triangle_squared", "triangle_center", "min_pairwise",
          "intrinsic_3"]
+#: The gather route's square routes: compile's default (auto) and one wide layer.
+ROUTES = (None, "wide")
+#: The model holds its weights dense (d_model grows like T on the gather route): triangle_center
+#: at T = 16 already stores 90 M numbers, so it stops there (within the 8 GB the issue allows).
+LONGEST = {"triangle_center": 16}
 EPS = 1e-2
+SECONDS = 120  # a compile slower than this ends its row
 
 
 def program(name: str, length: int) -> ifl.Program:
@@ -36,9 +42,10 @@ def program(name: str, length: int) -> ifl.Program:
     return ifl.parse_program(example.source, example.path, length=length)
 
 
-def count(name: str, length: int) -> int | None:
+def count(name: str, length: int, ffn: str | None) -> int | None:
     try:
-        model = ifl.compile(program(name, length), eps=EPS, dtype="float64", samples=0, allow_inefficient=True)
+        model = ifl.compile(program(name, length), eps=EPS, dtype="float64", samples=0, allow_inefficient=True,
+                            ffn=ffn)
     except ifl.CompileError:
         return None
     return model.nonzero_parameter_count()
@@ -50,35 +57,51 @@ def slope(points: list[tuple[int, int]]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
 
 
+def row(name: str, ffn: str | None) -> tuple[list[str], list[tuple[int, int]]]:
+    """One table row's cells (a count, "refused", or "—" past the last length measured) and its points."""
+    points: list[tuple[int, int]] = []
+    cells = []
+    stopped = False
+    for length in LENGTHS:
+        if stopped or length > LONGEST.get(name, LENGTHS[-1]):
+            cells.append("—")
+            continue
+        start = time.perf_counter()
+        value = count(name, length, ffn)
+        cells.append(f"{value:,}" if value is not None else "refused")
+        if value is not None:
+            points.append((length, value))
+        stopped = value is None or time.perf_counter() - start > SECONDS
+    return cells, points
+
+
 def main() -> None:
     torch.set_num_threads(1)
     rows, series = [], {}
     for name in CASES:
         report = ifl.analyze(program(name, LENGTHS[0])).to_dict()
-        law = report["cost"].get("fallback", {}).get("exponent_T", 0) if report["verdict"] == "inefficient" else 0
-        points: list[tuple[int, int]] = []
-        cells = []
-        for length in LENGTHS:
-            start = time.perf_counter()
-            value = count(name, length) if len(points) == len(cells) else None  # stop after a refusal
-            if value is not None and time.perf_counter() - start < 120:
-                points.append((length, value))
-            cells.append(f"{value:,}" if value is not None else "refused")
-        fitted = f"{slope(points):.2f}" if len(points) >= 2 else "—"
-        route = "gather" if report["verdict"] == "inefficient" else "efficient"
-        rows.append(f"| {name} | {route} | {' | '.join(cells)} | {fitted} | {law} |")
-        series[name] = points
+        inefficient = report["verdict"] == "inefficient"
+        fallback = report["cost"].get("fallback") or {}
+        for ffn in ROUTES if inefficient else (None,):
+            law = (fallback["exponent_T_wide"] if ffn == "wide" else fallback["exponent_T"]) if inefficient else 0
+            cells, points = row(name, ffn)
+            fitted = f"{slope(points):.2f}" if len(points) >= 2 else "—"
+            route = f"gather, {ffn or 'auto'}" if inefficient else "efficient"
+            rows.append(f"| {name} | {route} | {' | '.join(cells)} | {fitted} | {law:g} |")
+            series[f"{name} ({route})"] = points
     header = ("| target | route | " + " | ".join(f"T = {t}" for t in LENGTHS) + " | fitted exponent of T | "
               "analyze's exponent |\n|" + "---|" * (len(LENGTHS) + 4))
     plot(series)
     write_section("Gather route: parameters against T (bench/bench_gather.py)", f"""
 Nonzero parameters at ε = {EPS:g}, float64, per T (one run, this machine; "refused" = over the
-compiler's 1,000,000-unit limit). Efficient targets stay flat; the gather route grows like T^k
-where every step is exact (top(3)) and like T^(k(1+e)) where each of the T^k slots interpolates
-functions to ε^-e (the shared error budget), k the number of unrolled variables (analyze's
-`cost.fallback.exponent_T`). triangle_center's norm can reach 0, which costs ε^-1 units per slot:
-refused at ε = 1e-2 from T = 4 on; its squared-norm variant (ineff_triangle_squared) compiles and
-grows as analyze predicts. Plot: bench/gather.png.
+compiler's 1,000,000-unit limit; "—" = not run). Efficient targets stay flat. The gather route
+unrolls k variables into T^k slots whose error shares shrink like ε/T^k. Through `--ffn auto`
+(compile's default on this route) each square costs O(log(T^k/ε)) tent-map units, so the size
+grows like T^k up to a logarithm (analyze's `cost.fallback.exponent_T`); through one wide layer
+(`--ffn wide`) each function costs (T^k/ε)^e units, T^(k(1+e)) in all (`exponent_T_wide`), e = 1/2,
+or 1 where a norm can reach 0: triangle_center through one wide layer is refused at ε = 1e-2 from
+T = 4 on, through auto it compiles (its fits are over T = 4 … {LONGEST["triangle_center"]}: the
+weights are stored dense and d_model grows like T). Plot: bench/gather.png.
 
 {header}
 """ + "\n".join(rows))

@@ -118,26 +118,33 @@ class AnalysisReport:
         try:
             gathered = gather(self.program)
         except UnrollError as error:
-            return {"route": "gather", "law": None, "exponent_T": None, "parameters_at_eps_1e-2": None,
-                    "refused": str(error)}
+            return {"route": "gather", "law": None, "exponent_T": None, "law_wide": None, "exponent_T_wide": None,
+                    "parameters_at_eps_1e-2": None, "refused": str(error)}
         k, unrolled = len(gathered.unrolled), ", ".join(gathered.unrolled)
         rewritten = dataclasses.replace(self.program, target=gathered.target)
         tree = build_tree(rewritten, gathered=True)
         functions = build_schedule(tree, None, self.program.margin).interpolated_functions
         if functions:
             # T^k slots, each with F functions; the error budget is shared by all T^k slots' sources
-            # (a linear bound cannot take the max over slots), so each piece count grows like
-            # (T^k/ε)^e too: T^(k(1+e)) in all
+            # (a linear bound cannot take the max over slots), so each share shrinks like ε/T^k. One
+            # wide layer pays (T^k/ε)^e per function: T^(k(1+e)) in all; the deep route pays
+            # log(T^k/ε) per square, and auto (compile's default here) the cheaper of the two per
+            # function: at most T^k·log(T^k/ε), exponent k up to the logarithm
             e = 1.0 if self.roots_at_zero else 0.5
-            exponent = k * (1 + e)
-            law = (f"O(T^{exponent:g}·ε^-{e:g}): {unrolled} unrolled into T position slots (k = {k}), each with "
-                   f"{functions} interpolated functions whose error shares shrink like T^-{k}")
-        else:
+            wide_exponent = k * (1 + e)
+            slots = f"{unrolled} unrolled into T position slots (k = {k}), each with {functions} interpolated functions"
+            law = (f"O(T^{k}·log(T^{k}/ε)) with --ffn auto (the default): {slots} whose error shares shrink like "
+                   f"T^-{k}, each square by tent maps in O(log(T^{k}/ε)) units")
+            wide_law = f"O(T^{wide_exponent:g}·ε^-{e:g}) with --ffn wide: {slots}, (T^{k}/ε)^{e:g} units each"
             exponent = float(k)
+        else:
+            exponent = wide_exponent = float(k)
             law = f"O(T^{k}): {unrolled} unrolled into T position slots (k = {k}); every step exact or sharpened by β"
-        law += f", plus O(T^{k}) exact min/max units in O(k·log T) layers"
-        entry: dict[str, Any] = {"route": "gather", "unrolled": list(gathered.unrolled), "law": law,
-                                 "exponent_T": exponent, "parameters_at_eps_1e-2": None, "refused": None}
+            wide_law = law
+        tail = f", plus O(T^{k}) exact min/max units in O(k·log T) layers"
+        entry: dict[str, Any] = {"route": "gather", "unrolled": list(gathered.unrolled), "law": law + tail,
+                                 "exponent_T": exponent, "law_wide": wide_law + tail,
+                                 "exponent_T_wide": wide_exponent, "parameters_at_eps_1e-2": None, "refused": None}
         entry.update(_fallback_size(self.program.source, self.program.path, self.program.length,
                                     self.program.margin))
         return entry
@@ -297,6 +304,8 @@ def render_text(report: AnalysisReport) -> str:
         fallback = data["cost"].get("fallback")
         if fallback:
             lines.append(f"fallback  compile --allow-inefficient: {fallback['law'] or 'no gather route'}")
+            if fallback["law_wide"] and fallback["law_wide"] != fallback["law"]:
+                lines.append(f"          {fallback['law_wide']}")
             if fallback["refused"]:
                 lines.append(f"          refused at ε = 1e-2: {fallback['refused']}")
             else:

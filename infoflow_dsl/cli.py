@@ -70,9 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_argument("--margin", type=_positive_float, help="override the program's margin δ")
     compile_cmd.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     compile_cmd.add_argument("--device", help="cpu or cuda (default: cuda when available)")
-    compile_cmd.add_argument("--ffn", choices=["wide", "deep", "auto"], default="wide",
-                             help="squares by one wide hidden layer (default), by tent maps over extra "
-                                  "attention-free layers (deep), or per function the one with fewer parameters")
+    compile_cmd.add_argument("--ffn", choices=["wide", "deep", "auto"], default=None,
+                             help="squares by one wide hidden layer (the default), by tent maps over extra "
+                                  "attention-free layers (deep), or per function the one with fewer parameters "
+                                  "(auto, the default with --allow-inefficient)")
     compile_cmd.add_argument("--samples", type=_nonnegative_int, default=None,
                              help="random inputs to measure the error on (default: as many as fit a few seconds "
                                   "of work, at least 256 and at most 10000)")

@@ -241,6 +241,7 @@ class Lowerer:
     cache: dict[tuple[str, str], list[Quantity]] = field(default_factory=dict)
     rounding: float = 0.0
     counter: int = 0
+    source_counter: int = 0
     units: int = 0
     gathered: bool = False  # the gather route: fixed positions at the tokens are fetched exactly, by masks
 
@@ -275,6 +276,16 @@ class Lowerer:
     def _fresh(self, stem: str) -> str:
         self.counter += 1
         return f"{stem}{self.counter}"
+
+    def _fresh_source(self, stem: str) -> str:
+        """The name of a new FFN error source. Sources are numbered on their own: their names key
+        the error budget's allocation and tightening from one lowering attempt to the next, and
+        the deep route creates a number of directions that depends on the shares, which would
+        shift a shared number. (The shared counter still advances, so direction names are the
+        same as before this split and the wide route's files keep their bytes.)"""
+        self.counter += 1
+        self.source_counter += 1
+        return f"{stem}#{self.source_counter}"
 
     # ------------------------------------------------------------------ inputs
 
@@ -362,7 +373,7 @@ class Lowerer:
             return constant(u.form.constant ** 2)
         low, high = self._padded(u)
         high = max(high, low + 1e-12)
-        name = self._fresh("ffn:square")
+        name = self._fresh_source("ffn:square")
         route = self._route(name, [(low, high)], 1.0, len(u.form.terms))
         layer = self._layer_after(u.stage)
         (approximation,) = self._squares(layer, route, [(u, low, high)], self._share(name))
@@ -387,7 +398,7 @@ class Lowerer:
         total, difference = linear([(scale, a), (1 / scale, b)]), linear([(scale, a), (-1 / scale, b)])
         (low1, high1), (low2, high2) = self._padded(total), self._padded(difference)
         high1, high2 = max(high1, low1 + 1e-12), max(high2, low2 + 1e-12)
-        name = self._fresh("ffn:product")
+        name = self._fresh_source("ffn:product")
         route = self._route(name, [(low1, high1), (low2, high2)], 4.0, len(total.form.terms))
         layer = self._layer_after(max(a.stage, b.stage))
         plus, minus = self._squares(layer, route, [(total, low1, high1), (difference, low2, high2)],
@@ -463,7 +474,7 @@ class Lowerer:
             u = self._into_one_direction(u)
         low, high = self._padded(u)
         low, high = max(low, 0.0), max(high, low + 1e-12)
-        name = self._fresh("ffn:sqrt")
+        name = self._fresh_source("ffn:sqrt")
         share = self._source(name, "ffn", cost=(high ** 0.25 - low ** 0.25) * (len(u.form.terms) + 2))
         roots = sqrt_knots(math.sqrt(low), math.sqrt(high), share / 2)
         knots = [r * r for r in roots]

@@ -401,10 +401,12 @@ class CompiledTransformer(nn.Module):
             raise ValueError(f"input length {length} is below the minimum length {self.min_length} of this model")
         return x.to(device=self.device, dtype=self.dtype)
 
-    def _head_masks(self, layer: int, length: int) -> Tensor:
-        """Allowed (query, key) pairs of each head of one layer: bool (H, T'+1, T')."""
+    def _head_masks(self, layer: int, length: int, rows: slice | None = None) -> Tensor:
+        """Allowed (query, key) pairs of each head of one layer: bool (H, N, T') for the query
+        rows ``rows`` of the T'+1 (all of them by default)."""
         device = self.device
-        query = torch.arange(1, length + 2, device=device).unsqueeze(1)  # (T'+1, 1)  positions t
+        rows = rows or slice(0, length + 1)
+        query = torch.arange(rows.start + 1, rows.stop + 1, device=device).unsqueeze(1)  # (N, 1)  positions t
         key = torch.arange(1, length + 1, device=device).unsqueeze(0)  # (1, T')     positions s
         values = {"key": key, "query": query, "last": torch.tensor(length, device=device)}
 
@@ -414,9 +416,10 @@ class CompiledTransformer(nn.Module):
             base, offset = MASK_SIDE.match(term).groups()  # type: ignore[union-attr]
             return values[base] + int(offset or 0)
 
-        heads = [torch.zeros(0, length + 1, length, dtype=torch.bool, device=device)]  # H = 0 still stacks
+        count = rows.stop - rows.start
+        heads = [torch.zeros(0, count, length, dtype=torch.bool, device=device)]  # H = 0 still stacks
         for conds in self._masks[layer]:
-            allowed = torch.ones(length + 1, length, dtype=torch.bool, device=device)
+            allowed = torch.ones(count, length, dtype=torch.bool, device=device)
             for left, op, right in conds:
                 allowed = allowed & MASK_OPS[op](side(left), side(right))
             heads.append(allowed[None])
@@ -435,6 +438,14 @@ class CompiledTransformer(nn.Module):
         """The summed output of one layer's heads: (B, T'+1, D), or (B, 1, D) for the readout
         token's queries alone (``readout_only``: all the last layer needs for the output).
 
+        z = softmax(β_h q·k, masked) v per head, computed by the fused
+        ``scaled_dot_product_attention`` on the queries β_h q (:func:`fused_attention`): the
+        (B, H, N, T') scores are never stored (at T = 4096 they are 64 MiB per head and input).
+        A tap that listens to ``hook_attn_scores`` or ``hook_pattern`` gets them computed
+        explicitly; when it only reads them (returns them unchanged) z is still the fused one, so
+        the output has the same bits with or without hooks; when it replaces either or edits it in
+        place, z is that pattern times v, so an edit of the pattern acts on the output.
+
         q, k, v and z are tapped as (B, rows, H, width) (TransformerLens's layout), transposed
         views of the (B, H, rows, width) tensors the products use."""
         a = self.blocks[layer].attn
@@ -442,29 +453,31 @@ class CompiledTransformer(nn.Module):
         length = h.shape[1] - 1
         tokens = h[:, :length]  # (B, T', D)     keys and values: the input tokens only
         queries = h[:, -1:] if readout_only else h  # (B, N, D), N = 1 or T'+1
-        q = _tap_heads(tap, p + "hook_q", torch.einsum("bnD,hDe->bhne", queries, a.W_Q))  # (B, H, N, E)
-        k = _tap_heads(tap, p + "hook_k", torch.einsum("bsD,hDe->bhse", tokens, a.W_K))  # (B, H, T', E)
-        v = _tap_heads(tap, p + "hook_v", torch.einsum("bsD,hDv->bhsv", tokens, a.W_V))  # (B, H, T', V)
-        readout_alone = layer == len(self.blocks) - 1 and not self.per_token  # the layer model(x) may cut short
-        scores = _scores(q, k, readout_alone)  # (B, H, T'+1, T')  q.k first, then beta
-        allowed = self._head_masks(layer, length)  # (H, T'+1, T')
-        if readout_only:
-            allowed = allowed[:, -1:]  # (H, 1, T')
-        has_key = allowed.any(dim=-1, keepdim=True)  # (H, T'+1, 1)
-        if scores.requires_grad:
-            scores = scores * a.beta[:, None, None]
-        else:  # in place: these tensors are the largest in the forward
-            scores.mul_(a.beta[:, None, None])
-        # masked keys get -inf; a query row with no key at all gets zeros (a harmless uniform
-        # softmax), then its attention is multiplied by 0: no NaN in the forward or the gradient.
-        fill = torch.where(has_key, float("-inf"), 0.0).to(scores.dtype)  # (H, T'+1, 1)
-        if not bool(allowed.all()):
-            scores = torch.where(allowed, scores, fill)
-        attn = torch.softmax(tap(p + "hook_attn_scores", scores), dim=-1)  # (B, H, T'+1, T')
-        if not bool(has_key.all()):
-            attn = attn * has_key
-        z = _tap_heads(tap, p + "hook_z", tap(p + "hook_pattern", attn) @ v)  # (B, H, T'+1, V)
-        return torch.einsum("bhnv,hvD->bnD", z, a.W_O)  # (B, T'+1, D)  summed over heads
+        q = _tap_heads(tap, p + "hook_q", project_heads(queries, a.W_Q))  # (B, H, N, E)
+        k = _tap_heads(tap, p + "hook_k", project_heads(tokens, a.W_K))  # (B, H, T', E)
+        v = _tap_heads(tap, p + "hook_v", project_heads(tokens, a.W_V))  # (B, H, T', V)
+        scaled = q * a.beta[:, None, None]  # (B, H, N, E)  β_h q
+        allowed = None
+        if any(self._masks[layer]):
+            allowed = self._head_masks(layer, length, slice(length, length + 1) if readout_only else None)  # (H, N, T')
+        if listens(tap, p + "hook_attn_scores") or listens(tap, p + "hook_pattern"):
+            scores = scaled @ k.transpose(-1, -2)  # (B, H, N, T')
+            has_key = None
+            if allowed is not None:
+                # masked keys get -inf; a query row with no key at all gets zeros (a harmless uniform
+                # softmax), then its attention is multiplied by 0
+                has_key = allowed.any(dim=-1, keepdim=True)  # (H, N, 1)
+                scores = torch.where(allowed, scores, torch.where(has_key, float("-inf"), 0.0).to(scores.dtype))
+            tapped_scores, kept_scores = _tap_unchanged(tap, p + "hook_attn_scores", scores)
+            attn = torch.softmax(tapped_scores, dim=-1)  # (B, H, N, T')
+            attn = attn if has_key is None else attn * has_key
+            tapped_attn, kept_attn = _tap_unchanged(tap, p + "hook_pattern", attn)
+            unchanged = kept_scores and kept_attn
+            z = fused_attention(scaled, k, v, allowed) if unchanged else tapped_attn @ v  # (B, H, N, V)
+        else:
+            z = fused_attention(scaled, k, v, allowed)  # (B, H, N, V)
+        z = _tap_heads(tap, p + "hook_z", z)  # (B, H, N, V)
+        return merge_heads(z, a.W_O)  # (B, N, D)  summed over heads
 
     def _mlp(self, m: nn.Module, h: Tensor, tap: Tap = no_tap, prefix: str = "") -> Tensor:
         """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D); hidden activations tapped
@@ -518,6 +531,58 @@ class CompiledTransformer(nn.Module):
         return self.run(x)
 
 
+def project_heads(h: Tensor, w: Tensor) -> Tensor:
+    """Every head's projection h W[i] at once: h (B, N, D), w (H, D, E) -> (B, H, N, E).
+
+    One (B·N, D) @ (D, H·E) product rather than a batched one per head: the same dot products
+    of length D, but a single large product is several times faster on a CPU (and in training
+    its backward is too)."""
+    batch, rows, width = h.shape
+    heads, _, out = w.shape
+    flat = h.reshape(batch * rows, width) @ w.permute(1, 0, 2).reshape(width, heads * out)  # (B·N, H·E)
+    return flat.view(batch, rows, heads, out).transpose(1, 2)
+
+
+def merge_heads(z: Tensor, w_o: Tensor) -> Tensor:
+    """Σ_i z[:, i] W_O[i]: z (B, H, N, V), W_O (H, V, D) -> (B, N, D), as one product over (i, v)."""
+    batch, heads, rows, width = z.shape
+    flat = z.transpose(1, 2).reshape(batch * rows, heads * width)  # (B·N, H·V)
+    return (flat @ w_o.reshape(heads * width, w_o.shape[-1])).view(batch, rows, w_o.shape[-1])
+
+
+def fused_attention(scaled_q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:
+    """softmax(q'·k, masked) v for every head and query row, q' = β_h q already scaled:
+    (B, H, N, E), (B, H, T', E), (B, H, T', V), allowed (H, N, T') or None -> (B, H, N, V).
+
+    The fused ``scaled_dot_product_attention`` (scale 1): blocked over keys with a running max,
+    so the scores are never stored, the same sums as the explicit softmax up to rounding. A
+    query row with no allowed key gives 0 (as the explicit path's has_key factor). The last
+    query row goes in a call of its own: a call for one row may round differently from the
+    same row among many, and the last layer runs either for the readout row alone
+    (``model(x)``) or for every row (hooks, ``residual_stream``); both must give the same bits."""
+    has_key = None
+    if allowed is not None:
+        has_key = allowed.any(dim=-1, keepdim=True)  # (H, N, 1)
+        allowed = allowed | ~has_key  # rows without a key: a uniform pattern, zeroed below
+
+    def attend(rows: slice) -> Tensor:
+        mask = None if allowed is None else allowed[:, rows]
+        return nn.functional.scaled_dot_product_attention(scaled_q[:, :, rows], k, v, attn_mask=mask, scale=1.0)
+
+    rows = scaled_q.shape[2]
+    z = attend(slice(0, rows)) if rows == 1 else torch.cat([attend(slice(0, rows - 1)), attend(slice(rows - 1, rows))],
+                                                           dim=2)
+    return z if has_key is None or bool(has_key.all()) else z * has_key
+
+
+def _tap_unchanged(tap: Tap, name: str, value: Tensor) -> tuple[Tensor, bool]:
+    """(tap(name, value), whether the tap left it as it was): the same tensor, not edited in place
+    (its version counter, which every in-place operation advances, did not move)."""
+    version = value._version
+    tapped = tap(name, value)
+    return tapped, tapped is value and value._version == version
+
+
 def _tap_heads(tap: Tap, name: str, value: Tensor) -> Tensor:
     """Tap a (B, H, rows, width) tensor in TransformerLens's (B, rows, H, width) layout."""
     if tap is no_tap:
@@ -525,12 +590,3 @@ def _tap_heads(tap: Tap, name: str, value: Tensor) -> Tensor:
     return tap(name, value.transpose(1, 2)).transpose(1, 2)
 
 
-def _scores(q: Tensor, k: Tensor, last_layer: bool) -> Tensor:
-    """q.k for q (B, H, N, E), k (B, H, T', E) -> (B, H, N, T'). In the last layer the readout row
-    (the last) goes in a product of its own: a product of one row can round differently from the
-    same row among many, and the output must have the same bits whether the last layer runs for
-    every row (hooked, ``residual_stream``) or for the readout row alone (``model(x)``)."""
-    keys = k.transpose(-1, -2)  # (B, H, E, T')
-    if q.shape[2] == 1 or not last_layer:
-        return q @ keys
-    return torch.cat([q[:, :, :-1] @ keys, q[:, :, -1:] @ keys], dim=2)

@@ -33,6 +33,10 @@ MEASUREMENT_BUDGET = 3e9  # floating-point operations: a few seconds of one core
 CORNERS = 256
 BATCH_ELEMENTS = 1 << 16  # inputs per forward batch × T
 PAIR_ELEMENTS = 1 << 24  # inputs per batch × T²: bounds the (B, H, T, T) scores and the reference's pairs
+#: inputs per batch × (T+1) × d_model: bounds the residual stream, so that a wide model (the gather
+#: route's triangle_center at T = 8 has d_model 2,372) is not measured on 1.4 GB residual tensors
+#: (its check spent 7 of its 7.4 minutes in the kernel, mapping and unmapping them)
+STREAM_ELEMENTS = 1 << 21
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -85,33 +89,45 @@ def _schedule_summary(schedule: Any, circuit: Circuit | None = None) -> dict[str
     }
 
 
+def square_route(ffn: str | None, route: str) -> str:
+    """The square route (``--ffn``) a compile uses: the one asked for, else ``wide`` on the
+    efficient route (its files keep their bytes) and ``auto`` on the gather route, whose error
+    shares shrink like T^-k over its T^k slots: one wide layer would need (T^k/ε)^(1/2) units
+    per square, the deep route log(T^k/ε) (triangle_center at T = 4, ε = 0.2: 481,035 nonzero
+    parameters wide, 6,019 auto), so auto is what a user of --allow-inefficient wants."""
+    if ffn is not None:
+        return ffn
+    return "wide" if route == "efficient" else "auto"
+
+
 def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_inefficient: bool = False,
-                  ffn: str = "wide") -> tuple[Circuit, Schedule, str]:
+                  ffn: str | None = None) -> tuple[Circuit, Schedule, str]:
     """(circuit, schedule, route) of a checked program: the efficient route, or for a target
     the verdict calls inefficient and ``allow_inefficient``, the gather route (``unroll``:
     comparisons unrolled into position slots, a size that grows with T). ``ffn`` is how
-    squares are built (``approximations``)."""
+    squares are built (``approximations``; None: :func:`square_route`'s default)."""
     schedule = build_schedule(build_tree(program), None, program.margin)
     if not (schedule.problems and allow_inefficient):
-        return lower(program, schedule, eps, dtype, ffn), schedule, "efficient"
+        return lower(program, schedule, eps, dtype, square_route(ffn, "efficient")), schedule, "efficient"
     try:
         gathered = gather(program)
     except UnrollError as error:
         raise CompileError(f"the target is inefficient, and the gather route cannot compile it: {error}") from None
     rewritten = dataclasses.replace(program, target=gathered.target)
     schedule = build_schedule(build_tree(rewritten, gathered=True), None, program.margin)
-    return lower(rewritten, schedule, eps, dtype, ffn, gathered=True), schedule, "gather"
+    return lower(rewritten, schedule, eps, dtype, square_route(ffn, "gather"), gathered=True), schedule, "gather"
 
 
 def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | torch.dtype = "float32",
                     device: str | torch.device | None = None, samples: int | None = None,
-                    seed: int = 0, ffn: str = "wide", allow_inefficient: bool = False) -> CompiledTransformer:
+                    seed: int = 0, ffn: str | None = None, allow_inefficient: bool = False) -> CompiledTransformer:
     """Compile a checked program into a :class:`CompiledTransformer` within ``eps``.
 
     ``ffn`` is how squares (hence products and norms) are built: ``wide`` (one hidden layer,
     units ~ ε^(-1/2)), ``deep`` (tent-map compositions over attention-free layers, units
     ~ log(1/ε)) or ``auto`` (per function, the one with fewer nonzero parameters); see
-    ``approximations``. A route other than ``wide`` is stored in the config as ``"ffn"``
+    ``approximations``; by default (None) ``wide``, and ``auto`` on the gather route
+    (:func:`square_route`). A route other than ``wide`` is stored in the config as ``"ffn"``
     (``wide`` models keep the bytes they had before routes existed). ``allow_inefficient``
     compiles a target the verdict calls inefficient through the gather route (its config says
     ``"route": "gather"``); an efficient target compiles to the same bytes with or without it.
@@ -126,6 +142,7 @@ def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | 
     if not (isinstance(eps, float | int) and math.isfinite(eps) and eps > 0):
         raise CompileError(f"ε must be a positive number, got {eps!r}")
     circuit, schedule, route = build_circuit(program, float(eps), torch_dtype, allow_inefficient, ffn)
+    ffn = square_route(ffn, route)
     metadata: dict[str, Any] = {
         "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
         "eps": float(eps),
@@ -201,7 +218,8 @@ def position_errors(model: CompiledTransformer, program: ir.Program,
     """Like :func:`errors_on`, but a per-token target's errors and coverage per position:
     (N, T) each (an undefined position has error 0 and is not kept); (N,) for sequence targets."""
     length = max(x.shape[1], 1)
-    batch = max(1, min(BATCH_ELEMENTS // length, PAIR_ELEMENTS // length**2))  # chunked by T: memory stays flat
+    batch = max(1, min(BATCH_ELEMENTS // length, PAIR_ELEMENTS // length**2,
+                       STREAM_ELEMENTS // ((length + 1) * model.d_model)))  # chunked by T and width: memory stays flat
     # both in batches (the reference's pairwise tensors are (B, T, T, ...)), written in place into
     # one (N, ...) tensor each: kept in lists, the small results interleaved with the batches' large
     # temporaries fragmented the heap (+3 MB an input at T = 4096)

@@ -30,7 +30,7 @@ from . import typed as ir
 from .assemble import assemble
 from .check import check
 from .diagnostics import ProgramError
-from .model import CompiledTransformer
+from .model import CompiledTransformer, merge_heads, project_heads
 from .parse import parse
 from .pipeline import CORNERS, build_circuit, errors_on, model_inputs, position_errors
 from .sampling import domain_corners, sample_inputs
@@ -284,17 +284,17 @@ def _attention_parts(m: CompiledTransformer, layer: int, h: torch.Tensor, attn: 
     h = h.to(m.dtype)
     length = h.shape[1] - 1
     tokens = h[:, :length]
-    q = torch.einsum("bnD,hDe->bhne", h, a.W_Q)  # (B, H, T'+1, E)
-    k = torch.einsum("bsD,hDe->bhse", tokens, a.W_K)  # (B, H, T', E)
-    v = torch.einsum("bsD,hDv->bhsv", tokens, a.W_V)  # (B, H, T', V)
+    q = project_heads(h, a.W_Q)  # (B, H, T'+1, E)
+    k = project_heads(tokens, a.W_K)  # (B, H, T', E)
+    v = project_heads(tokens, a.W_V)  # (B, H, T', V)
     magnitude = q.abs() @ k.abs().transpose(-1, -2)  # (B, H, T'+1, T')
-    logits = (q @ k.transpose(-1, -2)) * a.beta[:, None, None]  # (B, H, T'+1, T')
+    logits = (q * a.beta[:, None, None]) @ k.transpose(-1, -2)  # (B, H, T'+1, T')  (β q)·k, as the model
     allowed = m._head_masks(layer, length)  # (H, T'+1, T')
     if attn is None:
         has_key = allowed.any(dim=-1, keepdim=True)
         fill = torch.where(has_key, float("-inf"), 0.0).to(logits.dtype)
         attn = torch.softmax(torch.where(allowed, logits, fill), dim=-1) * has_key
-    out = torch.einsum("bhnv,hvD->bnD", attn.to(m.dtype) @ v, a.W_O)  # (B, T'+1, D)
+    out = merge_heads(attn.to(m.dtype) @ v, a.W_O)  # (B, T'+1, D)
     return logits.to(torch.float64), attn, out.to(torch.float64), magnitude.to(torch.float64)
 
 

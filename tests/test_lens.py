@@ -106,6 +106,32 @@ def test_run_with_hooks_changes_the_output_and_leaves_no_hook_behind():
     assert torch.equal(wrapped(x), model(x))
 
 
+def test_a_pattern_hook_that_edits_acts_on_the_output_and_one_that_reads_does_not():
+    """z is the fused attention unless a hook replaces the scores or the pattern, or edits one in
+    place: then z is that pattern times v (model.py, ``_attention``)."""
+    model = ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors")
+    wrapped = hooked(model)
+    x = _inputs(model, 4, model.T)
+    name = "blocks.0.attn.hook_pattern"
+    seen: list[torch.Tensor] = []
+    read = wrapped.run_with_hooks(x, fwd_hooks=[(name, lambda p, hook: seen.append(p.clone()))])
+    assert torch.equal(read, model(x)) and seen[0].shape[-1] == model.T  # reading leaves the bits alone
+
+    def uniform(p: torch.Tensor, hook: object) -> torch.Tensor:
+        return torch.full_like(p, 1.0 / p.shape[-1])
+
+    def uniform_in_place(p: torch.Tensor, hook: object) -> None:
+        p.fill_(1.0 / p.shape[-1])
+
+    replaced = wrapped.run_with_hooks(x, fwd_hooks=[(name, uniform)])
+    assert not torch.allclose(replaced, model(x), atol=0.1)  # a mean instead of a min: far off
+    assert torch.equal(wrapped.run_with_hooks(x, fwd_hooks=[(name, uniform_in_place)]), replaced)
+    # the explicit pattern times v, on the model's own pattern, is the fused attention up to rounding:
+    # both are within the model's ε of the reference
+    copied = wrapped.run_with_hooks(x, fwd_hooks=[(name, lambda p, hook: p.clone())])
+    torch.testing.assert_close(copied, model(x), rtol=0, atol=2 * model.config["eps"])
+
+
 def test_ablating_a_head_the_output_does_not_read_leaves_it_unchanged_bitwise():
     model = unread_head_model()
     wrapped = hooked(model)

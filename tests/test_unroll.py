@@ -1,9 +1,11 @@
 """compile --allow-inefficient: the gather route (infoflow_dsl/unroll.py) against the reference.
 
 - every inefficient program of the table compiles within ε at small T (10,000 random inputs and
-  the corners for the top(3) ones at T ∈ {4, 6, 8}; 2,000 for the rest), with the a-priori bound
-  at most ε, or is refused with the reason (triangle_center: its norm reaches 0, so ε^-1 units
-  per slot; linked_mean: a joint mean);
+  the corners for the top(3) ones at T ∈ {4, 6, 8}; 1,000 for triangle_center at T ∈ {4, 6, 8},
+  whose 36-layer model is slow to run: its 10,000-input checks are in the closing note and
+  EXPERIMENTS.md; 2,000 for the rest), with the a-priori bound at most ε, or is refused with the
+  reason (linked_mean: a joint mean; triangle_center through one wide layer: its norm reaches 0,
+  so (T/ε) units per square);
 - the nonzero parameter count grows like T^k, the law analyze prints (fitted exponent within 0.5);
 - without the flag nothing changes (the same refusal), and with it an efficient target compiles
   to the same bytes;
@@ -28,13 +30,13 @@ from infoflow_dsl.verify import trace
 COMPILED = ["third_largest", "tok_prefix_top2", "ineff_triangle_squared", "ineff_triple_product", "ineff_top4",
             "ineff_relu_pairs", "ineff_abs_gap", "ineff_per_token_triple"]
 REFUSED = {
-    "triangle_center": "more than 1,000,000 hidden units",
-    "linked_mean": "compares 2 positions jointly and cannot be split",
+    ("triangle_center", "wide"): "more than 1,000,000 hidden units",
+    ("linked_mean", None): "compares 2 positions jointly and cannot be split",
 }
 
 
-def gathered(name: str, length: int, eps: float = 1e-2) -> ifl.CompiledTransformer:
-    return ifl.compile(program(name, length), eps=eps, dtype="float64", samples=0, allow_inefficient=True)
+def gathered(name: str, length: int, eps: float = 1e-2, ffn: str | None = None) -> ifl.CompiledTransformer:
+    return ifl.compile(program(name, length), eps=eps, dtype="float64", samples=0, allow_inefficient=True, ffn=ffn)
 
 
 def assert_within(model: ifl.CompiledTransformer, name: str, length: int, samples: int) -> None:
@@ -54,19 +56,28 @@ def test_top3_programs_are_within_eps_at_small_t(name: str, length: int) -> None
     assert_within(gathered(name, length), name, length, 10_000)
 
 
+@pytest.mark.parametrize("length", [4, 6, 8])
+def test_triangle_center_is_within_eps_at_small_t(length: int) -> None:
+    assert ifl.analyze(program("triangle_center")).verdict == "inefficient"
+    model = gathered("triangle_center", length)
+    assert model.config["ffn"] == "auto"  # the gather route's default: one wide layer would need ~T/ε units a square
+    assert_within(model, "triangle_center", length, 1_000)
+
+
 @pytest.mark.parametrize("name", [n for n in COMPILED if n not in ("third_largest", "tok_prefix_top2")])
 def test_inefficient_table_programs_are_within_eps(name: str) -> None:
     assert ifl.analyze(program(name)).verdict == "inefficient"
     assert_within(gathered(name, 5), name, 5, 2_000)
 
 
-@pytest.mark.parametrize(("name", "reason"), REFUSED.items())
-def test_what_the_gather_route_cannot_hold_is_refused_with_the_reason(name: str, reason: str) -> None:
+@pytest.mark.parametrize(("name", "ffn", "reason"), [(*key, reason) for key, reason in REFUSED.items()])
+def test_what_the_gather_route_cannot_hold_is_refused_with_the_reason(name: str, ffn: str | None, reason: str) -> None:
     with pytest.raises(ifl.CompileError, match=reason):
-        gathered(name, 4)
+        gathered(name, 4, ffn=ffn)
 
 
-@pytest.mark.parametrize("name", ["third_largest", "ineff_triple_product", "ineff_top4", "ineff_triangle_squared"])
+@pytest.mark.parametrize("name", ["third_largest", "ineff_triple_product", "ineff_top4", "ineff_triangle_squared",
+                                  "triangle_center"])
 def test_parameters_grow_like_the_law_analyze_prints(name: str) -> None:
     fallback = ifl.analyze(program(name)).to_dict()["cost"]["fallback"]
     lengths = [4, 6, 8, 12, 16]
@@ -81,8 +92,10 @@ def test_analyze_reports_the_fallback_law_and_size() -> None:
     fallback = ifl.analyze(program("third_largest")).to_dict()["cost"]["fallback"]
     assert fallback["route"] == "gather" and fallback["exponent_T"] == 1 and fallback["refused"] is None  # exact: T
     assert fallback["parameters_at_eps_1e-2"] == gathered("third_largest", 8).nonzero_parameter_count()
-    refused = ifl.analyze(program("triangle_center")).to_dict()["cost"]["fallback"]
-    assert refused["exponent_T"] == 2 and "ε^-1" in refused["law"] and refused["refused"]  # (T/ε)·T
+    triangle = ifl.analyze(program("triangle_center")).to_dict()["cost"]["fallback"]
+    assert triangle["exponent_T"] == 1 and "--ffn auto" in triangle["law"] and triangle["refused"] is None
+    assert triangle["exponent_T_wide"] == 2 and "ε^-1" in triangle["law_wide"]  # one wide layer: (T/ε)·T
+    assert triangle["parameters_at_eps_1e-2"] == gathered("triangle_center", 8).nonzero_parameter_count()
 
 
 def test_without_the_flag_nothing_changes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
