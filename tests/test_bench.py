@@ -44,3 +44,16 @@ def test_fitted_exponent_recovers_a_power_law() -> None:
     eps = [1e-1, 1e-2, 1e-3]
     assert run.fitted_exponent(eps, [round(5 * e**-1.5) for e in eps]) == pytest.approx(1.5, abs=1e-3)
     assert torch.tensor(run.fitted_exponent([1e-1], [3])).isnan()
+
+
+def test_every_route_bench_measures_and_renders_a_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench_every_route as every
+
+    monkeypatch.setattr(every, "SAMPLES", 50)
+    results = every.measure_program("squared_distance_ball")
+    assert [r.eps for r in results] == list(every.EPSILONS)
+    for result in results:
+        assert result.deep_within and result.auto_ok
+        assert set(result.nonzero) == set(every.ROUTES) and all(n for n in result.nonzero.values())
+    text = every.render(results, {}, 1.0, 1)
+    assert "| squared_distance_ball |" in text and f"**{len(results)} of {len(results)}**" in text
