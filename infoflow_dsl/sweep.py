@@ -25,6 +25,7 @@ import io
 import itertools
 import os
 import statistics
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,7 +36,9 @@ from .io import write_bytes_atomically
 from .train import VALIDATION_SEED, Distribution, TrainSettings, draw_inputs, head_budget, model_nmse
 
 COLUMNS = ["run", "config", "heads", "layers", "T", "d_model", "d_head", "d_mlp", "steps", "batch", "lr", "dist",
-           "seed", "nmse", "parameters", "seconds", "model"]
+           "seed", "nmse", "parameters", "seconds", "model", "cpu_seconds"]
+#: results.csv files written before ``cpu_seconds`` existed still resume (their rows lack it).
+LEGACY_COLUMNS = COLUMNS[:-1]
 
 
 GPU_SHARE = 0.25  # with --device cuda, four runs share one GPU (the models are small)
@@ -116,12 +119,15 @@ def run_one(run: Run) -> tuple[dict[str, Any], bytes]:
     torch.set_num_threads(1)
     program = parse_program(run.source, run.path, length=run.length)
     init = model_from_bytes(run.init, device="cpu") if run.init is not None else None
+    cpu_start = time.process_time()  # one thread: its wall time on a core of its own
     result = train(program, run.settings, init, quiet=True)
+    cpu_seconds = time.process_time() - cpu_start
     s = run.settings
     row = {"run": run.key, "config": run.config_key, "heads": ",".join(map(str, s.heads)), "layers": len(s.heads),
            "T": run.length, "d_model": s.d_model, "d_head": s.d_head, "d_mlp": s.d_mlp, "steps": s.steps,
            "batch": s.batch, "lr": f"{s.lr:g}", "dist": str(s.dist), "seed": s.seed,
-           "nmse": f"{result.final_nmse:.6g}", "parameters": result.parameters, "seconds": f"{result.seconds:.1f}"}
+           "nmse": f"{result.final_nmse:.6g}", "parameters": result.parameters, "seconds": f"{result.seconds:.1f}",
+           "cpu_seconds": f"{cpu_seconds:.1f}"}
     return row, model_to_bytes(result.model)
 
 
@@ -138,16 +144,21 @@ def read_results(path: Path) -> list[dict[str, str]]:
         data = data[: data.rfind(b"\n") + 1]
         write_bytes_atomically(path, data)
     reader = csv.DictReader(io.StringIO(data.decode("utf-8")))
-    if data and reader.fieldnames != COLUMNS:
+    if data and reader.fieldnames not in (COLUMNS, LEGACY_COLUMNS):
         raise SweepError(f"{path}: not a results file of this sweep (columns {reader.fieldnames})")
     return list(reader)
 
 
 def append_row(path: Path, row: dict[str, Any]) -> None:
-    """Append one row (the header first when the file is new), flushed and fsynced."""
+    """Append one row (the header first when the file is new), flushed and fsynced; a legacy file
+    keeps its columns."""
     new = not path.exists() or path.stat().st_size == 0
+    columns = COLUMNS
+    if not new:
+        with open(path, encoding="utf-8") as stream:
+            columns = next(csv.reader(stream), COLUMNS)
     with open(path, "a", newline="", encoding="utf-8") as stream:
-        writer = csv.DictWriter(stream, fieldnames=COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(stream, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
         if new:
             writer.writeheader()
         writer.writerow(row)

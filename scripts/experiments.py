@@ -43,9 +43,9 @@ SWEEPS = [
     Sweep("hc_d4_t32_40k", "d_retrieval", ("--T", "32", "--heads", "3", "--heads", "4", "--layers", "1", "--d-model",
                                            "32", "--d-mlp", "32", "--steps", "40000", "--dist", "normal", "--seeds",
                                            "1"), 0),
-    Sweep("intrinsic2_t16_40k", "intrinsic_2", ("--T", "16", "--heads", "2,2", "--heads", "1,2", "--heads", "2,1",
-                                                "--d-model", "32", "--d-mlp", "32", "--steps", "40000", "--dist",
-                                                "normal", "--seeds", "1", "--compare-eps", "0.1"), 1),
+    Sweep("intrinsic2_t16_mlp128", "intrinsic_2", ("--T", "16", "--heads", "2,2", "--heads", "1,2", "--heads",
+                                                   "2,1", "--d-model", "32", "--d-mlp", "128", "--steps", "40000",
+                                                   "--dist", "normal", "--seeds", "1", "--compare-eps", "0.1"), 1),
     Sweep("triangle_small", "triangle_center", ("--T", "4,8,16", "--heads", "2,2", "--d-model", "24", "--d-mlp", "32",
                                                 "--steps", "2000", "--seeds", "1"), 0),
     Sweep("triangle_wide", "triangle_center", ("--T", "4,8,16", "--heads", "4,4", "--d-model", "48", "--d-mlp", "64",
@@ -176,7 +176,7 @@ def summary_section(name: str) -> str:
     return text.split("\n", 2)[2]  # without the title
 
 
-HC_SWEEP, INTRINSIC_SWEEP = "hc_d4_t32_40k", "intrinsic2_t16_40k"
+HC_SWEEP, INTRINSIC_SWEEP = "hc_d4_t32_40k", "intrinsic2_t16_mlp128"
 TRIANGLE_SWEEPS = (("triangle_small", "heads (2,2), d_model 24, d_mlp 32, 2,000 steps"),
                    ("triangle_wide", "heads (4,4), d_model 48, d_mlp 64, 4,000 steps"))
 
@@ -257,7 +257,7 @@ def render() -> str:
         "Paper (T = 64, Gaussian inputs): 5.89e-5 (2,2), 5.89e-2 (1,2), 3.67e-2 (2,1). The issue's reference",
         "script (T = 16, 40,000 steps, E = 32): 5.5e-4 (2,2), 1.8e-3 (1,2).",
         "",
-        "| heads | infoflow NMSE (T = 16, 40,000 steps, d_model 32, d_mlp 32, N(0, I₄)) | parameters | analyze |",
+        "| heads | infoflow NMSE (T = 16, 40,000 steps, d_model 32, d_mlp 128, N(0, I₄)) | parameters | analyze |",
         "|---|---|---|---|",
     ]
     for heads, found in (((2, 2), i22), ((1, 2), i12), ((2, 1), i21)):

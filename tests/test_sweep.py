@@ -4,6 +4,7 @@ with two workers giving the same runs as in-process, summary.md and nmse.png, ba
 from __future__ import annotations
 
 import csv
+import io
 import os
 import signal
 import subprocess
@@ -100,6 +101,22 @@ def test_a_torn_last_line_is_dropped_and_a_foreign_file_refused(tmp_path) -> Non
     code, _, err = run_cli(["sweep", str(D_RETRIEVAL), "--heads", "1", *TOY_FLAGS, "--steps", "2", "--workers", "1",
                             "-o", str(tmp_path)])
     assert code == 2 and "not a results file" in err
+
+
+def test_a_results_file_without_cpu_seconds_resumes_and_keeps_its_columns(tmp_path) -> None:
+    runs = toy_runs(toy_grid(((1,), (2,)), seeds=1))
+    sweep.execute(runs[:1], tmp_path, workers=1)
+    path = tmp_path / "results.csv"
+    rows = sweep.read_results(path)
+    assert float(rows[0]["cpu_seconds"]) > 0  # one thread: the run's time on a core of its own
+    legacy = io.StringIO()
+    writer = csv.DictWriter(legacy, fieldnames=sweep.LEGACY_COLUMNS, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    path.write_text(legacy.getvalue(), encoding="utf-8")  # a file from before cpu_seconds
+    sweep.execute(runs, tmp_path, workers=1)
+    assert path.read_text(encoding="utf-8").splitlines()[0].split(",") == sweep.LEGACY_COLUMNS
+    assert [r["run"] for r in sweep.read_results(path)] == [r.key for r in runs]
 
 
 def test_a_sweep_killed_with_sigkill_resumes_and_runs_each_configuration_once(tmp_path) -> None:
