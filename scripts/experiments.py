@@ -228,7 +228,8 @@ def render() -> str:
         "GPU), one thread a run, while the same machine ran other work (benchmarks, tests), so wall times",
         f"are inflated: the runs' wall times sum to {wall:.0f} minutes; the CPU times of the {len_timed} runs that",
         f"recorded them (`cpu_seconds`) sum to {cpu:.0f} minutes"
-        + (f" ({untimed} runs predate that column; their wall times are in results.csv)" if untimed else "")
+        + (f" ({untimed} runs predate that column; their wall times are in results.csv)" if untimed
+           else f", about {cpu / 2:.0f} minutes on 2 cores")
         + ". The scale is below the papers' (T 16-32 instead of 64-128, one seed), so the figures are",
         "compared with the papers' as trends, not digit for digit.",
         "",
