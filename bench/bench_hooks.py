@@ -73,7 +73,10 @@ def main() -> None:
         hooked = ifl.hooked(model)
         x = ifl.sample_inputs(program, BATCH, seed=0).to(model.dtype)
         with torch.no_grad():
-            assert torch.equal(model(x), before(x)) and torch.equal(hooked(x), model(x))
+            # the fused attention rounds differently from the explicit softmax of BASELINE: both are
+            # within the model's ε of the reference; the hooked forward is the plain one, bit for bit
+            torch.testing.assert_close(model(x), before(x), rtol=0, atol=2 * eps)
+            assert torch.equal(hooked(x), model(x))
             start = time.process_time()
             model(x)
             repeats = max(REPEATS, int(BUDGET / (time.process_time() - start)))  # small models: more rounds
@@ -84,8 +87,11 @@ def main() -> None:
     write_section("Hook points (bench/bench_hooks.py)",
                   f"One torch thread, batch {BATCH}, CPU time, best of max({REPEATS}, {BUDGET:g} s worth) rounds "
                   f"(wrapper: {WRAPPER_REPEATS}), variants alternating (order reversed every other round). "
-                  f"`before`: the forward before the taps (model.py at {BASELINE}); ratios below 1.05 mean the "
-                  "plain forward is within 5% of it.\n\n" + "\n".join(rows))
+                  f"`before`: the forward before the taps (model.py at {BASELINE}, explicit softmax); ratios below "
+                  "1.05 mean the plain forward is within 5% of it. Since the fused attention (model.py, "
+                  "`fused_attention`) the plain forward also no longer stores the (B, H, T'+1, T') scores, and "
+                  "its outputs agree with BASELINE's to rounding (within 2ε, asserted) rather than bit for bit; "
+                  "the hooked forward still equals it bit for bit (asserted).\n\n" + "\n".join(rows))
 
 
 if __name__ == "__main__":
