@@ -461,19 +461,12 @@ class CompiledTransformer(nn.Module):
         if any(self._masks[layer]):
             allowed = self._head_masks(layer, length, slice(length, length + 1) if readout_only else None)  # (H, N, T')
         if listens(tap, p + "hook_attn_scores") or listens(tap, p + "hook_pattern"):
-            scores = scaled @ k.transpose(-1, -2)  # (B, H, N, T')
-            has_key = None
-            if allowed is not None:
-                # masked keys get -inf; a query row with no key at all gets zeros (a harmless uniform
-                # softmax), then its attention is multiplied by 0
-                has_key = allowed.any(dim=-1, keepdim=True)  # (H, N, 1)
-                scores = torch.where(allowed, scores, torch.where(has_key, float("-inf"), 0.0).to(scores.dtype))
+            scores, has_key = masked_scores(scaled @ k.transpose(-1, -2), allowed)  # (B, H, N, T')
             tapped_scores, kept_scores = _tap_unchanged(tap, p + "hook_attn_scores", scores)
-            attn = torch.softmax(tapped_scores, dim=-1)  # (B, H, N, T')
-            attn = attn if has_key is None else attn * has_key
+            attn = attention_pattern(tapped_scores, has_key)  # (B, H, N, T')
             tapped_attn, kept_attn = _tap_unchanged(tap, p + "hook_pattern", attn)
-            unchanged = kept_scores and kept_attn
-            z = fused_attention(scaled, k, v, allowed) if unchanged else tapped_attn @ v  # (B, H, N, V)
+            fused = kept_scores and kept_attn
+            z = fused_attention(scaled, k, v, allowed) if fused else tapped_attn @ v  # (B, H, N, V)
         else:
             z = fused_attention(scaled, k, v, allowed)  # (B, H, N, V)
         z = _tap_heads(tap, p + "hook_z", z)  # (B, H, N, V)
@@ -548,6 +541,23 @@ def merge_heads(z: Tensor, w_o: Tensor) -> Tensor:
     batch, heads, rows, width = z.shape
     flat = z.transpose(1, 2).reshape(batch * rows, heads * width)  # (B·N, H·V)
     return (flat @ w_o.reshape(heads * width, w_o.shape[-1])).view(batch, rows, w_o.shape[-1])
+
+
+def masked_scores(scores: Tensor, allowed: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """(scores with masked keys at -inf, has_key (H, N, 1) or None without masks) for scores
+    (B, H, N, T') and allowed (H, N, T'): a query row with no key at all gets zeros (a harmless
+    uniform softmax), which :func:`attention_pattern` then multiplies by 0 (no NaN, forward or
+    gradient)."""
+    if allowed is None:
+        return scores, None
+    has_key = allowed.any(dim=-1, keepdim=True)  # (H, N, 1)
+    return torch.where(allowed, scores, torch.where(has_key, float("-inf"), 0.0).to(scores.dtype)), has_key
+
+
+def attention_pattern(scores: Tensor, has_key: Tensor | None) -> Tensor:
+    """softmax over the keys of masked scores (B, H, N, T'), rows without a key zeroed."""
+    attn = torch.softmax(scores, dim=-1)
+    return attn if has_key is None else attn * has_key
 
 
 def fused_attention(scaled_q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None) -> Tensor:

@@ -30,7 +30,7 @@ from . import typed as ir
 from .assemble import assemble
 from .check import check
 from .diagnostics import ProgramError
-from .model import CompiledTransformer, merge_heads, project_heads
+from .model import CompiledTransformer, attention_pattern, masked_scores, merge_heads, project_heads
 from .parse import parse
 from .pipeline import CORNERS, build_circuit, errors_on, model_inputs, position_errors
 from .sampling import domain_corners, sample_inputs
@@ -289,11 +289,8 @@ def _attention_parts(m: CompiledTransformer, layer: int, h: torch.Tensor, attn: 
     v = project_heads(tokens, a.W_V)  # (B, H, T', V)
     magnitude = q.abs() @ k.abs().transpose(-1, -2)  # (B, H, T'+1, T')
     logits = (q * a.beta[:, None, None]) @ k.transpose(-1, -2)  # (B, H, T'+1, T')  (β q)·k, as the model
-    allowed = m._head_masks(layer, length)  # (H, T'+1, T')
     if attn is None:
-        has_key = allowed.any(dim=-1, keepdim=True)
-        fill = torch.where(has_key, float("-inf"), 0.0).to(logits.dtype)
-        attn = torch.softmax(torch.where(allowed, logits, fill), dim=-1) * has_key
+        attn = attention_pattern(*masked_scores(logits, m._head_masks(layer, length)))  # (B, H, T'+1, T')
     out = merge_heads(attn.to(m.dtype) @ v, a.W_O)  # (B, T'+1, D)
     return logits.to(torch.float64), attn, out.to(torch.float64), magnitude.to(torch.float64)
 
