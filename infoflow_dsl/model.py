@@ -310,6 +310,9 @@ class CompiledTransformer(nn.Module):
         if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
             raise ValueError(f"dtype must be a floating torch dtype, got {dtype!r}")
         self._masks = check_config(config)
+        #: compute every layer's scores and pattern explicitly and z = pattern·v (``verify.trace``
+        #: sets it: it recomputes each layer that way and compares bit for bit near rounding)
+        self.explicit_attention = False
         tensors = {name: torch.as_tensor(value) for name, value in tensors.items()}
         check_tensor_shapes(config, {name: tuple(t.shape) for name, t in tensors.items()})
         self.config: dict[str, Any] = copy.deepcopy(dict(config))
@@ -460,12 +463,12 @@ class CompiledTransformer(nn.Module):
         allowed = None
         if any(self._masks[layer]):
             allowed = self._head_masks(layer, length, slice(length, length + 1) if readout_only else None)  # (H, N, T')
-        if listens(tap, p + "hook_attn_scores") or listens(tap, p + "hook_pattern"):
+        if self.explicit_attention or listens(tap, p + "hook_attn_scores") or listens(tap, p + "hook_pattern"):
             scores, has_key = masked_scores(scaled @ k.transpose(-1, -2), allowed)  # (B, H, N, T')
             tapped_scores, kept_scores = _tap_unchanged(tap, p + "hook_attn_scores", scores)
             attn = attention_pattern(tapped_scores, has_key)  # (B, H, N, T')
             tapped_attn, kept_attn = _tap_unchanged(tap, p + "hook_pattern", attn)
-            fused = kept_scores and kept_attn
+            fused = kept_scores and kept_attn and not self.explicit_attention
             z = fused_attention(scaled, k, v, allowed) if fused else tapped_attn @ v  # (B, H, N, V)
         else:
             z = fused_attention(scaled, k, v, allowed)  # (B, H, N, V)

@@ -323,13 +323,13 @@ def trace(model: CompiledTransformer, program: ir.Program, x: torch.Tensor,
                                                              "program compiles to")
     slack = TRACE_SLACK * ROUNDING[model.dtype]
     who = writers(model.config)
-    fused = getattr(model, "fused_attention", True)
-    model.fused_attention = False  # the explicit scores, as _attention_parts computes them
+    explicit = model.explicit_attention
+    model.explicit_attention = True  # the explicit scores and z = pattern·v, as _attention_parts computes them
     try:
         with torch.no_grad():
             return _trace_layers(model, reference, x, slack, labels, who)
     finally:
-        model.fused_attention = fused
+        model.explicit_attention = explicit
 
 
 def _trace_layers(model: CompiledTransformer, reference: CompiledTransformer, x: torch.Tensor, slack: float,

@@ -119,3 +119,11 @@ def test_check_and_trace_work_on_a_gathered_model(tmp_path: Path) -> None:
     x = model_inputs(program("third_largest", 6), 8, seed=3)
     assert torch.equal(loaded(x.to(loaded.dtype)), model(x.to(model.dtype)))
     assert trace(loaded, program("third_largest", 6), x) is None
+
+
+def test_trace_follows_a_gathered_deep_model_with_huge_betas() -> None:
+    """triangle_center's retrievals have β ~ 1e5: a fused attention rounds its scores differently
+    from the explicit recomputation, so the trace runs the model's attention explicitly too."""
+    model = gathered("triangle_center", 4)
+    assert model.config["ffn"] == "auto"
+    assert trace(model, program("triangle_center", 4), model_inputs(program("triangle_center", 4), 16, seed=3)) is None
