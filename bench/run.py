@@ -47,6 +47,7 @@ from report import write_section  # noqa: E402
 
 import infoflow_dsl as ifl  # noqa: E402
 from infoflow_dsl.evaluate import at_length  # noqa: E402
+from infoflow_dsl.model import nonzero_entries  # noqa: E402
 
 TITLE = "Speed at scale (bench/run.py)"
 
@@ -114,18 +115,23 @@ def seconds(function: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def child_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+def child_env(threads: int | None = 1) -> dict[str, str]:
+    """The environment of a timed child process: one OpenMP thread, or (None) what a user's shell
+    gives (torch then takes every core)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("OMP_NUM_THREADS", None)
+    return env if threads is None else {**env, "OMP_NUM_THREADS": str(threads)}
 
 
-def peak_of(argv: list[str]) -> tuple[float, float, int]:
-    """Run ``argv`` in a fresh process: (wall seconds, peak RSS in MB, exit code)."""
+def peak_of(argv: list[str], threads: int | None = 1) -> tuple[float, float, int]:
+    """Run ``argv`` in a fresh process (``threads`` OpenMP threads, None: the default): (wall
+    seconds, peak RSS in MB, exit code)."""
     wrapper = ("import resource, subprocess, sys, time; start = time.perf_counter(); "
                "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode; "
                "wall = time.perf_counter() - start; "
                "print(wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, code)")
     out = subprocess.run([sys.executable, "-c", wrapper, *argv], capture_output=True, text=True, check=True,
-                         env=child_env(), cwd=ROOT)
+                         env=child_env(threads), cwd=ROOT)
     wall, peak, code = out.stdout.split()
     return float(wall), float(peak), int(code)
 
@@ -167,22 +173,29 @@ def compile_latency(sizes: Sizes, folder: Path) -> str:
 
 
 def compile_at_scale(sizes: Sizes, folder: Path) -> str:
-    rows, walls = [], []
-    for length in sizes.scale_lengths:
-        out = folder / f"min_pairwise_{length}.safetensors"
-        wall, peak, code = peak_of(cli("compile", str(EXAMPLES / "min_pairwise.iflow"), "--T", str(length),
-                                       "--device", "cpu", *samples_flag(sizes), "-o", str(out)))
-        measured = ifl.load(out).config["measured_error"] if code == 0 else {"samples": "-", "max_error": math.nan}
-        walls.append(wall)
-        rows.append([str(length), f"{wall:.1f}", f"{peak:.0f}", str(measured["samples"]),
-                     f"{measured['max_error']:.3g}"])
+    """The CLI compile at the two lengths, as a user runs it (every core) and on one thread."""
+    rows, ratios = [], {}
+    for threads, shown in ((None, f"default ({torch.get_num_threads()} here)"), (1, "1")):
+        walls = []
+        for length in sizes.scale_lengths:
+            out = folder / f"min_pairwise_{length}.safetensors"
+            wall, peak, code = peak_of(cli("compile", str(EXAMPLES / "min_pairwise.iflow"), "--T", str(length),
+                                           "--device", "cpu", *samples_flag(sizes), "-o", str(out)), threads)
+            measured = ifl.load(out).config["measured_error"] if code == 0 else {"samples": f"exit {code}",
+                                                                                  "max_error": math.nan}
+            walls.append(wall)
+            rows.append([shown, str(length), f"{wall:.1f}", f"{peak:.0f}", str(measured["samples"]),
+                         f"{measured['max_error']:.3g}"])
+        ratios[shown] = walls[1] / walls[0]
     short, long = sizes.scale_lengths
+    shown_ratios = "; ".join(f"{threads} threads: **{ratio:.1f}×**" for threads, ratio in ratios.items())
     return (f"`infoflowc compile min_pairwise.iflow --T N --device cpu` (float32, ε = 1e-3, default flags), a fresh "
-            f"process each. Ratio T = {long} / T = {short}: **{walls[1] / walls[0]:.1f}×**. The compiler core takes "
-            "well under a second at either length; the rest is the measurement: at T = 64 the default budget of work "
-            "buys thousands of random inputs, at T = 4096 its floor (256 random inputs and 256 corners) is what is "
-            "left, each costing one T × T attention pattern and one T × T reference product.\n\n"
-            + table(["T", "wall (s)", "peak RSS (MB)", "random inputs measured", "measured error"], rows))
+            f"process each, with the threads a user's shell gives torch (every core) and with one. Ratio T = {long} / "
+            f"T = {short}: {shown_ratios}. Both lengths share about 1.4 s of start-up (imports) and compiler core; "
+            "the rest is the measurement: at T = 64 the budget (a few seconds of work) buys its cap of 10,000 random "
+            "inputs, at T = 4096 its floor (256 random inputs and 256 corners) is what is left, each costing one "
+            "T × T fused attention pattern and the upper triangle of one T × T reference product.\n\n"
+            + table(["threads", "T", "wall (s)", "peak RSS (MB)", "random inputs measured", "measured error"], rows))
 
 
 def parameters_against_eps(sizes: Sizes) -> tuple[str, dict[str, tuple[list[float], list[int]]]]:
@@ -273,13 +286,17 @@ def memory(sizes: Sizes, folder: Path) -> str:
                     str(code)]])
     rows = [[str(width), *width_row(width, sizes.width_length, folder)] for width in sizes.widths]
     widths = table(["d", "nonzero", "file (KB)", "values + int32 indices (KB)", "file / nonzero need",
-                    "compile peak RSS (MB)", "compile wall (s)"], rows)
+                    "compile peak RSS (MB)", "compile wall (s)", "matrices held sparse",
+                    "outputs = dense file's, bitwise"], rows)
     return ("Peak resident memory of a whole CLI call, a fresh process each (`ru_maxrss` of the child). The check "
-            "evaluates its inputs in chunks (at T = 4096, 256 inputs a chunk, the model and the reference one input "
-            "at a time), so its peak does not grow with --samples; the number of samples only sets the time.\n\n"
+            "evaluates its inputs in chunks (at T = 4096, the model 16 inputs at a time, the reference one), so its "
+            "peak does not grow with --samples; the number of samples only sets the time.\n\n"
             f"{check}\n\nmin_pairwise (`min_<t1, t2> <x(t1), x(t2)>`) at growing d, T = {sizes.width_length}, "
             "ε = 1e-2, float32: `infoflowc compile --samples 0` (default layout: sparse), its file against what the "
-            "nonzero weights need (4-byte values and 4-byte indices), and the compile's peak memory.\n\n" + widths)
+            "nonzero weights need (4-byte values and 4-byte indices), and the compile's peak memory. ReLU matrices "
+            "of a million entries or more, under 10% nonzero, are held sparse in memory from assemble on "
+            "(`model.holds_sparse`); the last column loads the same model from its `--dense` file and compares 16 "
+            "outputs bit for bit.\n\n" + widths)
 
 
 def width_row(width: int, length: int, folder: Path) -> list[str]:
@@ -291,13 +308,20 @@ def width_row(width: int, length: int, folder: Path) -> list[str]:
     wall, peak, code = peak_of(cli("compile", str(path), "--eps", "1e-2", "--device", "cpu", "--samples", "0",
                                    "-o", str(out)))
     if code != 0:
-        return [f"exit {code}", "", "", "", f"{peak:.0f}", f"{wall:.0f}"]
+        return [f"exit {code}", "", "", "", f"{peak:.0f}", f"{wall:.0f}", "", ""]
     model = ifl.load(out)
-    nonzero = sum(int(torch.count_nonzero(t)) for t in model.state_dict().values())
+    nonzero = sum(nonzero_entries(t) for t in model.state_dict().values())
     need = nonzero * (model.dtype.itemsize + 4)
     size = out.stat().st_size
+    dense_path = folder / f"d{width}_dense.safetensors"
+    ifl.save(model, dense_path, dense=True)
+    x = ifl.sample_inputs(ifl.load_program(path), 16, seed=0).to(model.dtype)
+    with torch.no_grad():
+        same = model(x).numpy().tobytes() == ifl.load(dense_path)(x).numpy().tobytes()
+    dense_path.unlink()
+    held = sum(t.is_sparse for t in model.state_dict().values())
     return [f"{nonzero:,}", f"{size / 1024:.0f}", f"{need / 1024:.0f}", f"{size / need:.2f}", f"{peak:.0f}",
-            f"{wall:.0f}"]
+            f"{wall:.0f}", str(held), "yes" if same else "**no**"]
 
 
 def plot(eps_series: dict[str, tuple[list[float], list[int]]], length_series: tuple[list[int], list[int]],

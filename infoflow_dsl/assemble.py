@@ -5,7 +5,9 @@ Every residual direction gets one coordinate of the residual stream, in the circ
 (or row) of the matrix that reads it; its constant is read from the ``one`` direction, except
 in FFN inputs, where it becomes the bias b_in. Tensor names follow TransformerLens
 (``blocks.{l}.attn.W_Q`` of shape [H, d_model, d_head], ...). All weights are built in float64
-and cast once to the requested dtype, so the same circuit always gives the same bytes.
+and cast once to the requested dtype, so the same circuit always gives the same bytes. The ReLU
+blocks' matrices are built entry by entry (:class:`MatrixEntries`) and come out sparse COO where
+the model holds them sparse, so a compile's memory follows the nonzero count.
 """
 
 from __future__ import annotations
@@ -16,8 +18,37 @@ from typing import Any
 import torch
 
 from .circuit import ONE, POS_COS, POS_SIN, AttentionHead, Circuit, FFNBlock, LinearForm
+from .model import holds_sparse
 
 FORMAT = "infoflow/1"
+
+
+class MatrixEntries:
+    """A matrix built entry by entry (``entries[i, j] += value``, in the order written, from 0.0, the
+    same float64 sums as ``+=`` on a dense zero matrix), then made dense or, where the model holds
+    it sparse (:func:`~infoflow_dsl.model.holds_sparse`), a sparse COO tensor: a ReLU block of a
+    million units is never a dense matrix during a compile."""
+
+    def __init__(self, name: str, rows: int, columns: int) -> None:
+        self.name, self.shape = name, (rows, columns)
+        self.entries: dict[tuple[int, int], float] = {}
+
+    def __setitem__(self, key: tuple[int, int], value: float) -> None:
+        self.entries[key] = value
+
+    def __getitem__(self, key: tuple[int, int]) -> float:
+        return self.entries.get(key, 0.0)
+
+    def tensor(self) -> torch.Tensor:
+        """The matrix, float64: dense, or sparse COO (its nonzero entries) if held sparse."""
+        kept = sorted((key, value) for key, value in self.entries.items() if value != 0.0)
+        coordinates = torch.tensor([key for key, _ in kept], dtype=torch.int64).reshape(-1, 2).T  # (2, nnz)
+        values = torch.tensor([value for _, value in kept], dtype=torch.float64)
+        if holds_sparse(self.name, self.shape, len(kept)):
+            return torch.sparse_coo_tensor(coordinates, values, self.shape, is_coalesced=True, check_invariants=True)
+        dense = torch.zeros(self.shape, dtype=torch.float64)
+        dense[coordinates[0], coordinates[1]] = values
+        return dense
 
 
 def _write_form(column: torch.Tensor, form: LinearForm, index: dict[str, int], constant_on_one: bool = True) -> None:
@@ -35,9 +66,9 @@ def _embedding(circuit: Circuit, index: dict[str, int], blocks: list[FFNBlock]) 
     for i in range(d):
         w_e[i, index[f"x[{i + 1}]"]] = 1.0
     w_e[d, index[ONE]] = 1.0
-    w_e1 = torch.zeros(d + 1, len(units), dtype=torch.float64)
+    w_e1 = MatrixEntries("embed.W_E1", d + 1, len(units))
     b_e1 = torch.zeros(len(units), dtype=torch.float64)
-    w_e2 = torch.zeros(len(units), size, dtype=torch.float64)
+    w_e2 = MatrixEntries("embed.W_E2", len(units), size)
     for m, unit in enumerate(units):
         for direction, coefficient in unit.input.terms:
             if direction == ONE:
@@ -55,7 +86,8 @@ def _embedding(circuit: Circuit, index: dict[str, int], blocks: list[FFNBlock]) 
         for p in range(1, circuit.length + 1):
             positions[p - 1, index[POS_COS]] = math.cos(circuit.theta * p)
             positions[p - 1, index[POS_SIN]] = math.sin(circuit.theta * p)
-    return {"embed.W_E": w_e, "embed.W_E1": w_e1, "embed.b_E1": b_e1, "embed.W_E2": w_e2, "embed.cls": cls,
+    return {"embed.W_E": w_e, "embed.W_E1": w_e1.tensor(), "embed.b_E1": b_e1, "embed.W_E2": w_e2.tensor(),
+            "embed.cls": cls,
             "pos_embed.W_pos": positions}
 
 
@@ -83,16 +115,18 @@ def _attention(layer: int, heads: list[AttentionHead], index: dict[str, int]) ->
 def _mlp(layer: int, blocks: list[FFNBlock], index: dict[str, int]) -> dict[str, torch.Tensor]:
     size = len(index)
     units = [u for b in blocks for u in b.units]
-    w_in = torch.zeros(size, len(units), dtype=torch.float64)
+    prefix = f"blocks.{layer}.mlp."
+    w_in = MatrixEntries(prefix + "W_in", size, len(units))
     b_in = torch.zeros(len(units), dtype=torch.float64)
-    w_out = torch.zeros(len(units), size, dtype=torch.float64)
+    w_out = MatrixEntries(prefix + "W_out", len(units), size)
     b_out = torch.zeros(size, dtype=torch.float64)
     for m, unit in enumerate(units):
-        _write_form(w_in[:, m], unit.input, index, constant_on_one=False)
+        for direction, coefficient in unit.input.terms:  # _write_form on column m, the constant in b_in
+            w_in[index[direction], m] += coefficient
         b_in[m] = unit.input.constant
         w_out[m, index[unit.output]] += unit.coefficient
-    prefix = f"blocks.{layer}.mlp."
-    return {prefix + "W_in": w_in, prefix + "b_in": b_in, prefix + "W_out": w_out, prefix + "b_out": b_out}
+    return {prefix + "W_in": w_in.tensor(), prefix + "b_in": b_in, prefix + "W_out": w_out.tensor(),
+            prefix + "b_out": b_out}
 
 
 def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
@@ -143,4 +177,5 @@ def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
         config["output"] = "token"
         config["causal"] = circuit.causal
     config.update(metadata or {})
-    return config, {name: tensor.to(dtype).contiguous() for name, tensor in tensors.items()}
+    return config, {name: tensor.to(dtype).coalesce() if tensor.is_sparse else tensor.to(dtype).contiguous()
+                    for name, tensor in tensors.items()}

@@ -44,13 +44,13 @@ def reduce_pairs(evaluator: ReferenceEvaluator, expr: ir.Reduce, scope: tuple[st
     """``expr``'s value (B, 1 per scope variable) by matrix products, or None when it has no pair form."""
     if expr.kind not in KINDS or len(expr.variables) != 2 or expr.type.shape != ():
         return None
-    if free_variables(expr) & set(scope):  # depends on an outer variable: general path
+    if ir.free_variables(expr) & set(scope):  # depends on an outer variable: general path
         return None
     first, second = expr.variables
     terms = _signed_terms(expr.body, 1.0)
     pairs = [(sign, form) for sign, term in terms if (form := _pair_form(term, first, second)) is not None]
     others = [(sign, term) for sign, term in terms if _pair_form(term, first, second) is None]
-    if len(pairs) != 1 or any(not free_variables(term) <= {first} and not free_variables(term) <= {second}
+    if len(pairs) != 1 or any(not ir.free_variables(term) <= {first} and not ir.free_variables(term) <= {second}
                               for _, term in others):
         return None
     sign, (kind, left, right) = pairs[0]
@@ -59,23 +59,11 @@ def reduce_pairs(evaluator: ReferenceEvaluator, expr: ir.Reduce, scope: tuple[st
     offsets = torch.zeros(2, evaluator.batch, evaluator.length, dtype=lhs.dtype, device=lhs.device) if others \
         else None  # (2, B, T): the rows' and the columns' terms
     for term_sign, term in others:
-        side = 0 if free_variables(term) <= {first} else 1
+        side = 0 if ir.free_variables(term) <= {first} else 1
         offsets[side] += term_sign * _rows(evaluator, term, expr.variables[side])[..., 0]
     mask = evaluator.mask(expr.conditions, (first, second)) if expr.conditions else None  # (1, T, T)
     value = _reduce_chunks(expr.kind, kind, sign, lhs, rhs, offsets, mask)  # (B,)
     return value.reshape(evaluator.batch, *[1] * len(scope))
-
-
-def free_variables(node: object) -> set[str]:
-    """The position variables ``node`` reads and does not bind itself."""
-    if isinstance(node, ir.PositionVariable):
-        return {node.name}
-    names = set().union(*(free_variables(child) for child in ir.children(node)))
-    if isinstance(node, ir.Reduce):
-        return names - set(node.variables)
-    if isinstance(node, ir.ArgPosition):
-        return names - {node.variable}
-    return names
 
 
 def _signed_terms(expr: ir.Expr, sign: float) -> list[tuple[float, ir.Expr]]:
@@ -103,7 +91,7 @@ def _pair_form(body: ir.Expr, first: str, second: str) -> tuple[str, ir.Expr, ir
     else:
         return None
     kind, left, right = form
-    sides = free_variables(left), free_variables(right)
+    sides = ir.free_variables(left), ir.free_variables(right)
     if sides == ({first}, {second}):
         return kind, left, right
     if sides == ({second}, {first}):
@@ -123,25 +111,37 @@ def _reduce_chunks(reduction: str, kind: str, sign: float, lhs: Tensor, rhs: Ten
                    mask: Tensor | None) -> Tensor:
     """Reduce sign · G[b, i, j] + offsets[0, b, i] + offsets[1, b, j] (the body at positions i, j)
     over the tuples ``mask`` keeps, in chunks of rows i: lhs, rhs (B, T, n), offsets (2, B, T) or
-    None (zero), mask (1, T, T) or None (all kept) -> (B,)."""
+    None (zero), mask (1, T, T) or None (all kept) -> (B,).
+
+    Every chunk is written into one buffer allocated once per call (``out=`` and in-place
+    operations): a fresh 4 MiB grid per chunk was handed back to the kernel and mapped again by
+    glibc's malloc, and its page faults cost more than the products (min_pairwise at T = 4096:
+    21 ms an input inside a compile, 5 ms with the buffer). When the body is symmetric in its two
+    positions (:func:`_symmetric`), a min or max reads the upper triangle of G only, block by
+    block (columns j ≥ the chunk's first row): the same values, half the products."""
     batch, length, _ = lhs.shape
     rows = max(1, CHUNK_ELEMENTS // max(batch * length, 1))
     right_t = rhs.transpose(1, 2)  # (B, n, T)
     twice = -2.0 if kind == "minus" else 2.0
     norms = (lhs * lhs).sum(-1), (rhs * rhs).sum(-1)  # (B, T) each, for squared distances
+    if mask is not None:
+        mask = mask.expand(1, length, length)
+    triangle = reduction in ("min", "max") and _symmetric(lhs, rhs, offsets, mask)
+    fill = {"min": torch.inf, "max": -torch.inf}.get(reduction, 0.0)
+    buffer = lhs.new_empty(batch * min(rows, length) * length)  # one chunk's grid, reused
     partials = []
     for start in range(0, length, rows):
-        grid = torch.bmm(lhs[:, start:start + rows], right_t)  # (B, r, T)
+        stop, first = min(start + rows, length), start if triangle else 0  # rows start..stop, columns first..T
+        grid = buffer[:batch * (stop - start) * (length - first)].view(batch, stop - start, length - first)
+        torch.bmm(lhs[:, start:stop], right_t[:, :, first:], out=grid)  # (B, r, T - first)
         if kind != "product":
-            grid = (grid * twice + norms[0][:, start:start + rows, None]) + norms[1][:, None, :]
+            grid.mul_(twice).add_(norms[0][:, start:stop, None]).add_(norms[1][:, None, first:])
         if sign != 1.0:
-            grid = grid.neg_()
+            grid.neg_()
         if offsets is not None:
-            grid = grid + offsets[0][:, start:start + rows, None] + offsets[1][:, None, :]  # (B, r, T)
+            grid.add_(offsets[0][:, start:stop, None]).add_(offsets[1][:, None, first:])
         if mask is not None:
-            keep = mask[:, start:start + rows]  # (1, r, T)
-            fill = {"min": torch.inf, "max": -torch.inf}.get(reduction, 0.0)
-            grid = torch.where(keep, grid, fill)
+            grid.masked_fill_(~mask[:, start:stop, first:], fill)  # (1, r, T - first) broadcast over B
         partials.append(_reduce(reduction, grid.flatten(1)))  # (B,)
     stacked = torch.stack(partials, dim=1)  # (B, chunks)
     if reduction in ("min", "max"):
@@ -151,6 +151,15 @@ def _reduce_chunks(reduction: str, kind: str, sign: float, lhs: Tensor, rhs: Ten
         return total
     count = mask.sum() if mask is not None else torch.tensor(length * length)
     return total / count.to(total.dtype)
+
+
+def _symmetric(lhs: Tensor, rhs: Tensor, offsets: Tensor | None, mask: Tensor | None) -> bool:
+    """Whether the body takes the same value at (i, j) and (j, i): both sides the same rows
+    (``<x(s), x(t)>``, ``||x(s) - x(t)||^2``; every pair form is symmetric in its two sides), the
+    rows' and the columns' extra terms equal, and the mask symmetric (none, ``s != t``). G = L Lᵀ
+    is then symmetric up to the order in which a product's n terms are added."""
+    return (torch.equal(lhs, rhs) and (offsets is None or torch.equal(offsets[0], offsets[1]))
+            and (mask is None or torch.equal(mask, mask.transpose(1, 2))))
 
 
 def _reduce(reduction: str, values: Tensor) -> Tensor:

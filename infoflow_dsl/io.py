@@ -29,7 +29,7 @@ import safetensors
 import safetensors.torch
 import torch
 
-from .model import CompiledTransformer, check_config, check_tensor_shapes
+from .model import CompiledTransformer, check_config, check_tensor_shapes, holds_sparse, sparse_nonzero
 
 FORMAT = "infoflow/1"
 CONFIG_KEY = "infoflow"
@@ -53,7 +53,7 @@ def model_to_bytes(model: CompiledTransformer, dense: bool = False) -> bytes:
     the sparse layout unless ``dense``."""
     if not isinstance(model, CompiledTransformer):
         raise TypeError(f"expected a CompiledTransformer, got {type(model).__name__}")
-    tensors = {name: t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
+    tensors = {name: _on_cpu(t, dense) for name, t in model.state_dict().items()}
     dtypes = {t.dtype for t in tensors.values()}
     if len(dtypes) != 1 or not dtypes <= set(_DTYPES.values()):
         found = sorted(map(str, dtypes))
@@ -68,22 +68,43 @@ def model_to_bytes(model: CompiledTransformer, dense: bool = False) -> bytes:
     return _canonical_header(data)
 
 
+def _on_cpu(tensor: torch.Tensor, dense: bool) -> torch.Tensor:
+    """A state-dict tensor ready to write: on the CPU, contiguous; a weight the model holds sparse
+    stays a coalesced COO tensor (turned dense only for the dense layout, which needs it)."""
+    tensor = tensor.detach().to("cpu")
+    if tensor.is_sparse:
+        return tensor.to_dense() if dense else tensor.coalesce()
+    return tensor.contiguous()
+
+
 def sparse_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``tensors`` with each one under SPARSE_DENSITY nonzero replaced by NAME.values, NAME.indices
-    and NAME.shape (see the module docstring); the others as they are, in the same order."""
+    and NAME.shape (see the module docstring); the others as they are, in the same order. A sparse
+    COO tensor (a weight the model holds sparse) gives the same three tensors as its dense
+    matrix would, without ever being made dense."""
     out: dict[str, torch.Tensor] = {}
     for name, tensor in tensors.items():
-        flat = tensor.reshape(-1)  # a view: no copy
-        nonzero = int(torch.count_nonzero(flat))
-        if flat.numel() < SPARSE_MIN_SIZE or nonzero >= SPARSE_DENSITY * flat.numel():
-            out[name] = tensor
-            continue
-        index_dtype = torch.int32 if flat.numel() < 2**31 else torch.int64
-        indices = torch.nonzero(flat).reshape(-1)  # (nnz,) increasing
-        out[f"{name}.values"] = flat[indices]
-        out[f"{name}.indices"] = indices.to(index_dtype)
+        size = tensor.numel()
+        if tensor.is_sparse:
+            indices, values = _flat_nonzero(tensor)
+        else:
+            flat = tensor.reshape(-1)  # a view: no copy
+            if size < SPARSE_MIN_SIZE or int(torch.count_nonzero(flat)) >= SPARSE_DENSITY * size:
+                out[name] = tensor
+                continue
+            indices = torch.nonzero(flat).reshape(-1)  # (nnz,) increasing
+            values = flat[indices]
+        out[f"{name}.values"] = values
+        out[f"{name}.indices"] = indices.to(torch.int32 if size < 2**31 else torch.int64)
         out[f"{name}.shape"] = torch.tensor(tensor.shape, dtype=torch.int64)
     return out
+
+
+def _flat_nonzero(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row-major flat indices, increasing; values) of a sparse COO tensor's nonzero entries."""
+    coo = sparse_nonzero(tensor)  # coalesced: entries in row-major order
+    strides = torch.tensor(torch.empty(coo.shape, device="meta").stride(), dtype=torch.int64)  # (ndim,)
+    return (coo.indices() * strides[:, None]).sum(dim=0), coo.values()
 
 
 def _canonical_header(data: bytes) -> bytes:
@@ -213,15 +234,17 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
     except ValueError as e:
         raise _Fault(_one_line(str(e))) from None
     for tname, t in tensors.items():
-        if not bool(torch.isfinite(t).all()):
+        if not bool(torch.isfinite(t.coalesce().values() if t.is_sparse else t).all()):
             raise _Fault(f"tensor {tname} holds non-finite values (NaN or infinity)")
     dtype = _DTYPES[dtypes.pop()] if dtypes else torch.float32
     return config, tensors, dtype
 
 
 def dense_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The dense tensors of a file's tensors: each NAME.values, NAME.indices, NAME.shape triple
-    rebuilt as NAME (checked: complete, one-dimensional, indices strictly increasing and in range)."""
+    """The model's tensors from a file's tensors: each NAME.values, NAME.indices, NAME.shape triple
+    rebuilt as NAME (checked: complete, one-dimensional, indices strictly increasing and in range):
+    dense, or, for a tensor the model holds sparse (``model.holds_sparse``), a sparse COO tensor
+    built from the triple directly, never dense."""
     out = {name: t for name, t in tensors.items() if not any(name.endswith(part) for part in SPARSE_PARTS)}
     names = sorted({name.rsplit(".", 1)[0] for name in tensors if name not in out})
     for name in names:
@@ -240,7 +263,23 @@ def dense_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if indices.numel() and (int(indices[0]) < 0 or int(indices[-1]) >= size or
                                 bool((indices[1:] <= indices[:-1]).any())):
             raise _Fault(f"sparse tensor {name}: indices must increase strictly within 0..{size - 1}")
+        dims = [int(n) for n in shape]
+        if holds_sparse(name, dims, int(torch.count_nonzero(values))):
+            out[name] = _coo_from_flat(indices, values, dims)
+            continue
         dense = values.new_zeros(size)
         dense[indices] = values
-        out[name] = dense.reshape([int(n) for n in shape])
+        out[name] = dense.reshape(dims)
     return out
+
+
+def _coo_from_flat(indices: torch.Tensor, values: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    """The sparse COO tensor of ``shape`` with ``values`` at the increasing row-major flat
+    ``indices`` (already checked), coalesced as it comes (no sort needed), zeros dropped."""
+    coordinates = []
+    for size in reversed(shape):  # unravel: the last axis varies fastest
+        coordinates.append(indices % size)
+        indices = indices // size
+    coo = torch.sparse_coo_tensor(torch.stack(coordinates[::-1]), values, shape, is_coalesced=True,
+                                  check_invariants=False)
+    return sparse_nonzero(coo)

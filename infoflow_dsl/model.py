@@ -31,6 +31,7 @@ TransformerLens ``HookPoint`` s, so a hook can read or replace any of them.
 from __future__ import annotations
 
 import copy
+import math
 import operator
 import re
 import warnings
@@ -209,6 +210,48 @@ def _show(shape: tuple[Dim, ...]) -> str:
     return "[" + ", ".join(str(s) for s in shape) + "]"
 
 
+# ---------------------------------------------------------------------------- weights held sparse
+
+#: The ReLU blocks' matrices (the embedding's and every layer's FFN): the only weights whose size
+#: grows with the FFN width, thousands to millions of units each reading two or three directions.
+RELU_MATRICES = re.compile(r"^(embed\.W_E[12]|blocks\.[0-9]+\.mlp\.W_(in|out))$")
+SPARSE_HOLD_SIZE = 1 << 20  # entries from which a very sparse ReLU matrix is held sparse in memory
+SPARSE_HOLD_DENSITY = 0.1  # ... when under this fraction of its entries is nonzero
+
+
+def holds_sparse(name: str, shape: tuple[int, ...] | torch.Size, nonzero: int) -> bool:
+    """Whether a model holds tensor ``name`` (of ``shape``, with ``nonzero`` nonzero entries) as
+    a sparse COO tensor rather than dense: a ReLU-block matrix of at least SPARSE_HOLD_SIZE
+    entries, under SPARSE_HOLD_DENSITY nonzero. A function of the values alone, so a model
+    loaded from a dense file holds exactly what the same model loaded from a sparse one holds.
+
+    min_pairwise at d = 256, T = 128, ε = 1e-2 has 187 M stored weights and 364,807 nonzero
+    ones: held dense, its compile peaked at 2.5 GB; held sparse, memory follows the nonzero
+    count (BENCHMARKS.md, "Peak memory"). Smaller matrices stay dense (every shipped example):
+    TransformerLens users and the trainer index them as usual."""
+    size = math.prod(shape)
+    return bool(RELU_MATRICES.match(name)) and size >= SPARSE_HOLD_SIZE and nonzero < SPARSE_HOLD_DENSITY * size
+
+
+def nonzero_entries(tensor: Tensor) -> int:
+    """Nonzero entries of a dense or a sparse COO tensor."""
+    if tensor.is_sparse:
+        return int(torch.count_nonzero(tensor.coalesce().values()))
+    return int(torch.count_nonzero(tensor))
+
+
+def sparse_nonzero(tensor: Tensor) -> Tensor:
+    """``tensor`` as a coalesced sparse COO tensor holding its nonzero entries only (row-major
+    order; an explicit zero, or a value that rounded to 0 in a cast, is dropped, as the dense
+    tensor's CSR copy would drop it)."""
+    coo = (tensor if tensor.is_sparse else tensor.to_sparse()).coalesce()
+    keep = coo.values() != 0
+    if bool(keep.all()):
+        return coo
+    return torch.sparse_coo_tensor(coo.indices()[:, keep], coo.values()[keep], coo.shape,
+                                   is_coalesced=True, check_invariants=False)
+
+
 # ---------------------------------------------------------------------------- the module
 
 
@@ -273,22 +316,40 @@ def _relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: 
 
 
 def _sparse_weights(owner: nn.Module, w_in: Tensor, b_in: Tensor, w_out: Tensor) -> tuple[Tensor, Tensor] | None:
-    """CSR copies of [w_in; b_in]ᵀ and w_outᵀ when frozen and sparse enough (cached on ``owner`` per version)."""
-    if w_in.requires_grad or b_in.requires_grad or w_out.requires_grad or w_in.numel() == 0:
+    """CSR copies of [w_in; b_in]ᵀ and w_outᵀ when frozen and sparse enough (cached on ``owner``
+    per version): always for weights held sparse (:func:`holds_sparse`), else when under 10%
+    dense. Both give the same canonical CSR (rows in order, columns sorted, zeros dropped) for the
+    same values, so a held-sparse model computes the same bits as the dense-held one."""
+    held = w_in.is_sparse or w_out.is_sparse
+    if w_in.requires_grad or b_in.requires_grad or w_out.requires_grad:
+        if held:
+            raise ValueError("weights held sparse are frozen: to train them, build the model with sparse=False")
+        return None
+    if w_in.numel() == 0:
         return None
     key = (w_in._version, b_in._version, w_out._version, w_in.device, w_in.dtype)
     cached = getattr(owner, "_csr_cache", None)
     if cached is not None and cached[0] == key:
         return cached[1]
-    density = (torch.count_nonzero(w_in) + torch.count_nonzero(w_out)) / (w_in.numel() + w_out.numel())
     sparse = None
-    if float(density) < 0.1:
+    if held or float((torch.count_nonzero(w_in) + torch.count_nonzero(w_out)) / (w_in.numel() + w_out.numel())) < 0.1:
         with warnings.catch_warnings():  # "sparse CSR support is in beta": the products used here are stable
             warnings.simplefilter("ignore", UserWarning)
-            w_in_b = torch.cat([w_in.detach(), b_in.detach()[None]], dim=0)  # (D_in + 1, M)
-            sparse = (w_in_b.T.contiguous().to_sparse_csr(), w_out.detach().T.contiguous().to_sparse_csr())
+            sparse = (_transposed_csr(w_in, b_in.detach()), _transposed_csr(w_out))
     object.__setattr__(owner, "_csr_cache", (key, sparse))
     return sparse
+
+
+def _transposed_csr(w: Tensor, bias: Tensor | None = None) -> Tensor:
+    """[w; bias]ᵀ (bias as one more row of w, if given) as a CSR tensor: w (D, M) dense or
+    sparse COO -> (M, D + 1) or (M, D), its nonzero entries only."""
+    w = w.detach()
+    if not w.is_sparse:
+        stacked = w if bias is None else torch.cat([w, bias[None]], dim=0)  # (D + 1, M)
+        return stacked.T.contiguous().to_sparse_csr()
+    if bias is not None:
+        w = torch.cat([w, sparse_nonzero(bias[None])], dim=0)  # (D + 1, M) COO
+    return w.t().coalesce().to_sparse_csr()
 
 
 class _Holder(nn.Module):
@@ -302,10 +363,17 @@ class CompiledTransformer(nn.Module):
     Every weight is an ``nn.Parameter`` with ``requires_grad=False`` (flip it to fine-tune),
     except the fixed positional code ``pos_embed.W_pos``, a (persistent) buffer. State-dict keys
     are the TransformerLens-style names listed in DESIGN.md.
+
+    ``tensors`` may be dense or sparse COO. With ``sparse`` (the default) a very large, very
+    sparse ReLU-block matrix (:func:`holds_sparse`) is held as a sparse COO parameter, so that
+    memory follows the nonzero count; it is frozen (the forward multiplies by its CSR copy), and
+    ``tensor.to_dense()`` gives the usual matrix. ``sparse=False`` holds every weight dense (the
+    trainer does, to train them).
     """
 
     def __init__(self, config: Mapping[str, Any], tensors: Mapping[str, Any],
-                 device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> None:
+                 device: torch.device | str | None = None, dtype: torch.dtype = torch.float32,
+                 sparse: bool = True) -> None:
         super().__init__()
         if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
             raise ValueError(f"dtype must be a floating torch dtype, got {dtype!r}")
@@ -324,8 +392,12 @@ class CompiledTransformer(nn.Module):
         self.per_token: bool = config.get("output", "readout") == "token"
         self.min_length: int = config.get("min_length", 1)
 
-        def own(name: str) -> Tensor:
-            return tensors[name].detach().to(device=device, dtype=dtype, copy=True).contiguous()
+        def own(name: str) -> Tensor:  # dense, or sparse COO where the model holds it sparse
+            tensor = tensors[name].detach()
+            if sparse and holds_sparse(name, tensor.shape, nonzero_entries(tensor)):
+                return sparse_nonzero(tensor.to(device=device, dtype=dtype, copy=True))
+            return (tensor.to_dense() if tensor.is_sparse else tensor).to(device=device, dtype=dtype,
+                                                                           copy=True).contiguous()
 
         self.embed = _Holder()
         for name in ("W_E", "W_E1", "b_E1", "W_E2", "cls"):
@@ -376,7 +448,7 @@ class CompiledTransformer(nn.Module):
 
     def nonzero_parameter_count(self) -> int:
         """Number of nonzero weights, excluding the fixed positional code ``pos_embed.W_pos``."""
-        return sum(int(torch.count_nonzero(p)) for p in self.parameters())
+        return sum(nonzero_entries(p) for p in self.parameters())
 
     def extra_repr(self) -> str:
         heads = [len(m) for m in self._masks]

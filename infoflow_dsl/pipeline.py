@@ -29,7 +29,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_EPS = 1e-3
 DEFAULT_SAMPLES = 10_000  # the most random inputs a budgeted measurement takes (and check's default)
 MIN_SAMPLES = 256  # the fewest random inputs a budgeted measurement takes
-MEASUREMENT_BUDGET = 3e9  # floating-point operations: a few seconds of one core (see measurement_cost)
+MEASUREMENT_BUDGET = 4e10  # operations of measurement_cost: about two seconds on a 2-core x86 machine (BENCHMARKS.md)
 CORNERS = 256
 BATCH_ELEMENTS = 1 << 16  # inputs per forward batch × T
 PAIR_ELEMENTS = 1 << 24  # inputs per batch × T²: bounds the (B, H, T, T) scores and the reference's pairs
@@ -163,27 +163,32 @@ def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | 
     return model
 
 
-def reference_order(expr: object, bound: int = 0) -> int:
-    """The most position variables bound at once anywhere in ``expr``: the reference evaluates
-    tensors of T^order entries per input (1 for a target without reductions)."""
-    if isinstance(expr, ir.Reduce):
-        bound += len(expr.variables)
-    elif isinstance(expr, ir.ArgPosition):
-        bound += 1
-    return max([max(bound, 1), *(reference_order(child, bound) for child in ir.children(expr))])
+def reference_cost(program: ir.Program) -> float:
+    """Operations the reference spends on one input, roughly: the evaluator gives every node a
+    tensor over the positions it reads (the others broadcast as size-1 axes), so a node that
+    reads k position variables and holds n numbers per tuple costs T^k · n, and an expression is
+    the sum over its nodes. ``max_<s,t> P + max_<s′,t′> Q`` is 2 T² tuples, not T⁴ (the second
+    reduction reads no variable of the first); a per-token target reads its own t too."""
+    length = float(program.length)
+
+    def cost(node: object) -> float:
+        own = length ** len(ir.free_variables(node)) * max(1, math.prod(getattr(getattr(node, "type", None), "shape",
+                                                                                   ())))
+        return own + sum(cost(child) for child in ir.children(node))
+
+    return 2.0 * cost(program.target) * (length if program.per_token else 1.0)
 
 
 def measurement_cost(model: CompiledTransformer, program: ir.Program) -> float:
     """Floating-point operations to measure one input, roughly: the model's forward (2 per
     nonzero weight per token, plus each head's (T+1) × T scores, softmax and values) and the
-    reference (T^order tuples, each worth a few operations per input coordinate)."""
+    reference (:func:`reference_cost`)."""
     length = program.length
     cost = 2.0 * (length + 1) * model.nonzero_parameter_count()
     for block in model.blocks:
         heads, _, width = block.attn.W_Q.shape  # (H, D, E)
         cost += 2.0 * heads * (length + 1) * length * (width + block.attn.W_V.shape[-1] + 8)
-    order = reference_order(program.target, int(program.per_token))  # a per-token target binds t too
-    return cost + float(length) ** order * (2 * program.dimension + 8)
+    return cost + reference_cost(program)
 
 
 def budgeted_samples(model: CompiledTransformer, program: ir.Program, budget: float = MEASUREMENT_BUDGET) -> int:
@@ -202,6 +207,17 @@ def model_inputs(program: ir.Program, samples: int, seed: int, corners: int = CO
     return torch.cat(parts)
 
 
+def measurement_batches(model: CompiledTransformer, length: int) -> tuple[int, int]:
+    """(inputs per forward, inputs per reference call) when measuring at length T: the forward's
+    batch bounds B·T (BATCH_ELEMENTS) and the residual stream B·(T+1)·d_model (STREAM_ELEMENTS);
+    its attention is fused, so no (B, H, T+1, T) scores are stored. The reference's batch also
+    bounds B·T² (PAIR_ELEMENTS), the size of its general path's pair grids; the forward's batch
+    holds several of them (at T = 4096: 16 inputs a forward, one a reference call: 8% faster than
+    one input a forward, the per-call overhead of its ~60 operations shared)."""
+    forward = max(1, min(BATCH_ELEMENTS // length, STREAM_ELEMENTS // ((length + 1) * model.d_model)))
+    return forward, max(1, min(forward, PAIR_ELEMENTS // length**2))
+
+
 def errors_on(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(|model − reference| per input (max over output components), kept) where ``kept`` marks
     the inputs the guarantee covers (best score ahead by the margin, for token retrievals).
@@ -218,20 +234,23 @@ def position_errors(model: CompiledTransformer, program: ir.Program,
     """Like :func:`errors_on`, but a per-token target's errors and coverage per position:
     (N, T) each (an undefined position has error 0 and is not kept); (N,) for sequence targets."""
     length = max(x.shape[1], 1)
-    batch = max(1, min(BATCH_ELEMENTS // length, PAIR_ELEMENTS // length**2,
-                       STREAM_ELEMENTS // ((length + 1) * model.d_model)))  # chunked by T and width: memory stays flat
-    # both in batches (the reference's pairwise tensors are (B, T, T, ...)), written in place into
-    # one (N, ...) tensor each: kept in lists, the small results interleaved with the batches' large
-    # temporaries fragmented the heap (+3 MB an input at T = 4096)
+    forward_batch, reference_batch = measurement_batches(model, length)
+    # both in batches, written in place into one (N, ...) tensor each: kept in lists, the small
+    # results interleaved with the batches' large temporaries fragmented the heap (+3 MB an input
+    # at T = 4096)
     predicted = truth = torch.empty(0)
     with torch.no_grad():
-        for start in range(0, x.shape[0], batch):
-            chunk = x[start:start + batch]
+        for start in range(0, x.shape[0], forward_batch):
+            chunk = x[start:start + forward_batch]
             y = model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64)
-            r = evaluate(program, chunk)
             if start == 0:
-                predicted, truth = y.new_empty(x.shape[0], *y.shape[1:]), r.new_empty(x.shape[0], *r.shape[1:])
-            predicted[start:start + batch], truth[start:start + batch] = y, r
+                predicted = y.new_empty(x.shape[0], *y.shape[1:])
+            predicted[start:start + forward_batch] = y
+            for part in range(start, start + chunk.shape[0], reference_batch):
+                r = evaluate(program, x[part:min(part + reference_batch, start + chunk.shape[0])])
+                if part == 0:
+                    truth = r.new_empty(x.shape[0], *r.shape[1:])
+                truth[part:part + r.shape[0]] = r
     error = (predicted - truth).abs()
     if program.per_token:
         defined = ~truth.isnan()

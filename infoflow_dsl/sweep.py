@@ -127,7 +127,7 @@ def run_one(run: Run) -> tuple[dict[str, Any], bytes]:
            "T": run.length, "d_model": s.d_model, "d_head": s.d_head, "d_mlp": s.d_mlp, "steps": s.steps,
            "batch": s.batch, "lr": f"{s.lr:g}", "dist": str(s.dist), "seed": s.seed,
            "nmse": f"{result.final_nmse:.6g}", "parameters": result.parameters, "seconds": f"{result.seconds:.1f}",
-           "cpu_seconds": f"{cpu_seconds:.1f}"}
+           "cpu_seconds": f"{cpu_seconds:.3f}"}
     return row, model_to_bytes(result.model)
 
 

@@ -187,7 +187,8 @@ def random_tensors(config: Mapping[str, Any], widths: Mapping[str, int], learn_p
 def padded_tensors(init: CompiledTransformer, random: Mapping[str, Tensor]) -> dict[str, Tensor]:
     """``init``'s weights in the leading corner of zero tensors shaped like ``random``: the padded
     model computes exactly what ``init`` computes (new heads, units, directions and layers are 0)."""
-    state = {name: t.detach().to("cpu", torch.float64) for name, t in init.state_dict().items()}
+    state = {name: (t.to_dense() if t.is_sparse else t).detach().to("cpu", torch.float64)
+             for name, t in init.state_dict().items()}  # weights held sparse: made dense, to be trained
     out: dict[str, Tensor] = {}
     for name, like in random.items():
         tensor = torch.zeros_like(like)
@@ -229,7 +230,7 @@ def build_model(program: ir.Program, settings: TrainSettings,
     tensors = random_tensors(config, widths, learn_positions, generator)
     if init is not None:
         tensors = padded_tensors(init, tensors)
-    model = CompiledTransformer(config, tensors, device=settings.device, dtype=torch.float32)
+    model = CompiledTransformer(config, tensors, device=settings.device, dtype=torch.float32, sparse=False)
     trainable = list(model.parameters())
     for p in trainable:
         p.requires_grad_(True)

@@ -290,6 +290,18 @@ def children(node: object) -> list[object]:
     return out
 
 
+def free_variables(node: object) -> set[str]:
+    """The position variables ``node`` reads and does not bind itself."""
+    if isinstance(node, PositionVariable):
+        return {node.name}
+    names = set().union(*(free_variables(child) for child in children(node)))
+    if isinstance(node, Reduce):
+        return names - set(node.variables)
+    if isinstance(node, ArgPosition):
+        return names - {node.variable}
+    return names
+
+
 def sub_nodes(expr: object) -> Iterator[object]:
     """Every typed node below ``expr`` (not ``expr`` itself), conditions included, parents first."""
     for item in children(expr):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
+import struct
 from pathlib import Path
 
 import pytest
@@ -22,14 +25,42 @@ def _regenerate_module():
     return module
 
 
+def _split_measured_error(data: bytes) -> tuple[dict, bytes, float]:
+    """(the header with the measured max error taken out of the config, the data section, that error)."""
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    config = json.loads(header["__metadata__"]["infoflow"])
+    measured = config["measured_error"].pop("max_error")
+    header["__metadata__"]["infoflow"] = config
+    return header, data[8 + n:], measured
+
+
+def _measurement_slack(config: dict, *values: float) -> float:
+    """How far two machines' measured max errors may lie apart: each measurement is the float32
+    model's error, and the model's own rounding (the budget's ``rounding`` share, a bound for any
+    order of summation a CPU's kernels choose) moves each by at most that much; each is stored
+    to 3 significant digits (half a unit of the third digit)."""
+    digits = sum(0.5 * 10 ** (math.floor(math.log10(v)) - 2) for v in values if v > 0)
+    return 2 * config["error_budget"]["rounding"] + digits
+
+
 @pytest.mark.parametrize("name", CANONICAL_EFFICIENT)
 def test_shipped_model_and_report_are_rebuilt_byte_for_byte(name):
+    """Weights, config and report byte for byte, except the measured max error: the same inputs
+    through another CPU's float32 kernels (AVX2 against AVX-512: intrinsic_6 measured 0.00377 on
+    one and 0.00378 on the other) round differently, within the model's rounding bound."""
     regenerate = _regenerate_module()
     program = ifl.load_program(EXAMPLES_DIR / f"{name}.iflow")
     model = ifl.compile(program, eps=regenerate.EPS, dtype="float32", device="cpu", samples=regenerate.SAMPLES)
-    assert model_to_bytes(model) == (EXAMPLES_DIR / f"{name}.safetensors").read_bytes()
+    header, tensors, measured = _split_measured_error(model_to_bytes(model))
+    shipped_file = (EXAMPLES_DIR / f"{name}.safetensors").read_bytes()
+    shipped_header, shipped_tensors, shipped = _split_measured_error(shipped_file)
+    assert tensors == shipped_tensors and header == shipped_header
+    assert abs(measured - shipped) <= _measurement_slack(model.config, measured, shipped), (measured, shipped)
     report = regenerate.report(name, ifl.analyze(program), model)
-    assert report == (EXAMPLES_DIR / f"{name}.md").read_text(encoding="utf-8")
+    shown = f"| measured max error | {shipped:.3g} ("
+    assert report.replace(f"| measured max error | {measured:.3g} (", shown) == \
+        (EXAMPLES_DIR / f"{name}.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("name", CANONICAL_EFFICIENT)

@@ -13,6 +13,7 @@ from handmade_models import UNREAD, mask_allows, random_model, unread_head_model
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
+from infoflow_dsl import model as model_module
 from infoflow_dsl.lens import LENS_MISSING, hook_names, hooked
 from infoflow_dsl.model import HOOK_SHAPES
 
@@ -68,6 +69,24 @@ def test_shipped_examples_cache_every_hook_and_give_the_plain_output_bitwise(nam
     _check_cache(model, _inputs(model, BATCH, model.T))
     if not model.exact_length_only and model.min_length < model.T:
         _check_cache(model, _inputs(model, BATCH, model.T - 1, seed=1))  # a shorter input
+
+
+def test_a_model_holding_its_relu_matrices_sparse_caches_every_hook_and_its_hidden_units(monkeypatch):
+    """Held sparse (the size threshold lowered): the same cache as the dense model, bit for bit, and
+    a hook on the hidden units still acts on the output."""
+    monkeypatch.setattr(model_module, "SPARSE_HOLD_SIZE", 64)
+    model = ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors")
+    assert model.blocks[0].mlp.W_out.is_sparse  # 5.5% nonzero (W_in, 11%, stays dense)
+    dense = ifl.CompiledTransformer(model.config, {n: t.to_dense() if t.is_sparse else t
+                                                   for n, t in model.state_dict().items()}, sparse=False)
+    x = _inputs(model, BATCH, model.T)
+    _check_cache(model, x)
+    with torch.no_grad():
+        _, mine = hooked(model).run_with_cache(x)
+        _, theirs = hooked(dense).run_with_cache(x)
+        assert all(torch.equal(mine[name], theirs[name]) for name in theirs.keys())
+        silenced = hooked(model).run_with_hooks(x, fwd_hooks=[("blocks.0.mlp.hook_post", lambda z, hook: z * 0)])
+    assert not torch.equal(silenced, model(x))
 
 
 def test_handmade_model_with_every_mask_kind_and_a_layer_without_heads():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import compiled
 import pytest
 import torch
 from handmade_models import (
@@ -18,7 +19,11 @@ from handmade_models import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infoflow_dsl.model import CompiledTransformer, expected_shapes
+import infoflow_dsl as ifl
+from infoflow_dsl import model as model_module
+from infoflow_dsl.io import model_from_bytes, model_to_bytes
+from infoflow_dsl.model import RELU_MATRICES, CompiledTransformer, expected_shapes, holds_sparse
+from infoflow_dsl.pipeline import model_inputs
 
 
 def inputs(batch: int, length: int, d: int = 2, seed: int = 1, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -330,3 +335,67 @@ def test_zero_heads_and_zero_widths() -> None:
         assert torch.equal(streams[i], streams[i - 1] + model.blocks[i - 1].mlp.b_out)
     xe = torch.cat([x, torch.ones(2, 3, 1, dtype=torch.float64)], dim=-1)
     assert torch.equal(streams[0][:, :3], xe @ model.embed.W_E + model.pos_embed.W_pos[:3])
+
+
+# ---------------------------------------------------------------------------- weights held sparse
+
+
+def test_only_large_very_sparse_relu_matrices_are_held_sparse() -> None:
+    size = model_module.SPARSE_HOLD_SIZE
+    rows = 1024
+    columns = size // rows
+    assert holds_sparse("blocks.0.mlp.W_in", (rows, columns), size // 20)
+    assert holds_sparse("blocks.12.mlp.W_out", (columns, rows), 1)
+    assert holds_sparse("embed.W_E1", (rows, columns), 0) and holds_sparse("embed.W_E2", (columns, rows), 7)
+    assert not holds_sparse("blocks.0.mlp.W_in", (rows, columns), size // 10 + 1)  # 10% dense
+    assert not holds_sparse("blocks.0.mlp.W_in", (rows, columns - 1), 1)  # one column under the size
+    for other in ("blocks.0.attn.W_Q", "embed.W_E", "unembed.W_U", "blocks.0.mlp.b_in", "xblocks.0.mlp.W_in"):
+        assert not holds_sparse(other, (rows, columns), 1)
+
+
+HELD_SPARSE_PROGRAMS = ["min_pairwise", "intrinsic_3", "nearest_neighbour", "tok_nearest_earlier", "causal_similarity"]
+
+
+def _dense_copy(model: CompiledTransformer) -> CompiledTransformer:
+    tensors = {name: t.to_dense() if t.is_sparse else t for name, t in model.state_dict().items()}
+    return CompiledTransformer(model.config, tensors, dtype=model.dtype, sparse=False)
+
+
+@pytest.mark.parametrize("name", HELD_SPARSE_PROGRAMS)
+def test_a_model_holding_its_relu_matrices_sparse_computes_the_bits_of_the_dense_one(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the size threshold lowered so that table programs qualify: the compile holds exactly
+    the ReLU matrices under 10% dense sparse (counted on the dense copy), outputs, hooks' values
+    and counts equal the dense model's bit for bit, and the file is the same bytes."""
+    program = compiled.program(name)
+    expected_bytes = model_to_bytes(ifl.compile(program, eps=1e-3, dtype="float32", samples=0))
+    monkeypatch.setattr(model_module, "SPARSE_HOLD_SIZE", 64)
+    held = ifl.compile(program, eps=1e-3, dtype="float32", samples=0)
+    dense = _dense_copy(held)
+    sparse_names = {n for n, t in held.state_dict().items() if t.is_sparse}
+    qualifying = {n for n, t in dense.state_dict().items() if RELU_MATRICES.match(n) and t.numel() >= 64
+                  and int(torch.count_nonzero(t)) < 0.1 * t.numel()}
+    assert sparse_names == qualifying and sparse_names, sorted(sparse_names)
+    assert not any(t.is_sparse for t in dense.state_dict().values())
+    x = model_inputs(program, 48, seed=2)
+    with torch.no_grad():
+        assert held(x).numpy().tobytes() == dense(x).numpy().tobytes()
+        for mine, theirs in zip(held.residual_stream(x), dense.residual_stream(x), strict=True):
+            assert torch.equal(mine, theirs)
+    assert held.nonzero_parameter_count() == dense.nonzero_parameter_count()
+    assert held.parameter_count() == dense.parameter_count() and held.d_mlp == dense.d_mlp
+    assert model_to_bytes(held) == model_to_bytes(dense) == expected_bytes
+    assert model_to_bytes(held, dense=True) == model_to_bytes(dense, dense=True)
+    for data in (model_to_bytes(held), model_to_bytes(held, dense=True)):  # either file: held sparse again
+        loaded = model_from_bytes(data)
+        assert {n for n, t in loaded.state_dict().items() if t.is_sparse} == sparse_names
+        with torch.no_grad():
+            assert torch.equal(loaded(x), held(x))
+
+
+def test_weights_held_sparse_refuse_gradients_with_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_module, "SPARSE_HOLD_SIZE", 64)
+    held = ifl.compile(compiled.program("min_pairwise"), eps=1e-2, samples=0)
+    held.blocks[0].mlp.W_in.requires_grad_(True)
+    with pytest.raises(ValueError, match=r"held sparse are frozen.*sparse=False"):
+        held(model_inputs(compiled.program("min_pairwise"), 2, seed=0))

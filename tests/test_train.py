@@ -15,6 +15,7 @@ import torch
 from test_cli import run_cli
 
 import infoflow_dsl as ifl
+from infoflow_dsl import model as model_module
 from infoflow_dsl.pipeline import model_inputs
 from infoflow_dsl.train import (
     Distribution,
@@ -104,6 +105,20 @@ def test_init_pads_the_compiled_model_with_zeros_and_computes_the_same_function(
         build_model(program, replace(settings, d_model=4), model)
     with pytest.raises(TrainError, match="heads per layer"):
         build_model(program, replace(settings, heads=(1,)), model)
+
+
+def test_init_from_a_model_holding_its_relu_matrices_sparse_trains_them_dense(monkeypatch) -> None:
+    monkeypatch.setattr(model_module, "SPARSE_HOLD_SIZE", 64)
+    program = compiled.program("min_pairwise", 8)
+    init = ifl.compile(program, eps=1e-2, dtype="float32", samples=0)
+    assert init.blocks[0].mlp.W_out.is_sparse
+    settings = TrainSettings(heads=(1, 1), d_model=init.d_model, d_head=4, d_mlp=4, steps=0, validation=64)
+    padded, trainable = build_model(program, settings, init)
+    assert not any(t.is_sparse for t in padded.state_dict().values()) and all(t.requires_grad for t in trainable)
+    assert torch.equal(padded.blocks[0].mlp.W_out[:init.d_mlp[0]], init.blocks[0].mlp.W_out.to_dense())
+    x = model_inputs(program, 64, seed=3).float()
+    with torch.no_grad():
+        torch.testing.assert_close(padded(x), init(x), rtol=1e-5, atol=1e-5)
 
 
 def test_positions_are_learned_only_when_the_target_reads_them() -> None:
