@@ -32,7 +32,7 @@ MIN_SAMPLES = 256  # the fewest random inputs a budgeted measurement takes
 MEASUREMENT_BUDGET = 4e10  # operations of measurement_cost: about two seconds on a 2-core x86 machine (BENCHMARKS.md)
 CORNERS = 256
 BATCH_ELEMENTS = 1 << 16  # inputs per forward batch × T
-PAIR_ELEMENTS = 1 << 24  # inputs per batch × T²: bounds the (B, H, T, T) scores and the reference's pairs
+PAIR_ELEMENTS = 1 << 24  # inputs per reference call × T²: bounds its general path's (B, T, T) pair grids
 #: inputs per batch × (T+1) × d_model: bounds the residual stream, so that a wide model (the gather
 #: route's triangle_center at T = 8 has d_model 2,372) is not measured on 1.4 GB residual tensors
 #: (its check spent 7 of its 7.4 minutes in the kernel, mapping and unmapping them)
