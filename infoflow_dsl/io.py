@@ -29,12 +29,18 @@ import safetensors
 import safetensors.torch
 import torch
 
-from .model import CompiledTransformer, check_config, check_tensor_shapes, holds_sparse, sparse_nonzero
+from .model import (
+    SPARSE_DENSITY,
+    CompiledTransformer,
+    check_config,
+    check_tensor_shapes,
+    holds_sparse,
+    sparse_nonzero,
+)
 
 FORMAT = "infoflow/1"
 CONFIG_KEY = "infoflow"
 _DTYPES = {"F32": torch.float32, "F64": torch.float64}
-SPARSE_DENSITY = 0.1  # tensors with fewer nonzero entries than this fraction are stored sparse
 SPARSE_MIN_SIZE = 64  # smaller tensors stay dense (the three tensors would cost more than they save)
 SPARSE_PARTS = {".values": None, ".indices": ("I32", "I64"), ".shape": ("I64",)}  # suffix -> index dtypes
 _MAX_HEADER = 100_000_000  # the safetensors limit on the header's size

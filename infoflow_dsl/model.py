@@ -215,14 +215,16 @@ def _show(shape: tuple[Dim, ...]) -> str:
 #: The ReLU blocks' matrices (the embedding's and every layer's FFN): the only weights whose size
 #: grows with the FFN width, thousands to millions of units each reading two or three directions.
 RELU_MATRICES = re.compile(r"^(embed\.W_E[12]|blocks\.[0-9]+\.mlp\.W_(in|out))$")
+#: "Very sparse": under this fraction of entries nonzero. Such a tensor is stored sparse in a file
+#: (io), an FFN of such matrices multiplies by CSR copies, and a large one is held sparse.
+SPARSE_DENSITY = 0.1
 SPARSE_HOLD_SIZE = 1 << 20  # entries from which a very sparse ReLU matrix is held sparse in memory
-SPARSE_HOLD_DENSITY = 0.1  # ... when under this fraction of its entries is nonzero
 
 
 def holds_sparse(name: str, shape: tuple[int, ...] | torch.Size, nonzero: int) -> bool:
     """Whether a model holds tensor ``name`` (of ``shape``, with ``nonzero`` nonzero entries) as
     a sparse COO tensor rather than dense: a ReLU-block matrix of at least SPARSE_HOLD_SIZE
-    entries, under SPARSE_HOLD_DENSITY nonzero. A function of the values alone, so a model
+    entries, under SPARSE_DENSITY nonzero. A function of the values alone, so a model
     loaded from a dense file holds exactly what the same model loaded from a sparse one holds.
 
     min_pairwise at d = 256, T = 128, ε = 1e-2 has 187 M stored weights and 364,807 nonzero
@@ -230,7 +232,7 @@ def holds_sparse(name: str, shape: tuple[int, ...] | torch.Size, nonzero: int) -
     count (BENCHMARKS.md, "Peak memory"). Smaller matrices stay dense (every shipped example):
     TransformerLens users and the trainer index them as usual."""
     size = math.prod(shape)
-    return bool(RELU_MATRICES.match(name)) and size >= SPARSE_HOLD_SIZE and nonzero < SPARSE_HOLD_DENSITY * size
+    return bool(RELU_MATRICES.match(name)) and size >= SPARSE_HOLD_SIZE and nonzero < SPARSE_DENSITY * size
 
 
 def nonzero_entries(tensor: Tensor) -> int:
@@ -317,9 +319,10 @@ def _relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: 
 
 def _sparse_weights(owner: nn.Module, w_in: Tensor, b_in: Tensor, w_out: Tensor) -> tuple[Tensor, Tensor] | None:
     """CSR copies of [w_in; b_in]ᵀ and w_outᵀ when frozen and sparse enough (cached on ``owner``
-    per version): always for weights held sparse (:func:`holds_sparse`), else when under 10%
-    dense. Both give the same canonical CSR (rows in order, columns sorted, zeros dropped) for the
-    same values, so a held-sparse model computes the same bits as the dense-held one."""
+    per version): always for weights held sparse (:func:`holds_sparse`), else when under
+    SPARSE_DENSITY nonzero together. Both give the same canonical CSR (rows in order, columns
+    sorted, zeros dropped) for the same values, so a held-sparse model computes the same bits as
+    the dense-held one."""
     held = w_in.is_sparse or w_out.is_sparse
     if w_in.requires_grad or b_in.requires_grad or w_out.requires_grad:
         if held:
@@ -332,7 +335,8 @@ def _sparse_weights(owner: nn.Module, w_in: Tensor, b_in: Tensor, w_out: Tensor)
     if cached is not None and cached[0] == key:
         return cached[1]
     sparse = None
-    if held or float((torch.count_nonzero(w_in) + torch.count_nonzero(w_out)) / (w_in.numel() + w_out.numel())) < 0.1:
+    if held or float((torch.count_nonzero(w_in) + torch.count_nonzero(w_out))
+                     / (w_in.numel() + w_out.numel())) < SPARSE_DENSITY:
         with warnings.catch_warnings():  # "sparse CSR support is in beta": the products used here are stable
             warnings.simplefilter("ignore", UserWarning)
             sparse = (_transposed_csr(w_in, b_in.detach()), _transposed_csr(w_out))

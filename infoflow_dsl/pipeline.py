@@ -172,9 +172,9 @@ def reference_cost(program: ir.Program) -> float:
     length = float(program.length)
 
     def cost(node: object) -> float:
-        own = length ** len(ir.free_variables(node)) * max(1, math.prod(getattr(getattr(node, "type", None), "shape",
-                                                                                   ())))
-        return own + sum(cost(child) for child in ir.children(node))
+        value_type = getattr(node, "type", None)  # position nodes have none
+        numbers = max(1, math.prod(value_type.shape)) if value_type is not None else 1
+        return length ** len(ir.free_variables(node)) * numbers + sum(cost(child) for child in ir.children(node))
 
     return 2.0 * cost(program.target) * (length if program.per_token else 1.0)
 
