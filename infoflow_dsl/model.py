@@ -42,6 +42,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import repeated_rows
+
 Tensor = torch.Tensor
 
 MASK_OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -231,8 +233,14 @@ def holds_sparse(name: str, shape: tuple[int, ...] | torch.Size, nonzero: int) -
     ones: held dense, its compile peaked at 2.5 GB; held sparse, memory follows the nonzero
     count (BENCHMARKS.md, "Peak memory"). Smaller matrices stay dense (every shipped example):
     TransformerLens users and the trainer index them as usual."""
+    return bool(RELU_MATRICES.match(name)) and large_and_sparse(shape, nonzero)
+
+
+def large_and_sparse(shape: tuple[int, ...] | torch.Size, nonzero: int) -> bool:
+    """At least SPARSE_HOLD_SIZE entries, under SPARSE_DENSITY of them nonzero: a ReLU matrix
+    that :func:`holds_sparse` holds sparse."""
     size = math.prod(shape)
-    return bool(RELU_MATRICES.match(name)) and size >= SPARSE_HOLD_SIZE and nonzero < SPARSE_DENSITY * size
+    return size >= SPARSE_HOLD_SIZE and nonzero < SPARSE_DENSITY * size
 
 
 def nonzero_entries(tensor: Tensor) -> int:
@@ -319,8 +327,8 @@ def _relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: 
 
 def _sparse_weights(owner: nn.Module, w_in: Tensor, b_in: Tensor, w_out: Tensor) -> tuple[Tensor, Tensor] | None:
     """CSR copies of [w_in; b_in]ᵀ and w_outᵀ when frozen and sparse enough (cached on ``owner``
-    per version): always for weights held sparse (:func:`holds_sparse`), else when under
-    SPARSE_DENSITY nonzero together. Both give the same canonical CSR (rows in order, columns
+    per version): always when either matrix is, or would be, held sparse (:func:`holds_sparse`),
+    else when under SPARSE_DENSITY nonzero together. Both give the same canonical CSR (rows in order, columns
     sorted, zeros dropped) for the same values, so a held-sparse model computes the same bits as
     the dense-held one."""
     held = w_in.is_sparse or w_out.is_sparse
@@ -335,8 +343,11 @@ def _sparse_weights(owner: nn.Module, w_in: Tensor, b_in: Tensor, w_out: Tensor)
     if cached is not None and cached[0] == key:
         return cached[1]
     sparse = None
-    if held or float((torch.count_nonzero(w_in) + torch.count_nonzero(w_out))
-                     / (w_in.numel() + w_out.numel())) < SPARSE_DENSITY:
+    nonzero = [nonzero_entries(w) for w in (w_in, w_out)]
+    # a dense-held model takes CSR products wherever the sparse-held one must (either matrix
+    # qualifies on its own), so the two compute the same bits
+    qualifies = any(large_and_sparse(w.shape, count) for w, count in zip((w_in, w_out), nonzero, strict=True))
+    if held or qualifies or sum(nonzero) / (w_in.numel() + w_out.numel()) < SPARSE_DENSITY:
         with warnings.catch_warnings():  # "sparse CSR support is in beta": the products used here are stable
             warnings.simplefilter("ignore", UserWarning)
             sparse = (_transposed_csr(w_in, b_in.detach()), _transposed_csr(w_out))
@@ -648,13 +659,22 @@ def fused_attention(scaled_q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | No
     query row with no allowed key gives 0 (as the explicit path's has_key factor). The last
     query row goes in a call of its own: a call for one row may round differently from the
     same row among many, and the last layer runs either for the readout row alone
-    (``model(x)``) or for every row (hooks, ``residual_stream``); both must give the same bits."""
+    (``model(x)``) or for every row (hooks, ``residual_stream``); both must give the same bits.
+
+    In inference on long unmasked sequences whose heads repeat their (key, value) rows (at most
+    T'/16 distinct ones: repeated tokens, the domain's corners), the softmax runs over the
+    distinct rows weighted by their counts instead (:mod:`infoflow_dsl.repeated_rows`: the same
+    sums regrouped, rounding apart); the choice depends on k and v alone, so both ways of running
+    the last layer still agree."""
     has_key = None
     if allowed is not None:
         has_key = allowed.any(dim=-1, keepdim=True)  # (H, N, 1)
         allowed = allowed | ~has_key  # rows without a key: a uniform pattern, zeroed below
+    distinct = repeated_rows.distinct_keys(scaled_q, k, v, allowed)
 
     def attend(rows: slice) -> Tensor:
+        if distinct is not None:
+            return repeated_rows.distinct_attention(scaled_q[:, :, rows], distinct)
         mask = None if allowed is None else allowed[:, rows]
         return nn.functional.scaled_dot_product_attention(scaled_q[:, :, rows], k, v, attn_mask=mask, scale=1.0)
 
