@@ -79,7 +79,7 @@ FULL = Sizes(
     cli_samples=None, scale_lengths=(64, 4096),
     eps_programs=("min_pairwise", "intrinsic_3", "d_retrieval"), eps_values=(1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6),
     lengths=(8, 64, 512, 4096), forward_lengths=(64, 1024, 4096), forward_numbers=1 << 14,
-    reference_lengths=(1024, 4096), reference_batch=8, check_length=4096, check_samples=300,
+    reference_lengths=(1024, 4096), reference_batch=8, check_length=4096, check_samples=None,
     widths=(16, 64, 256), width_length=128, repeats=3,
 )
 SMOKE = Sizes(
