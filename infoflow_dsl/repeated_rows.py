@@ -60,9 +60,13 @@ def distinct_rows(rows: Tensor) -> DistinctRows | None:
     answer is None without sorting the rest."""
     length = rows.shape[1]
     limit = length // SPARSITY
-    if length < MIN_LENGTH or rows.numel() == 0 or _last_group(_groups(rows[:, :2 * limit])[1]) >= limit:
+    if length < MIN_LENGTH or rows.numel() == 0:
         return None
-    rows, group = _groups(rows)  # (G, n, W) sorted, (G, n)
+    weights = torch.randn(rows.shape[-1], generator=torch.Generator().manual_seed(FINGERPRINT_SEED),
+                          dtype=torch.float64).to(rows.device, rows.dtype)  # (W,) the fingerprint's
+    if _last_group(_groups(rows[:, :2 * limit], weights)[1]) >= limit:
+        return None
+    rows, group = _groups(rows, weights)  # (G, n, W) sorted, (G, n)
     distinct = _last_group(group) + 1
     if distinct > limit:
         return None
@@ -72,11 +76,9 @@ def distinct_rows(rows: Tensor) -> DistinctRows | None:
     return DistinctRows(torch.where(counts[..., None] > 0, kept, kept[:, :1]), counts)
 
 
-def _groups(rows: Tensor) -> tuple[Tensor, Tensor]:
-    """(rows sorted by fingerprint, each sorted row's group 0, 1, ...): rows (G, n, W) -> (G, n, W),
-    (G, n); a group is a run of equal rows."""
-    weights = torch.randn(rows.shape[-1], generator=torch.Generator().manual_seed(FINGERPRINT_SEED),
-                          dtype=torch.float64).to(rows.device, rows.dtype)  # (W,)
+def _groups(rows: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
+    """(rows sorted by fingerprint Σ_i r_i w_i, each sorted row's group 0, 1, ...): rows (G, n, W),
+    weights (W,) -> (G, n, W), (G, n); a group is a run of equal rows."""
     order = (rows * weights).sum(-1).argsort(dim=1, stable=True)  # (G, n)
     rows = rows.gather(1, order[..., None].expand_as(rows))  # (G, n, W)
     starts = torch.ones(rows.shape[:2], dtype=torch.bool, device=rows.device)  # (G, n)
@@ -95,10 +97,10 @@ def distinct_keys(scaled_q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None
     their position) and nothing autograd must differentiate (training keeps the fused kernel
     and its backward); else None, as when there are too many (:func:`distinct_rows`)."""
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (scaled_q, k, v))
-    batch, heads, length, _ = k.shape
-    if allowed is not None or needs_grad or length < MIN_LENGTH or k.numel() == 0:
+    if allowed is not None or needs_grad:
         return None
-    return distinct_rows(torch.cat([k, v], dim=-1).reshape(batch * heads, length, -1))
+    batch, heads, length, width = k.shape
+    return distinct_rows(torch.cat([k, v], dim=-1).reshape(batch * heads, length, width + v.shape[-1]))
 
 
 def distinct_attention(scaled_q: Tensor, keys: DistinctRows) -> Tensor:
