@@ -20,7 +20,7 @@ import torch
 from report import write_section
 
 import infoflow_dsl as ifl
-from infoflow_dsl import model as model_module
+from infoflow_dsl.transformer import model as model_module
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "compiled_examples"
 #: (example, ε, dtype): the shipped setting, and intrinsic_3 where check's own tests spend their time.
@@ -41,7 +41,7 @@ def timed(function, *arguments) -> float:
 
 @contextmanager
 def patched(attribute: str, value: object) -> Iterator[None]:
-    """``infoflow_dsl.model.<attribute>`` replaced by ``value`` for the duration."""
+    """``infoflow_dsl.transformer.model.<attribute>`` replaced by ``value`` for the duration."""
     original = getattr(model_module, attribute)
     setattr(model_module, attribute, value)
     try:

@@ -1,4 +1,4 @@
-"""Benchmark: the cost of the hook points (infoflow_dsl.lens), as ratios measured in one run.
+"""Benchmark: the cost of the hook points (infoflow_dsl.transformer.lens), as ratios measured in one run.
 
     python bench/bench_hooks.py            # writes its section of BENCHMARKS.md
 

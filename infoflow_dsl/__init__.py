@@ -16,23 +16,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .analysis import AnalysisReport, analyze
-from .check import check
-from .circuit_map import CircuitSite
-from .circuit_map import circuit as _circuit_map
-from .diagnostics import Diagnostic, ProgramError
-from .evaluate import evaluate
-from .io import ModelFileError, load, save
-from .lens import hooked
-from .lower import CompileError
-from .model import CompiledTransformer
-from .parse import parse
+from .analysis.report import AnalysisReport, analyze
+from .errors import CompileError, Diagnostic, ModelFileError, ProgramError
+from .language.check import check
+from .language.parse import parse
+from .language.typed import Program
 from .pipeline import compile_program
-from .sampling import sample_inputs
-from .typed import Program
+from .reference.circuit_map import CircuitSite
+from .reference.circuit_map import circuit as _circuit_map
+from .reference.evaluate import evaluate
+from .reference.sampling import sample_inputs
+from .transformer.io import load, save
+from .transformer.lens import hooked
+from .transformer.model import CompiledTransformer
 
 compile = compile_program
-circuit = _circuit_map  # the function; the circuit IR module stays importable as infoflow_dsl.circuit
+circuit = _circuit_map  # the function; the circuit IR module stays importable as infoflow_dsl.compiler.circuit
 
 __all__ = [
     "AnalysisReport",

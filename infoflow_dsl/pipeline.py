@@ -14,16 +14,17 @@ from typing import Any
 
 import torch
 
-from . import typed as ir
-from .assemble import assemble
-from .circuit import Circuit
-from .comparisons import build_tree
-from .evaluate import evaluate, retrieval_margin
-from .lower import CompileError, lower
-from .model import CompiledTransformer
-from .sampling import domain_corners, sample_inputs
-from .schedule import Schedule, build_schedule
-from .unroll import UnrollError, gather
+from .analysis.comparisons import build_tree
+from .analysis.gather import UnrollError, gather
+from .analysis.schedule import Schedule, build_schedule
+from .compiler.assemble import assemble
+from .compiler.circuit import Circuit
+from .compiler.lower import lower
+from .errors import CompileError
+from .language import typed as ir
+from .reference.evaluate import evaluate, retrieval_margin
+from .reference.sampling import domain_corners, sample_inputs
+from .transformer.model import CompiledTransformer
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_EPS = 1e-3

@@ -67,7 +67,7 @@ def paper_scale_argv(d: int, address: str | None, device: str, workers: int) -> 
 
 def run_paper_scale(address: str | None, device: str, workers: int) -> None:
     """The five sweeps D = 2..6, one after the other, each spread over the cluster (or local Ray)."""
-    from infoflow_dsl.cli import run
+    from infoflow_dsl.tools.cli import run
 
     for d in range(2, 7):
         code = run(paper_scale_argv(d, address, device, workers))
@@ -81,7 +81,7 @@ def run_all() -> None:
            "OMP_NUM_THREADS": "1"}
     streams = []
     for stream in (0, 1):
-        commands = [[sys.executable, "-m", "infoflow_dsl.cli", *s.argv()] for s in SWEEPS if s.stream == stream]
+        commands = [[sys.executable, "-m", "infoflow_dsl.tools.cli", *s.argv()] for s in SWEEPS if s.stream == stream]
         script = " && ".join(" ".join(c) for c in commands)
         streams.append(subprocess.Popen(["nice", "-n", "10", "sh", "-c", script], cwd=ROOT, env=env))
     codes = [p.wait() for p in streams]
@@ -120,14 +120,14 @@ def comparison_inputs(program: object) -> tuple[object, object]:
     """4,096 inputs uniform on the declared domain, and 4,096 from N(0, I) (the trained models'
     validation set of seed 0)."""
     import infoflow_dsl as ifl
-    from infoflow_dsl.train import VALIDATION_SEED, Distribution, draw_inputs
+    from infoflow_dsl.tools.train import VALIDATION_SEED, Distribution, draw_inputs
 
     return (ifl.sample_inputs(program, 4096, seed=VALIDATION_SEED),
             draw_inputs(program, Distribution("normal", 1.0), 4096, VALIDATION_SEED))
 
 
 def nmse_cells(model: object, program: object) -> str:
-    from infoflow_dsl.train import model_nmse
+    from infoflow_dsl.tools.train import model_nmse
 
     return " | ".join(f"{model_nmse(model, program, x):.3g}" for x in comparison_inputs(program))
 
@@ -196,7 +196,7 @@ def triangle_compiled_row(length: int) -> str:
     1,000 uniform inputs of the declared domain."""
     import infoflow_dsl as ifl
     from infoflow_dsl.pipeline import errors_on
-    from infoflow_dsl.train import VALIDATION_SEED, model_nmse
+    from infoflow_dsl.tools.train import VALIDATION_SEED, model_nmse
 
     program = ifl.load_program(ROOT / "compiled_examples" / "triangle_center.iflow", length=length)
     model = ifl.compile(program, eps=1e-2, dtype="float64", device="cpu", samples=0, allow_inefficient=True)

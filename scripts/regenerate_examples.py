@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 import infoflow_dsl as ifl
-from infoflow_dsl.io import model_to_bytes
+from infoflow_dsl.transformer.io import model_to_bytes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "compiled_examples"
 EPS = 1e-2

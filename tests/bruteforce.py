@@ -1,9 +1,9 @@
 """An independent brute-force evaluator of the typed IR, for testing the reference evaluator.
 
-It reads the checked program (``infoflow_dsl.typed``) and computes the target for ONE sequence
+It reads the checked program (``infoflow_dsl.language.typed``) and computes the target for ONE sequence
 at a time with plain Python: Python floats and lists, ``math``, and nested loops over every
-tuple of positions (``itertools.product``). It shares no code with ``infoflow_dsl.evaluate``
-(which is vectorised torch) or ``infoflow_dsl.positions`` (which decides range emptiness), so
+tuple of positions (``itertools.product``). It shares no code with ``infoflow_dsl.reference.evaluate``
+(which is vectorised torch) or ``infoflow_dsl.language.positions`` (which decides range emptiness), so
 agreement between them is evidence that both implement LANGUAGE.md's semantics:
 
 - positions are 1-based; ``T`` is the sequence length;
@@ -31,8 +31,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Union
 
-from infoflow_dsl import typed as ir
-from infoflow_dsl.syntax import Span
+from infoflow_dsl.language import typed as ir
+from infoflow_dsl.language.syntax import Span
 
 Value = Union[float, list[float], list[list[float]]]
 

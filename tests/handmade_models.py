@@ -4,7 +4,7 @@
 cover the edge cases (an FFN-only layer, an FFN of width 0, an embedding without a ReLU block).
 ``reference_forward`` recomputes a model's output with Python loops over tokens, keys and heads,
 evaluating the masks from their conditions directly: an implementation independent of the batched
-one in ``infoflow_dsl.model``.
+one in ``infoflow_dsl.transformer.model``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from infoflow_dsl.model import CompiledTransformer
+from infoflow_dsl.transformer.model import CompiledTransformer
 
 # Masks of every kind: no condition; key vs query with each operator; "last"; literals on either
 # side; two conditions at once; a condition on positions that never holds (fully masked rows);

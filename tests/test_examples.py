@@ -13,7 +13,7 @@ from compiled import CANONICAL_EFFICIENT
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
-from infoflow_dsl.io import model_to_bytes
+from infoflow_dsl.transformer.io import model_to_bytes
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "regenerate_examples.py"
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from compiled import CANONICAL_EFFICIENT, EXTRA_COMPILED, model, program
 from hypothesis import HealthCheck, given, settings
-from test_evaluate import random_programs
+from random_programs import random_programs
 
 import infoflow_dsl as ifl
 from infoflow_dsl import pipeline
@@ -136,7 +136,7 @@ def test_save_then_load_in_a_fresh_process_gives_bitwise_the_same_outputs(tmp_pa
 
 
 def test_compiling_twice_gives_identical_bytes():
-    from infoflow_dsl.io import model_to_bytes
+    from infoflow_dsl.transformer.io import model_to_bytes
 
     first = ifl.compile(program("kth_largest"), eps=1e-3, samples=200)
     second = ifl.compile(program("kth_largest"), eps=1e-3, samples=200)
@@ -207,7 +207,7 @@ def test_a_model_accepts_shorter_inputs():
 
 
 def test_cli_compile_prints_the_sizes_and_writes_the_file(tmp_path: Path, capsys):
-    from infoflow_dsl.cli import run
+    from infoflow_dsl.tools.cli import run
 
     out = tmp_path / "kth.safetensors"
     source = Path(__file__).resolve().parent.parent / "compiled_examples" / "kth_largest.iflow"
@@ -221,7 +221,7 @@ def test_cli_compile_prints_the_sizes_and_writes_the_file(tmp_path: Path, capsys
 
 
 def test_cli_compile_refuses_an_inefficient_target_and_writes_nothing(tmp_path: Path, capsys):
-    from infoflow_dsl.cli import run
+    from infoflow_dsl.tools.cli import run
 
     out = tmp_path / "triangle.safetensors"
     source = Path(__file__).resolve().parent.parent / "compiled_examples" / "triangle_center.iflow"

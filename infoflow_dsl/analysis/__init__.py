@@ -1,0 +1,1 @@
+"""Typed program -> comparison tree -> InfoFlow schedule -> the analysis report."""

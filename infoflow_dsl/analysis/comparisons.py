@@ -1,0 +1,589 @@
+"""Stage 3, comparisons: a checked :class:`~infoflow_dsl.language.typed.Program` -> :class:`ComparisonTree`.
+
+THEORY.md §3. Every reduction over positions is a **comparison node** over one position
+variable, given its **context**: the enclosing position variables its body depends on, and
+the fixed positions (``x(3)``, ``x(T)``) its body reads. Its **order** is |context| + 1, the
+number of positions compared jointly.
+
+Before the tree is built the target is normalised with identities that hold exactly (the
+tests check each against the reference evaluator):
+
+- **hoisting**: a summand that does not depend on a reduction's variables leaves it:
+  ``max_t (f(t) + c) = max_t f(t) + c`` (also min, top(k), mean, and argmin/argmax, where it
+  is dropped). So ``max_<t> f(t) + max_<t> g(t)``, which parses as a nested reduction, becomes
+  two independent order-1 nodes, and ``max_<s, t> f(s) + g(t)`` separates.
+- **monotone pull-out**: ``min_t ||v(t)|| = sqrt(min_t ||v(t)||^2)`` (also max), and an
+  argmin/argmax of a norm is the argmin/argmax of its square: squared norms are polynomials,
+  so they can be separated into features where the norm cannot.
+- **top(k)** over one variable becomes nested max/min, which softmax attention retrieves:
+  ``top(k)_<t> f(t) = max_<t1> min(f(t1), top(k−1)_<t2 : t2 != t1> f(t2))`` with top(1) = max.
+  (If t1 holds the k-th largest value, the inner term is the (k−1)-th largest of the rest,
+  which is ≥ f(t1); if t1 is above it, the inner term is the k-th largest; if below, min ≤
+  f(t1) < the k-th largest.) top(2) thus has order 2; top(k) has order k.
+- a k-variable min/max/sum (and a mean whose conditions do not link its variables) is split
+  into k nested single-variable nodes, in the nesting order that makes the largest order
+  smallest (ties: the source order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ..language import typed as ir
+from ..language.describe import describe
+from ..language.positions import after_query_possible, count_polynomial, count_tuples, format_polynomial, variables_of
+from ..language.syntax import NO_SPAN, Span
+from ..language.typed import sub_nodes
+
+SPLITTABLE = ("min", "max", "sum")
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """A leaf standing for the value of comparison node ``node`` at its context.
+
+    ``variables`` are the context's position variables (the result differs per value of
+    them); ``label`` is how reports write it, e.g. ``c1(t1)``.
+    """
+
+    node: str
+    variables: tuple[str, ...]
+    type: ir.ValueType
+    label: str
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class ComparisonNode:
+    """One reduction over ``variables`` (one, except a joint top(k) or linked mean).
+
+    ``kind``: min, max, sum, mean, top, argmin, argmax. ``body`` has the nodes below
+    replaced by :class:`NodeResult` leaves (``children``). ``site`` is where the node runs:
+    at every ordinary token (its context has a position variable) or at the readout token.
+    ``count`` is the polynomial in T counting the tuples it compares (constant term first).
+    """
+
+    name: str
+    kind: str
+    variables: tuple[str, ...]
+    context: tuple[str, ...]
+    conditions: tuple[ir.PositionCondition, ...]
+    body: ir.Expr
+    children: tuple[str, ...]
+    origin: str
+    span: Span
+    rank: int | None
+    count: tuple[Fraction, ...]
+    count_at_length: int
+    at_tokens: bool = False  # a per-token target's node: it runs at every token even without context
+    gathered: bool = False  # compile's gather route: every token holds every fixed position's token
+
+    @property
+    def order(self) -> int:
+        return len(self.context) + len(self.variables)
+
+    @property
+    def context_variables(self) -> tuple[str, ...]:
+        return tuple(c for c in self.context if not _is_fixed_label(c))
+
+    @property
+    def fixed_positions(self) -> tuple[str, ...]:
+        return tuple(c for c in self.context if _is_fixed_label(c))
+
+    @property
+    def site(self) -> str:
+        return "token" if self.context_variables or self.at_tokens else "readout"
+
+    @property
+    def header(self) -> str:
+        head = f"top({self.rank})" if self.kind == "top" else self.kind
+        conditions = " and ".join(
+            f"{describe(c.left)} {c.operator} {describe(c.right)}" for c in self.conditions
+        )
+        where = f" : {conditions}" if conditions else ""
+        return f"{head}_<{', '.join(self.variables)}{where}>"
+
+
+@dataclass(frozen=True)
+class ComparisonTree:
+    """The comparison nodes (children before parents) and the target over their results."""
+
+    nodes: tuple[ComparisonNode, ...]
+    output: ir.Expr
+    length: int
+    output_site: str = "readout"  # "token": a per-token target's ``output`` is read at every token
+    gathered: bool = False  # built for compile's gather route (``unroll``)
+
+    @property
+    def order(self) -> int:
+        """β′: the largest order of any node (0 when the target compares nothing)."""
+        return max((n.order for n in self.nodes), default=0)
+
+    @property
+    def comparisons(self) -> tuple[Fraction, ...]:
+        total: list[Fraction] = []
+        for node in self.nodes:
+            for k, c in enumerate(node.count):
+                total.extend([Fraction(0)] * (k + 1 - len(total)))
+                total[k] += c
+        return tuple(total) or (Fraction(0),)
+
+    @property
+    def comparisons_text(self) -> str:
+        return format_polynomial(self.comparisons)
+
+    @property
+    def comparisons_at_length(self) -> int:
+        return sum(n.count_at_length for n in self.nodes)
+
+    def node(self, name: str) -> ComparisonNode:
+        return next(n for n in self.nodes if n.name == name)
+
+
+def _is_fixed_label(label: str) -> bool:
+    return label.startswith("T") or label.isdigit()
+
+
+# ----------------------------------------------------------------------------- traversal
+
+
+def map_children(expr: object, function: Callable[[object], object]) -> object:
+    """A copy of a typed node with ``function`` applied to each typed child."""
+    changes = {}
+    for name in getattr(expr, "__dataclass_fields__", {}):
+        if name in ("span", "type"):
+            continue
+        value = getattr(expr, name)
+        if isinstance(value, tuple):
+            mapped = tuple(function(v) if _is_node(v) else v for v in value)
+            if mapped != value:
+                changes[name] = mapped
+        elif _is_node(value):
+            changes[name] = function(value)
+    return dataclasses.replace(expr, **changes) if changes else expr  # type: ignore[type-var]
+
+
+def _is_node(value: object) -> bool:
+    return hasattr(value, "__dataclass_fields__") and not isinstance(value, Span | ir.ValueType)
+
+
+def free_variables(expr: object) -> set[str]:
+    """The position variables ``expr`` depends on that it does not bind itself."""
+    if isinstance(expr, ir.PositionVariable):
+        return {expr.name}
+    if isinstance(expr, NodeResult):
+        return set(expr.variables)
+    found: set[str] = set()
+    for item in ir.children(expr):
+        found |= free_variables(item)
+    if isinstance(expr, ir.Reduce):
+        found -= set(expr.variables)
+    elif isinstance(expr, ir.ArgPosition):
+        found.discard(expr.variable)
+    return found
+
+
+def rename(expr: object, old: str, new: str) -> object:
+    """``expr`` with the free position variable ``old`` renamed ``new``."""
+    if isinstance(expr, ir.PositionVariable):
+        return dataclasses.replace(expr, name=new) if expr.name == old else expr
+    if isinstance(expr, ir.Reduce) and old in expr.variables:
+        return expr
+    if isinstance(expr, ir.ArgPosition) and expr.variable == old:
+        return expr
+    return map_children(expr, lambda child: rename(child, old, new))
+
+
+# ----------------------------------------------------------------------------- normalisation
+
+
+def _summands(expr: ir.Expr, sign: int = 1) -> list[tuple[int, ir.Expr]]:
+    """``expr`` as a signed sum of terms (flattening +, − and unary −)."""
+    if isinstance(expr, ir.Arithmetic) and expr.operator in "+-":
+        right_sign = sign if expr.operator == "+" else -sign
+        return _summands(expr.left, sign) + _summands(expr.right, right_sign)
+    if isinstance(expr, ir.Negate):
+        return _summands(expr.argument, -sign)
+    return [(sign, expr)]
+
+
+def _sum(terms: Sequence[tuple[int, ir.Expr]], value_type: ir.ValueType) -> ir.Expr:
+    result: ir.Expr | None = None
+    for sign, term in terms:
+        if result is None:
+            result = term if sign > 0 else ir.Negate(term, value_type, term.span)
+        else:
+            result = ir.Arithmetic("+" if sign > 0 else "-", result, term, value_type, term.span)
+    assert result is not None
+    return result
+
+
+def _hoist(expr: ir.Reduce | ir.ArgPosition) -> ir.Expr:
+    """Move the summands that do not depend on the reduction's variables out of it."""
+    bound = set(expr.variables) if isinstance(expr, ir.Reduce) else {expr.variable}
+    terms = _summands(expr.body)
+    inside = [(s, t) for s, t in terms if free_variables(t) & bound]
+    outside = [(s, t) for s, t in terms if not free_variables(t) & bound]
+    if not outside or (isinstance(expr, ir.Reduce) and expr.kind == "sum"):
+        return expr
+    if not inside:
+        if isinstance(expr, ir.ArgPosition):
+            return expr
+        return _sum(outside, expr.type)  # the reduction of a value independent of it (range non-empty)
+    reduced = dataclasses.replace(expr, body=_sum(inside, expr.body.type))
+    if isinstance(expr, ir.ArgPosition):
+        return reduced
+    return _sum([(1, reduced), *outside], expr.type)
+
+
+def _rewrite_top(expr: ir.Reduce, taken: set[str]) -> ir.Expr:
+    """top(k)_<t : C(t)> f(t) as k nested max/min (see the module docstring)."""
+    assert expr.rank is not None
+    (variable,) = expr.variables
+    names = _fresh_names(variable, expr.rank, taken | free_variables(expr.body))
+    origin = describe(expr)
+
+    def level(index: int, excluded: tuple[str, ...]) -> ir.Expr:
+        name = names[index]
+        body = rename(expr.body, variable, name)
+        conditions = tuple(rename(c, variable, name) for c in expr.conditions)
+        conditions += tuple(
+            ir.PositionCondition(ir.PositionVariable(name), "!=", ir.PositionVariable(other), expr.span)
+            for other in excluded
+        )
+        if index + 1 < expr.rank:
+            body = ir.Pointwise("min", (body, level(index + 1, (*excluded, name))), expr.span)  # type: ignore[arg-type]
+        return ir.Reduce("max", (name,), conditions, body, ir.SCALAR, None, expr.span, origin)  # type: ignore[arg-type]
+
+    return level(0, ())
+
+
+def _fresh_names(variable: str, count: int, taken: set[str]) -> list[str]:
+    names: list[str] = []
+    for index in range(1, count + 1):
+        name = f"{variable}_{index}"
+        while name in taken:
+            name += "′"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def all_variables(expr: object) -> set[str]:
+    """Every position variable named anywhere in ``expr`` (bound or free)."""
+    names = {n.name for n in sub_nodes(expr) if isinstance(n, ir.PositionVariable)}
+    names |= {v for n in sub_nodes(expr) if isinstance(n, ir.Reduce) for v in n.variables}
+    names |= {n.variable for n in sub_nodes(expr) if isinstance(n, ir.ArgPosition)}
+    return names | free_variables(expr)
+
+
+def normalise(expr: ir.Expr, taken: set[str] | None = None) -> ir.Expr:
+    """``expr`` rewritten by the exact identities of the module docstring (bottom-up)."""
+    taken = all_variables(expr) if taken is None else taken
+    expr = map_children(expr, lambda child: normalise(child, taken))  # type: ignore[arg-type,return-value]
+    if isinstance(expr, ir.Reduce) and expr.kind == "top" and len(expr.variables) == 1:
+        hoisted = _hoist(expr)  # summands free of the variable leave first, so the nested max/min stay small
+        if hoisted is not expr:
+            return normalise(hoisted, taken)  # type: ignore[arg-type]
+        if expr.rank == 1:
+            expr = dataclasses.replace(expr, kind="max", rank=None)
+        else:
+            return normalise(_rewrite_top(expr, taken), taken)
+    if isinstance(expr, ir.Reduce):
+        eliminated = _eliminate_equalities(expr)
+        if eliminated is not expr:
+            return normalise(eliminated, taken)
+    if isinstance(expr, ir.Reduce | ir.ArgPosition):
+        return _pull_out_norm(_hoist(expr))
+    return expr
+
+
+def substitute_position(expr: object, name: str, term: ir.PositionTerm) -> object:
+    """``expr`` with the free position variable ``name`` replaced by the position ``term``."""
+    if isinstance(expr, ir.PositionVariable):
+        return shifted(term, expr.offset) if expr.name == name else expr
+    if isinstance(expr, ir.Reduce) and name in expr.variables:
+        return expr
+    if isinstance(expr, ir.ArgPosition) and expr.variable == name:
+        return expr
+    return map_children(expr, lambda child: substitute_position(child, name, term))
+
+
+def shifted(term: ir.PositionTerm, offset: int) -> ir.PositionTerm:
+    """``term + offset`` (a literal stays a literal)."""
+    if not offset:
+        return term
+    if isinstance(term, ir.FixedPosition):
+        return dataclasses.replace(term, index=term.index + offset)
+    return dataclasses.replace(term, offset=term.offset + offset)  # type: ignore[arg-type]
+
+
+def _eliminate_equalities(expr: ir.Reduce) -> ir.Expr:
+    """``kind_<v, ... : v == w> f`` = ``kind_<...> f[v := w]``: a variable pinned by an equality
+    ranges over one value (top(k) with k > 1 is left alone: its range would be too small)."""
+    if expr.kind == "top" and (expr.rank or 1) > 1:
+        return expr
+    for condition in expr.conditions:
+        if condition.operator != "==":
+            continue
+        for pinned, other in ((condition.left, condition.right), (condition.right, condition.left)):
+            if not (isinstance(pinned, ir.PositionVariable) and pinned.name in expr.variables):
+                continue
+            if isinstance(other, ir.PositionVariable) and other.name == pinned.name:
+                continue
+            rest = tuple(substitute_position(c, pinned.name, other) for c in expr.conditions if c is not condition)
+            body = substitute_position(expr.body, pinned.name, other)
+            variables = tuple(v for v in expr.variables if v != pinned.name)
+            if not variables:  # one tuple left (check proved the range non-empty, so ``rest`` holds)
+                return body  # type: ignore[return-value]
+            return dataclasses.replace(expr, variables=variables, conditions=rest, body=body)
+    return expr
+
+
+def _pull_out_norm(expr: ir.Expr) -> ir.Expr:
+    """min/max of a norm -> sqrt of min/max of its square; argmin/argmax of a norm -> of its square."""
+    if isinstance(expr, ir.ArgPosition) and isinstance(expr.body, ir.Norm):
+        return dataclasses.replace(expr, body=ir.Square(expr.body, expr.body.span))
+    if isinstance(expr, ir.Reduce) and expr.kind in ("min", "max") and isinstance(expr.body, ir.Norm):
+        squared = dataclasses.replace(expr, body=ir.Square(expr.body, expr.body.span))
+        return ir.Pointwise("sqrt", (squared,), expr.span)
+    return expr
+
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def _bounds(conditions: Sequence[ir.PositionCondition], variable: str) -> tuple[list, list] | None:
+    """Lower and upper bounds (term, strict) that ``conditions`` put on ``variable`` (with 1 ≤ v ≤ T)."""
+    lower: list[tuple[ir.PositionTerm, bool]] = [(ir.FixedPosition(1), False)]
+    upper: list[tuple[ir.PositionTerm, bool]] = [(ir.LastPosition(), False)]
+    for c in conditions:
+        if isinstance(c.left, ir.PositionVariable) and c.left.name == variable:
+            operator, other = c.operator, c.right
+        else:
+            operator, other = _FLIP[c.operator], c.left
+        if isinstance(other, ir.PositionVariable) and other.name == variable:
+            continue
+        if operator in ("<", "<="):
+            upper.append((other, operator == "<"))
+        elif operator in (">", ">="):
+            lower.append((other, operator == ">"))
+        elif operator == "==":
+            return None
+    return lower, upper
+
+
+def _project(conditions: Sequence[ir.PositionCondition], variable: str) -> list[ir.PositionCondition] | None:
+    """Conditions on the other positions equivalent to "some ``variable`` satisfies ``conditions``"
+    (Fourier–Motzkin over the integers; ``!=`` is left out, as it empties a range only when T is
+    tiny). None when a needed condition cannot be written (L < v < U with neither end a literal)."""
+    bounds = _bounds(conditions, variable)
+    if bounds is None:
+        return None
+    out: list[ir.PositionCondition] = []
+    for low, low_strict in bounds[0]:
+        for high, high_strict in bounds[1]:
+            implicit_low = isinstance(low, ir.FixedPosition) and low.index == 1 and not low_strict
+            implicit_high = isinstance(high, ir.LastPosition) and not high_strict
+            if implicit_low and implicit_high:
+                continue
+            if low_strict and high_strict:  # L < v < U  <=>  L + 1 < U
+                if isinstance(low, ir.FixedPosition):
+                    low, low_strict = ir.FixedPosition(low.index + 1), False
+                elif isinstance(high, ir.FixedPosition) and high.index > 1:
+                    high, high_strict = ir.FixedPosition(high.index - 1), False
+                else:
+                    return None
+            operator = "<" if (low_strict or high_strict) else "<="
+            if (implicit_low and operator == "<=") or (implicit_high and operator == "<="):
+                continue  # 1 <= U and L <= T always hold
+            out.append(ir.PositionCondition(low, operator, high))
+    return out
+
+
+def split_nesting(expr: ir.Reduce, order: Sequence[str]) -> ir.Reduce | None:
+    """A multi-variable reduction as nested single-variable ones, outermost ``order[0]``.
+
+    Each condition goes to the innermost reduction whose variable it mentions, and each outer
+    level also gets the projection of the inner conditions (``max_<s, t : s < t>`` becomes
+    ``max_<s : s < T> max_<t : s < t>``), so no inner range is ever empty. None when that
+    projection cannot be written in the condition language.
+    """
+    position = {name: i for i, name in enumerate(order)}
+
+    def home(condition: ir.PositionCondition) -> int:
+        mentioned = [position[v] for v in variables_of([condition]) if v in position]
+        return max(mentioned, default=0)
+
+    every = list(expr.conditions)
+    for index in range(len(order) - 1, 0, -1):
+        projected = _project([c for c in every if order[index] in variables_of([c])], order[index])
+        if projected is None:
+            return None
+        every += [c for c in projected if c not in every]
+    body: ir.Expr = expr.body
+    origin = expr.origin or describe(expr)
+    for index in range(len(order) - 1, -1, -1):
+        conditions = tuple(c for c in every if home(c) == index)
+        body = ir.Reduce(expr.kind, (order[index],), conditions, body, expr.type, None, expr.span, origin)
+    assert isinstance(body, ir.Reduce)
+    return body
+
+
+def splittable(expr: ir.Reduce) -> bool:
+    if len(expr.variables) < 2:
+        return False
+    if expr.kind in SPLITTABLE:
+        return True
+    if expr.kind == "mean":  # a mean nests only when no condition links two of its variables
+        return all(len(set(variables_of([c])) & set(expr.variables)) < 2 for c in expr.conditions)
+    return False
+
+
+# ----------------------------------------------------------------------------- the tree
+
+
+#: Nesting orders tried for one reduction: every permutation up to this many, else a few.
+MAX_ORDERS = 720
+
+
+def _nesting_orders(variables: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Every permutation of up to 6 variables; beyond that the source order, its reverse and
+    each rotation (k! orders would not finish; the choice only affects the largest order)."""
+    if math.factorial(len(variables)) <= MAX_ORDERS:
+        return list(itertools.permutations(variables))
+    rotations = [variables[i:] + variables[:i] for i in range(len(variables))]
+    return [*rotations, tuple(reversed(variables))]
+
+
+class TreeBuilder:
+    """Extracts comparison nodes from a normalised target, children first."""
+
+    def __init__(self, length: int, taken: set[str], at_tokens: bool = False, gathered: bool = False) -> None:
+        self.length = length
+        self.taken = taken
+        self.at_tokens = at_tokens
+        self.gathered = gathered
+        self.nodes: list[ComparisonNode] = []
+
+    def extract(self, expr: object, enclosing: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...]) -> object:
+        """``expr`` with each reduction replaced by a :class:`NodeResult` (making its node)."""
+        if isinstance(expr, ir.Reduce) and splittable(expr):
+            return self.extract(self.best_nesting(expr, enclosing, conditions), enclosing, conditions)
+        if isinstance(expr, ir.Reduce | ir.ArgPosition):
+            return self._node(expr, enclosing, conditions)
+        return map_children(expr, lambda child: self.extract(child, enclosing, conditions))
+
+    def best_nesting(
+        self, expr: ir.Reduce, enclosing: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...],
+    ) -> ir.Expr:
+        best: tuple[int, ir.Expr] | None = None
+        for order in _nesting_orders(expr.variables):
+            nested = split_nesting(expr, order)
+            if nested is None:
+                continue
+            candidate = normalise(nested, self.taken)
+            trial = TreeBuilder(self.length, self.taken, self.at_tokens, self.gathered)
+            trial.extract(candidate, enclosing, conditions)
+            largest = max((n.order for n in trial.nodes), default=0)
+            if best is None or largest < best[0]:
+                best = (largest, candidate)
+        if best is None:  # no nesting can be written: one joint node over all the variables
+            return self._node(expr, enclosing, conditions)
+        return best[1]
+
+    def _node(
+        self, expr: ir.Reduce | ir.ArgPosition, enclosing: tuple[str, ...], outer: tuple[ir.PositionCondition, ...],
+    ) -> NodeResult:
+        variables = expr.variables if isinstance(expr, ir.Reduce) else (expr.variable,)
+        inner_conditions = outer + expr.conditions
+        first_child = len(self.nodes)
+        body = self.extract(expr.body, enclosing + variables, inner_conditions)
+        below = _grandchildren(self.nodes, first_child)
+        children = tuple(n.name for n in self.nodes[first_child:] if n.name not in below)
+        depends = free_variables(body) | set(variables_of(expr.conditions))
+        context_variables = tuple(v for v in enclosing if v in depends)
+        fixed = fixed_positions_read(body)
+        counted = (*context_variables, *variables)
+        relevant = tuple(c for c in inner_conditions if set(variables_of([c])) <= set(counted))
+        name = f"c{len(self.nodes) + 1}"
+        kind = expr.kind
+        node = ComparisonNode(
+            name=name, kind=kind, variables=variables, context=(*context_variables, *fixed),
+            conditions=expr.conditions, body=body, children=children,
+            origin=getattr(expr, "origin", "") or describe(expr),
+            span=expr.span,
+            rank=expr.rank if isinstance(expr, ir.Reduce) else None,
+            count=count_polynomial(counted, relevant), count_at_length=count_tuples(counted, relevant, self.length),
+            at_tokens=self.at_tokens, gathered=self.gathered,
+        )
+        self.nodes.append(node)
+        label = f"{name}({', '.join(context_variables)})" if context_variables else name
+        return NodeResult(name, context_variables, expr.type, label, expr.span)
+
+
+def _grandchildren(nodes: list[ComparisonNode], first: int) -> set[str]:
+    return {child for node in nodes[first:] for child in node.children}
+
+
+def fixed_positions_read(body: object) -> tuple[str, ...]:
+    """Labels of the fixed positions whose tokens ``body`` reads (``3``, ``T``), in order."""
+    labels: list[str] = []
+    for node in [body, *sub_nodes(body)]:
+        if isinstance(node, ir.Token) and isinstance(node.position, ir.FixedPosition | ir.LastPosition):
+            label = ir.position_label(node.position)
+            if label not in labels:
+                labels.append(label)  # type: ignore[arg-type]
+    return tuple(labels)
+
+
+def build_tree(program: ir.Program, gathered: bool = False) -> ComparisonTree:
+    """The comparison tree of a checked program. A per-token target's expression is extracted
+    with its position variable t as the enclosing context (and its conditions around every
+    node), so its nodes run at the token site and ``output`` is read at every token."""
+    taken = all_variables(program.target)
+    target = normalise(program.target, taken)
+    builder = TreeBuilder(program.length, taken, at_tokens=program.per_token, gathered=gathered)
+    if program.per_token:
+        output = builder.extract(target, (program.token_variable,), program.token_conditions)  # type: ignore[arg-type]
+        return ComparisonTree(tuple(builder.nodes), output, program.length, "token", gathered)  # type: ignore[arg-type]
+    output = builder.extract(target, (), ())
+    return ComparisonTree(tuple(builder.nodes), output, program.length, "readout", gathered)  # type: ignore[arg-type]
+
+
+def is_causal(program: ir.Program) -> bool:
+    """LANGUAGE.md: a per-token target is causal when its value at t depends on x(1..t) alone:
+    every token it reads is at a position provably ≤ t under the enclosing conditions (own
+    token, offsets t − k, variables of reductions bounded by t, and no fixed position that can
+    exceed t). Decided exactly, like the checker's offsets, on the position grid."""
+    if not program.per_token:
+        return False
+    return all(_read_is_causal(program, position, conditions, scope)
+               for position, conditions, scope in _reads(program.target, (program.token_variable,),  # type: ignore[arg-type]
+                                                         program.token_conditions))
+
+
+def _reads(expr: object, scope: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...]):
+    """Every position a token is read at, with the enclosing conditions and variables there."""
+    if isinstance(expr, ir.Token):
+        if isinstance(expr.position, ir.ArgPosition):
+            inner = (*scope, expr.position.variable)
+            yield ir.PositionVariable(expr.position.variable), conditions + expr.position.conditions, inner
+        else:
+            yield expr.position, conditions, scope
+    if isinstance(expr, ir.Reduce):
+        scope, conditions = (*scope, *expr.variables), conditions + expr.conditions
+    elif isinstance(expr, ir.ArgPosition):
+        scope, conditions = (*scope, expr.variable), conditions + expr.conditions
+    for child in ir.children(expr):
+        if not isinstance(child, ir.PositionCondition):
+            yield from _reads(child, scope, conditions)
+
+
+def _read_is_causal(program: ir.Program, position: object, conditions: tuple, scope: tuple[str, ...]) -> bool:
+    return not after_query_possible(scope, conditions, position, program.token_variable, program.length)  # type: ignore[arg-type]

@@ -1,0 +1,246 @@
+"""Separating a comparison's score into per-token features: f(t, s) = Σ_j φ_j(t) · ψ_j(s).
+
+A retrieval head compares position s for the querying token t by the score q(t)·k(s), so the
+score must be a finite sum of products of a feature of the querying side (φ_j: of t, of fixed
+positions, of values already at the readout) and a feature of the compared position
+(ψ_j: of s alone). This module expands an expression into a polynomial whose monomials are
+products of **atoms** — a token coordinate x(p)[i], or an opaque per-token function such as
+||x(s)|| or relu(<x(s), w>) or the result of an earlier comparison — each belonging to one
+**source** position, then groups the monomials by their s-part. Inner products, bilinear
+forms <a, A @ b>, squared distances and any polynomial separate; ||x(t) − x(s)|| (not a
+polynomial of both) or relu(<x(t), x(s)>) do not, and the caller reports that.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from ..language import typed as ir
+from ..language.describe import describe
+from .comparisons import NodeResult
+
+#: Set while separating a gathered score (see ``separate``).
+_GATHERED: ContextVar[bool] = ContextVar("gathered", default=False)
+
+#: Above this many monomials an expansion is abandoned (reported as not separable).
+MAX_MONOMIALS = 4096
+
+READOUT = "readout"
+
+
+@dataclass(frozen=True, order=True)
+class Atom:
+    """A scalar factor that lives at one ``source`` position (a variable name, ``3``, ``T``, ``readout``)."""
+
+    source: str
+    key: str
+    expr: object = None
+
+    def __hash__(self) -> int:
+        return hash((self.source, self.key))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Atom) and (self.source, self.key) == (other.source, other.key)
+
+
+Monomial = tuple[Atom, ...]
+Polynomial = dict[Monomial, float]
+
+
+@dataclass(frozen=True)
+class FeaturePair:
+    """One term φ(query side) · ψ(compared position) of a separated score."""
+
+    query: Polynomial
+    key: Monomial
+
+
+class NotSeparable(Exception):
+    """The expression mixes sources inside a non-polynomial function (or is too large)."""
+
+
+def position_source(position: object) -> str:
+    """The source label of a position: a variable's name, ``3``, ``T``, or where a retrieval ran.
+
+    ``x(s - 1)`` lives at s: the token one place back is fetched to every token s first (a
+    position head), so it is a feature of s like x(s) itself."""
+    if isinstance(position, ir.PositionVariable):
+        return position.name
+    label = ir.position_label(position)
+    if label is not None:
+        return label
+    variables = getattr(position, "variables", None)
+    if variables is not None:  # a node result: it lives where its node ran
+        if len(variables) > 1:
+            raise NotSeparable(f"{describe(position)} depends on several positions")
+        return variables[0] if variables else READOUT
+    raise NotSeparable(f"cannot place {describe(position)}")
+
+
+def _constant(value: float) -> Polynomial:
+    return {(): value} if value != 0 else {}
+
+
+def _add(a: Polynomial, b: Polynomial, scale: float = 1.0) -> Polynomial:
+    out = dict(a)
+    for monomial, c in b.items():
+        out[monomial] = out.get(monomial, 0.0) + scale * c
+        if out[monomial] == 0:
+            del out[monomial]
+    return out
+
+
+def _multiply(a: Polynomial, b: Polynomial) -> Polynomial:
+    out: Polynomial = {}
+    for ma, ca in a.items():
+        for mb, cb in b.items():
+            monomial = tuple(sorted(ma + mb))
+            out[monomial] = out.get(monomial, 0.0) + ca * cb
+    if len(out) > MAX_MONOMIALS:
+        raise NotSeparable("the expansion has too many terms")
+    return {m: c for m, c in out.items() if c != 0}
+
+
+def _scale(a: Polynomial, factor: float) -> Polynomial:
+    return {m: c * factor for m, c in a.items()} if factor != 0 else {}
+
+
+def _is_fixed(source: str) -> bool:
+    """A fixed position's source label (``3``, ``T``, ``T - 1``)."""
+    return source.isdigit() or source.startswith("T")
+
+
+def _opaque(expr: object) -> Polynomial:
+    """A non-polynomial scalar: one atom if it lives at one source, else not separable (in a
+    gathered score a fixed position joins whichever token reads it)."""
+    sources = sources_of(expr)
+    if _GATHERED.get() and len(sources) > 1:
+        sources = {s for s in sources if not _is_fixed(s)} or {min(sources)}
+    if len(sources) > 1:
+        raise NotSeparable(f"{describe(expr)} mixes positions {', '.join(sorted(sources))} inside a "
+                           f"function that is not a polynomial")
+    source = next(iter(sources)) if sources else READOUT
+    return {(Atom(source, describe(expr), expr),): 1.0}
+
+
+def sources_of(expr: object) -> set[str]:
+    """The source positions whose values ``expr`` reads (a slot guard lives at the token it guards)."""
+    if isinstance(expr, ir.Presence):
+        return {name for c in expr.conditions for name in _variable_names(c)}
+    if isinstance(expr, ir.Token):
+        return {position_source(expr.position)}
+    if hasattr(expr, "label") and hasattr(expr, "variables"):
+        return {position_source(expr)}
+    found: set[str] = set()
+    for item in ir.children(expr):
+        found |= sources_of(item)
+    return found
+
+
+def _variable_names(condition: ir.PositionCondition) -> list[str]:
+    return [t.name for t in (condition.left, condition.right) if isinstance(t, ir.PositionVariable)]
+
+
+def expand(expr: object) -> list[Polynomial]:
+    """The polynomial of each component of ``expr`` (one entry for a scalar)."""
+    if isinstance(expr, ir.NumberLiteral):
+        return [_constant(expr.value)]
+    if isinstance(expr, ir.Constant):
+        return [_constant(v) for v in expr.values]
+    if isinstance(expr, ir.Token):
+        source = position_source(expr.position)
+        name = describe(expr)
+        return [{(Atom(source, f"{name}[{i + 1}]", ir.Component(expr, i + 1)),): 1.0}
+                for i in range(expr.type.shape[0])]
+    if isinstance(expr, ir.Component):
+        return [expand(expr.vector)[expr.index - 1]]
+    if isinstance(expr, ir.Inner):
+        total: Polynomial = {}
+        for a, b in zip(expand(expr.left), expand(expr.right), strict=True):
+            total = _add(total, _multiply(a, b))
+        return [total]
+    if isinstance(expr, ir.Square):
+        if isinstance(expr.argument, ir.Norm):
+            return expand(ir.Inner(expr.argument.argument, expr.argument.argument))
+        (a,) = expand(expr.argument)
+        return [_multiply(a, a)]
+    if isinstance(expr, ir.Arithmetic):
+        return _arithmetic(expr)
+    if isinstance(expr, ir.Negate):
+        return [_scale(p, -1.0) for p in expand(expr.argument)]
+    if isinstance(expr, ir.Divide):
+        return [_scale(p, 1.0 / expr.divisor) for p in expand(expr.numerator)]
+    if isinstance(expr, ir.MatVec):
+        rows, columns = expr.matrix.type.shape
+        vector = expand(expr.vector)
+        out = []
+        for r in range(rows):
+            row: Polynomial = {}
+            for c in range(columns):
+                row = _add(row, vector[c], expr.matrix.values[r * columns + c])
+            out.append(row)
+        return out
+    if isinstance(expr, NodeResult) and expr.type.kind == "vector":  # a vector result: one atom a component
+        source = position_source(expr)
+        return [{(Atom(source, f"{describe(expr)}[{i + 1}]", ir.Component(expr, i + 1)),): 1.0}
+                for i in range(expr.type.shape[0])]
+    if expr.type.kind == "vector":  # type: ignore[attr-defined]
+        raise NotSeparable(f"{describe(expr)} is a vector this analysis cannot expand")
+    return [_opaque(expr)]
+
+
+def _arithmetic(expr: ir.Arithmetic) -> list[Polynomial]:
+    left, right = expand(expr.left), expand(expr.right)
+    if expr.operator == "*":
+        if len(left) == 1:
+            return [_multiply(left[0], p) for p in right]
+        return [_multiply(p, right[0]) for p in left]
+    sign = 1.0 if expr.operator == "+" else -1.0
+    return [_add(a, b, sign) for a, b in zip(left, right, strict=True)]
+
+
+def separate(body: object, variable: str, gathered: bool = False) -> list[FeaturePair]:
+    """``body`` as Σ_j φ_j · ψ_j with ψ_j a monomial in atoms of ``variable`` alone (per component).
+
+    The pair with ψ = 1 (empty monomial) collects the terms free of ``variable``.
+    ``gathered`` (compile's gather route, where every token holds every fixed position's token):
+    fixed positions are features of the compared token too, so they go to the key side and may
+    mix with it inside a non-polynomial function.
+    Raises :class:`NotSeparable`.
+    """
+    token = _GATHERED.set(gathered)
+    try:
+        polynomials = expand(body)
+    finally:
+        _GATHERED.reset(token)
+    pairs: list[FeaturePair] = []
+    for polynomial in polynomials:  # a vector body (sum, mean) separates component by component
+        grouped: dict[Monomial, Polynomial] = defaultdict(dict)
+        for monomial, coefficient in polynomial.items():
+            on_key = [a.source == variable or (gathered and _is_fixed(a.source)) for a in monomial]
+            key = tuple(a for a, k in zip(monomial, on_key, strict=True) if k)
+            query = tuple(a for a, k in zip(monomial, on_key, strict=True) if not k)
+            grouped[key][query] = grouped[key].get(query, 0.0) + coefficient
+        pairs.extend(FeaturePair(query, key) for key, query in sorted(grouped.items()))
+    return pairs
+
+
+def describe_monomial(monomial: Monomial) -> str:
+    if not monomial:
+        return "1"
+    return "·".join(a.key for a in monomial)
+
+
+def describe_polynomial(polynomial: Polynomial) -> str:
+    parts = []
+    for monomial, c in sorted(polynomial.items()):
+        factor = describe_monomial(monomial)
+        if factor == "1":
+            parts.append(f"{c:g}")
+        elif c == 1:
+            parts.append(factor)
+        else:
+            parts.append(f"{c:g}·{factor}")
+    return " + ".join(parts) if parts else "0"

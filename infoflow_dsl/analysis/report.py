@@ -1,0 +1,332 @@
+"""``analyze``: what a researcher learns about a target before anything is trained.
+
+:func:`analyze` runs the comparisons and schedule stages and gathers their results in an
+:class:`AnalysisReport`: the comparison tree, the order β′ and dimension β₁ of comparison,
+the number of comparisons, the InfoFlow schedule (layers × heads, what each head compares),
+the information sets, the predicted cost law and the verdict with its reason.
+
+JSON (``to_json``) has DESIGN.md's keys: ``order``, ``dimension``, ``comparisons``,
+``layers``, ``heads``, ``info_sets``, ``cost``, ``verdict``, ``reason``; and also ``program``,
+``T``, ``d``, ``tree``, ``schedule``, ``notes``, ``heads_budget``. ``cost.exponent`` is the
+exponent of 1/ε as a number when it does not depend on T (efficient targets), else null, with
+``cost.exponent_formula`` always the formula; ``cost.roots_at_zero`` lists the norms whose square
+can be 0 on the domain (each makes the exponent 1: see ``ranges``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..errors import CompileError
+from ..language import typed as ir
+from ..language.describe import describe
+from ..language.syntax import Span
+from .comparisons import ComparisonTree, build_tree, is_causal
+from .ranges import RootAtZero, roots_at_zero
+from .schedule import Schedule, build_schedule, square_steps
+
+INFOFLOW_UPPER_BOUND = "O(ε^-1)"
+
+
+def _span_json(span: Span | None) -> dict[str, int] | None:
+    if span is None:
+        return None
+    return {"line": span.line, "column": span.column, "end_line": span.end_line, "end_column": span.end_column}
+
+
+@dataclass(frozen=True)
+class AnalysisReport:
+    """The analysis of one program (what ``infoflowc analyze`` prints)."""
+
+    program: ir.Program
+    tree: ComparisonTree
+    schedule: Schedule
+    roots_at_zero: tuple[RootAtZero, ...] = ()
+
+    @property
+    def verdict(self) -> str:
+        return self.schedule.verdict
+
+    @property
+    def order(self) -> int:
+        return self.tree.order
+
+    @property
+    def dimension(self) -> int:
+        return self.schedule.dimension
+
+    @property
+    def layers(self) -> int:
+        return self.schedule.layers
+
+    @property
+    def heads(self) -> list[int]:
+        return list(self.schedule.heads_per_layer)
+
+    def cost(self) -> dict[str, Any]:
+        problems = self.schedule.problems
+        roots = [{"norm": r.expression, "span": _span_json(r.span)} for r in self.roots_at_zero]
+        if problems:
+            worst = problems[0]
+            return {"law": worst.law, "exponent": None, "exponent_formula": worst.exponent,
+                    "interpolated_functions": self.schedule.interpolated_functions, "roots_at_zero": roots,
+                    "infoflow_upper_bound": None, "independent_of_T": False, "fallback": self.fallback()}
+        functions = self.schedule.interpolated_functions
+        if self.roots_at_zero:
+            law, exponent, formula = f"O({functions}·ε^-1): a norm that can be 0 turns an error δ into √δ", 1.0, "1"
+        elif functions:
+            law, exponent, formula = f"O({functions}·ε^-1/2)", 0.5, "1/2"
+        else:
+            law, exponent, formula = "O(1): every step is exact or sharpened by β alone", 0.0, "0"
+        return {"law": law, "exponent": exponent, "exponent_formula": formula, "interpolated_functions": functions,
+                "roots_at_zero": roots,
+                "infoflow_upper_bound": INFOFLOW_UPPER_BOUND, "independent_of_T": True, "routes": self.routes(law)}
+
+    def routes(self, wide_law: str) -> dict[str, dict[str, Any]]:
+        """The cost law and layer count of each square route (``--ffn``; see ``approximations``).
+
+        wide: one FFN layer per square, units ~ ε^(-1/2) per function, the schedule's L layers.
+        deep: m = ⌈log₄(R²/e)⌉ − 1 tent levels per square (R its input's range, e its share of ε),
+        2 units and one attention-free layer each: units O(F·log(1/ε)), layers ≤ L + S·(m − 1),
+        S the most squares in a row on a path (``schedule.square_steps``). A √ stays wide, so a
+        norm that can be 0 keeps its ε^-1 under every route.
+        """
+        functions = self.schedule.interpolated_functions
+        layers = self.schedule.layers
+        steps = square_steps(self.tree)
+        roots = " (a √ of a norm that can be 0 stays wide: O(ε^-1))" if self.roots_at_zero else ""
+        return {
+            "wide": {"law": wide_law, "layers": layers},
+            "deep": {"law": f"O({functions}·log(1/ε)) units, O({steps}·log(1/ε)) extra layers{roots}",
+                     "layers": f"≤ {layers} + {steps}·(m − 1), m = ⌈log₄(R²/e)⌉ − 1 tent levels per square",
+                     "square_steps": steps, "base_layers": layers},
+            "auto": {"law": "per function the route with fewer nonzero parameters at its share of ε",
+                     "layers": f"between {layers} and the deep count"},
+        }
+
+    def fallback(self) -> dict[str, Any]:
+        """compile --allow-inefficient's gather route (``unroll``): its cost law in T and ε, and its
+        nonzero parameter count at the program's T and ε = 1e-2 (or why it is refused)."""
+        from .gather import UnrollError, gather
+
+        try:
+            gathered = gather(self.program)
+        except UnrollError as error:
+            return {"route": "gather", "law": None, "exponent_T": None, "law_wide": None, "exponent_T_wide": None,
+                    "parameters_at_eps_1e-2": None, "refused": str(error)}
+        k, unrolled = len(gathered.unrolled), ", ".join(gathered.unrolled)
+        rewritten = dataclasses.replace(self.program, target=gathered.target)
+        tree = build_tree(rewritten, gathered=True)
+        functions = build_schedule(tree, None, self.program.margin).interpolated_functions
+        if functions:
+            # T^k slots, each with F functions; the error budget is shared by all T^k slots' sources
+            # (a linear bound cannot take the max over slots), so each share shrinks like ε/T^k. One
+            # wide layer pays (T^k/ε)^e per function: T^(k(1+e)) in all; the deep route pays
+            # log(T^k/ε) per square, and auto (compile's default here) the cheaper of the two per
+            # function: at most T^k·log(T^k/ε), exponent k up to the logarithm
+            e = 1.0 if self.roots_at_zero else 0.5
+            wide_exponent = k * (1 + e)
+            slots = f"{unrolled} unrolled into T position slots (k = {k}), each with {functions} interpolated functions"
+            law = (f"O(T^{k}·log(T^{k}/ε)) with --ffn auto (the default): {slots} whose error shares shrink like "
+                   f"T^-{k}, each square by tent maps in O(log(T^{k}/ε)) units")
+            wide_law = f"O(T^{wide_exponent:g}·ε^-{e:g}) with --ffn wide: {slots}, (T^{k}/ε)^{e:g} units each"
+            exponent = float(k)
+        else:
+            exponent = wide_exponent = float(k)
+            law = f"O(T^{k}): {unrolled} unrolled into T position slots (k = {k}); every step exact or sharpened by β"
+            wide_law = law
+        tail = f", plus O(T^{k}) exact min/max units in O(k·log T) layers"
+        entry: dict[str, Any] = {"route": "gather", "unrolled": list(gathered.unrolled), "law": law + tail,
+                                 "exponent_T": exponent, "law_wide": wide_law + tail,
+                                 "exponent_T_wide": wide_exponent, "parameters_at_eps_1e-2": None, "refused": None}
+        entry.update(_fallback_size(self.program.source, self.program.path, self.program.length,
+                                    self.program.margin))
+        return entry
+
+    def reason(self) -> dict[str, Any] | None:
+        if not self.schedule.problems:
+            return None
+        problem = self.schedule.problems[0]
+        return {"kind": problem.kind, "node": problem.node, "message": problem.message,
+                "span": _span_json(problem.span), "law": problem.law}
+
+    def to_dict(self) -> dict[str, Any]:
+        tree = self.tree
+        return {
+            "program": Path(self.program.path).name,
+            "T": self.program.length,
+            "d": self.program.dimension,
+            "order": tree.order,
+            "dimension": self.schedule.dimension,
+            "comparisons": {
+                "polynomial": tree.comparisons_text,
+                "coefficients": [str(c) for c in tree.comparisons],
+                "value": tree.comparisons_at_length,
+                "T": self.program.length,
+            },
+            "layers": self.schedule.layers,
+            "heads": self.heads,
+            "heads_budget": list(self.schedule.budget) if self.schedule.budget is not None else None,
+            "info_sets": [{"layer": 0, "token": ["t"], "readout": ["T+1"]}] + [
+                {"layer": s.layer, "token": list(s.token), "readout": list(s.readout)} for s in self.schedule.info_sets
+            ],
+            "cost": self.cost(),
+            "verdict": self.verdict,
+            "reason": self.reason(),
+            "tree": [
+                {"name": n.name, "kind": n.kind, "variables": list(n.variables), "context": list(n.context),
+                 "order": n.order, "site": n.site, "conditions": n.header, "body": describe(n.body),
+                 "children": list(n.children), "origin": n.origin, "span": _span_json(n.span),
+                 "comparisons": {"polynomial": _poly(n.count), "value": n.count_at_length}}
+                for n in tree.nodes
+            ],
+            "schedule": [
+                {"head": h.name, "layer": h.layer, "kind": h.kind, "site": h.site, "compares": h.compares,
+                 "query_features": list(h.query_features), "key_features": list(h.key_features),
+                 "mask": h.mask, "dimension": h.dimension}
+                for h in self.schedule.heads
+            ],
+            "notes": list(self.schedule.notes),
+            "output": tree.output_site,
+            "causal": is_causal(self.program),
+            "output_expression": describe(tree.output),
+            "defined_at": self._defined_at(),
+        }
+
+    def _defined_at(self) -> str:
+        """Where the output is read: ``readout``, ``every t`` or ``t where <conditions>``."""
+        if not self.program.per_token:
+            return "readout"
+        conditions = self.program.token_conditions
+        if not conditions:
+            return f"every {self.program.token_variable}"
+        text = " and ".join(f"{describe(c.left)} {c.operator} {describe(c.right)}" for c in conditions)
+        return f"{self.program.token_variable} where {text}"
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    def to_text(self) -> str:
+        return render_text(self)
+
+
+@lru_cache(maxsize=64)
+def _fallback_size(source: str, path: str, length: int, margin: float | None) -> dict[str, Any]:
+    """The gather route's nonzero parameters at ε = 1e-2 (float64), or why it is refused; cached
+    per program, as compiling it takes seconds."""
+    from .. import parse_program
+    from ..pipeline import compile_program  # analyze reports what compile would build
+
+    program = parse_program(source, path, length=length, margin=margin)
+    try:
+        model = compile_program(program, 1e-2, "float64", "cpu", samples=0, allow_inefficient=True)
+    except CompileError as error:
+        return {"parameters_at_eps_1e-2": None, "refused": str(error)}
+    return {"parameters_at_eps_1e-2": model.nonzero_parameter_count(), "refused": None}
+
+
+def _poly(coefficients: Sequence[Any]) -> str:
+    from ..language.positions import format_polynomial
+
+    return format_polynomial(coefficients)
+
+
+def analyze(program: ir.Program, heads: Sequence[int] | None = None) -> AnalysisReport:
+    """Analyse a checked program; ``heads`` asks whether that per-layer head budget suffices."""
+    tree = build_tree(program)
+    schedule = build_schedule(tree, heads, program.margin)
+    return AnalysisReport(program, tree, schedule, roots_at_zero(program))
+
+
+# ----------------------------------------------------------------------------- text
+
+
+def _where(report: AnalysisReport, span: dict[str, int] | None) -> str:
+    """``file:line:column: `` of a span in the report's JSON form (empty without one)."""
+    return f"{report.program.path}:{span['line']}:{span['column']}: " if span else ""
+
+
+def render_text(report: AnalysisReport) -> str:
+    data = report.to_dict()
+    lines = [f"{data['program']}: T = {data['T']}, d = {data['d']}", ""]
+    lines.append("comparison tree")
+    lines.extend(_tree_lines(report.tree))
+    if not report.tree.nodes:
+        lines.append("  (no comparisons: the target reads fixed positions and offsets only)")
+    if data["output"] == "token":
+        causal = "causal" if data["causal"] else "not causal (it reads positions after t)"
+        lines.append(f"  output at every token ({data['defined_at']}; {causal}): {data['output_expression']}")
+    else:
+        lines.append(f"  output at the readout: {data['output_expression']}")
+    lines.append("")
+    lines.append(f"order of comparison β′   {data['order']}")
+    lines.append(f"dimension of comparison β₁  {data['dimension']}")
+    comparisons = data["comparisons"]
+    lines.append(f"number of comparisons    {comparisons['polynomial']}  (= {comparisons['value']} at T = {data['T']})")
+    lines.append("")
+    budget = f"  (budget {','.join(map(str, data['heads_budget']))})" if data["heads_budget"] else ""
+    lines.append(f"schedule: {data['layers']} layer(s), heads per layer {data['heads']}{budget}")
+    lines.append(f"  {'layer':<6}{'head':<6}{'kind':<17}{'site':<9}compares")
+    for head in sorted(data["schedule"], key=lambda h: (h["layer"], h["head"])):
+        mask = f"   [mask {head['mask']}]" if head["mask"] else ""
+        row = f"{head['layer']:<6}{head['head']:<6}{head['kind']:<17}{head['site']:<9}"
+        lines.append(f"  {row}{head['compares']}{mask}")
+        if head["key_features"]:
+            lines.append(f"  {'':<38}keys ({head['dimension']}): {', '.join(head['key_features'])}")
+    lines.append("")
+    lines.append("information sets")
+    for entry in data["info_sets"]:
+        layer = entry["layer"]
+        lines.append(f"  I(t, {layer}) = {{{', '.join(entry['token'])}}}    "
+                     f"I(T+1, {layer}) = {{{', '.join(entry['readout'])}}}")
+    lines.append("")
+    cost = data["cost"]
+    lines.append(f"cost law  {cost['law']}")
+    if cost["infoflow_upper_bound"]:
+        lines.append(f"          InfoFlow's upper bound: {cost['infoflow_upper_bound']}; parameters do not grow with T")
+    for root in cost["roots_at_zero"]:
+        lines.append(f"          {_where(report, root['span'])}{root['norm']} can be 0, "
+                     "so the squares under its √ must be within (ε/2)²")
+    for note in data["notes"]:
+        lines.append(f"note      {note}")
+    lines.append("")
+    lines.append(f"verdict   {data['verdict']}")
+    reason = data["reason"]
+    if reason:
+        lines.append(f"reason    {_where(report, reason['span'])}{reason['message']}")
+        lines.append(f"          {reason['law']}")
+        fallback = data["cost"].get("fallback")
+        if fallback:
+            lines.append(f"fallback  compile --allow-inefficient: {fallback['law'] or 'no gather route'}")
+            if fallback["law_wide"] and fallback["law_wide"] != fallback["law"]:
+                lines.append(f"          {fallback['law_wide']}")
+            if fallback["refused"]:
+                lines.append(f"          refused at ε = 1e-2: {fallback['refused']}")
+            else:
+                lines.append(f"          {fallback['parameters_at_eps_1e-2']:,} nonzero parameters at ε = 1e-2, "
+                             f"T = {data['T']}")
+    return "\n".join(lines) + "\n"
+
+
+def _tree_lines(tree: ComparisonTree) -> list[str]:
+    parents = {child for node in tree.nodes for child in node.children}
+    roots = [n for n in tree.nodes if n.name not in parents]
+    lines: list[str] = []
+
+    def visit(name: str, depth: int) -> None:
+        node = tree.node(name)
+        context = ", ".join(node.context) or "—"
+        lines.append(f"  {'  ' * depth}{node.name}: {node.header} {describe(node.body)}"
+                     f"    [context {context}; order {node.order}; {_poly(node.count)} comparisons; {node.site}]")
+        for child in node.children:
+            visit(child, depth + 1)
+
+    for root in roots:
+        visit(root.name, 0)
+    return lines

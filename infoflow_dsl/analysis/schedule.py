@@ -1,0 +1,547 @@
+"""Stage 4, schedule: :class:`ComparisonTree` -> :class:`Schedule` (layers, heads, information flow).
+
+Every comparison node becomes one attention head (DESIGN.md, "How weights realise the
+schedule"): an order-2 node with a position variable in its context is a **retrieval head**
+run at every ordinary token; a node whose context holds no variable runs at the readout token
+(a **readout head**, or a **token retrieval** for argmin/argmax); sum/mean nodes are
+**uniform heads**; every fixed position read (``x(3)``, ``x(T)``) is fetched by a
+**position head** at the token site that needs it.
+
+Timing. The residual stream is built in stages: stage 0 the embedding's linear part, stage 1
+its ReLU block, then for layer l ≥ 1 stage 2l its attention and stage 2l+1 its FFN. Linear maps
+cost no stage (they fold into W_Q, W_K, W_V, W_O, W_in). A nonlinear step (a product by
+polarisation, a square, relu, |·|, min, max, sqrt) runs at the next FFN stage; a norm takes two
+(squares, then sqrt). A head at layer l may read only what exists at stage ≤ 2l − 1, so a node
+is placed at layer ⌊S/2⌋ + 1, S the latest stage among its query, key and value features. A
+node's result is the Gibbs mean of its key features, combined with its query features: at
+stage 2l if that combination is linear, 2l + 1 if it needs products (the FFN of the same layer).
+With a head budget (``--heads``), a node that does not fit its layer moves to the next.
+
+Information sets (THEORY.md §3): I(t, 0) = {t}, I(T+1, 0) = {T+1}; a retrieval head adds the
+retrieved position's set, a position head the fixed position's, a uniform head everyone's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from ..language import typed as ir
+from ..language.describe import describe
+from ..language.syntax import Span
+from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_read, sub_nodes
+from .features import FeaturePair, NotSeparable, describe_monomial, describe_polynomial, separate, sources_of
+
+TOKEN, READOUT = "token", "readout"
+FETCH_PREFIX = "p"
+
+
+@dataclass(frozen=True)
+class Head:
+    """One attention head of the schedule: which node it realises, where, at which layer."""
+
+    name: str
+    kind: str  # retrieval | readout | token retrieval | uniform | position
+    site: str  # token | readout
+    layer: int
+    compares: str
+    query_features: tuple[str, ...] = ()
+    key_features: tuple[str, ...] = ()
+    mask: str = ""
+    dimension: int = 1
+    is_comparison: bool = True
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a target is inefficient: the node responsible, its span, and the law that applies."""
+
+    kind: str  # order | not-separable | top | heads
+    message: str
+    law: str
+    exponent: str
+    node: str | None = None
+    span: Span | None = None
+
+
+@dataclass(frozen=True)
+class InfoSets:
+    """The symbolic information sets of an ordinary token and of the readout after ``layer``."""
+
+    layer: int
+    token: tuple[str, ...]
+    readout: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    tree: ComparisonTree
+    heads: tuple[Head, ...]
+    layers: int
+    heads_per_layer: tuple[int, ...]
+    dimension: int
+    info_sets: tuple[InfoSets, ...]
+    problems: tuple[Problem, ...]
+    interpolated_functions: int
+    dependencies: nx.DiGraph = field(compare=False, repr=False)
+    notes: tuple[str, ...] = ()
+    budget: tuple[int, ...] | None = None
+
+    @property
+    def verdict(self) -> str:
+        return "inefficient" if self.problems else "efficient"
+
+
+# ----------------------------------------------------------------------------- stages
+
+
+def next_ffn(stage: int) -> int:
+    """The first FFN stage (odd) after ``stage``."""
+    return stage + 1 if stage % 2 == 0 else stage + 2
+
+
+def layer_for(stage: int) -> int:
+    """The first layer whose attention can read what exists at ``stage``."""
+    return stage // 2 + 1
+
+
+def layers_for_output(stage: int) -> int:
+    """Layers needed for the readout to hold a value produced at ``stage``."""
+    return max(math.ceil((stage - 1) / 2), 0) if stage % 2 else stage // 2
+
+
+def after_ffns(stage: int, count: int) -> int:
+    """The stage ``count`` FFN stages after ``stage`` (``count`` = 1: :func:`next_ffn`)."""
+    for _ in range(count):
+        stage = next_ffn(stage)
+    return stage
+
+
+class StageClock:
+    """When each quantity exists in the residual stream (see the module docstring).
+
+    ``square_depth`` is how many FFN stages a square (hence a product) takes: 1 for the wide
+    route, m for deep squares of m tent levels (``approximations.DeepSquare``).
+    """
+
+    def __init__(self, square_depth: int = 1) -> None:
+        self.results: dict[str, int] = {}
+        self.fetches: dict[str, int] = {}
+        self.square_depth = square_depth
+
+    def _constant(self, expr: object) -> bool:
+        return not sources_of(expr)
+
+    def stage(self, expr: object) -> int:
+        if isinstance(expr, ir.NumberLiteral | ir.Constant):
+            return 0
+        if isinstance(expr, NodeResult):
+            return self.results[expr.node]
+        if isinstance(expr, ir.Token):
+            position = expr.position
+            if isinstance(position, NodeResult):
+                return self.results[position.node]
+            if isinstance(position, ir.FixedPosition | ir.LastPosition):
+                return self.fetches.get(ir.position_label(position), 2)  # type: ignore[arg-type]
+            if isinstance(position, ir.PositionVariable) and position.offset:
+                return self.fetches.get(relative_label(position.offset), 2)
+            return 0
+        if isinstance(expr, ir.Presence):
+            return self.fetches.get(describe(expr), 2)
+        if (isinstance(expr, ir.Arithmetic) and expr.operator == "*") or isinstance(expr, ir.Inner):
+            left, right = (expr.left, expr.right)  # type: ignore[union-attr]
+            inner = max(self.stage(left), self.stage(right))
+            return inner if self._constant(left) or self._constant(right) else after_ffns(inner, self.square_depth)
+        if isinstance(expr, ir.Square):
+            argument = expr.argument.argument if isinstance(expr.argument, ir.Norm) else expr.argument
+            return after_ffns(self.stage(argument), self.square_depth)
+        if isinstance(expr, ir.Norm):
+            return next_ffn(after_ffns(self.stage(expr.argument), self.square_depth))
+        if isinstance(expr, ir.Pointwise):
+            return next_ffn(max(self.stage(a) for a in expr.arguments))
+        children = [getattr(expr, n) for n in ("left", "right", "argument", "vector", "numerator")
+                    if hasattr(expr, n)]
+        return max((self.stage(c) for c in children), default=0)
+
+
+def _monomial_interpolations(monomial: tuple) -> int:
+    """Products inside one side's monomial: a square costs one function, a product two."""
+    if len(monomial) < 2:
+        return 0
+    return sum(1 if a == b else 2 for a, b in itertools.pairwise(monomial))
+
+
+def node_interpolations(plan: NodePlan) -> int:
+    """Univariate functions the FFNs interpolate for one node: features, then the combination."""
+    if plan.pairs is None:
+        return interpolations(plan.node.body)
+    count = 0
+    atoms = {a for p in plan.pairs for m in (p.key, *p.query) for a in m}
+    count += sum(interpolations(a.expr) for a in atoms)
+    count += sum(_monomial_interpolations(m) for p in plan.pairs for m in (p.key, *p.query))
+    if plan.node.kind not in ("argmin", "argmax"):
+        count += 2 * sum(1 for p in plan.key_pairs if any(m for m in p.query))
+    return count
+
+
+def interpolations(expr: object) -> int:
+    """How many univariate functions an FFN must interpolate to compute ``expr`` (squares,
+    products by polarisation count two, sqrt); relu, |·|, min, max are exact and count none."""
+    count = 0
+    for node in [expr, *sub_nodes(expr)]:
+        if isinstance(node, ir.Inner):
+            if sources_of(node.left) and sources_of(node.right):
+                count += 2 * node.left.type.shape[0]
+        elif isinstance(node, ir.Arithmetic) and node.operator == "*":
+            if sources_of(node.left) and sources_of(node.right):
+                count += 2 * max(1, node.type.shape[0] if node.type.shape else 1)
+        elif isinstance(node, ir.Square):
+            count += node.argument.argument.type.shape[0] if isinstance(node.argument, ir.Norm) else 1
+        elif isinstance(node, ir.Norm):
+            count += node.argument.type.shape[0] + 1
+        elif isinstance(node, ir.Pointwise) and node.function == "sqrt":
+            count += 1
+    return count
+
+
+# ----------------------------------------------------------------------------- heads
+
+
+@dataclass
+class NodePlan:
+    """What scheduling needs to know about one comparison node."""
+
+    node: ComparisonNode
+    pairs: list[FeaturePair] | None
+    failure: str | None
+
+    @property
+    def key_pairs(self) -> list[FeaturePair]:
+        return [p for p in (self.pairs or []) if p.key]
+
+    @property
+    def linear_result(self) -> bool:
+        """The result is a linear function of the retrieved means (no product at the query)."""
+        return all(not any(m for m in p.query) for p in self.key_pairs)
+
+    @property
+    def dimension(self) -> int:
+        """Key features the head needs; pairs with a constant query side merge into one."""
+        pairs = self.key_pairs
+        constant = [p for p in pairs if not any(m for m in p.query)]
+        return len(pairs) - len(constant) + (1 if constant else 0) if pairs else 1
+
+
+def plan_node(node: ComparisonNode) -> NodePlan:
+    if len(node.variables) != 1:
+        return NodePlan(node, None, f"{node.header} compares {len(node.variables)} positions jointly")
+    try:
+        return NodePlan(node, separate(node.body, node.variables[0], node.gathered), None)
+    except NotSeparable as error:
+        return NodePlan(node, None, str(error))
+
+
+def head_kind(node: ComparisonNode) -> str:
+    if node.kind in ("sum", "mean"):
+        return "uniform"
+    if node.kind in ("argmin", "argmax"):
+        return "token retrieval"
+    return "retrieval" if node.site == TOKEN else "readout"
+
+
+def _mask_text(node: ComparisonNode) -> str:
+    return " and ".join(f"{describe(c.left)} {c.operator} {describe(c.right)}" for c in node.conditions)
+
+
+def _position_heads(tree: ComparisonTree) -> list[tuple[str, str]]:
+    """(fixed position, site) pairs that need a position head."""
+    needed: list[tuple[str, str]] = []
+    for node in tree.nodes:
+        for label in node.fixed_positions:
+            sites = (node.site, TOKEN) if node.gathered else (node.site,)  # gathered: key tokens read them too
+            needed.extend((label, site) for site in sites if (label, site) not in needed)
+    for label in fixed_positions_read(tree.output):
+        if (label, tree.output_site) not in needed:
+            needed.append((label, tree.output_site))
+    for label in relative_offsets_read(tree):
+        if (label, TOKEN) not in needed:
+            needed.append((label, TOKEN))
+    return needed
+
+
+def presences_read(tree: ComparisonTree) -> list[ir.Presence]:
+    """The slot guards (gather route) read anywhere, each once; each is one head at the tokens."""
+    found: dict[str, ir.Presence] = {}
+    for expr in (*(n.body for n in tree.nodes), tree.output):
+        for node in [expr, *sub_nodes(expr)]:
+            if isinstance(node, ir.Presence):
+                found.setdefault(describe(node), node)
+    return list(found.values())
+
+
+def relative_offsets_read(tree: ComparisonTree) -> list[str]:
+    """Labels (``t - 1``, ``t + 2``) of the position offsets read anywhere: each is a token's
+    feature, fetched at the token site by one position head (a structural mask key == query ± k)."""
+    labels: list[str] = []
+    for expr in (*(n.body for n in tree.nodes), tree.output):
+        for node in [expr, *sub_nodes(expr)]:
+            if isinstance(node, ir.Token) and isinstance(node.position, ir.PositionVariable) and node.position.offset:
+                label = relative_label(node.position.offset)
+                if label not in labels:
+                    labels.append(label)
+    return labels
+
+
+def relative_label(offset: int) -> str:
+    """The fetch label of the token ``offset`` places from the querying one: ``t - 1``, ``t + 2``."""
+    return "t" + ir.offset_text(offset)
+
+
+# ----------------------------------------------------------------------------- the schedule
+
+
+class Scheduler:
+    def __init__(self, tree: ComparisonTree, budget: Sequence[int] | None, square_depth: int = 1) -> None:
+        self.tree = tree
+        self.budget = tuple(budget) if budget is not None else None
+        self.clock = StageClock(square_depth)
+        self.used: dict[int, int] = {}
+        self.heads: list[Head] = []
+        self.overflow: list[tuple[ComparisonNode, int, int]] = []
+        self.plans = {node.name: plan_node(node) for node in tree.nodes}
+
+    def _capacity(self, layer: int) -> int:
+        if self.budget is None:
+            return 1 << 30
+        return self.budget[layer - 1] if layer <= len(self.budget) else 0
+
+    def _place(self, earliest: int, node: ComparisonNode | None) -> int:
+        layer = earliest
+        while self.used.get(layer, 0) >= self._capacity(layer):
+            if self.budget is not None and layer > len(self.budget):
+                break
+            layer += 1
+        if self.budget is not None and layer > len(self.budget) and node is not None:
+            self.overflow.append((node, earliest, layer))
+        self.used[layer] = self.used.get(layer, 0) + 1
+        return layer
+
+    def run(self) -> None:
+        for index, (label, site) in enumerate(_position_heads(self.tree)):
+            layer = self._place(1, None)
+            self.clock.fetches[label] = 2 * layer
+            mask = f"key == query{label[1:]}" if label.startswith("t") else ""
+            self.heads.append(Head(f"{FETCH_PREFIX}{index + 1}", "position", site, layer, f"x({label})",
+                                   mask=mask, is_comparison=False))
+        for index, presence in enumerate(presences_read(self.tree)):
+            layer = self._place(1, None)
+            label = describe(presence)
+            self.clock.fetches[label] = 2 * layer
+            self.heads.append(Head(f"g{index + 1}", "presence", TOKEN, layer, label, is_comparison=False))
+        for node in self.tree.nodes:
+            self._schedule_node(node)
+
+    def _schedule_node(self, node: ComparisonNode) -> None:
+        plan = self.plans[node.name]
+        if plan.pairs is not None:
+            stages = [self.clock.stage(_monomial_expr(p.key)) for p in plan.pairs]
+            stages += [self.clock.stage(_monomial_expr(m)) for p in plan.pairs for m in p.query]
+        else:
+            stages = [self.clock.stage(node.body)]
+        if node.kind in ("argmin", "argmax"):
+            stages.append(0)  # the value is the token itself
+        layer = self._place(layer_for(max(stages, default=0)), node)
+        linear = plan.pairs is not None and plan.linear_result
+        exact = linear or node.kind in ("argmin", "argmax")
+        self.clock.results[node.name] = 2 * layer if exact else after_ffns(2 * layer, self.clock.square_depth)
+        key = tuple(describe_monomial(p.key) for p in plan.key_pairs)
+        query = tuple(describe_polynomial(p.query) for p in plan.key_pairs)
+        self.heads.append(Head(node.name, head_kind(node), node.site, layer, f"{node.header} {describe(node.body)}",
+                               query, key, _mask_text(node), plan.dimension))
+
+    def layers(self) -> int:
+        output_stage = self.clock.stage(self.tree.output)
+        head_layers = max((h.layer for h in self.heads), default=0)
+        return max(head_layers, layers_for_output(output_stage), 1)
+
+
+def _monomial_expr(monomial: tuple) -> object:
+    """An expression whose stage is the monomial's: a product of its atoms' expressions."""
+    if not monomial:
+        return ir.NumberLiteral(1.0)
+    expr = monomial[0].expr
+    for atom in monomial[1:]:
+        expr = ir.Arithmetic("*", expr, atom.expr, ir.SCALAR)
+    return expr
+
+
+def _dependency_graph(tree: ComparisonTree, heads: Sequence[Head]) -> nx.DiGraph:
+    graph = nx.DiGraph()
+    for head in heads:
+        graph.add_node(head.name, layer=head.layer, site=head.site, kind=head.kind)
+    for node in tree.nodes:
+        for child in node.children:
+            graph.add_edge(child, node.name)
+    return graph
+
+
+# ----------------------------------------------------------------------------- information sets
+
+
+Element = tuple[str, ...]  # innermost root last: ("s", "t") is s*(t)
+
+
+def _render(element: Element) -> str:
+    text = element[-1]
+    for label in reversed(element[:-1]):
+        text = f"{label}*({text})"
+    return text
+
+
+def _rooted(elements: set[Element], root: str) -> set[Element]:
+    """The token set with the generic ordinary token ``t`` replaced by ``root``."""
+    return {(*e[:-1], root) if e[-1] == "t" else e for e in elements}
+
+
+def information_sets(heads: Sequence[Head], tree: ComparisonTree, layers: int) -> tuple[InfoSets, ...]:
+    token: set[Element] = {("t",)}
+    readout: set[Element] = {("T+1",)}
+    out = []
+    for layer in range(1, layers + 1):
+        new_token, new_readout = set(token), set(readout)
+        for head in heads:
+            if head.layer != layer:
+                continue
+            target = new_token if head.site == TOKEN else new_readout
+            target |= _gained(head, tree, token)
+        token, readout = new_token, new_readout
+        rendered_token = tuple(sorted(_render(e) for e in token))
+        out.append(InfoSets(layer, rendered_token, tuple(sorted(_render(e) for e in readout))))
+    return tuple(out)
+
+
+def _gained(head: Head, tree: ComparisonTree, token: set[Element]) -> set[Element]:
+    if head.kind == "position":
+        return _rooted(token, head.compares[2:-1])
+    if head.kind == "presence":  # a 0/1 guard: no token's information
+        return set()
+    node = tree.node(head.name)
+    if head.kind == "uniform":
+        return _rooted(token, "1..T")
+    variable = node.variables[0]
+    if head.site == TOKEN:  # s*(t): the retrieved position as seen from token t
+        return {(variable, *e) if e[-1] == "t" else e for e in token} | {(variable, "t")}
+    return _rooted(token, f"{variable}*")
+
+
+# ----------------------------------------------------------------------------- verdict
+
+
+def _problems(tree: ComparisonTree, plans: dict[str, NodePlan], dimension_at: dict[int, int]) -> list[Problem]:
+    problems: list[Problem] = []
+    worst = max(tree.nodes, key=lambda n: n.order, default=None)
+    if worst is not None and worst.order >= 3:
+        problems.append(Problem(
+            "order",
+            f"{worst.origin} compares {worst.order} positions jointly (order {worst.order}); max-position "
+            f"retrieval keeps only the best position per query, so the {worst.order}-tuples must be "
+            f"aggregated and decoded",
+            "O(ε^(1 − T₀·d/E)) with T₀ growing with T (IF Thm 3: decoding the joint information of T₀ tokens "
+            "from an embedding of dimension E)",
+            "T₀·d/E − 1", worst.name, worst.span))
+    for node in tree.nodes:
+        plan = plans[node.name]
+        if plan.failure is not None and node.order == 2 and not problems:
+            problems.append(Problem(
+                "not-separable",
+                f"the score of {node.origin} is not a finite sum of products of per-token features: "
+                f"{plan.failure}",
+                "O(ε^(1 − T₀·d/E)) with T₀ growing with T (IF Thm 3)", "T₀·d/E − 1", node.name, node.span))
+    return problems
+
+
+def _top_bound(k: int, n: int) -> str:
+    return f"Ω(ε^-(T − {k + 1})/({n} + 1)) in one layer (IF Thm 2, per-head dimension n = {n})"
+
+
+def _head_problem(overflow: list[tuple[ComparisonNode, int, int]], budget: tuple[int, ...],
+                  needed: dict[int, int], dims: dict[int, int], length: int) -> Problem:
+    """The head-count bound at the first layer whose budget is below what the schedule needs."""
+    short = [layer for layer in sorted(needed) if needed[layer] > (budget[layer - 1] if layer <= len(budget) else 0)]
+    layer = short[0] if short else len(budget)
+    s = budget[layer - 1] if layer <= len(budget) else 0
+    big_d = needed.get(layer, s + 1)
+    n = dims.get(layer, 1)
+    k = (length / 4 - s - big_d + 1) / ((n + 1) * s + 1) - 1
+    node = overflow[0][0]
+    law = (f"Ω(ε^-k), k = (T/4 − s − D + 1)/((n+1)·s + 1) − 1 = {k:.3g} at T = {length} "
+           f"(HC Thm 2 with s = {s} heads, D = {big_d}, n = {n}; HC conjectures L·h ≥ D for L layers)")
+    return Problem(
+        "heads",
+        f"the head budget {','.join(map(str, budget))} is too small: layer {layer} must run {big_d} comparisons "
+        f"at once (the intrinsic dimension D = {big_d}) and gets {s} heads, so {node.origin} finds no head "
+        f"within {len(budget)} layers",
+        law, "(T/4 − s − D + 1)/((n+1)·s + 1) − 1", node.name, node.span)
+
+
+def square_steps(tree: ComparisonTree) -> int:
+    """S, the most squares (or products) in a row on any path of the schedule: with m FFN layers
+    per square (deep route, m tent levels) the schedule needs at most L + S·(m − 1) layers,
+    L its layer count with one FFN stage per square (tight for large m)."""
+    probe = 64
+    layers = []
+    for depth in (1, 1 + probe):
+        scheduler = Scheduler(tree, None, depth)
+        scheduler.run()
+        layers.append(scheduler.layers())
+    return math.ceil((layers[1] - layers[0]) / probe)
+
+
+def build_schedule(tree: ComparisonTree, budget: Sequence[int] | None = None, margin: float | None = None) -> Schedule:
+    """The InfoFlow schedule of a comparison tree, optionally under a per-layer head budget."""
+    free = Scheduler(tree, None)
+    free.run()
+    scheduler = free
+    if budget is not None:
+        scheduler = Scheduler(tree, budget)
+        scheduler.run()
+    heads = tuple(scheduler.heads)
+    layers = len(budget) if budget is not None else scheduler.layers()
+    per_layer = tuple(sum(1 for h in heads if h.layer == layer) for layer in range(1, layers + 1))
+    dimension = max((sum(1 for h in free.heads if h.layer == layer and h.site == site and h.is_comparison)
+                     for layer in range(1, free.layers() + 1) for site in (TOKEN, READOUT)), default=0)
+    needed = {layer: sum(1 for h in free.heads if h.layer == layer) for layer in range(1, free.layers() + 1)}
+    dims = {layer: max((h.dimension for h in free.heads if h.layer == layer), default=1)
+            for layer in range(1, free.layers() + 1)}
+    problems = _problems(tree, scheduler.plans, needed)
+    if scheduler.overflow and budget is not None:
+        problems.append(_head_problem(scheduler.overflow, tuple(budget), needed, dims, tree.length))
+    notes = _notes(tree, scheduler, margin)
+    interpolated = sum(node_interpolations(p) for p in scheduler.plans.values()) + interpolations(tree.output)
+    return Schedule(
+        tree, heads, layers, per_layer, dimension, information_sets(heads, tree, layers), tuple(problems),
+        interpolated, _dependency_graph(tree, heads), tuple(notes), tuple(budget) if budget is not None else None,
+    )
+
+
+def _notes(tree: ComparisonTree, scheduler: Scheduler, margin: float | None) -> list[str]:
+    notes = []
+    tops = {n.origin for n in tree.nodes if n.origin.startswith("top(")}
+    for origin in sorted(tops):
+        k = int(origin[4:origin.index(")")])
+        n = max((scheduler.plans[x.name].dimension for x in tree.nodes if x.origin == origin), default=1)
+        notes.append(f"{origin}: rewritten as {k} nested max/min comparisons (order {k}); "
+                     f"one-layer lower bound {_top_bound(k, n)}")
+    retrievals = [n for n in tree.nodes if n.kind in ("argmin", "argmax")]
+    for node in retrievals:
+        if margin is None:
+            notes.append(f"{node.origin} retrieves a token, which jumps where two scores tie: an error bound "
+                         f"needs a margin (declare `margin δ`); none is declared")
+        else:
+            notes.append(f"{node.origin} retrieves a token, which jumps where two scores tie: the error bound "
+                         f"holds for inputs whose best score beats the runner-up by at least the margin δ = {margin:g}")
+    return notes

@@ -1,0 +1,1 @@
+"""Schedule -> circuit IR (named directions, heads, FFN blocks) -> tensors."""

@@ -1,0 +1,181 @@
+"""Stage 6, assemble: a :class:`~infoflow_dsl.compiler.circuit.Circuit` -> tensors + config.
+
+Every residual direction gets one coordinate of the residual stream, in the circuit's order
+(so ``config["residual_labels"][i]`` names coordinate i). Each linear form becomes a column
+(or row) of the matrix that reads it; its constant is read from the ``one`` direction, except
+in FFN inputs, where it becomes the bias b_in. Tensor names follow TransformerLens
+(``blocks.{l}.attn.W_Q`` of shape [H, d_model, d_head], ...). All weights are built in float64
+and cast once to the requested dtype, so the same circuit always gives the same bytes. The ReLU
+blocks' matrices are built entry by entry (:class:`MatrixEntries`) and come out sparse COO where
+the model holds them sparse, so a compile's memory follows the nonzero count.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..transformer.model import holds_sparse
+from .circuit import ONE, POS_COS, POS_SIN, AttentionHead, Circuit, FFNBlock, LinearForm
+
+FORMAT = "infoflow/1"
+
+
+class MatrixEntries:
+    """A matrix built entry by entry (``entries[i, j] += value``, in the order written, from 0.0, the
+    same float64 sums as ``+=`` on a dense zero matrix), then made dense or, where the model holds
+    it sparse (:func:`~infoflow_dsl.transformer.model.holds_sparse`), a sparse COO tensor: a ReLU block of a
+    million units is never a dense matrix during a compile."""
+
+    def __init__(self, name: str, rows: int, columns: int) -> None:
+        self.name, self.shape = name, (rows, columns)
+        self.entries: dict[tuple[int, int], float] = {}
+
+    def __setitem__(self, key: tuple[int, int], value: float) -> None:
+        self.entries[key] = value
+
+    def __getitem__(self, key: tuple[int, int]) -> float:
+        return self.entries.get(key, 0.0)
+
+    def tensor(self) -> torch.Tensor:
+        """The matrix, float64: dense, or sparse COO (its nonzero entries) if held sparse."""
+        kept = sorted((key, value) for key, value in self.entries.items() if value != 0.0)
+        coordinates = torch.tensor([key for key, _ in kept], dtype=torch.int64).reshape(-1, 2).T  # (2, nnz)
+        values = torch.tensor([value for _, value in kept], dtype=torch.float64)
+        if holds_sparse(self.name, self.shape, len(kept)):
+            return torch.sparse_coo_tensor(coordinates, values, self.shape, is_coalesced=True, check_invariants=True)
+        dense = torch.zeros(self.shape, dtype=torch.float64)
+        dense[coordinates[0], coordinates[1]] = values
+        return dense
+
+
+def _write_form(column: torch.Tensor, form: LinearForm, index: dict[str, int], constant_on_one: bool = True) -> None:
+    """column[index[d]] += coefficient for each term (the constant on ``one`` if asked)."""
+    for direction, coefficient in form.terms:
+        column[index[direction]] += coefficient
+    if constant_on_one and form.constant:
+        column[index[ONE]] += form.constant
+
+
+def _embedding(circuit: Circuit, index: dict[str, int], blocks: list[FFNBlock]) -> dict[str, torch.Tensor]:
+    d, size = circuit.dimension, len(circuit.directions)
+    units = [u for b in blocks for u in b.units]
+    w_e = torch.zeros(d + 1, size, dtype=torch.float64)  # [x; 1] -> residual
+    for i in range(d):
+        w_e[i, index[f"x[{i + 1}]"]] = 1.0
+    w_e[d, index[ONE]] = 1.0
+    w_e1 = MatrixEntries("embed.W_E1", d + 1, len(units))
+    b_e1 = torch.zeros(len(units), dtype=torch.float64)
+    w_e2 = MatrixEntries("embed.W_E2", len(units), size)
+    for m, unit in enumerate(units):
+        for direction, coefficient in unit.input.terms:
+            if direction == ONE:
+                b_e1[m] += coefficient
+            elif direction.startswith("x["):
+                w_e1[int(direction[2:-1]) - 1, m] += coefficient
+            else:
+                raise AssertionError(f"the embedding's ReLU block cannot read {direction}")
+        b_e1[m] += unit.input.constant
+        w_e2[m, index[unit.output]] += unit.coefficient
+    cls = torch.zeros(size, dtype=torch.float64)
+    cls[index[ONE]] = 1.0
+    positions = torch.zeros(circuit.length + 1, size, dtype=torch.float64)  # rows: positions 1..T+1
+    if POS_COS in index:
+        for p in range(1, circuit.length + 1):
+            positions[p - 1, index[POS_COS]] = math.cos(circuit.theta * p)
+            positions[p - 1, index[POS_SIN]] = math.sin(circuit.theta * p)
+    return {"embed.W_E": w_e, "embed.W_E1": w_e1.tensor(), "embed.b_E1": b_e1, "embed.W_E2": w_e2.tensor(),
+            "embed.cls": cls,
+            "pos_embed.W_pos": positions}
+
+
+def _attention(layer: int, heads: list[AttentionHead], index: dict[str, int]) -> dict[str, torch.Tensor]:
+    size = len(index)
+    d_head = max((len(h.query) for h in heads), default=0)
+    d_value = max((len(h.value) for h in heads), default=0)
+    w_q = torch.zeros(len(heads), size, d_head, dtype=torch.float64)
+    w_k = torch.zeros(len(heads), size, d_head, dtype=torch.float64)
+    w_v = torch.zeros(len(heads), size, d_value, dtype=torch.float64)
+    w_o = torch.zeros(len(heads), d_value, size, dtype=torch.float64)
+    beta = torch.zeros(len(heads), dtype=torch.float64)
+    for h, head in enumerate(heads):
+        for j, (query, key) in enumerate(zip(head.query, head.key, strict=True)):
+            _write_form(w_q[h, :, j], query, index)
+            _write_form(w_k[h, :, j], key, index)
+        for j, (value, output) in enumerate(zip(head.value, head.outputs, strict=True)):
+            _write_form(w_v[h, :, j], value, index)
+            w_o[h, j, index[output]] = 1.0
+        beta[h] = head.beta
+    prefix = f"blocks.{layer}.attn."
+    return {prefix + "W_Q": w_q, prefix + "W_K": w_k, prefix + "W_V": w_v, prefix + "W_O": w_o, prefix + "beta": beta}
+
+
+def _mlp(layer: int, blocks: list[FFNBlock], index: dict[str, int]) -> dict[str, torch.Tensor]:
+    size = len(index)
+    units = [u for b in blocks for u in b.units]
+    prefix = f"blocks.{layer}.mlp."
+    w_in = MatrixEntries(prefix + "W_in", size, len(units))
+    b_in = torch.zeros(len(units), dtype=torch.float64)
+    w_out = MatrixEntries(prefix + "W_out", len(units), size)
+    b_out = torch.zeros(size, dtype=torch.float64)
+    for m, unit in enumerate(units):
+        for direction, coefficient in unit.input.terms:  # _write_form on column m, the constant in b_in
+            w_in[index[direction], m] += coefficient
+        b_in[m] = unit.input.constant
+        w_out[m, index[unit.output]] += unit.coefficient
+    return {prefix + "W_in": w_in.tensor(), prefix + "b_in": b_in, prefix + "W_out": w_out.tensor(),
+            prefix + "b_out": b_out}
+
+
+def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
+             metadata: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """(config, tensors) of the model realising ``circuit``; ``metadata`` is merged into the config."""
+    index = {name: i for i, name in enumerate(circuit.directions)}
+    tensors = _embedding(circuit, index, [b for b in circuit.blocks if b.layer == 0])
+    layers_config = []
+    for layer in range(circuit.layers):  # block l holds the heads of schedule layer l+1 and FFN stage l+1
+        heads = [h for h in circuit.heads if h.layer == layer + 1]
+        blocks = [b for b in circuit.blocks if b.layer == layer + 1]
+        tensors.update(_attention(layer, heads, index))
+        tensors.update(_mlp(layer, blocks, index))
+        layers_config.append({
+            "heads": [{"name": h.name, "kind": h.kind, "site": h.site, "mask": [list(c) for c in h.mask],
+                       "beta": h.beta, "computes": h.formula, "error": h.error,
+                       "outputs": list(h.outputs)} for h in heads],
+            "mlp": [{"name": b.name, "computes": b.formula, "units": len(b.units), "error": b.error,
+                     "output": b.output} for b in blocks],
+        })
+    outputs = max(1, math.prod(circuit.output_shape))
+    w_u = torch.zeros(len(index), outputs, dtype=torch.float64)
+    b_u = torch.zeros(outputs, dtype=torch.float64)
+    for k, form in enumerate(circuit.output):
+        _write_form(w_u[:, k], form, index, constant_on_one=False)
+        b_u[k] = form.constant
+    tensors["unembed.W_U"] = w_u
+    tensors["unembed.b_U"] = b_u
+    config: dict[str, Any] = {
+        "format": FORMAT,
+        "T": circuit.length,
+        "d": circuit.dimension,
+        "d_model": len(index),
+        "output_shape": list(circuit.output_shape),
+        "layers": layers_config,
+        "embedding_mlp": [{"name": b.name, "computes": b.formula, "units": len(b.units), "error": b.error,
+                           "output": b.output} for b in circuit.blocks if b.layer == 0],
+        "residual_labels": list(circuit.directions),
+        "theta": circuit.theta,
+        "exact_length_only": circuit.exact_length_only,
+        "min_length": circuit.min_length,
+        "dtype": str(dtype).replace("torch.", ""),
+        "error_budget": {"eps": circuit.budget.eps, "bound": circuit.budget.bound,
+                         "rounding": circuit.budget.rounding,
+                         "shares": [[name, share] for name, share in circuit.budget.shares]},
+    }
+    if circuit.output_site == "token":  # sequence targets keep their v1 config (and bytes)
+        config["output"] = "token"
+        config["causal"] = circuit.causal
+    config.update(metadata or {})
+    return config, {name: tensor.to(dtype).coalesce() if tensor.is_sparse else tensor.to(dtype).contiguous()
+                    for name, tensor in tensors.items()}

@@ -1,0 +1,79 @@
+"""The faults that end a command with an exit code (DESIGN.md "CLI"), in one place.
+
+- :class:`ProgramError` (exit 2): every fault in a program, each a :class:`Diagnostic` reported
+  as ``FILE:LINE:COL: error: MESSAGE``.
+- :class:`CompileError` (exit 2): a target the compiler refuses, with the reason.
+- :class:`ModelFileError` (exit 2): a file that is not a valid infoflow model.
+
+Each diagnostic is printed with the offending source line and a caret (``^~~~``) under the
+span it names. :class:`ProgramError` is the one exception type for every fault in a program
+(syntax, names, types, ranges); it carries all the diagnostics found, in source order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .language.syntax import Span
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One error: where (``span`` in ``path``) and what (``message``)."""
+
+    path: str
+    span: Span
+    message: str
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+    @property
+    def column(self) -> int:
+        return self.span.column
+
+    def headline(self) -> str:
+        return f"{self.path}:{self.span.line}:{self.span.column}: error: {self.message}"
+
+    def render(self, source: str) -> str:
+        """The headline, the source line, and a caret under the span."""
+        # lines as the lexer counts them: str.splitlines would also break at \f, \v, U+2028, ...
+        lines = source.split("\n")
+        if not 1 <= self.span.line <= len(lines):
+            return self.headline()
+        text = lines[self.span.line - 1].rstrip("\r").expandtabs(1)
+        start = max(self.span.column, 1)
+        if self.span.end_line == self.span.line and self.span.end_column > start:
+            width = self.span.end_column - start
+        else:
+            width = max(len(text) - start + 1, 1)
+        caret = " " * (start - 1) + "^" + "~" * (width - 1)
+        return f"{self.headline()}\n    {text}\n    {caret}"
+
+
+class ProgramError(Exception):
+    """Every fault found in a program; ``str()`` gives them all, rendered with carets."""
+
+    def __init__(self, diagnostics: list[Diagnostic], source: str = "") -> None:
+        ordered = sorted(diagnostics, key=lambda d: (d.span.line, d.span.column, d.message))
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(ordered)
+        self.source = source
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        return "\n".join(d.render(self.source) for d in self.diagnostics)
+
+
+def single_error(path: str, span: Span, message: str, source: str = "") -> ProgramError:
+    """A :class:`ProgramError` holding one diagnostic."""
+    return ProgramError([Diagnostic(path, span, message)], source)
+
+
+class CompileError(Exception):
+    """A target this compiler refuses (with the reason), or an ε the dtype cannot honour."""
+
+
+class ModelFileError(Exception):
+    """A model file that cannot be read or is not a valid infoflow model; the message is one line
+    of the form ``<file>: <fault>``."""

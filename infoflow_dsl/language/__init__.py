@@ -1,0 +1,1 @@
+"""Text -> typed program: grammar, parser, checker, the typed IR and its printers (LANGUAGE.md)."""

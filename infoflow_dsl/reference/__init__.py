@@ -1,0 +1,1 @@
+"""The exact float64 oracle, input sampling, and what is measured against it."""

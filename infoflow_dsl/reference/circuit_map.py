@@ -1,0 +1,243 @@
+"""Where each comparison and each FFN function of a compiled model lives: ground truth for
+interpretability methods (``ifl.circuit(model)``, ``infoflowc circuit MODEL``).
+
+The compiler writes every quantity into named residual directions (``config["residual_labels"]``;
+:mod:`infoflow_dsl.compiler.circuit`). A comparison node's value is a linear form over them (a min's value
+is Σ_j φ_j(t) ψ̄_j, the query features times the means its head retrieved, formed by FFN
+products), complete after the layer that finishes it and unchanged afterwards (each direction
+has one writer). An FFN function's value is its direction plus a folded constant. A record
+says which hook holds it, which residual coordinates with which weights, at which rows
+(``site``: every token row, or the readout row T'+1), and the a-priori bound on its error.
+
+The forms are not stored in the model file: :func:`circuit` lowers the model's program again
+(deterministic: the same ε, dtype and length give the same circuit, checked against the
+model's residual labels). :func:`node_reference` computes each node's exact value with the
+reference evaluator, for tests and for users checking a method against the truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..analysis.comparisons import ComparisonNode, ComparisonTree, NodeResult, build_tree
+from ..analysis.schedule import build_schedule
+from ..compiler.circuit import ONE, Circuit, FFNBlock, LinearForm
+from ..compiler.lower import ROUNDING_SAFETY, lower
+from ..language import typed as ir
+from ..pipeline import resolve_dtype
+from ..transformer.model import CompiledTransformer
+from .evaluate import ReferenceEvaluator
+from .verify import StoredProgramError, program_of
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Σ_i weights[i]·h[..., index[i]] + constant, h the activation cached at ``hook`` (B, T'+1, D)."""
+
+    hook: str
+    index: tuple[int, ...]
+    weights: tuple[float, ...]
+    constant: float
+
+    def read(self, cache: Any) -> Tensor:
+        """The value at every row, (B, T'+1), float64, from a cache (any ``cache[hook]`` mapping)."""
+        h = cache[self.hook].to(torch.float64)  # (B, T'+1, D)
+        weights = torch.tensor(self.weights, dtype=torch.float64, device=h.device)
+        return h[..., list(self.index)] @ weights + self.constant
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hook": self.hook, "index": list(self.index), "weights": list(self.weights), "constant": self.constant}
+
+
+@dataclass(frozen=True)
+class CircuitSite:
+    """One comparison node component (``kind`` "comparison") or FFN function (``kind`` "ffn").
+
+    ``value`` reads it from the cache; ``site`` says at which rows it is meant (``token``: rows
+    0..T'-1, the value at each token; ``readout``: row T'); ``bound`` is its a-priori error (a
+    node: against the exact value of its sub-expression; an FFN function: against ``function``
+    of its ``argument`` as the model computed it, rounding included). ``head`` is the node's
+    attention head as (hook prefix ``blocks.{l}.attn``, head index): its ``hook_z`` and
+    ``hook_pattern`` are there.
+    """
+
+    name: str
+    kind: str
+    computes: str
+    site: str
+    value: Reading
+    bound: float
+    head: tuple[str, int] | None = None
+    function: str | None = None
+    argument: Reading | None = None
+
+    @property
+    def hook(self) -> str:
+        return self.value.hook
+
+    @property
+    def index(self) -> tuple[int, ...]:
+        return self.value.index
+
+    def read(self, cache: Any) -> Tensor:
+        """Its value from a cache: (B, T') at a token site, (B,) at the readout."""
+        rows = self.value.read(cache)  # (B, T'+1)
+        return rows[:, :-1] if self.site == "token" else rows[:, -1]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "computes": self.computes, "site": self.site,
+                               **self.value.to_json(), "bound": self.bound}
+        out["head"] = None if self.head is None else {"hook_z": f"{self.head[0]}.hook_z", "index": self.head[1]}
+        if self.argument is not None:
+            out["function"], out["argument"] = self.function, self.argument.to_json()
+        return out
+
+
+def stage_hook(stage: int) -> str:
+    """The first hook whose residual stream holds what exists at ``stage`` (lower's numbering:
+    2l after schedule layer l's heads, 2l + 1 after its FFN; FFN 0 is the embedding's)."""
+    layer, after_ffn = divmod(stage, 2)
+    if layer == 0:
+        return "blocks.0.hook_resid_pre"
+    return f"blocks.{layer - 1}.hook_resid_{'post' if after_ffn else 'mid'}"
+
+
+def _reading(form: LinearForm, hook: str, index: dict[str, int]) -> Reading:
+    terms = form.with_one()
+    constant = terms.pop(ONE, 0.0)
+    return Reading(hook, tuple(index[d] for d in terms), tuple(terms.values()), constant)
+
+
+# ---------------------------------------------------------------------------- relowering
+
+
+def relower(model: CompiledTransformer) -> tuple[ir.Program, ComparisonTree, Circuit]:
+    """(program, comparison tree, circuit) of a compiled model, lowered again as ``compile`` did.
+    Raises :class:`~infoflow_dsl.reference.verify.StoredProgramError` for a model without a program, or
+    whose program no longer gives its residual directions."""
+    program = program_of(model)
+    tree = build_tree(program)
+    schedule = build_schedule(tree, None, program.margin)
+    circuit = lower(program, schedule, float(model.config["eps"]), resolve_dtype(model.config["dtype"]),
+                    model.config.get("ffn", "wide"))
+    if list(circuit.directions) != list(model.config.get("residual_labels", [])):
+        raise StoredProgramError("the model's residual directions differ from its program's circuit "
+                                 "(compiled by another version of infoflow?)")
+    return program, tree, circuit
+
+
+# ---------------------------------------------------------------------------- the map
+
+
+def circuit(model: CompiledTransformer) -> tuple[CircuitSite, ...]:
+    """Every comparison node (one record per component) and FFN function of a compiled model."""
+    _, _, lowered = relower(model)
+    index = {name: i for i, name in enumerate(lowered.directions)}
+    heads = {h.name: h for h in lowered.heads}
+    layer_heads: dict[int, list[str]] = {}
+    for h in lowered.heads:
+        layer_heads.setdefault(h.layer, []).append(h.name)
+    records = []
+    for value in lowered.values:
+        head = heads[value.name]
+        where = (f"blocks.{head.layer - 1}.attn", layer_heads[head.layer].index(head.name))
+        for j, form in enumerate(value.forms):
+            name = value.name if len(value.forms) == 1 else f"{value.name}[{j + 1}]"
+            records.append(CircuitSite(name, "comparison", head.formula, head.site,
+                                       _reading(form, stage_hook(value.stage), index), value.bound, where))
+    readout = {o for h in lowered.heads if h.site == "readout" for o in h.outputs}
+    for block in lowered.blocks:
+        site = "readout" if any(d in readout for d, _ in block.argument.terms) else "token"
+        if site == "readout":
+            readout.add(block.output)
+        records.append(_ffn_site(block, site, index))
+    return tuple(records)
+
+
+def _ffn_site(block: FFNBlock, site: str, index: dict[str, int]) -> CircuitSite:
+    value = LinearForm.of(block.output).plus(LinearForm.const(block.bias))
+    return CircuitSite(block.name, "ffn", block.formula, site, _reading(value, stage_hook(2 * block.layer + 1), index),
+                       block.approximation + ROUNDING_SAFETY * block.rounding, None, block.function,
+                       _reading(block.argument, stage_hook(2 * block.layer), index))
+
+
+FUNCTIONS = {
+    "square": lambda u: u * u, "sqrt": lambda u: u.clamp_min(0.0).sqrt(), "relu": torch.relu, "abs": torch.abs,
+    "tent": lambda u: 2 * torch.relu(u) - 4 * torch.relu(u - 0.5),  # a deep square's level (approximations)
+}
+
+
+def ffn_reference(site: CircuitSite, cache: Any) -> Tensor:
+    """``function(argument)`` of an FFN record, its argument read from the cache: (B, T') or (B,)."""
+    assert site.argument is not None and site.function is not None
+    rows = FUNCTIONS[site.function](site.argument.read(cache))  # (B, T'+1)
+    return rows[:, :-1] if site.site == "token" else rows[:, -1]
+
+
+# ---------------------------------------------------------------------------- the truth
+
+
+class _NodeEvaluator(ReferenceEvaluator):
+    """The reference evaluator, with each comparison node's value looked up once computed."""
+
+    def __init__(self, x: Tensor) -> None:
+        super().__init__(x)
+        self.nodes: dict[str, tuple[tuple[str, ...], Tensor]] = {}  # name -> (its variables, value)
+
+    def placed(self, expr: NodeResult, scope: tuple[str, ...]) -> Tensor:
+        """A node's value (B, *[T per own variable], *shape) laid out on ``scope``'s axes."""
+        variables, value = self.nodes[expr.node]
+        order = [variables.index(v) for v in scope if v in variables]
+        trailing = list(range(1 + len(variables), value.dim()))
+        value = value.permute(0, *(1 + i for i in order), *trailing)
+        shape = [value.shape[0]] + [self.length if v in variables else 1 for v in scope] + list(value.shape[
+            1 + len(variables):])
+        return value.reshape(shape)
+
+    def _NodeResult(self, expr: NodeResult, scope: tuple[str, ...]) -> Tensor:
+        return self.placed(expr, scope)
+
+    def position(self, expr: ir.Expr, scope: tuple[str, ...]) -> Tensor:
+        if isinstance(expr, NodeResult):
+            return self.placed(expr, scope)
+        return super().position(expr, scope)
+
+    def node(self, node: ComparisonNode) -> Tensor:
+        """The node's exact value over its context: (B, *[T per context variable], *shape)."""
+        scope = node.context_variables
+        if node.kind in ("argmin", "argmax"):
+            (variable,) = node.variables
+            arg = ir.ArgPosition(node.kind, variable, node.conditions, node.body)  # type: ignore[arg-type]
+            at = self.position(arg, scope)  # (B, *dims)
+            value = at.expand(self.batch, *at.shape[1:])
+            self.nodes[node.name] = (scope, value)
+            token = ir.Token(NodeResult(node.name, scope, ir.POSITION, node.name), ir.vector(self.dimension))
+            some_key = self.mask(node.conditions, (*scope, variable)).any(dim=-1)  # (1, *dims)
+            return torch.where(some_key[..., None], self.value(token, scope), torch.nan)  # (B, *dims, d)
+        reduce = ir.Reduce(node.kind, node.variables, node.conditions, node.body,  # type: ignore[arg-type]
+                           node.body.type, node.rank)  # type: ignore[union-attr]
+        value = self.value(reduce, scope)
+        value = value.expand(self.batch, *value.shape[1:])
+        self.nodes[node.name] = (scope, value)
+        return value
+
+
+def node_reference(program: ir.Program, x: Tensor) -> dict[str, Tensor]:
+    """The exact value of every comparison node of ``program`` on x (B, T, d), float64:
+    (B, T, *shape) for a node with a context position (its value at each token), else (B, *shape)
+    (one value, which a per-token target's model holds at every token: its record's site is token).
+    A token retrieval's value is the retrieved token. Where a node's range is empty its value is
+    undefined: ±inf for min/max/top, NaN for mean and token retrieval (sum: 0)."""
+    x = torch.as_tensor(x).to(torch.float64)
+    evaluator = _NodeEvaluator(x)
+    values = {}
+    for node in build_tree(program).nodes:
+        if len(node.context_variables) > 1:
+            raise ValueError(f"node {node.name} has more than one context position")
+        values[node.name] = evaluator.node(node)
+    return values

@@ -1,0 +1,248 @@
+"""The reference evaluator: the exact value of a checked program, in float64, batched.
+
+This is the oracle every later stage is tested against. A value inside the target is held
+as a tensor of shape ``(B, *scope, *value_shape)``: one axis per position variable bound at
+that point (size T where the value depends on it, 1 where it does not, so broadcasting does
+the bookkeeping), then the value's own shape (``()`` scalar, ``(n,)`` vector). A reduction
+appends axes for its variables, evaluates its body, masks the tuples its conditions exclude,
+and reduces those axes away. No Python loop runs over the batch or over positions.
+
+Ties in argmin/argmax go to the smallest position; ``top(k)`` is the k-th largest value
+counted with multiplicity (top(2) of 3, 3, 1 is 3).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..language import typed as ir
+from ..language.check import check
+from .fast_pairs import reduce_pairs
+
+Tensor = torch.Tensor
+
+
+class ReferenceEvaluator:
+    """Evaluates expressions of one program on one batch ``x`` of shape (B, T, d)."""
+
+    def __init__(self, x: Tensor) -> None:
+        self.x = x  # (B, T, d)
+        self.batch, self.length, self.dimension = x.shape
+        self.margins: list[Tensor] = []  # per argmin/argmax evaluated: best − runner-up score, (B, *scope dims)
+
+    # ------------------------------------------------------------------ positions
+
+    def _axis(self, scope: tuple[str, ...], name: str) -> Tensor:
+        """0-based positions along ``name``'s axis: shape (1, *[1 or T per scope variable])."""
+        shape = [1] * (1 + len(scope))
+        shape[1 + scope.index(name)] = self.length
+        return torch.arange(self.length, device=self.x.device).reshape(shape)
+
+    def _scalar_position(self, index: int, scope: tuple[str, ...]) -> Tensor:
+        return torch.tensor(index, device=self.x.device).reshape([1] * (1 + len(scope)))
+
+    def position(self, expr: ir.Expr, scope: tuple[str, ...]) -> Tensor:
+        """0-based positions, shape (B or 1, *scope dims), int64."""
+        if isinstance(expr, ir.PositionVariable):
+            return self._axis(scope, expr.name) + expr.offset
+        if isinstance(expr, ir.FixedPosition):
+            return self._scalar_position(expr.index - 1, scope)
+        if isinstance(expr, ir.LastPosition):
+            return self._scalar_position(self.length - 1 + expr.offset, scope)
+        assert isinstance(expr, ir.ArgPosition)
+        inner = (*scope, expr.variable)
+        scores = self._expand_new_axes(self.value(expr.body, inner), len(scope), 1)  # (B, *dims, T)
+        mask = self.mask(expr.conditions, inner)  # (1, *dims, T)
+        signed = scores if expr.kind == "argmax" else -scores
+        ranked = torch.where(mask, signed, -torch.inf)  # (B, *dims, T), best = largest
+        if self.length > 1:
+            top = ranked.topk(2, dim=-1).values  # (B, *dims, 2)
+            gap = (top[..., 0] - top[..., 1]).nan_to_num(nan=torch.inf)
+            self.margins.append(gap.expand(self.batch, *gap.shape[1:]))
+        return ranked.argmax(dim=-1)
+
+    def mask(self, conditions: tuple[ir.PositionCondition, ...], scope: tuple[str, ...]) -> Tensor:
+        """Which tuples the conditions keep: bool, shape (1, *scope dims)."""
+        keep = torch.ones([1] * (1 + len(scope)), dtype=torch.bool, device=self.x.device)
+        for condition in conditions:
+            left, right = self.position(condition.left, scope), self.position(condition.right, scope)
+            keep = keep & _COMPARE[condition.operator](left, right)
+        return keep
+
+    # ------------------------------------------------------------------ values
+
+    def value(self, expr: ir.Expr, scope: tuple[str, ...]) -> Tensor:
+        """The value of ``expr``: shape (B or 1, *scope dims, *value shape), float64."""
+        return getattr(self, "_" + type(expr).__name__)(expr, scope)
+
+    def _NumberLiteral(self, expr: ir.NumberLiteral, scope: tuple[str, ...]) -> Tensor:
+        return torch.tensor(expr.value, dtype=torch.float64, device=self.x.device).reshape([1] * (1 + len(scope)))
+
+    def _Constant(self, expr: ir.Constant, scope: tuple[str, ...]) -> Tensor:
+        values = torch.tensor(expr.values, dtype=torch.float64, device=self.x.device)
+        return values.reshape([1] * (1 + len(scope)) + list(expr.type.shape))
+
+    def _Token(self, expr: ir.Token, scope: tuple[str, ...]) -> Tensor:
+        if isinstance(expr.position, ir.PositionVariable) and not expr.position.offset:  # a view, no gather
+            shape = [self.batch] + [1] * len(scope) + [self.dimension]
+            shape[1 + scope.index(expr.position.name)] = self.length
+            return self.x.reshape(shape)
+        # an offset may point outside 1..T only where a condition excludes the tuple (the checker
+        # proved it): clamp so the gather is valid; the mask discards those values
+        positions = self.position(expr.position, scope).clamp(0, self.length - 1)  # (B or 1, *dims)
+        dims = positions.shape[1:]
+        flat = positions.expand(self.batch, *dims).reshape(self.batch, -1, 1)  # (B, N, 1)
+        gathered = torch.gather(self.x, 1, flat.expand(-1, -1, self.dimension))  # (B, N, d)
+        return gathered.reshape(self.batch, *dims, self.dimension)
+
+    def _Component(self, expr: ir.Component, scope: tuple[str, ...]) -> Tensor:
+        return self.value(expr.vector, scope)[..., expr.index - 1]
+
+    def _Inner(self, expr: ir.Inner, scope: tuple[str, ...]) -> Tensor:
+        # a broadcasting contraction: no (B, T, T, n) product is materialised
+        return torch.einsum("...i,...i->...", self.value(expr.left, scope), self.value(expr.right, scope))
+
+    def _Norm(self, expr: ir.Norm, scope: tuple[str, ...]) -> Tensor:
+        return torch.linalg.vector_norm(self.value(expr.argument, scope), dim=-1)
+
+    def _Square(self, expr: ir.Square, scope: tuple[str, ...]) -> Tensor:
+        value = self.value(expr.argument, scope)
+        return value * value
+
+    def _Pointwise(self, expr: ir.Pointwise, scope: tuple[str, ...]) -> Tensor:
+        values = [self.value(a, scope) for a in expr.arguments]
+        if expr.function == "relu":
+            return values[0].clamp_min(0.0)
+        if expr.function == "abs":
+            return values[0].abs()
+        if expr.function == "sqrt":
+            return values[0].clamp_min(0.0).sqrt()
+        if expr.function == "min":
+            return torch.minimum(values[0], values[1])
+        return torch.maximum(values[0], values[1])
+
+    def _Arithmetic(self, expr: ir.Arithmetic, scope: tuple[str, ...]) -> Tensor:
+        left, right = self.value(expr.left, scope), self.value(expr.right, scope)
+        if expr.operator == "*":
+            left, right = _align(left, right, expr.left.type), _align(right, left, expr.right.type)
+            return left * right
+        return left + right if expr.operator == "+" else left - right
+
+    def _Negate(self, expr: ir.Negate, scope: tuple[str, ...]) -> Tensor:
+        return -self.value(expr.argument, scope)
+
+    def _Divide(self, expr: ir.Divide, scope: tuple[str, ...]) -> Tensor:
+        return self.value(expr.numerator, scope) / expr.divisor
+
+    def _MatVec(self, expr: ir.MatVec, scope: tuple[str, ...]) -> Tensor:
+        matrix = torch.tensor(expr.matrix.values, dtype=torch.float64, device=self.x.device)
+        matrix = matrix.reshape(expr.matrix.type.shape)  # (m, n)
+        return self.value(expr.vector, scope) @ matrix.T  # (..., n) @ (n, m) -> (..., m)
+
+    def _Reduce(self, expr: ir.Reduce, scope: tuple[str, ...]) -> Tensor:
+        fast = reduce_pairs(self, expr, scope)  # pair bodies by matrix products (fast_pairs.py), else None
+        if fast is not None:
+            return fast
+        inner = (*scope, *expr.variables)
+        count = len(expr.variables)
+        value_rank = len(expr.type.shape)
+        body = self._expand_new_axes(self.value(expr.body, inner), len(scope), count, value_rank)
+        mask = self.mask(expr.conditions, inner)  # (1, *dims)
+        mask = mask.reshape(mask.shape + (1,) * value_rank)
+        axes = tuple(range(1 + len(scope), 1 + len(scope) + count))
+        if expr.kind == "min":
+            return torch.where(mask, body, torch.inf).amin(dim=axes)
+        if expr.kind == "max":
+            return torch.where(mask, body, -torch.inf).amax(dim=axes)
+        total = torch.where(mask, body, 0.0).sum(dim=axes)
+        if expr.kind == "sum":
+            return total
+        if expr.kind == "mean":
+            return total / mask.expand(torch.broadcast_shapes(mask.shape, (1, *body.shape[1:]))).sum(dim=axes)
+        assert expr.kind == "top" and expr.rank is not None
+        flat = torch.where(mask, body, -torch.inf).flatten(start_dim=1 + len(scope))  # (B, *dims, N)
+        return flat.topk(expr.rank, dim=-1).values[..., expr.rank - 1]
+
+    def _expand_new_axes(self, value: Tensor, outer: int, count: int, value_rank: int = 0) -> Tensor:
+        """Broadcast the ``count`` axes after the first 1 + ``outer`` to full length T."""
+        shape = list(value.shape)
+        for axis in range(1 + outer, 1 + outer + count):
+            shape[axis] = self.length
+        return value.expand(shape)
+
+
+_COMPARE = {
+    "!=": torch.ne, "==": torch.eq, "<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge,
+}
+
+
+def _align(value: Tensor, other: Tensor, value_type: ir.ValueType) -> Tensor:
+    """A scalar operand gets a trailing axis to broadcast against a vector operand."""
+    if value_type.kind == "scalar" and other.dim() > value.dim():
+        return value.unsqueeze(-1)
+    return value
+
+
+def at_length(program: ir.Program, length: int) -> ir.Program:
+    """``program`` re-checked for sequence length ``length`` (x(k), ranges depend on T)."""
+    if length == program.length:
+        return program
+    return check(program.expanded, program.path, program.source, length=length, margin=program.margin)
+
+
+def retrieval_margin(program: ir.Program, x: Tensor) -> Tensor:
+    """For each input, the smallest gap between the best and the runner-up score over every
+    argmin/argmax the target evaluates (inf when it has none), float64: (B,) for a sequence
+    target; (B, T) for a per-token target, whose margin is taken per position.
+
+    A model that retrieves tokens is promised accurate only where this is ≥ the margin δ.
+    """
+    x = torch.as_tensor(x).to(torch.float64)
+    program = at_length(program, x.shape[1])
+    evaluator = ReferenceEvaluator(x)
+    target_value(program, evaluator)
+    batch, length = x.shape[:2]
+    margin = torch.full((batch, length) if program.per_token else (batch,), torch.inf, dtype=torch.float64)
+    for gap in evaluator.margins:  # (B, *scope dims); a per-token target's first scope axis is t
+        if program.per_token:
+            gap = gap.reshape(batch, 1) if gap.dim() == 1 else gap
+            gap = gap.reshape(batch, gap.shape[1], -1).amin(dim=-1).expand(batch, length)  # (B, T)
+        else:
+            gap = gap.reshape(batch, -1).amin(dim=-1)  # (B,)
+        margin = torch.minimum(margin, gap)
+    return margin
+
+
+def target_value(program: ir.Program, evaluator: ReferenceEvaluator) -> Tensor:
+    """The target on the evaluator's batch: (B, *value shape) for a sequence target; for a
+    per-token target (B, T, *value shape), NaN at the positions where its condition fails."""
+    if not program.per_token:
+        result = evaluator.value(program.target, ())  # (B or 1, *value shape)
+        return result.expand(evaluator.batch, *result.shape[1:])
+    scope = (program.token_variable,)
+    result = evaluator.value(program.target, scope)  # (B or 1, T or 1, *value shape)
+    result = result.expand(evaluator.batch, evaluator.length, *result.shape[2:])
+    defined = evaluator.mask(program.token_conditions, scope)  # (1, T or 1)
+    defined = defined.reshape(*defined.shape, *[1] * (result.dim() - 2))
+    return torch.where(defined, result, torch.nan)
+
+
+def defined_positions(program: ir.Program, length: int) -> Tensor:
+    """Where a per-token target is defined at sequence length ``length``: bool (length,)."""
+    program = at_length(program, length)
+    evaluator = ReferenceEvaluator(torch.zeros(1, length, program.dimension, dtype=torch.float64))
+    return evaluator.mask(program.token_conditions, (program.token_variable or "t",)).reshape(-1).expand(length)
+
+
+def evaluate(program: ir.Program, x: Tensor) -> Tensor:
+    """The exact target on a batch, float64: x (B, T, d) -> (B,) or (B, k) for a sequence
+    target; (B, T) or (B, T, k) for a per-token target, NaN where its condition fails.
+
+    T may differ from the program's declared length: the program is re-checked for it.
+    """
+    x = torch.as_tensor(x)
+    if x.dim() != 3 or x.shape[2] != program.dimension or x.shape[1] < 1:
+        raise ValueError(f"evaluate expects x of shape (batch, T, {program.dimension}), got {tuple(x.shape)}")
+    program = at_length(program, x.shape[1])
+    x = x.to(torch.float64)
+    return target_value(program, ReferenceEvaluator(x)).clone()

@@ -1,0 +1,476 @@
+"""``infoflowc``: the command line.
+
+Exit codes (DESIGN.md): 0 success; 2 the user's fault (a bad program, a bad flag, an
+unreadable file), with a message on stderr and no traceback; 1 only for a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProgramError
+from ..language.printer import print_program
+
+EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_ABOVE_EPS = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """A fault of the user's outside a program (a flag, a file): one line on stderr, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _number(convert: type, noun: str, minimum: float, strict: bool, requirement: str) -> Any:
+    """An argparse type: ``convert`` the text, then require it ≥ (or >, with ``strict``) ``minimum``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        if not (value > minimum if strict else value >= minimum) or value == float("inf"):  # nan fails too
+            shown = text if convert is float else value
+            raise argparse.ArgumentTypeError(f"expected {requirement}, got {shown!r}" if convert is float
+                                             else f"expected {requirement}, got {shown}")
+        return value
+
+    return parse
+
+
+_positive_int = _number(int, "a whole number", 1, False, "a whole number ≥ 1")
+_nonnegative_int = _number(int, "a whole number", 0, False, "a whole number ≥ 0")
+_positive_float = _number(float, "a number", 0.0, True, "a positive number")
+_nonnegative_float = _number(float, "a number", 0.0, False, "a number ≥ 0")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="infoflowc", description="The infoflow compiler: .iflow targets to transformer weights.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parse_cmd = commands.add_parser("parse", help="check a program and print it with macros expanded")
+    parse_cmd.add_argument("file", type=Path)
+    parse_cmd.add_argument("--T", dest="length", type=_positive_int, help="override the program's length T")
+    analyze_cmd = commands.add_parser("analyze", help="how hard the target is for a transformer, and why")
+    analyze_cmd.add_argument("file", type=Path)
+    analyze_cmd.add_argument("--T", dest="length", type=_positive_int, help="override the program's length T")
+    analyze_cmd.add_argument("--heads", type=_head_budget, help="a head budget per layer, e.g. 2,2")
+    analyze_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+    analyze_cmd.add_argument("--plot", type=Path, metavar="OUT.png", help="draw tokens × layers with the flow")
+    compile_cmd = commands.add_parser("compile", help="explicit transformer weights within ε, as .safetensors")
+    compile_cmd.add_argument("file", type=Path)
+    compile_cmd.add_argument("--eps", type=_positive_float, default=1e-3, help="the error bound ε (default 1e-3)")
+    compile_cmd.add_argument("--T", dest="length", type=_positive_int, help="override the program's length T")
+    compile_cmd.add_argument("--margin", type=_positive_float, help="override the program's margin δ")
+    compile_cmd.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    compile_cmd.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    compile_cmd.add_argument("--ffn", choices=["wide", "deep", "auto"], default=None,
+                             help="squares by one wide hidden layer (the default), by tent maps over extra "
+                                  "attention-free layers (deep), or per function the one with fewer parameters "
+                                  "(auto, the default with --allow-inefficient)")
+    compile_cmd.add_argument("--samples", type=_nonnegative_int, default=None,
+                             help="random inputs to measure the error on (default: as many as fit a few seconds "
+                                  "of work, at least 256 and at most 10000)")
+    compile_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .safetensors)")
+    compile_cmd.add_argument("--dense", action="store_true",
+                             help="store every tensor dense (default: tensors under 10%% nonzero in the sparse "
+                                  "layout, see the README)")
+    compile_cmd.add_argument("--allow-inefficient", action="store_true",
+                             help="compile a target the verdict calls inefficient through the gather route, whose "
+                                  "size grows with T (analyze's cost.fallback gives its law)")
+    check_cmd = commands.add_parser("check", help="verify a compiled model against its target")
+    check_cmd.add_argument("model", type=Path)
+    check_cmd.add_argument("--samples", type=_nonnegative_int, default=10_000, help="random inputs (default 10000)")
+    check_cmd.add_argument("--eps", type=_positive_float, help="the ε to check against (default: the model's)")
+    check_cmd.add_argument("--seed", type=_nonnegative_int, default=0)
+    check_cmd.add_argument("--adversarial", type=_nonnegative_int, nargs="?", const=300, default=0, metavar="N",
+                           help="then search for larger errors with hypothesis (N examples, default 300)")
+    check_cmd.add_argument("--trace", action="store_true",
+                           help="name the first residual direction, layer and token where the model leaves its circuit")
+    circuit_cmd = commands.add_parser("circuit", help="where each comparison and FFN function of a model lives "
+                                      "(TransformerLens hook, residual index, bound)")
+    circuit_cmd.add_argument("model", type=Path)
+    circuit_cmd.add_argument("--json", action="store_true", help="print the records as JSON")
+    train_cmd = commands.add_parser("train", help="train a model of the compiled family on the target")
+    _training_flags(train_cmd, grid=False)
+    train_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .trained.safetensors)")
+    sweep_cmd = commands.add_parser("sweep", help="a grid of train runs, in-process or on Ray, resumable")
+    _training_flags(sweep_cmd, grid=True)
+    sweep_cmd.add_argument("--seeds", type=_positive_int, default=1, help="seeds per configuration (default 1)")
+    sweep_cmd.add_argument("--workers", type=_positive_int, default=2,
+                           help="parallel runs: 1 runs in this process, more start a local Ray (default 2)")
+    sweep_cmd.add_argument("--address", help="join this Ray cluster (e.g. ray://head:10001 or auto)")
+    sweep_cmd.add_argument("--compare-eps", type=_positive_float, default=1e-2,
+                           help="ε of the compiled model shown for reference (default 1e-2)")
+    sweep_cmd.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the sweep's folder")
+    return parser
+
+
+def _training_flags(command: argparse.ArgumentParser, grid: bool) -> None:
+    """The flags of ``train``; in a sweep ``--heads``/``--layers`` repeat and ``--T``, ``--d-model``
+    and ``--steps`` take comma lists (grid axes)."""
+    one_or_list = _comma_list if grid else _positive_int
+    repeat = {"action": "append"} if grid else {}
+    command.add_argument("file", type=Path)
+    command.add_argument("--heads", type=_head_budget, required=True, help="heads per layer, e.g. 2,2", **repeat)
+    command.add_argument("--layers", type=_positive_int, help="layers (a single --heads count repeats)", **repeat)
+    command.add_argument("--T", dest="length", type=one_or_list, help="override the program's length T")
+    command.add_argument("--d-model", type=one_or_list, default=[32] if grid else 32, help="residual width (32)")
+    command.add_argument("--d-head", type=_positive_int, default=8, help="query/key/value width per head (8)")
+    command.add_argument("--d-mlp", type=_positive_int, default=32, help="FFN hidden units, every layer (32)")
+    command.add_argument("--steps", type=one_or_list, default=[1000] if grid else 1000, help="steps (1000)")
+    command.add_argument("--batch", type=_positive_int, default=256, help="inputs per step (256)")
+    command.add_argument("--lr", type=_positive_float, default=1e-3, help="peak learning rate (1e-3)")
+    command.add_argument("--weight-decay", type=_nonnegative_float, default=1e-2, help="AdamW weight decay (1e-2)")
+    command.add_argument("--seed", type=_nonnegative_int, default=0, help="the (first) seed (0)")
+    command.add_argument("--dist", default="uniform", help="uniform (the declared domain) or normal[:σ] (uniform)")
+    command.add_argument("--validation", type=_positive_int, default=4096, help="held-out inputs (4096)")
+    command.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    command.add_argument("--init", type=Path, metavar="MODEL", help="start from this model, padded with zeros")
+
+
+def _comma_list(text: str) -> list[int]:
+    """A grid axis: ``16,32`` -> [16, 32], each a whole number ≥ 1."""
+    return [_positive_int(part) for part in text.split(",")]
+
+
+def _head_budget(text: str) -> tuple[int, ...]:
+    try:
+        budget = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected heads per layer such as 2,2, got {text!r}") from None
+    if not budget or any(h < 0 for h in budget) or sum(budget) == 0:
+        raise argparse.ArgumentTypeError(f"expected heads per layer (≥ 0, not all 0), got {text!r}")
+    return budget
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+    import os
+    import tempfile
+
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise UsageError(f"{path}: the folder {folder} does not exist")
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        raise UsageError(f"{path}: cannot write: {error.strerror or error}") from None
+
+
+def check_writable(path: Path) -> None:
+    """Fail (UsageError) before any work if ``path`` cannot be written: a missing or read-only
+    folder, or a path that names a folder."""
+    import os
+
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise UsageError(f"{path}: the folder {folder} does not exist")
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder, expected a file name")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{path}: cannot write to the folder {folder} (permission denied)")
+
+
+def read_program_text(path: Path) -> str:
+    """The text of a program file; unreadable or non-UTF-8 files are a UsageError."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a text file (it is not valid UTF-8)") from None
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read: {error.strerror or error}") from None
+
+
+def command_parse(arguments: argparse.Namespace) -> int:
+    from .. import parse_program
+
+    source = read_program_text(arguments.file)
+    program = parse_program(source, str(arguments.file), length=arguments.length)
+    sys.stdout.write(print_program(program.expanded))
+    return EXIT_OK
+
+
+def command_analyze(arguments: argparse.Namespace) -> int:
+    import io
+
+    from .. import parse_program
+    from ..analysis.report import analyze
+
+    if arguments.plot is not None:
+        check_writable(arguments.plot)
+    source = read_program_text(arguments.file)
+    program = parse_program(source, str(arguments.file), length=arguments.length)
+    report = analyze(program, arguments.heads)
+    if arguments.plot is not None:
+        from ..analysis.plot import plot_report
+
+        buffer = io.BytesIO()
+        plot_report(report, buffer)
+        write_atomically(arguments.plot, buffer.getvalue())
+    sys.stdout.write(report.to_json() if arguments.json else report.to_text())
+    return EXIT_OK
+
+
+def command_compile(arguments: argparse.Namespace) -> int:
+    from .. import parse_program
+    from ..errors import CompileError
+    from ..pipeline import compile_program, resolve_device
+    from ..transformer.io import model_to_bytes
+
+    output = arguments.output or arguments.file.with_suffix(".safetensors")
+    check_writable(output)  # flags and paths first: nothing is compiled for a file that cannot be written
+    try:
+        device = resolve_device(arguments.device)
+    except CompileError as error:
+        raise UsageError(f"infoflowc compile: {error}") from None
+    source = read_program_text(arguments.file)
+    program = parse_program(source, str(arguments.file), length=arguments.length, margin=arguments.margin)
+    try:
+        model = compile_program(program, arguments.eps, arguments.dtype, device, arguments.samples,
+                                ffn=arguments.ffn, allow_inefficient=arguments.allow_inefficient)
+    except CompileError as error:
+        raise UsageError(f"{arguments.file}: cannot compile: {error}") from None
+    config = model.config
+    measured = config["measured_error"]
+    print(f"{arguments.file}: compiled within ε = {arguments.eps:g} ({config['dtype']}, T = {config['T']})")
+    print(f"  layers           {len(config['layers'])}")
+    print(f"  heads per layer  {[len(layer['heads']) for layer in config['layers']]}")
+    print(f"  d_model          {config['d_model']}")
+    print(f"  d_mlp            {model.d_mlp} (embedding {model.d_mlp_embedding})")
+    print(f"  parameters       {model.parameter_count()} total, {model.nonzero_parameter_count()} nonzero")
+    print(f"  a-priori bound   {config['a_priori_bound']:.3g}")
+    if measured is not None:
+        left_out = measured["excluded_by_margin"]
+        excluded = f", {left_out} under the margin left out" if left_out else ""
+        budget = " (the default budget; --samples N for more)" if arguments.samples is None else ""
+        print(f"  measured error   {measured['max_error']:.3g} (max over {measured['samples']} random inputs "
+              f"and {measured['corners']} corners{excluded}){budget}")
+        if measured["max_error"] > arguments.eps:
+            print(f"{arguments.file}: the measured error exceeds ε (a compiler bug); nothing written", file=sys.stderr)
+            return EXIT_ABOVE_EPS
+    write_atomically(output, model_to_bytes(model, dense=arguments.dense))
+    print(f"  wrote            {output}")
+    return EXIT_OK
+
+
+def command_check(arguments: argparse.Namespace) -> int:
+    from ..errors import ModelFileError
+    from ..reference.verify import StoredProgramError, check_model, format_input, program_of, trace
+    from ..transformer.io import load
+
+    try:
+        model = load(arguments.model, device="cpu")
+        program = program_of(model)
+    except ModelFileError as error:
+        raise UsageError(str(error)) from None
+    except StoredProgramError as error:
+        raise UsageError(f"{arguments.model}: {error}") from None
+    trained = "trained" in model.config
+    if trained and arguments.trace:
+        raise UsageError(f"{arguments.model}: --trace needs a compiled model, this one was trained")
+    eps = float("inf") if trained and arguments.eps is None else arguments.eps  # a trained model has no ε
+    result = check_model(model, program, arguments.samples, eps, arguments.seed, arguments.adversarial)
+    excluded = f", {result.excluded_by_margin} under the margin left out" if result.excluded_by_margin else ""
+    bound = "none (a trained model)" if trained else f"{model.config.get('a_priori_bound', float('nan')):.3g}"
+    shown_eps = "none" if result.eps == float("inf") else f"{result.eps:g}"
+    print(f"{arguments.model}: {program.path}, T = {program.length}, ε = {shown_eps}, a-priori bound {bound}")
+    if trained:
+        from ..pipeline import model_inputs
+        from .train import model_nmse
+
+        inputs = model_inputs(program, max(arguments.samples, 1), arguments.seed, corners=0)
+        print(f"  NMSE             {model_nmse(model, program, inputs):.3g} (on {inputs.shape[0]} random inputs "
+              f"from the declared domain; trained to {model.config['trained'].get('final_nmse')} on "
+              f"{model.config['trained'].get('dist')})")
+    print(f"  evaluated        {result.evaluated} inputs (random, corners, near ties{excluded})")
+    print(f"  worst error      {result.random_worst:.3g}")
+    if result.adversarial_worst is not None:
+        print(f"  adversarial      {result.adversarial_worst:.3g} after {result.adversarial_examples} examples")
+    at = f" at position {result.worst_position}" if result.worst_position is not None else ""
+    print(f"  worst input      (error {result.worst_error:.3g}{at})")
+    print(format_input(result.worst_input))
+    verdict = "within ε" if result.within else "ABOVE ε"
+    if trained and arguments.eps is None:
+        verdict = "measured only (a trained model has no ε; pass --eps to test one)"
+    print(f"  verdict          {verdict}")
+    if arguments.trace:
+        worst = result.worst_input[None]
+        found = trace(model, program, worst)
+        if found is None:
+            from ..pipeline import model_inputs
+
+            found = trace(model, program, model_inputs(program, 64, arguments.seed + 11))
+        print(f"  trace            {found.describe() if found else 'the model follows its circuit at every layer'}")
+    return EXIT_OK if result.within else EXIT_ABOVE_EPS
+
+
+def command_circuit(arguments: argparse.Namespace) -> int:
+    from ..errors import ModelFileError
+    from ..reference.circuit_map import circuit
+    from ..reference.verify import StoredProgramError
+    from ..transformer.io import load
+
+    try:
+        model = load(arguments.model, device="cpu")
+        if "trained" in model.config:
+            raise UsageError(f"{arguments.model}: a trained model has no circuit to map (only compiled ones do)")
+        sites = circuit(model)
+    except ModelFileError as error:
+        raise UsageError(str(error)) from None
+    except StoredProgramError as error:
+        raise UsageError(f"{arguments.model}: {error}") from None
+    if arguments.json:
+        print(json.dumps({"model": str(arguments.model), "sites": [s.to_json() for s in sites]}, indent=1))
+        return EXIT_OK
+    labels = model.config["residual_labels"]
+    print(f"{arguments.model}: {len(sites)} sites (value = Σ weight·h[index] + constant at the hook's rows)")
+    for s in sites:
+        reads = " ".join(f"{w:+.4g}·{labels[i]}[{i}]" for i, w in zip(s.index, s.value.weights, strict=True))
+        head = f"  head {s.head[0]}.hook_z[:, :, {s.head[1]}]" if s.head else ""
+        print(f"  {s.name:<10} {s.site:<7} {s.hook:<26} bound {s.bound:.3g}  {s.computes}")
+        print(f"  {'':<10} = {reads or '0'}{f' {s.value.constant:+.4g}' if s.value.constant else ''}{head}")
+    return EXIT_OK
+
+
+def _training_program(arguments: argparse.Namespace, length: int | None) -> Any:
+    from .. import parse_program
+
+    return parse_program(read_program_text(arguments.file), str(arguments.file), length=length)
+
+
+def _training_settings(arguments: argparse.Namespace, heads: tuple[int, ...], layers: int | None) -> Any:
+    """TrainSettings from the shared flags; a bad combination is a UsageError."""
+    from .train import TrainError, TrainSettings, head_budget, parse_distribution
+
+    try:
+        return TrainSettings(heads=head_budget(heads, layers), d_head=arguments.d_head, d_mlp=arguments.d_mlp,
+                             batch=arguments.batch, lr=arguments.lr, weight_decay=arguments.weight_decay,
+                             seed=arguments.seed, dist=parse_distribution(arguments.dist),
+                             validation=arguments.validation, device=str(resolve_training_device(arguments.device)),
+                             init=str(arguments.init) if arguments.init else None)
+    except TrainError as error:
+        raise UsageError(f"infoflowc {arguments.command}: {error}") from None
+
+
+def resolve_training_device(device: str) -> Any:
+    from ..errors import CompileError
+    from ..pipeline import resolve_device
+
+    try:
+        return resolve_device(device)
+    except (CompileError, RuntimeError) as error:
+        raise UsageError(f"--device {device}: {error}") from None
+
+
+def _init_model(arguments: argparse.Namespace) -> Any:
+    from ..errors import ModelFileError
+    from ..transformer.io import load
+
+    if arguments.init is None:
+        return None
+    try:
+        return load(arguments.init, device="cpu")
+    except ModelFileError as error:
+        raise UsageError(f"--init: {error}") from None
+
+
+def command_train(arguments: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from ..transformer.io import model_to_bytes
+    from .train import TrainError, train
+
+    program = _training_program(arguments, arguments.length)
+    settings = _training_settings(arguments, arguments.heads, arguments.layers)
+    settings = replace(settings, d_model=arguments.d_model, steps=arguments.steps)
+    output = arguments.output or arguments.file.with_suffix(".trained.safetensors")
+    try:
+        result = train(program, settings, _init_model(arguments))
+    except TrainError as error:
+        raise UsageError(f"infoflowc train: {error}") from None
+    print(f"{arguments.file}: trained {settings.steps} steps (T = {program.length}, heads {list(settings.heads)}, "
+          f"d_model {settings.d_model}, inputs {settings.dist})")
+    print(f"  parameters       {result.parameters}")
+    print(f"  validation NMSE  {result.final_nmse:.3g} (on {settings.validation} held-out inputs)")
+    print(f"  time             {result.seconds:.1f} s")
+    write_atomically(output, model_to_bytes(result.model))
+    print(f"  wrote            {output}")
+    return EXIT_OK
+
+
+def command_sweep(arguments: argparse.Namespace) -> int:
+    from functools import cache
+
+    from . import sweep
+    from .train import TrainError
+
+    base = _training_settings(arguments, arguments.heads[0], None)
+    source = read_program_text(arguments.file)
+    program_at = cache(lambda length: _training_program(arguments, length))
+    lengths = tuple(arguments.length or [program_at(None).length])
+    for length in lengths:
+        program_at(length)  # a bad program or T fails here, before any run
+    grid = sweep.Grid(tuple(arguments.heads), tuple(arguments.layers or [None]), lengths,
+                      tuple(arguments.d_model), tuple(arguments.steps), arguments.seeds, base)
+    init = arguments.init.read_bytes() if _init_model(arguments) is not None else None
+    try:
+        runs = sweep.expand(grid, str(arguments.file), source, init)
+        folder = arguments.output
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{folder}: not a folder")
+        rows = sweep.execute(runs, folder, arguments.workers, arguments.address,
+                             on_finished=lambda row: print(f"  {row['run']}: NMSE {row['nmse']}", flush=True))
+        configs = sweep.finish(folder, arguments.file.name, grid, runs, rows, program_at, arguments.compare_eps)
+    except (TrainError, sweep.SweepError) as error:
+        raise UsageError(f"infoflowc sweep: {error}") from None
+    print(f"{arguments.file}: {len(rows)} of {len(runs)} runs finished; best NMSE per configuration:")
+    for c in configs:
+        print(f"  heads {c.heads:<8} T {c.length:<5} d_model {c.d_model:<5} steps {c.steps:<7} "
+              f"{c.best:.3g}  ({c.verdict})")
+    print(f"  wrote            {folder / 'results.csv'}, {folder / 'summary.md'}, {folder / 'nmse.png'}")
+    return EXIT_OK
+
+
+COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check,
+            "circuit": command_circuit, "train": command_train, "sweep": command_sweep}
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return its exit code (never raises for the user's faults)."""
+    try:
+        arguments = build_parser().parse_args(argv)
+        return COMMANDS[arguments.command](arguments)
+    except ProgramError as error:
+        print(error.render(), file=sys.stderr)
+        return EXIT_USER
+    except UsageError as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_USER
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        code = run(argv)
+    except SystemExit as exit_:  # --help and --version exit through argparse
+        code = exit_.code if isinstance(exit_.code, int) else EXIT_OK
+    except KeyboardInterrupt:
+        code = 130
+    except Exception as error:
+        print(f"infoflowc: internal error (a bug, please report it): {type(error).__name__}: {error}", file=sys.stderr)
+        code = EXIT_BUG
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,374 @@
+"""``sweep``: a grid of ``train`` runs, in-process or as Ray tasks, resumable.
+
+The grid is the product of its axes: head budgets (each with its number of layers), lengths T,
+widths d_model, step counts and seeds; every other setting is shared. Each run has a key that
+names all its settings; when a run finishes, its model is written (atomically) to
+``DIR/models/<id>.safetensors`` and then its row is appended to ``DIR/results.csv`` (flush +
+fsync), so a sweep killed at any moment loses at most the runs still in flight: started again
+with the same flags, it skips every run whose key is in results.csv (a torn last line is
+dropped) and runs the others. At the end it writes ``DIR/summary.md`` (best NMSE over seeds per
+configuration, analyze's verdict for that head budget, the compiled model's NMSE and size for
+reference) and ``DIR/nmse.png``.
+
+``workers == 1`` runs in this process without Ray. Otherwise runs are Ray tasks (one CPU each,
+and a quarter of a GPU with ``--device cuda``):
+``ray.init(address=...)`` joins an existing cluster, without an address a local Ray with
+``workers`` CPUs is started. A task gets the program's text (not its path) and returns the
+model's bytes, so workers need the package but no shared disk.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import itertools
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..language import typed as ir
+from ..transformer.io import write_bytes_atomically
+from .train import VALIDATION_SEED, Distribution, TrainSettings, draw_inputs, head_budget, model_nmse
+
+COLUMNS = ["run", "config", "heads", "layers", "T", "d_model", "d_head", "d_mlp", "steps", "batch", "lr", "dist",
+           "seed", "nmse", "parameters", "seconds", "model", "cpu_seconds"]
+#: results.csv files written before ``cpu_seconds`` existed still resume (their rows lack it).
+LEGACY_COLUMNS = COLUMNS[:-1]
+
+
+GPU_SHARE = 0.25  # with --device cuda, four runs share one GPU (the models are small)
+
+
+class SweepError(ValueError):
+    """A sweep that cannot run as asked (a bad grid, an unreadable or foreign results.csv)."""
+
+
+# ---------------------------------------------------------------------------- the grid
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the grid: the program's text at length ``length`` and its settings."""
+
+    path: str
+    source: str
+    length: int
+    settings: TrainSettings
+    init: bytes | None = None
+
+    @property
+    def config_key(self) -> str:
+        """Every setting but the seed: runs with the same config key are seeds of one configuration."""
+        s = self.settings
+        return (f"heads={','.join(map(str, s.heads))};T={self.length};d_model={s.d_model};d_head={s.d_head};"
+                f"d_mlp={s.d_mlp};steps={s.steps};batch={s.batch};lr={s.lr:g};dist={s.dist}")
+
+    @property
+    def key(self) -> str:
+        return f"{self.config_key};seed={self.settings.seed}"
+
+    @property
+    def file_id(self) -> str:
+        return hashlib.sha1(self.key.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The sweep's axes; ``base`` holds the shared settings (its heads and seed are replaced)."""
+
+    heads: tuple[tuple[int, ...], ...]
+    layers: tuple[int | None, ...]
+    lengths: tuple[int, ...]
+    d_models: tuple[int, ...]
+    steps: tuple[int, ...]
+    seeds: int
+    base: TrainSettings
+
+
+def expand(grid: Grid, path: str, source: str, init: bytes | None = None) -> list[Run]:
+    """Every run of the grid, in a fixed order (configurations first, seeds innermost)."""
+    runs: list[Run] = []
+    budgets: list[tuple[int, ...]] = []
+    for heads, layers in itertools.product(grid.heads, grid.layers):
+        budget = head_budget(heads, layers)
+        if budget not in budgets:
+            budgets.append(budget)
+    for budget, length, d_model, steps in itertools.product(budgets, grid.lengths, grid.d_models, grid.steps):
+        for seed in range(grid.base.seed, grid.base.seed + grid.seeds):
+            settings = replace(grid.base, heads=budget, d_model=d_model, steps=steps, seed=seed)
+            runs.append(Run(path, source, length, settings, init))
+    return runs
+
+
+# ---------------------------------------------------------------------------- one run
+
+
+def run_one(run: Run) -> tuple[dict[str, Any], bytes]:
+    """Train one run: (its results.csv row without the model path, the model file's bytes)."""
+    import torch
+
+    from .. import parse_program
+    from ..transformer.io import model_from_bytes, model_to_bytes
+    from .train import train
+
+    torch.set_num_threads(1)
+    program = parse_program(run.source, run.path, length=run.length)
+    init = model_from_bytes(run.init, device="cpu") if run.init is not None else None
+    cpu_start = time.process_time()  # one thread: its wall time on a core of its own
+    result = train(program, run.settings, init, quiet=True)
+    cpu_seconds = time.process_time() - cpu_start
+    s = run.settings
+    row = {"run": run.key, "config": run.config_key, "heads": ",".join(map(str, s.heads)), "layers": len(s.heads),
+           "T": run.length, "d_model": s.d_model, "d_head": s.d_head, "d_mlp": s.d_mlp, "steps": s.steps,
+           "batch": s.batch, "lr": f"{s.lr:g}", "dist": str(s.dist), "seed": s.seed,
+           "nmse": f"{result.final_nmse:.6g}", "parameters": result.parameters, "seconds": f"{result.seconds:.1f}",
+           "cpu_seconds": f"{cpu_seconds:.3f}"}
+    return row, model_to_bytes(result.model)
+
+
+# ---------------------------------------------------------------------------- results.csv
+
+
+def read_results(path: Path) -> list[dict[str, str]]:
+    """The finished rows of results.csv (none when absent). A torn last line (a sweep killed while
+    appending) is cut off the file; a file with other columns is a SweepError."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
+        write_bytes_atomically(path, data)
+    reader = csv.DictReader(io.StringIO(data.decode("utf-8")))
+    if data and reader.fieldnames not in (COLUMNS, LEGACY_COLUMNS):
+        raise SweepError(f"{path}: not a results file of this sweep (columns {reader.fieldnames})")
+    return list(reader)
+
+
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    """Append one row (the header first when the file is new), flushed and fsynced; a legacy file
+    keeps its columns."""
+    new = not path.exists() or path.stat().st_size == 0
+    columns = COLUMNS
+    if not new:
+        with open(path, encoding="utf-8") as stream:
+            columns = next(csv.reader(stream), COLUMNS)
+    with open(path, "a", newline="", encoding="utf-8") as stream:
+        writer = csv.DictWriter(stream, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def record(folder: Path, row: dict[str, Any], model: bytes, run: Run) -> None:
+    """Write the run's model, then its row: a row in results.csv always has its model on disk."""
+    models = folder / "models"
+    models.mkdir(exist_ok=True)
+    target = models / f"{run.file_id}.safetensors"
+    write_bytes_atomically(target, model)
+    append_row(folder / "results.csv", {**row, "model": f"models/{target.name}"})
+
+
+# ---------------------------------------------------------------------------- execution
+
+
+def execute(runs: Sequence[Run], folder: Path, workers: int = 1, address: str | None = None,
+            on_finished: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, str]]:
+    """Run every run not yet in ``folder/results.csv``; return all finished rows."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = {row["run"] for row in read_results(folder / "results.csv")}
+    todo = [run for run in runs if run.key not in done]
+    finished = _in_process(todo) if workers == 1 and address is None else _with_ray(todo, workers, address)
+    for run, (row, model) in finished:
+        record(folder, row, model, run)
+        if on_finished is not None:
+            on_finished(row)
+    return read_results(folder / "results.csv")
+
+
+def _in_process(todo: Sequence[Run]) -> Iterable[tuple[Run, tuple[dict[str, Any], bytes]]]:
+    for run in todo:
+        yield run, run_one(run)
+
+
+def _with_ray(todo: Sequence[Run], workers: int, address: str | None,
+              ) -> Iterable[tuple[Run, tuple[dict[str, Any], bytes]]]:
+    """Ray tasks, yielded as they finish; a local Ray (``workers`` CPUs) unless ``address``."""
+    import ray
+
+    if not todo:
+        return
+    if address is None:
+        package_root = str(Path(__file__).resolve().parent.parent)  # workers import this very package
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    else:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    try:
+        on_gpu = todo[0].settings.device.startswith("cuda")
+        task = ray.remote(num_cpus=1, num_gpus=GPU_SHARE if on_gpu else 0)(run_one)
+        pending = {task.remote(run): run for run in todo}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            run = pending.pop(ready[0])
+            yield run, ray.get(ready[0])
+    finally:
+        ray.shutdown()
+
+
+# ---------------------------------------------------------------------------- summary
+
+
+@dataclass(frozen=True)
+class ConfigSummary:
+    """One configuration's line in summary.md."""
+
+    config: str
+    heads: str
+    length: int
+    d_model: int
+    steps: int
+    nmse: tuple[float, ...]  # one per finished seed, in seed order
+    parameters: int
+    verdict: str
+
+    @property
+    def best(self) -> float:
+        return min(self.nmse)
+
+
+@dataclass(frozen=True)
+class CompiledReference:
+    """The compiled model at one T: its NMSE on the declared domain and its size."""
+
+    length: int
+    eps: float
+    nmse: float | None
+    parameters: int | None
+    nonzero: int | None
+    note: str
+
+
+def summarise(rows: Sequence[dict[str, str]], runs: Sequence[Run],
+              verdict: Callable[[tuple[int, ...], int], str]) -> list[ConfigSummary]:
+    """One summary per configuration of ``runs`` (grid order) that has finished rows."""
+    by_config: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        by_config.setdefault(row["config"], []).append(row)
+    out: list[ConfigSummary] = []
+    seen: set[str] = set()
+    for run in runs:
+        if run.config_key in seen or run.config_key not in by_config:
+            continue
+        seen.add(run.config_key)
+        found = sorted(by_config[run.config_key], key=lambda r: int(r["seed"]))
+        s = run.settings
+        out.append(ConfigSummary(run.config_key, ",".join(map(str, s.heads)), run.length, s.d_model, s.steps,
+                                 tuple(float(r["nmse"]) for r in found), int(found[0]["parameters"]),
+                                 verdict(s.heads, run.length)))
+    return out
+
+
+def analyze_verdict(program_at: Callable[[int], ir.Program]) -> Callable[[tuple[int, ...], int], str]:
+    """analyze's verdict for a head budget at a length (cached)."""
+    from functools import cache
+
+    from ..analysis.report import analyze
+
+    @cache
+    def verdict(heads: tuple[int, ...], length: int) -> str:
+        return analyze(program_at(length), heads).verdict
+
+    return verdict
+
+
+def compiled_reference(program: ir.Program, base: TrainSettings, eps: float) -> CompiledReference:
+    """Compile at ``eps`` (when analyze calls the target efficient) and measure its NMSE on
+    inputs uniform on the declared domain, where its guarantee holds."""
+    from ..analysis.report import analyze
+    from ..errors import CompileError
+    from ..pipeline import compile_program
+
+    report = analyze(program)
+    if report.verdict != "efficient":
+        return CompiledReference(program.length, eps, None, None, None, "not compiled: analyze calls it inefficient")
+    try:
+        model = compile_program(program, eps=eps, dtype="float64", device="cpu", samples=0)
+    except CompileError as error:
+        return CompiledReference(program.length, eps, None, None, None, f"not compiled: {error}")
+    x = draw_inputs(program, Distribution(), base.validation, base.seed + VALIDATION_SEED)  # the declared domain
+    return CompiledReference(program.length, eps, model_nmse(model, program, x), model.parameter_count(),
+                             model.nonzero_parameter_count(), "")
+
+
+def render_summary(title: str, protocol: str, configs: Sequence[ConfigSummary],
+                   references: Sequence[CompiledReference]) -> str:
+    """summary.md: the protocol, one table row per configuration, the compiled references."""
+    lines = [f"# Sweep: {title}", "", protocol, "",
+             "| heads | T | d_model | steps | seeds | best NMSE | median NMSE | parameters | analyze verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for c in configs:
+        lines.append(f"| {c.heads} | {c.length} | {c.d_model} | {c.steps} | {len(c.nmse)} | {c.best:.3g} | "
+                     f"{statistics.median(c.nmse):.3g} | {c.parameters} | {c.verdict} |")
+    lines += ["", "Compiled model for reference (NMSE on inputs uniform on the declared domain, where its "
+              "guarantee holds):", "",
+              "| T | ε | NMSE | parameters | nonzero | note |", "|---|---|---|---|---|---|"]
+    for r in references:
+        shown = f"{r.nmse:.3g}" if r.nmse is not None else "—"
+        lines.append(f"| {r.length} | {r.eps:g} | {shown} | {r.parameters or '—'} | {r.nonzero or '—'} | "
+                     f"{r.note} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_nmse(title: str, configs: Sequence[ConfigSummary], path: Path) -> None:
+    """nmse.png: each seed's NMSE (dots) and the best (bar) per configuration, log scale, coloured
+    by analyze's verdict."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"efficient": "#2ca02c", "inefficient": "#d62728"}
+    figure, axes = plt.subplots(figsize=(max(4.0, 1.1 * len(configs) + 2.0), 4.0), dpi=100)
+    for i, c in enumerate(configs):
+        color = colors.get(c.verdict, "#7f7f7f")
+        axes.bar(i, c.best, color=color, alpha=0.6, width=0.6)
+        axes.scatter([i] * len(c.nmse), c.nmse, color="black", s=10, zorder=3)
+    axes.set_yscale("log")
+    axes.set_xticks(range(len(configs)))
+    axes.set_xticklabels([f"h={c.heads}\nT={c.length}\nE={c.d_model}" for c in configs], fontsize=7)
+    axes.set_ylabel("validation NMSE (best: bar, seeds: dots)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=color, alpha=0.6, label=f"analyze: {name}")
+               for name, color in colors.items()]
+    axes.legend(handles=handles, fontsize=7, frameon=False)
+    axes.set_title(title, fontsize=10)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    plt.close(figure)
+    write_bytes_atomically(path, buffer.getvalue())
+
+
+def protocol_text(grid: Grid) -> str:
+    b = grid.base
+    return (f"Protocol: AdamW (lr {b.lr:g}, weight decay {b.weight_decay:g}), linear warm-up over 5% of the steps "
+            f"then cosine decay, batch {b.batch}, fresh inputs each step from `{b.dist}`, d_head {b.d_head}, "
+            f"d_mlp {b.d_mlp}, {grid.seeds} seed(s) from {b.seed}, validation NMSE on {b.validation} held-out "
+            f"inputs.")
+
+
+def finish(folder: Path, title: str, grid: Grid, runs: Sequence[Run], rows: Sequence[dict[str, str]],
+           program_at: Callable[[int], ir.Program], compare_eps: float) -> list[ConfigSummary]:
+    """Write summary.md and nmse.png for the finished rows."""
+    configs = summarise(rows, runs, analyze_verdict(program_at))
+    references = [compiled_reference(program_at(length), grid.base, compare_eps) for length in grid.lengths]
+    text = render_summary(title, protocol_text(grid), configs, references)
+    write_bytes_atomically(folder / "summary.md", text.encode("utf-8"))
+    plot_nmse(title, configs, folder / "nmse.png")
+    return configs

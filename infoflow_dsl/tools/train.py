@@ -1,0 +1,383 @@
+"""``train``: a transformer of the compiled family, learned from the reference evaluator.
+
+The trained model IS a :class:`~infoflow_dsl.transformer.model.CompiledTransformer` whose weights require
+gradients: the same embedding (``[x, 1] W_E`` plus its ReLU block), readout token, attention
+heads (one β per head, no masks) and FFN blocks, so it saves in the same file format and
+``load``, ``check`` and the hooks work on it. The positional code ``pos_embed.W_pos`` is learned
+when the target reads positions (a fixed position, ``T`` or a condition between positions) and
+is all zeros otherwise (the target is then permutation-invariant, as is the model).
+
+Each step draws a fresh batch x (B, T, d) and its exact target y = evaluate(program, x) (float64);
+the loss is the mean squared error over the defined targets (per-token targets are NaN where
+undefined). AdamW (lr 1e-3, weight decay 1e-2 by default), linear warm-up over the first 5% of
+the steps, then cosine decay to 0. Validation: NMSE = MSE / Var(target) on a fixed held-out set
+(the variance taken per output component around its mean).
+
+Inputs: ``uniform`` draws from the declared domain (``sampling.sample_inputs``); ``normal[:σ]``
+draws every coordinate from N(0, σ²) (σ = 1 by default), *not* projected into the domain, as in
+the papers' experiments (THEORY.md §2): the reference evaluator is exact for any real input.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..language import typed as ir
+from ..reference.evaluate import evaluate
+from ..reference.sampling import sample_inputs
+from ..transformer.model import CompiledTransformer, expected_shapes
+
+Tensor = torch.Tensor
+
+VALIDATION_SEED = 1_000_003  # the held-out set's seed offset: never a training step's seed
+WARMUP_FRACTION = 0.05
+EVALUATIONS = 20  # validation points over a run (plus the last step)
+
+
+class TrainError(ValueError):
+    """A setting that cannot be trained (bad distribution, head budget, init model)."""
+
+
+# ---------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Where training inputs come from: the declared domain (``uniform``) or N(0, σ² I)."""
+
+    kind: str = "uniform"
+    sigma: float = 1.0
+
+    def __str__(self) -> str:
+        return "uniform" if self.kind == "uniform" else f"normal:{self.sigma:g}"
+
+
+def parse_distribution(text: str) -> Distribution:
+    """``uniform``, ``normal`` or ``normal:σ`` (σ > 0)."""
+    if text == "uniform":
+        return Distribution()
+    kind, _, sigma_text = text.partition(":")
+    if kind != "normal":
+        raise TrainError(f"expected --dist uniform, normal or normal:σ, got {text!r}")
+    try:
+        sigma = float(sigma_text) if sigma_text else 1.0
+    except ValueError:
+        raise TrainError(f"expected --dist normal:σ with a number σ, got {text!r}") from None
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise TrainError(f"expected --dist normal:σ with σ > 0, got {text!r}")
+    return Distribution("normal", sigma)
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """One training run. ``heads``: heads per layer (its length is the number of layers)."""
+
+    heads: tuple[int, ...]
+    d_model: int = 32
+    d_head: int = 8
+    d_mlp: int = 32
+    steps: int = 1000
+    batch: int = 256
+    lr: float = 1e-3
+    weight_decay: float = 1e-2
+    seed: int = 0
+    dist: Distribution = field(default_factory=Distribution)
+    validation: int = 4096
+    device: str = "cpu"
+    init: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["heads"] = list(self.heads)
+        data["dist"] = str(self.dist)
+        data["layers"] = len(self.heads)
+        data["warmup_fraction"] = WARMUP_FRACTION
+        data["schedule"] = "linear warm-up, cosine decay"
+        data["optimizer"] = "AdamW"
+        return data
+
+
+def head_budget(heads: tuple[int, ...], layers: int | None) -> tuple[int, ...]:
+    """Heads per layer: a single count repeats over ``layers``; otherwise the lengths must agree."""
+    if any(h < 0 for h in heads) or sum(heads) == 0:
+        raise TrainError(f"heads per layer must be ≥ 0 and not all 0, got {','.join(map(str, heads))}")
+    if layers is None:
+        return heads
+    if len(heads) == 1:
+        return heads * layers
+    if len(heads) != layers:
+        raise TrainError(f"--heads {','.join(map(str, heads))} gives {len(heads)} layers, but --layers is {layers}")
+    return heads
+
+
+# ---------------------------------------------------------------------------- the model
+
+
+def reads_positions(program: ir.Program) -> bool:
+    """Whether the target depends on where tokens are: a fixed position, ``T``, a condition
+    between positions, or a position offset (``x(t - 1)``)."""
+    nodes = [program.target, *ir.sub_nodes(program.target), *getattr(program, "token_conditions", ())]
+    position_nodes = (ir.FixedPosition, ir.LastPosition, ir.PositionCondition)
+    return any(isinstance(node, position_nodes) or getattr(node, "offset", 0) != 0 for node in nodes)
+
+
+def per_token(program: ir.Program) -> bool:
+    """Whether the target is read at every token (LANGUAGE.md v2); False before that existed."""
+    return bool(getattr(program, "per_token", False))
+
+
+def trained_config(program: ir.Program, settings: TrainSettings,
+                   masks: Mapping[tuple[int, int], list[Any]] | None = None) -> dict[str, Any]:
+    """The model config: what ``CompiledTransformer``, ``load`` and ``check`` read. Heads have no
+    masks unless ``masks`` gives one for (layer, head) (kept from an ``--init`` model)."""
+    masks = masks or {}
+    layers = [{"heads": [{"name": f"L{i + 1}H{h + 1}", "mask": masks.get((i, h), [])} for h in range(count)]}
+              for i, count in enumerate(settings.heads)]
+    config: dict[str, Any] = {
+        "T": program.length, "d": program.dimension, "d_model": settings.d_model,
+        "output_shape": list(program.output_shape), "min_length": 1, "exact_length_only": False,
+        "layers": layers, "dtype": "float32", "format": "infoflow/1",
+        "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
+        "trained": settings.to_json(),
+    }
+    if per_token(program):
+        config["output"] = "token"
+    return config
+
+
+def _widths(settings: TrainSettings) -> dict[str, int]:
+    widths = {"M_embed": settings.d_mlp}
+    for i in range(len(settings.heads)):
+        widths |= {f"E_{i}": settings.d_head, f"V_{i}": settings.d_head, f"M_{i}": settings.d_mlp}
+    return widths
+
+
+def random_tensors(config: Mapping[str, Any], widths: Mapping[str, int], learn_positions: bool,
+                   generator: torch.Generator) -> dict[str, Tensor]:
+    """Initial weights: matrices (fan_in, ...) ~ N(0, 1/fan_in), the heads' W_Q/W_K/W_V likewise
+    per head, biases 0, β = 1/√(d_head), readout token N(0, 1/D); W_pos ~ N(0, 1/(T+1)) when the
+    positions are learned, else 0. Output projections (W_O, W_out, W_E2) are scaled by 1/√(2L)."""
+    layers = max(len(config["layers"]), 1)
+    tensors: dict[str, Tensor] = {}
+    for name, symbolic in expected_shapes(config).items():
+        shape = tuple(widths[s] if isinstance(s, str) else s for s in symbolic)
+        leaf = name.rsplit(".", 1)[1]
+        if leaf.startswith("b_") or (leaf == "W_pos" and not learn_positions):
+            tensors[name] = torch.zeros(shape, dtype=torch.float64)
+        elif leaf == "beta":
+            key_width = widths[f"E_{name.split('.')[1]}"]
+            tensors[name] = torch.full(shape, 1.0 / math.sqrt(max(key_width, 1)), dtype=torch.float64)
+        else:
+            fan_in = shape[-2] if len(shape) >= 2 else shape[-1]
+            scale = 1.0 / math.sqrt(max(fan_in, 1))
+            if leaf in ("W_O", "W_out", "W_E2"):
+                scale /= math.sqrt(2 * layers)
+            tensors[name] = torch.randn(shape, generator=generator, dtype=torch.float64) * scale
+    return tensors
+
+
+def padded_tensors(init: CompiledTransformer, random: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """``init``'s weights in the leading corner of zero tensors shaped like ``random``: the padded
+    model computes exactly what ``init`` computes (new heads, units, directions and layers are 0)."""
+    state = {name: (t.to_dense() if t.is_sparse else t).detach().to("cpu", torch.float64)
+             for name, t in init.state_dict().items()}  # weights held sparse: made dense, to be trained
+    out: dict[str, Tensor] = {}
+    for name, like in random.items():
+        tensor = torch.zeros_like(like)
+        if name in state:
+            source = state[name]
+            if any(s > t for s, t in zip(source.shape, tensor.shape, strict=True)):
+                raise TrainError(f"--init: tensor {name} has shape {list(source.shape)}, larger than the "
+                                 f"requested {list(tensor.shape)}; ask for sizes at least the init model's")
+            tensor[tuple(slice(0, s) for s in source.shape)] = source
+        out[name] = tensor
+    return out
+
+
+def _init_sizes(init: CompiledTransformer, settings: TrainSettings) -> dict[str, int]:
+    """Widths at least the init model's (the requested ones otherwise)."""
+    widths = dict(_widths(settings))
+    widths["M_embed"] = max(widths["M_embed"], init.d_mlp_embedding)
+    for i, block in enumerate(init.blocks):
+        a = block.attn
+        widths[f"E_{i}"] = max(widths[f"E_{i}"], int(a.W_Q.shape[2]))
+        widths[f"V_{i}"] = max(widths[f"V_{i}"], int(a.W_V.shape[2]))
+        widths[f"M_{i}"] = max(widths[f"M_{i}"], int(block.mlp.W_in.shape[1]))
+    return widths
+
+
+def build_model(program: ir.Program, settings: TrainSettings,
+                init: CompiledTransformer | None = None) -> tuple[CompiledTransformer, list[Tensor]]:
+    """The trainable model and the tensors to optimise (every parameter; W_pos when learned)."""
+    learn_positions = reads_positions(program)
+    masks: dict[tuple[int, int], list[Any]] = {}
+    widths = _widths(settings)
+    if init is not None:
+        _check_init(program, settings, init)
+        widths = _init_sizes(init, settings)
+        masks = {(i, h): list(head.get("mask", [])) for i, layer in enumerate(init.config["layers"])
+                 for h, head in enumerate(layer["heads"])}
+    config = trained_config(program, settings, masks)
+    generator = torch.Generator().manual_seed(settings.seed)
+    tensors = random_tensors(config, widths, learn_positions, generator)
+    if init is not None:
+        tensors = padded_tensors(init, tensors)
+    model = CompiledTransformer(config, tensors, device=settings.device, dtype=torch.float32, sparse=False)
+    trainable = list(model.parameters())
+    for p in trainable:
+        p.requires_grad_(True)
+    if learn_positions:
+        model.pos_embed.W_pos.requires_grad_(True)
+        trainable.append(model.pos_embed.W_pos)
+    return model, trainable
+
+
+def _check_init(program: ir.Program, settings: TrainSettings, init: CompiledTransformer) -> None:
+    if (init.d, init.T, init.output_shape) != (program.dimension, program.length, program.output_shape):
+        raise TrainError(f"--init: the model has d = {init.d}, T = {init.T}, output {list(init.output_shape)}; "
+                         f"the target has d = {program.dimension}, T = {program.length}, "
+                         f"output {list(program.output_shape)}")
+    if init.d_model > settings.d_model:
+        raise TrainError(f"--init: the model has d_model = {init.d_model}, more than --d-model {settings.d_model}")
+    compiled = [len(layer["heads"]) for layer in init.config["layers"]]
+    if len(compiled) > len(settings.heads) or any(c > h for c, h in zip(compiled, settings.heads, strict=False)):
+        raise TrainError(f"--init: the model has heads per layer {compiled}, more than --heads "
+                         f"{','.join(map(str, settings.heads))}")
+
+
+def trainable_parameter_count(model: CompiledTransformer) -> int:
+    """Weights trained: every parameter, plus the positional code when it is learned."""
+    positions = model.pos_embed.W_pos
+    return model.parameter_count() + (positions.numel() if positions.requires_grad else 0)
+
+
+# ---------------------------------------------------------------------------- data and loss
+
+
+def draw_inputs(program: ir.Program, dist: Distribution, count: int, seed: int) -> Tensor:
+    """``count`` inputs (count, T, d), float64, from ``dist``; the same for the same seed."""
+    if dist.kind == "uniform":
+        return sample_inputs(program, count, seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    return dist.sigma * torch.randn((count, program.length, program.dimension), generator=generator,
+                                    dtype=torch.float64)
+
+
+def squared_error(predicted: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    """(mean squared error over the defined targets, number defined): NaN targets are left out."""
+    if predicted.shape != target.shape:
+        raise TrainError(f"the model outputs {tuple(predicted.shape)}, the target {tuple(target.shape)}")
+    defined = ~torch.isnan(target)
+    diff = torch.where(defined, predicted - torch.nan_to_num(target), torch.zeros_like(predicted))
+    count = defined.sum()
+    return (diff * diff).sum() / count.clamp_min(1), count
+
+
+def target_variance(target: Tensor, components: bool) -> float:
+    """Var(target) over the defined entries, per output component (last axis when ``components``)
+    around that component's mean, then averaged over the components."""
+    flat = target.reshape(-1, target.shape[-1]) if components else target.reshape(-1, 1)  # (N, K)
+    defined = ~torch.isnan(flat)
+    count = defined.sum(dim=0).clamp_min(1)
+    mean = torch.nan_to_num(flat).sum(dim=0) / count
+    centred = torch.where(defined, flat - mean, torch.zeros_like(flat))
+    return float(((centred**2).sum(dim=0) / count).mean())
+
+
+def nmse(predicted: Tensor, target: Tensor, components: bool) -> float:
+    """MSE / Var(target) (see :func:`target_variance`); inf when the target is constant."""
+    mse, _ = squared_error(predicted.to(torch.float64), target)
+    variance = target_variance(target, components)
+    return float(mse) / variance if variance > 0 else math.inf
+
+
+def model_nmse(model: CompiledTransformer, program: ir.Program, x: Tensor, y: Tensor | None = None,
+               batch: int = 1024) -> float:
+    """NMSE of ``model`` on inputs x (N, T, d) against the reference (``y`` when already known)."""
+    y = evaluate(program, x) if y is None else y
+    with torch.no_grad():
+        predicted = torch.cat([model(x[i:i + batch].to(model.device, model.dtype)).to("cpu", torch.float64)
+                               for i in range(0, x.shape[0], batch)])
+    return nmse(predicted, y, bool(program.output_shape))
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """A finished run: the model (weights frozen again), its final validation NMSE, the
+    validation curve [(step, NMSE)], the wall time and the number of trained weights."""
+
+    model: CompiledTransformer
+    final_nmse: float
+    history: tuple[tuple[int, float], ...]
+    seconds: float
+    parameters: int
+
+
+def learning_rate_factor(step: int, steps: int) -> float:
+    """Linear warm-up over the first 5% of the steps, then cosine decay from 1 to 0."""
+    warmup = max(1, int(WARMUP_FRACTION * steps))
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def _progress(steps: int, quiet: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=steps, desc="training", unit="step", disable=quiet or not sys.stderr.isatty(),
+                file=sys.stderr, leave=False)
+
+
+def train(program: ir.Program, settings: TrainSettings, init: CompiledTransformer | None = None,
+          quiet: bool = False, on_validation: Callable[[int, float], None] | None = None) -> TrainResult:
+    """Train a model of the compiled family on ``program`` (see the module docstring)."""
+    start = time.monotonic()
+    torch.manual_seed(settings.seed)
+    model, trainable = build_model(program, settings, init)
+    optimizer = torch.optim.AdamW(trainable, lr=settings.lr, weight_decay=settings.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: learning_rate_factor(s, settings.steps))
+    x_val = draw_inputs(program, settings.dist, settings.validation, settings.seed + VALIDATION_SEED)
+    y_val = evaluate(program, x_val)  # (N, ...) float64
+    history: list[tuple[int, float]] = []
+
+    def validate(step: int) -> float:
+        value = model_nmse(model, program, x_val, y_val)
+        history.append((step, value))
+        if on_validation is not None:
+            on_validation(step, value)
+        return value
+
+    every = max(1, settings.steps // EVALUATIONS)
+    last = validate(0)
+    bar = _progress(settings.steps, quiet)
+    for step in range(settings.steps):
+        x = draw_inputs(program, settings.dist, settings.batch, settings.seed * 1_000_003 + step + 1)
+        y = evaluate(program, x).to(device=model.device, dtype=model.dtype)  # (B, ...)
+        loss, _ = squared_error(model(x.to(model.device, model.dtype)), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        if (step + 1) % every == 0 or step + 1 == settings.steps:
+            last = validate(step + 1)
+            bar.set_postfix(nmse=f"{last:.3g}")
+        bar.update(1)
+    bar.close()
+    parameters = trainable_parameter_count(model)
+    for tensor in trainable:
+        tensor.requires_grad_(False)
+    model.config["trained"]["final_nmse"] = float(f"{last:.6g}")
+    model.config["trained"]["parameters"] = parameters
+    return TrainResult(model, last, tuple(history), time.monotonic() - start, parameters)

@@ -1,0 +1,1 @@
+"""The compiled model: its module, hooks, file format and fast paths."""

@@ -1,0 +1,97 @@
+"""Hypothesis strategies for ``.iflow`` ASTs: names, numbers, conditions, expressions and
+declarations (the parser's round-trip test and the CLI's fuzzing share them)."""
+
+from __future__ import annotations
+
+import keyword
+
+from hypothesis import strategies as st
+
+from infoflow_dsl.language import syntax as ast
+
+NOT_NAMES = {"input", "length", "const", "let", "margin", "target", "in", "ball", "randn", "and", "R", "top"}
+REDUCER_PREFIXES = ("argmin_", "argmax_", "min_", "max_", "sum_", "mean_")
+
+NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True).filter(
+    lambda n: n not in NOT_NAMES and not n.startswith(REDUCER_PREFIXES) and not keyword.iskeyword(n)
+)
+NUMBER_TEXTS = st.from_regex(r"([0-9]{1,4}\.?[0-9]{0,3}|\.[0-9]{1,3})([eE][+-]?[0-9]{1,3})?", fullmatch=True)
+WHOLE_TEXTS = st.integers(1, 999).map(str) | st.sampled_from(["01", "007"])
+SIZES = st.integers(0, 10**6)
+
+
+def condition_strategy(names: st.SearchStrategy[str] = NAMES,
+                       whole_texts: st.SearchStrategy[str] = WHOLE_TEXTS) -> st.SearchStrategy[ast.Condition]:
+    """Conditions between names, literals and offsets (``t - 1``, ``s + 2``)."""
+    offsets = st.builds(lambda name, sign, text: ast.PositionOffset(ast.Name(name), sign * int(text), ast.Number(text)),
+                        names, st.sampled_from([1, -1]), whole_texts)
+    position_terms = names.map(ast.Name) | whole_texts.map(ast.Number) | offsets
+    return st.builds(
+        ast.Condition, position_terms, st.sampled_from(["!=", "<", "<=", ">", ">=", "=="]), position_terms,
+    )
+
+
+def expression_strategy(
+    names: st.SearchStrategy[str] = NAMES, number_texts: st.SearchStrategy[str] = NUMBER_TEXTS,
+    whole_texts: st.SearchStrategy[str] = WHOLE_TEXTS, max_leaves: int = 25,
+) -> st.SearchStrategy[ast.Expr]:
+    """Well-formed expression ASTs of every kind (they need not type-check)."""
+    numbers = number_texts.map(ast.Number)
+    conditions = condition_strategy(names, whole_texts)
+    binders = st.lists(names.map(ast.Binder), min_size=1, max_size=3).map(tuple)
+
+    @st.composite
+    def reductions(draw: st.DrawFn, bodies: st.SearchStrategy[ast.Expr]) -> ast.Reduction:
+        kind = draw(st.sampled_from(["min", "max", "sum", "mean", "top", "argmin", "argmax"]))
+        rank = draw(st.integers(1, 20)) if kind == "top" else None
+        chosen = draw(st.lists(conditions, max_size=3).map(tuple))
+        return ast.Reduction(kind, draw(binders), chosen, draw(bodies), rank)
+
+    def compound(children: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:
+        return st.one_of(
+            st.builds(ast.Call, names, st.lists(children, max_size=3).map(tuple)),
+            st.builds(ast.Index, children, whole_texts.map(ast.Number)),
+            st.builds(ast.InnerProduct, children, children),
+            st.builds(ast.Norm, children),
+            st.builds(ast.Abs, children),
+            st.builds(ast.Binary, st.sampled_from(["+", "-", "*", "/", "@"]), children, children),
+            st.builds(ast.Negate, children),
+            st.builds(ast.Power, children, numbers),
+            reductions(children),
+        )
+
+    return st.recursive(numbers | names.map(ast.Name), compound, max_leaves=max_leaves)
+
+
+def declaration_strategy(
+    names: st.SearchStrategy[str] = NAMES, number_texts: st.SearchStrategy[str] = NUMBER_TEXTS,
+    expressions: st.SearchStrategy[ast.Expr] | None = None, sizes: st.SearchStrategy[int] = SIZES,
+) -> st.SearchStrategy[ast.Declaration]:
+    """Well-formed declarations of every kind."""
+    expressions = expressions if expressions is not None else expression_strategy(names, number_texts)
+    signed_numbers = st.builds(
+        lambda sign, text: ast.SignedNumber(sign + text), st.sampled_from(["", "-"]), number_texts,
+    )
+    spaces = st.one_of(
+        st.just(ast.ScalarSpace()), sizes.map(ast.VectorSpace), st.builds(ast.MatrixSpace, sizes, sizes),
+    )
+    domains = st.one_of(
+        st.none(), st.builds(ast.BoxDomain, signed_numbers, signed_numbers), signed_numbers.map(ast.BallDomain),
+    )
+    vector_literals = st.lists(signed_numbers, min_size=1, max_size=4).map(lambda e: ast.VectorLiteral(tuple(e)))
+    const_values = st.one_of(
+        signed_numbers.map(ast.ScalarLiteral),
+        vector_literals,
+        st.lists(vector_literals, min_size=1, max_size=3).map(lambda rows: ast.MatrixLiteral(tuple(rows))),
+        st.integers(0, 10**6).map(ast.RandnLiteral),
+    )
+    return st.one_of(
+        st.builds(ast.InputDecl, names, spaces, domains),
+        st.builds(ast.LengthDecl, names, sizes),
+        st.builds(ast.ConstDecl, names, st.none() | spaces, const_values),
+        st.builds(ast.LetDecl, names, st.none() | st.lists(names, max_size=3).map(tuple), expressions),
+        st.builds(ast.MarginDecl, signed_numbers),
+        st.builds(ast.TargetDecl, expressions),
+        st.builds(lambda e, name, cs: ast.TargetDecl(e, variable=ast.Binder(name), conditions=tuple(cs)),
+                  expressions, names, st.lists(condition_strategy(names), max_size=2)),
+    )

@@ -1,0 +1,180 @@
+"""sweep: the grid, results.csv appended per run and resumed (also after a real SIGKILL), Ray
+with two workers giving the same runs as in-process, summary.md and nmse.png, bad flags."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import compiled
+import pytest
+from cli_runner import run_cli
+
+import infoflow_dsl as ifl
+from infoflow_dsl.tools import sweep
+from infoflow_dsl.tools.train import TrainSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+D_RETRIEVAL = ROOT / "compiled_examples" / "d_retrieval.iflow"
+BASE = TrainSettings(heads=(1,), d_model=8, d_head=4, d_mlp=8, steps=20, batch=64, lr=3e-3, validation=128)
+TOY_FLAGS = ["--T", "4", "--d-model", "8", "--d-head", "4", "--d-mlp", "8", "--batch", "64", "--lr", "3e-3",
+             "--validation", "128"]
+
+
+def toy_grid(heads: tuple[tuple[int, ...], ...] = ((1,), (2,)), seeds: int = 2) -> sweep.Grid:
+    return sweep.Grid(heads, (None,), (4,), (8,), (20,), seeds, BASE)
+
+
+def toy_runs(grid: sweep.Grid) -> list[sweep.Run]:
+    return sweep.expand(grid, D_RETRIEVAL.name, D_RETRIEVAL.read_text(encoding="utf-8"))
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8") as stream:
+        return list(csv.DictReader(stream))
+
+
+def test_the_grid_is_the_product_of_its_axes_with_seeds_innermost() -> None:
+    grid = sweep.Grid(((2,), (1,)), (1, 3), (4, 8), (8, 16), (10,), 2, BASE)
+    runs = sweep.expand(grid, "p.iflow", "source")
+    budgets = list(dict.fromkeys(r.settings.heads for r in runs))
+    assert budgets == [(2,), (2, 2, 2), (1,), (1, 1, 1)]  # a single count repeats over each --layers
+    assert len(runs) == 4 * 2 * 2 * 2 and len({r.key for r in runs}) == len(runs)
+    assert [r.settings.seed for r in runs[:2]] == [0, 1] and runs[0].config_key == runs[1].config_key
+    assert [(r.length, r.settings.d_model) for r in runs[:8:2]] == [(4, 8), (4, 16), (8, 8), (8, 16)]
+
+
+def test_a_head_budget_that_does_not_fit_the_layers_is_refused() -> None:
+    with pytest.raises(ValueError, match="--layers is 3"):
+        sweep.expand(sweep.Grid(((2, 2),), (3,), (4,), (8,), (10,), 1, BASE), "p.iflow", "source")
+
+
+def test_in_process_sweep_records_every_run_once_and_resumes_without_rerunning(tmp_path) -> None:
+    grid = toy_grid()
+    runs = toy_runs(grid)
+    finished: list[str] = []
+    rows = sweep.execute(runs[:3], tmp_path, workers=1, on_finished=lambda row: finished.append(row["run"]))
+    assert finished == [r.key for r in runs[:3]] and [r["run"] for r in rows] == finished
+    before = (tmp_path / "results.csv").read_bytes()
+    rows = sweep.execute(runs, tmp_path, workers=1, on_finished=lambda row: finished.append(row["run"]))
+    assert finished == [r.key for r in runs]  # only the fourth run ran the second time
+    assert (tmp_path / "results.csv").read_bytes().startswith(before)
+    for row in rows:
+        model = ifl.load(tmp_path / row["model"])
+        assert model.config["trained"]["final_nmse"] == float(row["nmse"])
+        assert model.config["trained"]["seed"] == int(row["seed"])
+    program_at = lambda length: compiled.program("d_retrieval", length)  # noqa: E731
+    configs = sweep.finish(tmp_path, "d_retrieval", grid, runs, rows, program_at, 1e-2)
+    assert [c.heads for c in configs] == ["1", "2"]
+    for c in configs:
+        found = [float(r["nmse"]) for r in rows if r["config"] == c.config]
+        assert c.best == min(found) and len(c.nmse) == 2
+        assert c.verdict == ifl.analyze(compiled.program("d_retrieval", 4), tuple(map(int, c.heads.split(",")))).verdict
+    text = (tmp_path / "summary.md").read_text(encoding="utf-8")
+    assert f"| 1 | 4 | 8 | 20 | 2 | {configs[0].best:.3g} |" in text and "inefficient" in text
+    compiled_model = compiled.model("d_retrieval", 1e-2, "float64", 4)
+    assert f"| {compiled_model.parameter_count()} | {compiled_model.nonzero_parameter_count()} |" in text
+    png = (tmp_path / "nmse.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+    sweep.finish(tmp_path, "d_retrieval", grid, runs, rows, program_at, 1e-2)
+    assert (tmp_path / "nmse.png").read_bytes() == png  # deterministic
+
+
+def test_a_torn_last_line_is_dropped_and_a_foreign_file_refused(tmp_path) -> None:
+    runs = toy_runs(toy_grid(((1,),), seeds=1))
+    sweep.execute(runs, tmp_path, workers=1)
+    path = tmp_path / "results.csv"
+    whole = path.read_bytes()
+    path.write_bytes(whole + b"heads=9;T=4;d_mod")
+    assert [r["run"] for r in sweep.read_results(path)] == [runs[0].key]
+    assert path.read_bytes() == whole
+    path.write_bytes(b"a,b\n1,2\n")
+    with pytest.raises(sweep.SweepError, match="not a results file"):
+        sweep.read_results(path)
+    code, _, err = run_cli(["sweep", str(D_RETRIEVAL), "--heads", "1", *TOY_FLAGS, "--steps", "2", "--workers", "1",
+                            "-o", str(tmp_path)])
+    assert code == 2 and "not a results file" in err
+
+
+def test_a_results_file_without_cpu_seconds_resumes_and_keeps_its_columns(tmp_path) -> None:
+    runs = toy_runs(toy_grid(((1,), (2,)), seeds=1))
+    sweep.execute(runs[:1], tmp_path, workers=1)
+    path = tmp_path / "results.csv"
+    rows = sweep.read_results(path)
+    assert float(rows[0]["cpu_seconds"]) > 0  # one thread: the run's time on a core of its own
+    legacy = io.StringIO()
+    writer = csv.DictWriter(legacy, fieldnames=sweep.LEGACY_COLUMNS, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    path.write_text(legacy.getvalue(), encoding="utf-8")  # a file from before cpu_seconds
+    sweep.execute(runs, tmp_path, workers=1)
+    assert path.read_text(encoding="utf-8").splitlines()[0].split(",") == sweep.LEGACY_COLUMNS
+    assert [r["run"] for r in sweep.read_results(path)] == [r.key for r in runs]
+
+
+def test_a_sweep_killed_with_sigkill_resumes_and_runs_each_configuration_once(tmp_path) -> None:
+    out = tmp_path / "sweep"
+    argv = [sys.executable, "-m", "infoflow_dsl.tools.cli", "sweep", str(D_RETRIEVAL), "--heads", "1", "--heads", "2",
+            "--heads", "3", *TOY_FLAGS, "--steps", "60", "--seeds", "2", "--workers", "1", "-o", str(out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    results = out / "results.csv"
+    while process.poll() is None and (not results.exists() or results.read_bytes().count(b"\n") < 3):
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL
+    first = results.read_bytes()
+    finished = read_csv(results)
+    assert 2 <= len(finished) < 6, "the sweep must be killed between runs"
+    completed = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert completed.returncode == 0, completed.stderr
+    rows = read_csv(results)
+    keys = [r["run"] for r in rows]
+    assert sorted(keys) == sorted(set(keys)) and len(keys) == 6  # every run exactly once
+    assert rows[:len(finished)] == finished and results.read_bytes().startswith(first)  # none rerun
+    assert f"{len(finished)} of 6 runs" not in completed.stdout and "6 of 6 runs finished" in completed.stdout
+    resumed = [line for line in completed.stdout.splitlines() if ": NMSE " in line]
+    assert len(resumed) == 6 - len(finished)  # the restarted sweep trained only the others
+    assert (out / "summary.md").exists() and len(list((out / "models").iterdir())) == 6
+
+
+def test_two_ray_workers_give_the_same_runs_as_one_process(tmp_path) -> None:
+    runs = toy_runs(toy_grid(seeds=1))
+    local = sweep.execute(runs, tmp_path / "local", workers=1)
+    distributed = sweep.execute(runs, tmp_path / "ray", workers=2)
+    assert sorted(r["run"] for r in distributed) == sorted(r["run"] for r in local)
+    by_run = {r["run"]: r for r in local}
+    for row in distributed:
+        assert row["nmse"] == by_run[row["run"]]["nmse"]
+        assert (tmp_path / "ray" / row["model"]).read_bytes() == (tmp_path / "local" / row["model"]).read_bytes()
+
+
+@pytest.mark.parametrize("flags", [
+    ["--workers", "0"], ["--T", "4,0"], ["--seeds", "0"], ["--heads", "2,2", "--layers", "3"], ["--dist", "x"],
+    ["--d-model", "8,a"], ["--compare-eps", "0"],
+])
+def test_cli_sweep_rejects_bad_flags_with_exit_2(tmp_path, flags) -> None:
+    out = tmp_path / "out"
+    code, _, err = run_cli(["sweep", str(D_RETRIEVAL), "--heads", "1", "--steps", "2", *flags, "-o", str(out)])
+    assert code == 2 and err.strip() and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not out.exists()
+
+
+def test_cli_sweep_needs_an_output_folder() -> None:
+    code, _, err = run_cli(["sweep", str(D_RETRIEVAL), "--heads", "1"])
+    assert code == 2 and "-o" in err
+
+
+def test_a_run_key_names_every_setting() -> None:
+    run = toy_runs(toy_grid(((2,),), seeds=1))[0]
+    other = replace(run, settings=replace(run.settings, lr=1e-2))
+    assert run.key != other.key and run.file_id != other.file_id

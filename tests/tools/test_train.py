@@ -1,0 +1,218 @@
+"""train: the loss falls, the saved model loads and checks, --init reproduces the compiled model
+exactly before training, positions are learned only when read, the masked loss and the NMSE
+follow their definitions, and bad flags exit 2 with nothing written."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import compiled
+import pytest
+import torch
+from cli_runner import run_cli
+
+import infoflow_dsl as ifl
+from infoflow_dsl.pipeline import model_inputs
+from infoflow_dsl.reference.verify import check_model
+from infoflow_dsl.tools.train import (
+    Distribution,
+    TrainError,
+    TrainSettings,
+    build_model,
+    draw_inputs,
+    learning_rate_factor,
+    model_nmse,
+    nmse,
+    parse_distribution,
+    reads_positions,
+    squared_error,
+    train,
+)
+from infoflow_dsl.transformer import model as model_module
+
+ROOT = Path(__file__).resolve().parents[2]
+D_RETRIEVAL = str(ROOT / "compiled_examples" / "d_retrieval.iflow")
+TOY = TrainSettings(heads=(4,), d_model=16, d_head=4, d_mlp=16, steps=150, batch=128, lr=3e-3, validation=512)
+
+
+@pytest.fixture(scope="module")
+def trained() -> ifl.CompiledTransformer:
+    """A toy run: the 4-retrieval target at T = 4."""
+    return train(compiled.program("d_retrieval", 4), TOY, quiet=True)
+
+
+def test_the_validation_loss_falls(trained) -> None:
+    first, last = trained.history[0][1], trained.history[-1][1]
+    assert trained.final_nmse == last
+    assert last < 0.2 * first, trained.history
+    assert trained.model.config["trained"]["final_nmse"] == float(f"{last:.6g}")
+    assert trained.history[-1][0] == TOY.steps
+
+
+def test_the_saved_model_loads_checks_and_measures_the_same_nmse(trained, tmp_path) -> None:
+    program = compiled.program("d_retrieval", 4)
+    path = tmp_path / "toy.safetensors"
+    ifl.save(trained.model, path)
+    loaded = ifl.load(path, device="cpu")
+    x = draw_inputs(program, TOY.dist, 256, seed=5)
+    with torch.no_grad():
+        assert torch.equal(loaded(x.float()), trained.model(x.float()))
+    assert loaded.config["trained"]["heads"] == [4] and loaded.config["trained"]["steps"] == TOY.steps
+    assert not any(p.requires_grad for p in loaded.parameters())
+    result = check_model(loaded, program, samples=200, eps=math.inf, progress=False)
+    assert result.within and result.worst_error > 0
+    code, out, err = run_cli(["check", str(path), "--samples", "200"])
+    assert (code, err) == (0, ""), err
+    reported = float(out.split("NMSE")[1].split()[0])
+    expected = model_nmse(loaded, program, model_inputs(program, 200, 0, corners=0))
+    assert reported == pytest.approx(expected, rel=1e-2)
+    assert "a-priori bound none" in out and "measured only" in out
+    code, out, _ = run_cli(["check", str(path), "--samples", "200", "--eps", "1e-9"])
+    assert code == 3 and "ABOVE ε" in out
+    code, _, err = run_cli(["check", str(path), "--trace"])
+    assert code == 2 and "trained" in err
+    code, _, err = run_cli(["circuit", str(path)])
+    assert code == 2 and "trained" in err
+
+
+def test_the_transformer_lens_wrapper_runs_a_trained_model(trained) -> None:
+    from infoflow_dsl.transformer.lens import hooked
+
+    x = draw_inputs(compiled.program("d_retrieval", 4), TOY.dist, 16, seed=9).float()
+    y, cache = hooked(trained.model).run_with_cache(x)
+    with torch.no_grad():
+        torch.testing.assert_close(y, trained.model(x))
+    assert "blocks.0.attn.hook_pattern" in cache
+
+
+def test_init_pads_the_compiled_model_with_zeros_and_computes_the_same_function() -> None:
+    program = compiled.program("d_retrieval", 4)
+    model = compiled.model("d_retrieval", 1e-2, "float32", 4)
+    settings = TrainSettings(heads=(6, 1), d_model=model.d_model + 5, d_head=2, d_mlp=3, steps=0, validation=256)
+    padded, trainable = build_model(program, settings, model)
+    assert all(t.requires_grad for t in trainable)
+    assert padded.d_model == model.d_model + 5 and [len(layer["heads"]) for layer in padded.config["layers"]] == [6, 1]
+    x = model_inputs(program, 300, seed=2)
+    with torch.no_grad():
+        torch.testing.assert_close(padded(x.float()), model(x.float()), rtol=1e-5, atol=1e-5)
+    result = train(program, settings, model, quiet=True)
+    assert result.final_nmse == pytest.approx(model_nmse(model, program, draw_inputs(
+        program, settings.dist, settings.validation, settings.seed + 1_000_003)), rel=1e-3)
+    with pytest.raises(TrainError, match="more than --d-model"):
+        build_model(program, replace(settings, d_model=4), model)
+    with pytest.raises(TrainError, match="heads per layer"):
+        build_model(program, replace(settings, heads=(1,)), model)
+
+
+def test_init_from_a_model_holding_its_relu_matrices_sparse_trains_them_dense(monkeypatch) -> None:
+    monkeypatch.setattr(model_module, "SPARSE_HOLD_SIZE", 64)
+    program = compiled.program("min_pairwise", 8)
+    init = ifl.compile(program, eps=1e-2, dtype="float32", samples=0)
+    assert init.blocks[0].mlp.W_out.is_sparse
+    settings = TrainSettings(heads=(1, 1), d_model=init.d_model, d_head=4, d_mlp=4, steps=0, validation=64)
+    padded, trainable = build_model(program, settings, init)
+    assert not any(t.is_sparse for t in padded.state_dict().values()) and all(t.requires_grad for t in trainable)
+    assert torch.equal(padded.blocks[0].mlp.W_out[:init.d_mlp[0]], init.blocks[0].mlp.W_out.to_dense())
+    x = model_inputs(program, 64, seed=3).float()
+    with torch.no_grad():
+        torch.testing.assert_close(padded(x), init(x), rtol=1e-5, atol=1e-5)
+
+
+def test_positions_are_learned_only_when_the_target_reads_them() -> None:
+    assert not reads_positions(compiled.program("d_retrieval", 4))
+    assert reads_positions(compiled.program("last_plus_first"))
+    assert reads_positions(compiled.program("causal_sum"))
+    assert reads_positions(compiled.program("previous_token"))  # x(t - 1): an offset
+    settings = replace(TOY, steps=3, validation=32)
+    plain = train(compiled.program("d_retrieval", 4), settings, quiet=True)
+    assert not bool(plain.model.pos_embed.W_pos.any())
+    positional = train(compiled.program("last_plus_first"), settings, quiet=True)
+    assert bool(positional.model.pos_embed.W_pos.any())
+    assert positional.parameters == positional.model.parameter_count() + positional.model.pos_embed.W_pos.numel()
+
+
+def test_the_loss_leaves_undefined_targets_out_and_nmse_divides_by_the_variance() -> None:
+    predicted = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 5.0]])
+    target = torch.tensor([[1.5, float("nan"), 2.0], [0.0, float("nan"), 4.0]])
+    mse, count = squared_error(predicted, target)
+    assert int(count) == 4 and float(mse) == pytest.approx((0.25 + 1 + 0 + 1) / 4)
+    y = torch.randn(1000, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * torch.tensor([1, 2, 3])
+    assert nmse(y.mean(dim=0).expand_as(y), y, components=True) == pytest.approx(1.0)
+    assert nmse(y, y, components=True) == 0.0
+    with pytest.raises(TrainError, match="outputs"):
+        squared_error(predicted, target[:, :2])
+
+
+def test_distributions_and_the_schedule() -> None:
+    assert parse_distribution("uniform") == Distribution()
+    assert parse_distribution("normal") == Distribution("normal", 1.0)
+    assert parse_distribution("normal:0.5") == Distribution("normal", 0.5)
+    for bad in ("gauss", "normal:x", "normal:-1", "normal:nan"):
+        with pytest.raises(TrainError):
+            parse_distribution(bad)
+    program = compiled.program("d_retrieval", 16)
+    x = draw_inputs(program, Distribution("normal", 2.0), 4000, seed=3)
+    assert x.shape == (4000, 16, 4) and float(x.std()) == pytest.approx(2.0, rel=0.02)
+    assert torch.equal(x, draw_inputs(program, Distribution("normal", 2.0), 4000, seed=3))
+    assert float(draw_inputs(program, Distribution(), 100, seed=3).abs().max()) <= 1.0
+    factors = [learning_rate_factor(s, 100) for s in range(100)]
+    assert factors[:5] == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])
+    assert all(a >= b for a, b in itertools.pairwise(factors[4:])) and factors[-1] < 1e-3
+
+
+def test_cli_train_writes_a_model_that_loads(tmp_path) -> None:
+    out = tmp_path / "m.safetensors"
+    code, stdout, err = run_cli(["train", D_RETRIEVAL, "--T", "4", "--heads", "2", "--layers", "2", "--d-model", "8",
+                                 "--d-head", "4", "--d-mlp", "8", "--steps", "5", "--validation", "64",
+                                 "--dist", "normal:0.5", "-o", str(out)])
+    assert (code, err) == (0, ""), err
+    model = ifl.load(out)
+    assert [len(layer["heads"]) for layer in model.config["layers"]] == [2, 2] and model.T == 4
+    assert model.config["trained"]["dist"] == "normal:0.5"
+    assert f"{model.config['trained']['final_nmse']:.3g}" in stdout
+
+
+@pytest.mark.parametrize("flags", [
+    ["--heads", "0"], ["--heads", "2,2", "--layers", "3"], ["--heads", "1", "--dist", "gauss"],
+    ["--heads", "1", "--steps", "0"], ["--heads", "1", "--lr", "-1"], ["--heads", "1", "--init", "missing.st"],
+    ["--heads", "1", "--T", "0"], ["--heads", "1", "--device", "nonsense"], [],
+])
+def test_cli_train_rejects_bad_flags_with_exit_2_and_writes_nothing(tmp_path, flags) -> None:
+    out = tmp_path / "m.safetensors"
+    code, _, err = run_cli(["train", D_RETRIEVAL, "--steps", "2", *flags, "-o", str(out)]
+                                if "--steps" not in flags else ["train", D_RETRIEVAL, *flags, "-o", str(out)])
+    assert code == 2 and err.strip() and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_init_from_a_model_of_another_target_is_a_usage_error(tmp_path) -> None:
+    other = tmp_path / "other.safetensors"
+    ifl.save(compiled.model("min_pairwise", 1e-2, "float32"), other)
+    code, _, err = run_cli(["train", D_RETRIEVAL, "--heads", "8", "--d-model", "64", "--steps", "1",
+                            "--init", str(other), "-o", str(tmp_path / "m.safetensors")])
+    assert code == 2 and "--init" in err and not (tmp_path / "m.safetensors").exists()
+
+
+def test_a_per_token_target_trains_on_its_defined_positions_and_checks(tmp_path) -> None:
+    program = compiled.program("previous_token", 6)  # target(t : t >= 2) = x(t - 1): NaN at t = 1
+    assert program.per_token
+    settings = TrainSettings(heads=(2,), d_model=16, d_head=8, d_mlp=16, steps=200, batch=64, lr=1e-2,
+                             validation=256)
+    result = train(program, settings, quiet=True)
+    assert result.model.config["output"] == "token"
+    x = draw_inputs(program, settings.dist, 8, seed=1)
+    with torch.no_grad():
+        assert result.model(x.float()).shape == evaluate_shape(program, x)
+    assert result.final_nmse < 0.5 * result.history[0][1], result.history
+    path = tmp_path / "per_token.safetensors"
+    ifl.save(result.model, path)
+    code, out, err = run_cli(["check", str(path), "--samples", "100"])
+    assert (code, err) == (0, ""), err
+    assert "NMSE" in out
+
+
+def evaluate_shape(program: ifl.Program, x: torch.Tensor) -> torch.Size:
+    return ifl.evaluate(program, x).shape

@@ -1,0 +1,401 @@
+"""The compiled model (infoflow_dsl/model.py) against a slow loop-based reference and by hand-built weights."""
+
+from __future__ import annotations
+
+import math
+
+import compiled
+import pytest
+import torch
+from handmade_models import (
+    MASKS,
+    mask_allows,
+    random_config,
+    random_model,
+    random_tensors,
+    reference_forward,
+    reference_streams,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import infoflow_dsl as ifl
+from infoflow_dsl.pipeline import model_inputs
+from infoflow_dsl.transformer import model as model_module
+from infoflow_dsl.transformer.io import model_from_bytes, model_to_bytes
+from infoflow_dsl.transformer.model import RELU_MATRICES, CompiledTransformer, expected_shapes, holds_sparse
+
+
+def inputs(batch: int, length: int, d: int = 2, seed: int = 1, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    return torch.randn(batch, length, d, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+# ---------------------------------------------------------------------------- shapes
+
+
+@pytest.mark.parametrize("output_shape", [[], [1], [3]])
+def test_forward_shapes(output_shape: list[int]) -> None:
+    model = random_model(output_shape=output_shape)
+    for length in (1, 3, model.T):
+        y = model(inputs(4, length))
+        assert y.shape == ((4,) if output_shape == [] else (4, output_shape[0]))
+        assert y.dtype == torch.float64
+        assert torch.isfinite(y).all()
+        streams = model.residual_stream(inputs(4, length))
+        assert len(streams) == len(model.config["layers"]) + 1
+        assert all(s.shape == (4, length + 1, model.d_model) for s in streams)
+
+
+def test_state_dict_names_and_parameters() -> None:
+    model = random_model()
+    assert list(model.state_dict()) == list(expected_shapes(model.config))
+    names = {name for name, _ in model.named_parameters()}
+    assert "pos_embed.W_pos" not in names  # a fixed code: a buffer, not a parameter
+    assert names == set(model.state_dict()) - {"pos_embed.W_pos"}
+    assert not any(p.requires_grad for p in model.parameters())
+    assert dict(model.named_buffers()).keys() == {"pos_embed.W_pos"}
+
+
+# ---------------------------------------------------------------------------- against the slow reference
+
+
+@pytest.mark.parametrize("output_shape", [[], [2]])
+def test_matches_slow_reference_float64(output_shape: list[int]) -> None:
+    model = random_model(seed=3, output_shape=output_shape)
+    for length in (1, 2, 4, model.T):
+        x = inputs(3, length, seed=length)
+        ref_streams = reference_streams(model, x)
+        for got, want in zip(model.residual_stream(x), ref_streams, strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+        torch.testing.assert_close(model(x), reference_forward(model, x), rtol=0, atol=1e-12)
+
+
+def test_reference_covers_every_mask_kind() -> None:
+    """The hand-picked masks exercise fully masked rows, rows that see a single key, and open rows."""
+    length = 4
+    counts = [[sum(mask_allows(m, s, t, length) for s in range(1, length + 1)) for t in range(1, length + 2)]
+              for m in MASKS]
+    assert any(0 in c for c in counts) and any(1 in c for c in counts) and any(length in c for c in counts)
+    assert all(c == [0] * (length + 1) for c, m in zip(counts, MASKS, strict=True) if m == [["key", "==", 99]])
+
+
+conditions = st.tuples(
+    st.one_of(st.sampled_from(["key", "query", "last"]), st.integers(0, 7)),
+    st.sampled_from(["!=", "<", "<=", ">", ">=", "=="]),
+    st.one_of(st.sampled_from(["key", "query", "last"]), st.integers(0, 7)),
+).map(list)
+
+
+@settings(max_examples=25, deadline=None)
+@given(masks=st.lists(st.lists(conditions, max_size=3), min_size=1, max_size=4), length=st.integers(1, 5),
+       seed=st.integers(0, 1000))
+def test_random_masks_match_reference(masks: list[list[list]], length: int, seed: int) -> None:
+    model = random_model(seed=seed, masks_per_layer=[masks], t=5, ffn_widths=[2])
+    x = inputs(2, length, seed=seed)
+    torch.testing.assert_close(model(x), reference_forward(model, x), rtol=0, atol=1e-12)
+
+
+def test_fully_masked_rows_get_nothing_and_no_nan() -> None:
+    """A head that sees no key adds exactly 0, in the forward and in the gradient."""
+    masks = [[[["key", "==", 99]], [["key", ">", "query"]]]]
+    model = random_model(seed=5, masks_per_layer=masks, ffn_widths=[0])
+    x = inputs(2, 4)
+    streams = model.residual_stream(x)
+    # head 0 never attends; head 1 attends only from query rows t < last: rows t = last and the readout get 0
+    assert torch.equal(streams[1][:, 3:], streams[0][:, 3:] + model.blocks[0].mlp.b_out)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    model(x).sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    assert torch.count_nonzero(model.blocks[0].attn.W_Q.grad[0]) == 0
+
+
+# ---------------------------------------------------------------------------- hand-designed weights
+
+
+def max_model(t: int, beta: float, dtype: torch.dtype) -> CompiledTransformer:
+    """One head: the readout token queries with a constant, keys and values read x[0]: y ~ max_t x(t)[0].
+    Residual directions: 0 = x[0], 1 = constant 1, 2 = the answer, 3..4 = positional code."""
+    config = {"T": t, "d": 1, "d_model": 5, "output_shape": [],
+              "layers": [{"heads": [{"name": "max", "mask": []}]}]}
+    z = torch.zeros
+    w_e = z(2, 5)
+    w_e[0, 0] = w_e[1, 1] = 1.0  # rows: x[0], the appended 1
+    angles = torch.arange(1, t + 2, dtype=torch.float64) * 0.3
+    w_pos = z(t + 1, 5, dtype=torch.float64)
+    w_pos[:, 3], w_pos[:, 4] = torch.cos(angles), torch.sin(angles)
+    w_q, w_k, w_v, w_o = z(1, 5, 1), z(1, 5, 1), z(1, 5, 1), z(1, 1, 5)
+    w_q[0, 1, 0] = w_k[0, 0, 0] = w_v[0, 0, 0] = w_o[0, 0, 2] = 1.0
+    w_u = z(5, 1)
+    w_u[2, 0] = 1.0
+    tensors = {
+        "embed.W_E": w_e, "embed.W_E1": z(2, 0), "embed.b_E1": z(0), "embed.W_E2": z(0, 5),
+        "embed.cls": torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0]), "pos_embed.W_pos": w_pos,
+        "blocks.0.attn.W_Q": w_q, "blocks.0.attn.W_K": w_k, "blocks.0.attn.W_V": w_v, "blocks.0.attn.W_O": w_o,
+        "blocks.0.attn.beta": torch.tensor([beta]),
+        "blocks.0.mlp.W_in": z(5, 0), "blocks.0.mlp.b_in": z(0), "blocks.0.mlp.W_out": z(0, 5),
+        "blocks.0.mlp.b_out": z(5),
+        "unembed.W_U": w_u, "unembed.b_U": z(1),
+    }
+    return CompiledTransformer(config, tensors, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_sharp_attention_picks_the_maximum(dtype: torch.dtype) -> None:
+    beta = 1e6
+    model = max_model(t=16, beta=beta, dtype=dtype)
+    x = torch.rand(64, 16, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 2 - 1
+    for length in (1, 5, 16):
+        y = model(x[:, :length]).double()
+        true = x[:, :length, 0].max(dim=1).values
+        # the Gibbs mean of the values lies within (T'-1) R / (e beta) below the maximum (R = 2 the range)
+        bound = (length - 1) * 2.0 / (math.e * beta) + (1e-12 if dtype == torch.float64 else 1e-6)
+        assert ((true - y) <= bound).all() and ((y - true) <= bound).all()
+    # ties and near-ties with a small beta: exactly the softmax mean
+    soft = max_model(t=3, beta=2.0, dtype=torch.float64)
+    x = torch.tensor([[[0.5], [-1.0], [0.25]]], dtype=torch.float64)
+    p = torch.softmax(2.0 * x[0, :, 0], dim=0)
+    torch.testing.assert_close(soft(x), (p * x[0, :, 0]).sum().reshape(1), rtol=0, atol=1e-15)
+
+
+def test_huge_beta_keeps_precision_in_float32() -> None:
+    """With beta = 1e8 in float32, two keys 1e-6 apart are still told apart."""
+    model = max_model(t=4, beta=1e8, dtype=torch.float32)
+    x = torch.tensor([[[0.3], [0.300001], [0.1], [-0.2]]])
+    assert abs(float(model(x)[0]) - 0.300001) < 1e-7
+
+
+# ---------------------------------------------------------------------------- inputs
+
+
+@pytest.mark.parametrize(("x", "message"), [
+    (torch.zeros(2, 3), "rank 2"),
+    (torch.zeros(2, 3, 2, 1), "rank 4"),
+    (torch.zeros(2, 3, 5), "d = 2"),
+    (torch.zeros(2, 7, 2), "exceeds the compiled maximum T = 6"),
+    (torch.zeros(2, 0, 2), "length is 0"),
+    (torch.zeros(2, 3, 2, dtype=torch.int64), "floating dtype"),
+    (torch.zeros(2, 3, 2, dtype=torch.bool), "floating dtype"),
+])
+def test_bad_inputs_raise(x: torch.Tensor, message: str) -> None:
+    model = random_model()
+    with pytest.raises(ValueError, match=message):
+        model(x)
+    with pytest.raises(ValueError, match=message):
+        model.residual_stream(x)
+
+
+def test_non_tensor_input_raises() -> None:
+    with pytest.raises(TypeError, match=r"torch\.Tensor"):
+        random_model()([[[0.0, 0.0]]])
+
+
+def test_exact_length_only() -> None:
+    model = random_model(exact_length_only=True)
+    assert model(inputs(2, 6)).shape == (2,)
+    with pytest.raises(ValueError, match="exactly T = 6"):
+        model(inputs(2, 5))
+
+
+def test_min_length() -> None:
+    config = random_config() | {"min_length": 3}
+    model = CompiledTransformer(config, random_tensors(config))
+    assert model(inputs(2, 3)).shape == (2,)
+    with pytest.raises(ValueError, match="below the minimum length 3"):
+        model(inputs(2, 2))
+    for bad in (0, 7, "3", True):
+        with pytest.raises(ValueError, match="min_length"):
+            CompiledTransformer(config | {"min_length": bad}, random_tensors(config))
+
+
+def test_inputs_are_cast_to_the_model_dtype() -> None:
+    model32 = random_model(seed=2, dtype=torch.float32)
+    model64 = random_model(seed=2, dtype=torch.float64)
+    x = inputs(3, 5)
+    y32 = model32(x)
+    assert y32.dtype == torch.float32
+    torch.testing.assert_close(y32.double(), model64(x), rtol=0, atol=1e-5)
+    assert torch.equal(model32(x.half()), model32(x.half().float()))
+    assert model64(x.float()).dtype == torch.float64
+
+
+def test_batch_rows_are_independent() -> None:
+    model = random_model(seed=4, output_shape=[2])
+    x = inputs(5, 4)
+    rows = torch.cat([model(x[i : i + 1]) for i in range(5)])
+    torch.testing.assert_close(model(x), rows, rtol=0, atol=1e-13)
+
+
+# ---------------------------------------------------------------------------- residual stream, counts, devices
+
+
+def test_residual_stream_is_consistent_with_forward() -> None:
+    model = random_model(seed=6, output_shape=[3])
+    x = inputs(4, 5)
+    streams = model.residual_stream(x)
+    assert torch.equal(model.readout(streams[-1]), model(x))
+    h = streams[-1][:, -1]
+    assert torch.equal(model(x), h @ model.unembed.W_U + model.unembed.b_U)
+
+
+def test_parameter_counts() -> None:
+    config = random_config(t=6, d=2, d_model=8)
+    tensors = random_tensors(config, m_embed=3, e=3, v=2, ffn_widths=[4, 0, 5])
+    heads = [7, 7, 0]
+    want = (3 * 8 + 3 * 3 + 3 + 3 * 8 + 8) + sum(h * (8 * 3 * 2 + 8 * 2 + 2 * 8 + 1) for h in heads) \
+        + sum(8 * m + m + m * 8 + 8 for m in (4, 0, 5)) + (8 + 1)
+    model = CompiledTransformer(config, tensors)
+    assert model.parameter_count() == want  # pos_embed.W_pos (7 x 8) is not counted
+    assert model.nonzero_parameter_count() == want
+    tensors["blocks.0.attn.W_Q"][2:5] = 0.0
+    tensors["pos_embed.W_pos"][:] = 0.0
+    model = CompiledTransformer(config, tensors)
+    assert model.parameter_count() == want
+    assert model.nonzero_parameter_count() == want - 3 * 8 * 3
+
+
+def test_constructor_copies_its_tensors() -> None:
+    config = random_config()
+    tensors = random_tensors(config, ffn_widths=[4, 4, 4])
+    model = CompiledTransformer(config, tensors, dtype=torch.float64)
+    before = model(inputs(2, 3))
+    tensors["embed.W_E"].add_(1.0)
+    config["layers"][0]["heads"][0]["mask"] = [["key", "==", 1]]
+    assert torch.equal(model(inputs(2, 3)), before)
+
+
+def test_to_device_and_dtype() -> None:
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    x = inputs(2, 4)
+    ref = random_model(seed=7)(x)
+    for device in devices:
+        model = random_model(seed=7).to(device)
+        assert model.device.type == device and model.pos_embed.W_pos.device.type == device
+        torch.testing.assert_close(model(x).cpu(), ref, rtol=0, atol=1e-12)
+        config = random_config()
+        built = CompiledTransformer(config, random_tensors(config, seed=7), device=device, dtype=torch.float64)
+        assert all(t.device.type == device for t in built.state_dict().values())
+        torch.testing.assert_close(built(x).cpu(), ref, rtol=0, atol=1e-12)
+    as32 = random_model(seed=7).to(torch.float32)
+    assert as32.dtype == torch.float32 and as32(x).dtype == torch.float32
+
+
+def test_fine_tuning_by_flipping_requires_grad() -> None:
+    model = random_model(seed=8, dtype=torch.float32)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    x = inputs(8, 6, dtype=torch.float32)
+    loss0 = (model(x) ** 2).mean()
+    loss0.backward()
+    opt.step()
+    assert (model(x) ** 2).mean() < loss0
+
+
+# ---------------------------------------------------------------------------- construction errors
+
+
+def _config_and_tensors():
+    config = random_config(masks_per_layer=[[[], [["key", "<", "query"]]], []])
+    return config, random_tensors(config, ffn_widths=[3, 2])
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda c, t: t.pop("blocks.0.attn.W_K"), "missing tensor.*blocks.0.attn.W_K"),
+    (lambda c, t: t.update({"blocks.2.attn.W_Q": torch.zeros(1)}), "unexpected tensor.*blocks.2.attn.W_Q"),
+    (lambda c, t: t.update({"blocks.0.attn.W_Q": torch.zeros(2, 8, 4)}), "width E_0 is"),
+    (lambda c, t: t.update({"blocks.0.attn.W_O": torch.zeros(3, 2, 8)}), r"blocks.0.attn.W_O has shape \[3, 2, 8\]"),
+    (lambda c, t: t.update({"blocks.1.mlp.b_in": torch.zeros(5)}), "width M_1"),
+    (lambda c, t: t.update({"pos_embed.W_pos": torch.zeros(6, 8)}), "pos_embed.W_pos"),
+    (lambda c, t: t.update({"embed.cls": torch.zeros(8, 1)}), "expected rank 1"),
+    (lambda c, t: c.pop("d_model"), "d_model"),
+    (lambda c, t: c.update(T=0), "'T'.*positive integer"),
+    (lambda c, t: c.update(output_shape=[2, 2]), "output_shape"),
+    (lambda c, t: c.update(exact_length_only="yes"), "exact_length_only"),
+    (lambda c, t: c["layers"][0]["heads"][1].update(mask=[["key", "<>", "query"]]), "unknown mask operator"),
+    (lambda c, t: c["layers"][0]["heads"][1].update(mask=[["key", "<", "first"]]), "mask side"),
+    (lambda c, t: c["layers"][0]["heads"][1].update(mask=[["key", "<", True]]), "mask side"),
+    (lambda c, t: c["layers"][0]["heads"][1].update(mask=[["key", "<"]]), "left, op, right"),
+    (lambda c, t: c["layers"][0].pop("heads"), "'heads'"),
+])
+def test_constructor_rejects_inconsistent_weights(mutate, message: str) -> None:
+    config, tensors = _config_and_tensors()
+    CompiledTransformer(config, tensors)
+    mutate(config, tensors)
+    with pytest.raises(ValueError, match=message):
+        CompiledTransformer(config, tensors)
+
+
+def test_zero_heads_and_zero_widths() -> None:
+    """FFN-only layers, FFN width 0 and an embedding without its ReLU block contribute exactly what they should."""
+    model = random_model(seed=9, masks_per_layer=[[], []], m_embed=0, ffn_widths=[0, 0])
+    x = inputs(2, 3)
+    streams = model.residual_stream(x)
+    for i in (1, 2):
+        assert torch.equal(streams[i], streams[i - 1] + model.blocks[i - 1].mlp.b_out)
+    xe = torch.cat([x, torch.ones(2, 3, 1, dtype=torch.float64)], dim=-1)
+    assert torch.equal(streams[0][:, :3], xe @ model.embed.W_E + model.pos_embed.W_pos[:3])
+
+
+# ---------------------------------------------------------------------------- weights held sparse
+
+
+def test_only_large_very_sparse_relu_matrices_are_held_sparse() -> None:
+    size = model_module.SPARSE_HOLD_SIZE
+    rows = 1024
+    columns = size // rows
+    assert holds_sparse("blocks.0.mlp.W_in", (rows, columns), size // 20)
+    assert holds_sparse("blocks.12.mlp.W_out", (columns, rows), 1)
+    assert holds_sparse("embed.W_E1", (rows, columns), 0) and holds_sparse("embed.W_E2", (columns, rows), 7)
+    assert not holds_sparse("blocks.0.mlp.W_in", (rows, columns), size // 10 + 1)  # 10% dense
+    assert not holds_sparse("blocks.0.mlp.W_in", (rows, columns - 1), 1)  # one column under the size
+    for other in ("blocks.0.attn.W_Q", "embed.W_E", "unembed.W_U", "blocks.0.mlp.b_in", "xblocks.0.mlp.W_in"):
+        assert not holds_sparse(other, (rows, columns), 1)
+
+
+HELD_SPARSE_PROGRAMS = ["min_pairwise", "intrinsic_3", "nearest_neighbour", "tok_nearest_earlier", "causal_similarity"]
+
+
+def _dense_copy(model: CompiledTransformer) -> CompiledTransformer:
+    tensors = {name: t.to_dense() if t.is_sparse else t for name, t in model.state_dict().items()}
+    return CompiledTransformer(model.config, tensors, dtype=model.dtype, sparse=False)
+
+
+@pytest.mark.parametrize("name", HELD_SPARSE_PROGRAMS)
+def test_a_model_holding_its_relu_matrices_sparse_computes_the_bits_of_the_dense_one(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the size threshold lowered so that table programs qualify: the compile holds exactly
+    the ReLU matrices under 10% dense sparse (counted on the dense copy), outputs, hooks' values
+    and counts equal the dense model's bit for bit, and the file is the same bytes."""
+    program = compiled.program(name)
+    expected_bytes = model_to_bytes(ifl.compile(program, eps=1e-3, dtype="float32", samples=0))
+    monkeypatch.setattr(model_module, "SPARSE_HOLD_SIZE", 64)
+    held = ifl.compile(program, eps=1e-3, dtype="float32", samples=0)
+    dense = _dense_copy(held)
+    sparse_names = {n for n, t in held.state_dict().items() if t.is_sparse}
+    qualifying = {n for n, t in dense.state_dict().items() if RELU_MATRICES.match(n) and t.numel() >= 64
+                  and int(torch.count_nonzero(t)) < 0.1 * t.numel()}
+    assert sparse_names == qualifying and sparse_names, sorted(sparse_names)
+    assert not any(t.is_sparse for t in dense.state_dict().values())
+    x = model_inputs(program, 48, seed=2)
+    with torch.no_grad():
+        assert held(x).numpy().tobytes() == dense(x).numpy().tobytes()
+        for mine, theirs in zip(held.residual_stream(x), dense.residual_stream(x), strict=True):
+            assert torch.equal(mine, theirs)
+    assert held.nonzero_parameter_count() == dense.nonzero_parameter_count()
+    assert held.parameter_count() == dense.parameter_count() and held.d_mlp == dense.d_mlp
+    assert model_to_bytes(held) == model_to_bytes(dense) == expected_bytes
+    assert model_to_bytes(held, dense=True) == model_to_bytes(dense, dense=True)
+    for data in (model_to_bytes(held), model_to_bytes(held, dense=True)):  # either file: held sparse again
+        loaded = model_from_bytes(data)
+        assert {n for n, t in loaded.state_dict().items() if t.is_sparse} == sparse_names
+        with torch.no_grad():
+            assert torch.equal(loaded(x), held(x))
+
+
+def test_weights_held_sparse_refuse_gradients_with_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_module, "SPARSE_HOLD_SIZE", 64)
+    held = ifl.compile(compiled.program("min_pairwise"), eps=1e-2, samples=0)
+    held.blocks[0].mlp.W_in.requires_grad_(True)
+    with pytest.raises(ValueError, match=r"held sparse are frozen.*sparse=False"):
+        held(model_inputs(compiled.program("min_pairwise"), 2, seed=0))
