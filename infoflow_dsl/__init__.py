@@ -14,24 +14,41 @@ The Python API (DESIGN.md):
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .analysis.report import AnalysisReport, analyze
 from .errors import CompileError, Diagnostic, ModelFileError, ProgramError
-from .language.check import check
-from .language.parse import parse
-from .language.typed import Program
-from .pipeline import compile_program
-from .reference.circuit_map import CircuitSite
-from .reference.circuit_map import circuit as _circuit_map
-from .reference.evaluate import evaluate
-from .reference.sampling import sample_inputs
-from .transformer.io import load, save
-from .transformer.lens import hooked
-from .transformer.model import CompiledTransformer
 
-compile = compile_program
-circuit = _circuit_map  # the function; the circuit IR module stays importable as infoflow_dsl.compiler.circuit
+if TYPE_CHECKING:
+    from .analysis.report import AnalysisReport, analyze
+    from .language.typed import Program
+    from .pipeline import compile_program
+    from .pipeline import compile_program as compile
+    from .reference.circuit_map import CircuitSite, circuit
+    from .reference.evaluate import evaluate
+    from .reference.sampling import sample_inputs
+    from .transformer.io import load, save
+    from .transformer.lens import hooked
+    from .transformer.model import CompiledTransformer
+
+#: The public names that resolve on first use (PEP 562), by the module (under this package)
+#: that defines them: importing the package stays light (no torch). ``compile`` is
+#: ``compile_program``; ``circuit`` is the function, the circuit IR module stays importable as
+#: ``infoflow_dsl.compiler.circuit``.
+_LAZY_MODULES: dict[str, tuple[str, ...]] = {
+    "analysis.report": ("AnalysisReport", "analyze"),
+    "language.typed": ("Program",),
+    "pipeline": ("compile_program",),
+    "reference.circuit_map": ("CircuitSite", "circuit"),
+    "reference.evaluate": ("evaluate",),
+    "reference.sampling": ("sample_inputs",),
+    "transformer.io": ("load", "save"),
+    "transformer.lens": ("hooked",),
+    "transformer.model": ("CompiledTransformer",),
+}
+_ALIASES = {"compile": "compile_program"}
+_MODULE_OF = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
 __all__ = [
     "AnalysisReport",
@@ -56,9 +73,26 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    """A lazily resolved public name: import its module now, and keep the value as a global."""
+    attribute = _ALIASES.get(name, name)
+    if attribute not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_MODULE_OF[attribute]}", __name__), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
 def parse_program(source: str, path: str = "<string>", length: int | None = None,
                   margin: float | None = None) -> Program:
     """Parse and check program text; ``length``/``margin`` override its declarations."""
+    from .language.check import check
+    from .language.parse import parse
+
     return check(parse(source, path), path, source, length=length, margin=margin)
 
 

@@ -13,8 +13,10 @@ span it names. :class:`ProgramError` is the one exception type for every fault i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .language.syntax import Span
+if TYPE_CHECKING:
+    from .language.syntax import Span
 
 
 @dataclass(frozen=True)

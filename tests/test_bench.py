@@ -60,3 +60,13 @@ def test_every_route_bench_measures_and_renders_a_program(monkeypatch: pytest.Mo
         assert set(result.nonzero) == set(every.ROUTES) and all(n for n in result.nonzero.values())
     text = every.render(results, {}, 1.0, 1)
     assert "| squared_distance_ball |" in text and f"**{len(results)} of {len(results)}**" in text
+
+
+def test_startup_bench_times_a_light_command_and_renders_its_table() -> None:
+    import bench_startup as startup
+
+    cases = [startup.CASES[0], next(case for case in startup.CASES if case[1][-1] == "--help")]
+    [timings] = startup.measure(cases, [startup.ROOT], repeats=1)
+    assert all(0 < t.cpu and 0 < t.wall < 60 for t in timings)
+    text = startup.render(cases, timings, None, 1)
+    assert "| `infoflowc --help` |" in text and "best of 1 rounds" in text and "a6f9cb8" not in text

@@ -26,15 +26,17 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-
-import networkx as nx
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..language import typed as ir
 from ..language.describe import describe
 from ..language.syntax import Span
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_read, sub_nodes
 from .features import FeaturePair, NotSeparable, describe_monomial, describe_polynomial, separate, sources_of
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 TOKEN, READOUT = "token", "readout"
 FETCH_PREFIX = "p"
@@ -87,13 +89,18 @@ class Schedule:
     info_sets: tuple[InfoSets, ...]
     problems: tuple[Problem, ...]
     interpolated_functions: int
-    dependencies: nx.DiGraph = field(compare=False, repr=False)
     notes: tuple[str, ...] = ()
     budget: tuple[int, ...] | None = None
 
     @property
     def verdict(self) -> str:
         return "inefficient" if self.problems else "efficient"
+
+    @property
+    def dependencies(self) -> nx.DiGraph:
+        """The heads (nodes, with their layer, site and kind) and the tree's child -> parent
+        edges, built on request: networkx is imported only then."""
+        return _dependency_graph(self.tree, self.heads)
 
 
 # ----------------------------------------------------------------------------- stages
@@ -380,6 +387,8 @@ def _monomial_expr(monomial: tuple) -> object:
 
 
 def _dependency_graph(tree: ComparisonTree, heads: Sequence[Head]) -> nx.DiGraph:
+    import networkx as nx
+
     graph = nx.DiGraph()
     for head in heads:
         graph.add_node(head.name, layer=head.layer, site=head.site, kind=head.kind)
@@ -524,7 +533,7 @@ def build_schedule(tree: ComparisonTree, budget: Sequence[int] | None = None, ma
     interpolated = sum(node_interpolations(p) for p in scheduler.plans.values()) + interpolations(tree.output)
     return Schedule(
         tree, heads, layers, per_layer, dimension, information_sets(heads, tree, layers), tuple(problems),
-        interpolated, _dependency_graph(tree, heads), tuple(notes), tuple(budget) if budget is not None else None,
+        interpolated, tuple(notes), tuple(budget) if budget is not None else None,
     )
 
 

@@ -1,7 +1,17 @@
 """``infoflowc``: the command line.
 
 Exit codes (DESIGN.md): 0 success; 2 the user's fault (a bad program, a bad flag, an
-unreadable file), with a message on stderr and no traceback; 1 only for a bug.
+unreadable file), with a message on stderr and no traceback; 3 a compiled model measured above
+ε; 1 only for a bug; 141 (128 + SIGPIPE, what a shell reports for ``yes | head``) when stdout
+was closed before everything was written (``infoflowc ... | head``), quietly.
+
+A flag's value is checked here, against the same limits as the checker's (``--T`` at most
+``check.MAX_LENGTH``), and reported as the flag's fault before any work.
+
+Start-up: this module and ``infoflow_dsl`` import no torch; each command imports what it needs.
+``--help``, ``parse`` and ``analyze`` import neither torch nor matplotlib (analyze imports
+matplotlib only for ``--plot``, torch only to compile an inefficient target's gather route,
+whose parameters it reports).
 """
 
 from __future__ import annotations
@@ -9,14 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import ProgramError
-from ..language.printer import print_program
 
 EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_ABOVE_EPS = 0, 1, 2, 3
+EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE
 
 
 class UsageError(Exception):
@@ -51,22 +61,33 @@ _positive_float = _number(float, "a number", 0.0, True, "a positive number")
 _nonnegative_float = _number(float, "a number", 0.0, False, "a number ≥ 0")
 
 
+def _length(text: str) -> int:
+    """``--T``: a whole number from 1 to the checker's MAX_LENGTH (a bad value is the flag's
+    fault, reported before the program is read)."""
+    from ..language.check import MAX_LENGTH
+
+    length = _positive_int(text)
+    if length > MAX_LENGTH:
+        raise argparse.ArgumentTypeError(f"T = {length} is too large (at most {MAX_LENGTH})")
+    return length
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="infoflowc", description="The infoflow compiler: .iflow targets to transformer weights.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     parse_cmd = commands.add_parser("parse", help="check a program and print it with macros expanded")
     parse_cmd.add_argument("file", type=Path)
-    parse_cmd.add_argument("--T", dest="length", type=_positive_int, help="override the program's length T")
+    parse_cmd.add_argument("--T", dest="length", type=_length, help="override the program's length T")
     analyze_cmd = commands.add_parser("analyze", help="how hard the target is for a transformer, and why")
     analyze_cmd.add_argument("file", type=Path)
-    analyze_cmd.add_argument("--T", dest="length", type=_positive_int, help="override the program's length T")
+    analyze_cmd.add_argument("--T", dest="length", type=_length, help="override the program's length T")
     analyze_cmd.add_argument("--heads", type=_head_budget, help="a head budget per layer, e.g. 2,2")
     analyze_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     analyze_cmd.add_argument("--plot", type=Path, metavar="OUT.png", help="draw tokens × layers with the flow")
     compile_cmd = commands.add_parser("compile", help="explicit transformer weights within ε, as .safetensors")
     compile_cmd.add_argument("file", type=Path)
     compile_cmd.add_argument("--eps", type=_positive_float, default=1e-3, help="the error bound ε (default 1e-3)")
-    compile_cmd.add_argument("--T", dest="length", type=_positive_int, help="override the program's length T")
+    compile_cmd.add_argument("--T", dest="length", type=_length, help="override the program's length T")
     compile_cmd.add_argument("--margin", type=_positive_float, help="override the program's margin δ")
     compile_cmd.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     compile_cmd.add_argument("--device", help="cpu or cuda (default: cuda when available)")
@@ -115,16 +136,17 @@ def build_parser() -> argparse.ArgumentParser:
 def _training_flags(command: argparse.ArgumentParser, grid: bool) -> None:
     """The flags of ``train``; in a sweep ``--heads``/``--layers`` repeat and ``--T``, ``--d-model``
     and ``--steps`` take comma lists (grid axes)."""
-    one_or_list = _comma_list if grid else _positive_int
+    counts = _comma_list(_positive_int) if grid else _positive_int
+    lengths = _comma_list(_length) if grid else _length
     repeat = {"action": "append"} if grid else {}
     command.add_argument("file", type=Path)
     command.add_argument("--heads", type=_head_budget, required=True, help="heads per layer, e.g. 2,2", **repeat)
     command.add_argument("--layers", type=_positive_int, help="layers (a single --heads count repeats)", **repeat)
-    command.add_argument("--T", dest="length", type=one_or_list, help="override the program's length T")
-    command.add_argument("--d-model", type=one_or_list, default=[32] if grid else 32, help="residual width (32)")
+    command.add_argument("--T", dest="length", type=lengths, help="override the program's length T")
+    command.add_argument("--d-model", type=counts, default=[32] if grid else 32, help="residual width (32)")
     command.add_argument("--d-head", type=_positive_int, default=8, help="query/key/value width per head (8)")
     command.add_argument("--d-mlp", type=_positive_int, default=32, help="FFN hidden units, every layer (32)")
-    command.add_argument("--steps", type=one_or_list, default=[1000] if grid else 1000, help="steps (1000)")
+    command.add_argument("--steps", type=counts, default=[1000] if grid else 1000, help="steps (1000)")
     command.add_argument("--batch", type=_positive_int, default=256, help="inputs per step (256)")
     command.add_argument("--lr", type=_positive_float, default=1e-3, help="peak learning rate (1e-3)")
     command.add_argument("--weight-decay", type=_nonnegative_float, default=1e-2, help="AdamW weight decay (1e-2)")
@@ -135,9 +157,13 @@ def _training_flags(command: argparse.ArgumentParser, grid: bool) -> None:
     command.add_argument("--init", type=Path, metavar="MODEL", help="start from this model, padded with zeros")
 
 
-def _comma_list(text: str) -> list[int]:
-    """A grid axis: ``16,32`` -> [16, 32], each a whole number ≥ 1."""
-    return [_positive_int(part) for part in text.split(",")]
+def _comma_list(item: Callable[[str], int]) -> Callable[[str], list[int]]:
+    """An argparse type for a grid axis: ``16,32`` -> [16, 32], each part read by ``item``."""
+
+    def parse(text: str) -> list[int]:
+        return [item(part) for part in text.split(",")]
+
+    return parse
 
 
 def _head_budget(text: str) -> tuple[int, ...]:
@@ -194,6 +220,7 @@ def read_program_text(path: Path) -> str:
 
 def command_parse(arguments: argparse.Namespace) -> int:
     from .. import parse_program
+    from ..language.printer import print_program
 
     source = read_program_text(arguments.file)
     program = parse_program(source, str(arguments.file), length=arguments.length)
@@ -460,16 +487,34 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """The console script: :func:`run`, then stdout flushed; a closed stdout exits 141 quietly."""
+    try:
+        code = _run_and_flush(argv)
+    except BrokenPipeError:  # the reader left (``| head``): not a fault of the program
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush then writes nowhere
+        code = EXIT_STDOUT_CLOSED
+    sys.exit(code)
+
+
+def _run_and_flush(argv: Sequence[str] | None) -> int:
+    """:func:`run`'s exit code, 130 for Ctrl-C, 1 for a bug; stdout flushed here, so that a
+    closed pipe raises BrokenPipeError inside ``main`` rather than in the interpreter's exit."""
     try:
         code = run(argv)
     except SystemExit as exit_:  # --help and --version exit through argparse
         code = exit_.code if isinstance(exit_.code, int) else EXIT_OK
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:
+        raise
     except Exception as error:
         print(f"infoflowc: internal error (a bug, please report it): {type(error).__name__}: {error}", file=sys.stderr)
         code = EXIT_BUG
-    sys.exit(code)
+    sys.stdout.flush()
+    return code
 
 
 if __name__ == "__main__":

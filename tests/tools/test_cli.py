@@ -11,6 +11,7 @@ exit-2 diagnostic (``FILE:LINE:COL: error: ...``), never exit 1 or a traceback.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -397,3 +398,113 @@ def test_compile_by_default_measures_what_fits_the_budget_and_says_so(tmp_path: 
     assert measured is not None, printed
     assert MIN_SAMPLES <= int(measured.group(1)) <= DEFAULT_SAMPLES
     assert f"{measured.group(1)} random" in printed
+
+
+# ----------------------------------------------------------------------------- --T beyond the checker's limit
+
+
+@pytest.mark.parametrize(
+    ("command", "flags"),
+    [
+        ("parse", ["--T", "10000000"]),
+        ("analyze", ["--T", "10000000"]),
+        ("compile", ["--T", "10000000"]),
+        ("train", ["--heads", "1", "--T", "10000000"]),
+        ("sweep", ["--heads", "1", "--T", "16,10000000", "-o", "sweep"]),
+    ],
+)
+def test_a_length_flag_over_the_limit_is_blamed_on_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            command: str, flags: list[str]) -> None:
+    """``--T`` above MAX_LENGTH is a bad flag (argparse's ``argument --T:``), not a fault at the
+    file's line 1; nothing runs and nothing is written."""
+    from infoflow_dsl.language.check import MAX_LENGTH
+
+    _compile_must_not_run(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    Path("good.iflow").write_text(GOOD, encoding="utf-8")
+    code, out, err = run_cli([command, "good.iflow", *flags])
+    assert (code, out) == (2, "")
+    assert err == f"infoflowc {command}: argument --T: T = 10000000 is too large (at most {MAX_LENGTH})\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["good.iflow"]
+
+
+# ----------------------------------------------------------------------------- start-up: no torch for light commands
+
+#: What the light commands must leave unimported: torch (a second of start-up), matplotlib
+#: (only for --plot) and the optional extras.
+HEAVY = ("torch", "matplotlib", "ray", "transformer_lens", "safetensors")
+
+
+def heavy_modules_after(commands: list[list[str]]) -> list[list[str]]:
+    """Run each ``infoflowc`` command in turn in one fresh interpreter; after each, the HEAVY
+    modules imported so far (their exit codes must be 0)."""
+    script = (
+        "import contextlib, io, json, sys\n"
+        "from infoflow_dsl.tools.cli import run\n"
+        "after = []\n"
+        f"for argv in {commands!r}:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        try:\n"
+        "            code = run(argv)\n"
+        "        except SystemExit as exit_:\n"
+        "            code = exit_.code\n"
+        "    assert code == 0, (argv, code)\n"
+        f"    after.append(sorted(set({HEAVY!r}) & set(sys.modules)))\n"
+        "print(json.dumps(after))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def efficient_examples() -> list[str]:
+    """The shipped examples whose analysis reports no fallback (analyze compiles the gather
+    route of an inefficient target to count its parameters, which needs torch)."""
+    return [str(path.relative_to(ROOT)).replace(".analysis.json", ".iflow")
+            for path in sorted((ROOT / "compiled_examples").glob("*.analysis.json"))
+            if json.loads(path.read_text(encoding="utf-8"))["verdict"] == "efficient"]
+
+
+@pytest.mark.parametrize(
+    "commands",
+    [
+        [["--help"]],
+        [["parse", "--help"], ["analyze", "--help"], ["compile", "--help"]],
+        [["parse", "compiled_examples/min_pairwise.iflow", "--T", "64"]],
+        [["analyze", "compiled_examples/induction.iflow", "--json", "--heads", "1,1"]],
+    ],
+    ids=["help", "subcommand-help", "parse", "analyze-json"],
+)
+def test_help_parse_and_analyze_import_no_torch(commands: list[list[str]]) -> None:
+    assert heavy_modules_after(commands) == [[] for _ in commands]
+
+
+def test_analyze_of_every_efficient_example_imports_no_torch() -> None:
+    examples = efficient_examples()
+    assert len(examples) >= 10
+    assert heavy_modules_after([["analyze", path] for path in examples]) == [[] for _ in examples]
+
+
+# ----------------------------------------------------------------------------- a closed stdout
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("command", ["analyze", "compile"])
+def test_a_closed_stdout_exits_141_quietly(tmp_path: Path, command: str, buffered: bool) -> None:
+    """``infoflowc ... | head`` with the reader gone: exit 141 (128 + SIGPIPE, what a shell reports
+    for a process killed by SIGPIPE), nothing on stderr. The pipe's read end is closed before the
+    command starts, so its first write meets a reader that has left (deterministically): unbuffered
+    in that write, buffered in the last flush."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    env.update({"PYTHONPATH": str(ROOT)} if buffered else {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"})
+    flags = ["--samples", "0", "-o", str(tmp_path / "out.safetensors")] if command == "compile" else []
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([*console_command(), command, "compiled_examples/first_three.iflow", *flags],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                env=env, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (141, "")

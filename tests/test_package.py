@@ -1,0 +1,37 @@
+"""``infoflow_dsl/__init__.py``: the public names, and what importing the package costs.
+
+``import infoflow_dsl`` must not import torch (a second of start-up) nor the optional extras:
+the names that need them (``compile``, ``load``, ``hooked``, ``CompiledTransformer``, ...)
+resolve on first use (PEP 562). Checked in a fresh interpreter, as a test process has long
+imported torch itself.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Modules that ``import infoflow_dsl`` must leave unimported.
+HEAVY = ("torch", "matplotlib", "ray", "transformer_lens", "safetensors")
+
+
+def test_import_loads_no_torch_and_every_public_name_resolves_on_use() -> None:
+    script = (
+        "import json, sys\n"
+        "import infoflow_dsl as ifl\n"
+        f"heavy = sorted(set({HEAVY!r}) & set(sys.modules))\n"
+        "listed = set(dir(ifl)) >= set(ifl.__all__)\n"
+        "kinds = {name: type(getattr(ifl, name)).__name__ for name in ifl.__all__}\n"
+        "same = (ifl.compile is ifl.compile_program, ifl.circuit.__module__, ifl.evaluate.__module__)\n"
+        "print(json.dumps({'heavy': heavy, 'listed': listed, 'kinds': kinds, 'same': same}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+    found = json.loads(result.stdout)
+    assert found["heavy"] == []
+    assert found["listed"]
+    assert found["kinds"]["CompiledTransformer"] == "type" and found["kinds"]["compile"] == "function"
+    assert found["same"] == [True, "infoflow_dsl.reference.circuit_map", "infoflow_dsl.reference.evaluate"]
