@@ -95,9 +95,8 @@ def measure(cases: Sequence[tuple[str, list[str], bool]], package_roots: Sequenc
     return best
 
 
-def baseline_tree() -> Path:
-    """The package and grammar at BASELINE, unpacked into a temporary folder."""
-    folder = Path(tempfile.mkdtemp(prefix="infoflow-baseline-"))
+def unpack_baseline(folder: Path) -> Path:
+    """The package and grammar at BASELINE, unpacked into ``folder``."""
     archive = subprocess.run(["git", "archive", BASELINE, "infoflow_dsl", "grammar"], cwd=ROOT, check=True,
                              capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
@@ -134,7 +133,8 @@ def render(cases: Sequence[tuple[str, list[str], bool]], now: list[Timing], befo
 def main(argv: Sequence[str] | None = None) -> None:
     arguments = list(sys.argv[1:] if argv is None else argv)
     repeats = int(arguments[0]) if arguments else REPEATS
-    timings = measure(CASES, [ROOT, baseline_tree()], repeats)
+    with tempfile.TemporaryDirectory(prefix="infoflow-baseline-") as folder:
+        timings = measure(CASES, [ROOT, unpack_baseline(Path(folder))], repeats)
     write_section("Start-up (bench/bench_startup.py)", render(CASES, timings[0], timings[1], repeats))
 
 
