@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 
 from ..language import typed as ir
 from ..language.describe import describe
+from ..language.functions import POINTWISE
 from ..language.syntax import Span
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_read, sub_nodes
 from .features import FeaturePair, NotSeparable, describe_monomial, describe_polynomial, separate, sources_of
@@ -137,35 +139,58 @@ class StageClock:
         return not sources_of(expr)
 
     def stage(self, expr: object) -> int:
-        if isinstance(expr, ir.NumberLiteral | ir.Constant):
-            return 0
-        if isinstance(expr, NodeResult):
-            return self.results[expr.node]
-        if isinstance(expr, ir.Token):
-            position = expr.position
-            if isinstance(position, NodeResult):
-                return self.results[position.node]
-            if isinstance(position, ir.FixedPosition | ir.LastPosition):
-                return self.fetches.get(ir.position_label(position), 2)  # type: ignore[arg-type]
-            if isinstance(position, ir.PositionVariable) and position.offset:
-                return self.fetches.get(relative_label(position.offset), 2)
-            return 0
-        if isinstance(expr, ir.Presence):
-            return self.fetches.get(describe(expr), 2)
-        if (isinstance(expr, ir.Arithmetic) and expr.operator == "*") or isinstance(expr, ir.Inner):
-            left, right = (expr.left, expr.right)  # type: ignore[union-attr]
-            inner = max(self.stage(left), self.stage(right))
-            return inner if self._constant(left) or self._constant(right) else after_ffns(inner, self.square_depth)
-        if isinstance(expr, ir.Square):
-            argument = expr.argument.argument if isinstance(expr.argument, ir.Norm) else expr.argument
-            return after_ffns(self.stage(argument), self.square_depth)
-        if isinstance(expr, ir.Norm):
-            return next_ffn(after_ffns(self.stage(expr.argument), self.square_depth))
-        if isinstance(expr, ir.Pointwise):
-            return next_ffn(max(self.stage(a) for a in expr.arguments))
-        children = [getattr(expr, n) for n in ("left", "right", "argument", "vector", "numerator")
-                    if hasattr(expr, n)]
-        return max((self.stage(c) for c in children), default=0)
+        """The stage at which ``expr``'s value exists."""
+        rule = STAGE_RULES.get(type(expr))
+        if rule is None:
+            raise TypeError(f"the schedule has no stage rule for {type(expr).__name__}")
+        return rule(self, expr)
+
+    def _token(self, expr: ir.Token) -> int:
+        position = expr.position
+        if isinstance(position, NodeResult):
+            return self.results[position.node]
+        if isinstance(position, ir.FixedPosition | ir.LastPosition):
+            return self.fetches.get(ir.position_label(position), 2)  # type: ignore[arg-type]
+        if isinstance(position, ir.PositionVariable) and position.offset:
+            return self.fetches.get(relative_label(position.offset), 2)
+        return 0
+
+    def _product(self, left: object, right: object) -> int:
+        """a·b of two values: squares (one FFN route) after both, unless one side is constant."""
+        inner = max(self.stage(left), self.stage(right))
+        return inner if self._constant(left) or self._constant(right) else after_ffns(inner, self.square_depth)
+
+    def _square(self, expr: ir.Square) -> int:
+        argument = expr.argument.argument if isinstance(expr.argument, ir.Norm) else expr.argument
+        return after_ffns(self.stage(argument), self.square_depth)
+
+    def _pointwise(self, expr: ir.Pointwise) -> int:
+        stage = max(self.stage(a) for a in expr.arguments)
+        return after_ffns(stage, POINTWISE[expr.function].ffn_stages)
+
+    def _arithmetic(self, expr: ir.Arithmetic) -> int:
+        if expr.operator == "*":
+            return self._product(expr.left, expr.right)
+        return max(self.stage(expr.left), self.stage(expr.right))
+
+
+#: When each value node exists: ``rule(clock, expr)`` (reductions are comparison nodes by now).
+STAGE_RULES: dict[type, Callable[[StageClock, Any], int]] = {
+    ir.NumberLiteral: lambda clock, expr: 0,
+    ir.Constant: lambda clock, expr: 0,
+    NodeResult: lambda clock, expr: clock.results[expr.node],
+    ir.Token: StageClock._token,
+    ir.Presence: lambda clock, expr: clock.fetches.get(describe(expr), 2),
+    ir.Inner: lambda clock, expr: clock._product(expr.left, expr.right),
+    ir.Arithmetic: StageClock._arithmetic,
+    ir.Square: StageClock._square,
+    ir.Norm: lambda clock, expr: next_ffn(after_ffns(clock.stage(expr.argument), clock.square_depth)),
+    ir.Pointwise: StageClock._pointwise,
+    ir.Component: lambda clock, expr: clock.stage(expr.vector),
+    ir.Negate: lambda clock, expr: clock.stage(expr.argument),
+    ir.Divide: lambda clock, expr: clock.stage(expr.numerator),
+    ir.MatVec: lambda clock, expr: clock.stage(expr.vector),
+}
 
 
 def _monomial_interpolations(monomial: tuple) -> int:
@@ -203,8 +228,8 @@ def interpolations(expr: object) -> int:
             count += node.argument.argument.type.shape[0] if isinstance(node.argument, ir.Norm) else 1
         elif isinstance(node, ir.Norm):
             count += node.argument.type.shape[0] + 1
-        elif isinstance(node, ir.Pointwise) and node.function == "sqrt":
-            count += 1
+        elif isinstance(node, ir.Pointwise):
+            count += POINTWISE[node.function].interpolations
     return count
 
 
