@@ -100,6 +100,12 @@ class ComparisonNode:
         return "token" if self.context_variables or self.at_tokens else "readout"
 
     @property
+    def range_follows_query(self) -> bool:
+        """Does a condition tie the node's variables to the querying position (``u <= t``)?"""
+        return any(isinstance(term, ir.PositionVariable) and term.name not in self.variables
+                   for condition in self.conditions for term in (condition.left, condition.right))
+
+    @property
     def header(self) -> str:
         head = f"top({self.rank})" if self.kind == "top" else self.kind
         conditions = " and ".join(

@@ -101,6 +101,8 @@ def _to_unroll(node: ComparisonNode) -> str | None:
         raise UnrollError(f"{node.origin} compares {len(node.variables)} positions jointly and cannot be split")
     if len(node.context_variables) >= 2:
         return node.context_variables[-1]  # bound innermost: its reduction encloses this node most closely
+    if node.kind == "sum" and node.range_follows_query:
+        return node.variables[0]  # T guarded slots: Σ_j present(j)·body(j), exact
     try:
         separate(node.body, node.variables[0], gathered=True)
     except NotSeparable:

@@ -62,7 +62,7 @@ class Head:
 class Problem:
     """Why a target is inefficient: the node responsible, its span, and the law that applies."""
 
-    kind: str  # order | not-separable | top | heads
+    kind: str  # order | not-separable | top | heads | sum-range
     message: str
     law: str
     exponent: str
@@ -486,7 +486,22 @@ def _problems(tree: ComparisonTree, plans: dict[str, NodePlan], dimension_at: di
                 f"the score of {node.origin} is not a finite sum of products of per-token features: "
                 f"{plan.failure}",
                 "O(ε^(1 − T₀·d/E)) with T₀ growing with T (IF Thm 3)", "T₀·d/E − 1", node.name, node.span))
+    problems += [_sum_range_problem(node) for node in tree.nodes if node.kind == "sum" and node.range_follows_query]
     return problems
+
+
+def _sum_range_problem(node: ComparisonNode) -> Problem:
+    """A sum over a range that moves with the query: uniform attention gives the range's mean, and
+    the sum is that mean times the range's size, which the model must decode from its position
+    code (units growing with T) or unroll into position slots (the gather route)."""
+    return Problem(
+        kind="sum-range",
+        message=(f"{node.origin} is a sum whose range depends on the querying position: attention averages "
+                 f"over the range, and the sum is that mean times the range's size, which the model would "
+                 f"have to decode from its position code; write it as a mean, or compile it with "
+                 f"--allow-inefficient (the gather route unrolls it into T position slots, exact up to rounding)"),
+        law="O(T): the range's size decoded from the position code, or T unrolled slots",
+        exponent="0", node=node.name, span=node.span)
 
 
 def _top_bound(k: int, n: int) -> str:
