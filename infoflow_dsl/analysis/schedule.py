@@ -472,7 +472,7 @@ def _problems(tree: ComparisonTree, plans: dict[str, NodePlan], dimension_at: di
     if worst is not None and worst.order >= 3:
         problems.append(Problem(
             "order",
-            f"{worst.origin} compares {worst.order} positions jointly (order {worst.order}); max-position "
+            f"{worst.quoted} compares {worst.order} positions jointly (order {worst.order}); max-position "
             f"retrieval keeps only the best position per query, so the {worst.order}-tuples must be "
             f"aggregated and decoded",
             "O(ε^(1 − T₀·d/E)) with T₀ growing with T (IF Thm 3: decoding the joint information of T₀ tokens "
@@ -483,7 +483,7 @@ def _problems(tree: ComparisonTree, plans: dict[str, NodePlan], dimension_at: di
         if plan.failure is not None and node.order == 2 and not problems:
             problems.append(Problem(
                 "not-separable",
-                f"the score of {node.origin} is not a finite sum of products of per-token features: "
+                f"the score of {node.quoted} is not a finite sum of products of per-token features: "
                 f"{plan.failure}",
                 "O(ε^(1 − T₀·d/E)) with T₀ growing with T (IF Thm 3)", "T₀·d/E − 1", node.name, node.span))
     problems += [_sum_range_problem(node) for node in tree.nodes if node.kind == "sum" and node.range_follows_query]
@@ -496,7 +496,7 @@ def _sum_range_problem(node: ComparisonNode) -> Problem:
     code (units growing with T) or unroll into position slots (the gather route)."""
     return Problem(
         kind="sum-range",
-        message=(f"{node.origin} is a sum whose range depends on the querying position: attention averages "
+        message=(f"{node.quoted} is a sum whose range depends on the querying position: attention averages "
                  f"over the range, and the sum is that mean times the range's size, which the model would "
                  f"have to decode from its position code; write it as a mean, or compile it with "
                  f"--allow-inefficient (the gather route unrolls it into T position slots, exact up to rounding)"),
@@ -523,7 +523,7 @@ def _head_problem(overflow: list[tuple[ComparisonNode, int, int]], budget: tuple
     return Problem(
         "heads",
         f"the head budget {','.join(map(str, budget))} is too small: layer {layer} must run {big_d} comparisons "
-        f"at once (the intrinsic dimension D = {big_d}) and gets {s} heads, so {node.origin} finds no head "
+        f"at once (the intrinsic dimension D = {big_d}) and gets {s} heads, so {node.quoted} finds no head "
         f"within {len(budget)} layers",
         law, "(T/4 − s − D + 1)/((n+1)·s + 1) − 1", node.name, node.span)
 
@@ -574,14 +574,15 @@ def _notes(tree: ComparisonTree, scheduler: Scheduler, margin: float | None) -> 
     for origin in sorted(tops):
         k = int(origin[4:origin.index(")")])
         n = max((scheduler.plans[x.name].dimension for x in tree.nodes if x.origin == origin), default=1)
-        notes.append(f"{origin}: rewritten as {k} nested max/min comparisons (order {k}); "
+        quoted = next(x.quoted for x in tree.nodes if x.origin == origin)
+        notes.append(f"{quoted}: rewritten as {k} nested max/min comparisons (order {k}); "
                      f"one-layer lower bound {_top_bound(k, n)}")
     retrievals = [n for n in tree.nodes if n.kind in ("argmin", "argmax")]
     for node in retrievals:
         if margin is None:
-            notes.append(f"{node.origin} retrieves a token, which jumps where two scores tie: an error bound "
+            notes.append(f"{node.quoted} retrieves a token, which jumps where two scores tie: an error bound "
                          f"needs a margin (declare `margin δ`); none is declared")
         else:
-            notes.append(f"{node.origin} retrieves a token, which jumps where two scores tie: the error bound "
+            notes.append(f"{node.quoted} retrieves a token, which jumps where two scores tie: the error bound "
                          f"holds for inputs whose best score beats the runner-up by at least the margin δ = {margin:g}")
     return notes
