@@ -20,7 +20,7 @@ PER_TOKEN_COMPILED = [
     "tok_own_projection", "tok_own_square", "tok_global_max", "tok_centered", "tok_next_token", "tok_two_back",
     "tok_offset_product", "tok_prefix_min", "tok_nearest_earlier", "tok_window_max", "tok_lagged_max",
     "tok_suffix_max", "tok_global_top2", "tok_argmax_prefix", "tok_nearest_other", "tok_prefix_mean_times_own",
-    "tok_fixed_position", "tok_last_two", "tok_matvec_running_mean", "tok_relu_after_max",
+    "tok_fixed_position", "tok_last_two", "tok_matvec_running_mean", "tok_relu_after_max", "tok_similarity_sum",
 ]
 
 #: Further programs that together use every construct of the compiler (see test_pipeline's coverage test).

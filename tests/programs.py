@@ -220,6 +220,16 @@ input x : R^2
 length T = 8
 target(t : t >= 2) = <x(t - 1), x(t)>
 """),
+    _extra("tok_prefix_sum", "per-token causal sum condition-le sum-range", """
+input x : R^2
+length T = 8
+target(t) = sum_<s : s <= t> x(s)[1]
+"""),
+    _extra("tok_similarity_sum", "per-token non-causal sum inner grows-with-T", """
+input x : R^2 in [0, 1]
+length T = 8
+target(t) = sum_<s> <x(s), x(t)>
+"""),
     _extra("tok_prefix_min", "per-token causal min condition-le", """
 input x : R^2
 length T = 8

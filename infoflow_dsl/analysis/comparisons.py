@@ -37,7 +37,7 @@ from fractions import Fraction
 from ..language import typed as ir
 from ..language.describe import describe
 from ..language.positions import after_query_possible, count_polynomial, count_tuples, format_polynomial, variables_of
-from ..language.syntax import NO_SPAN, Span
+from ..language.syntax import NO_SPAN, Span, text_at
 from ..language.typed import sub_nodes
 
 SPLITTABLE = ("min", "max", "sum")
@@ -82,6 +82,12 @@ class ComparisonNode:
     count_at_length: int
     at_tokens: bool = False  # a per-token target's node: it runs at every token even without context
     gathered: bool = False  # compile's gather route: every token holds every fixed position's token
+    written: str = ""  # the user's own text of the reduction (its span in the source), for messages
+
+    @property
+    def quoted(self) -> str:
+        """How messages name the node: the user's text, else the typed text (``origin``)."""
+        return self.written or self.origin
 
     @property
     def order(self) -> int:
@@ -98,6 +104,12 @@ class ComparisonNode:
     @property
     def site(self) -> str:
         return "token" if self.context_variables or self.at_tokens else "readout"
+
+    @property
+    def range_follows_query(self) -> bool:
+        """Does a condition tie the node's variables to the querying position (``u <= t``)?"""
+        return any(isinstance(term, ir.PositionVariable) and term.name not in self.variables
+                   for condition in self.conditions for term in (condition.left, condition.right))
 
     @property
     def header(self) -> str:
@@ -464,8 +476,10 @@ def _nesting_orders(variables: tuple[str, ...]) -> list[tuple[str, ...]]:
 class TreeBuilder:
     """Extracts comparison nodes from a normalised target, children first."""
 
-    def __init__(self, length: int, taken: set[str], at_tokens: bool = False, gathered: bool = False) -> None:
+    def __init__(self, length: int, taken: set[str], at_tokens: bool = False, gathered: bool = False,
+                 source: str = "") -> None:
         self.length = length
+        self.source = source  # the program's text: nodes quote their own span of it
         self.taken = taken
         self.at_tokens = at_tokens
         self.gathered = gathered
@@ -488,7 +502,7 @@ class TreeBuilder:
             if nested is None:
                 continue
             candidate = normalise(nested, self.taken)
-            trial = TreeBuilder(self.length, self.taken, self.at_tokens, self.gathered)
+            trial = TreeBuilder(self.length, self.taken, self.at_tokens, self.gathered, self.source)
             trial.extract(candidate, enclosing, conditions)
             largest = max((n.order for n in trial.nodes), default=0)
             if best is None or largest < best[0]:
@@ -520,7 +534,7 @@ class TreeBuilder:
             span=expr.span,
             rank=expr.rank if isinstance(expr, ir.Reduce) else None,
             count=count_polynomial(counted, relevant), count_at_length=count_tuples(counted, relevant, self.length),
-            at_tokens=self.at_tokens, gathered=self.gathered,
+            at_tokens=self.at_tokens, gathered=self.gathered, written=text_at(self.source, expr.span),
         )
         self.nodes.append(node)
         label = f"{name}({', '.join(context_variables)})" if context_variables else name
@@ -548,7 +562,8 @@ def build_tree(program: ir.Program, gathered: bool = False) -> ComparisonTree:
     node), so its nodes run at the token site and ``output`` is read at every token."""
     taken = all_variables(program.target)
     target = normalise(program.target, taken)
-    builder = TreeBuilder(program.length, taken, at_tokens=program.per_token, gathered=gathered)
+    builder = TreeBuilder(program.length, taken, at_tokens=program.per_token, gathered=gathered,
+                          source=program.source)
     if program.per_token:
         output = builder.extract(target, (program.token_variable,), program.token_conditions)  # type: ignore[arg-type]
         return ComparisonTree(tuple(builder.nodes), output, program.length, "token", gathered)  # type: ignore[arg-type]

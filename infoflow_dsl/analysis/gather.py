@@ -76,8 +76,9 @@ def gather(program: ir.Program) -> GatheredTarget:
     unrolled: list[str] = []
     enclosing, conditions = _outer(program)
     while True:
-        target = _split_all(target, TreeBuilder(program.length, taken, program.per_token, True), enclosing, conditions)
-        builder = TreeBuilder(program.length, taken, program.per_token, gathered=True)
+        splitter = TreeBuilder(program.length, taken, program.per_token, gathered=True, source=program.source)
+        target = _split_all(target, splitter, enclosing, conditions)
+        builder = TreeBuilder(program.length, taken, program.per_token, gathered=True, source=program.source)
         builder.extract(target, enclosing, conditions)
         variable = next((v for v in map(_to_unroll, builder.nodes) if v is not None), None)
         if variable is None:
@@ -98,14 +99,16 @@ def _outer(program: ir.Program) -> tuple[tuple[str, ...], tuple[ir.PositionCondi
 def _to_unroll(node: ComparisonNode) -> str | None:
     """The variable to unroll for this node, or None when the node compiles as it is."""
     if len(node.variables) != 1:
-        raise UnrollError(f"{node.origin} compares {len(node.variables)} positions jointly and cannot be split")
+        raise UnrollError(f"{node.quoted} compares {len(node.variables)} positions jointly and cannot be split")
     if len(node.context_variables) >= 2:
         return node.context_variables[-1]  # bound innermost: its reduction encloses this node most closely
+    if node.kind == "sum" and node.range_follows_query:
+        return node.variables[0]  # T guarded slots: Σ_j present(j)·body(j), exact
     try:
         separate(node.body, node.variables[0], gathered=True)
     except NotSeparable:
         if node.kind in ("argmin", "argmax"):
-            raise UnrollError(f"{node.origin}: a token retrieval whose score does not separate cannot be unrolled "
+            raise UnrollError(f"{node.quoted}: a token retrieval whose score does not separate cannot be unrolled "
                               f"(it would need the argmax of the slots)") from None
         return node.variables[0]
     return None

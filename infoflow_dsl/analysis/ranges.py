@@ -16,12 +16,14 @@ compile's own ranges, on linear forms, can only be tighter.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
+from typing import Any
 
 from ..language import typed as ir
 from ..language.describe import describe
+from ..language.functions import POINTWISE
 from ..language.syntax import Span
 
 
@@ -79,18 +81,6 @@ def _squared_norm(vector: Sequence[Interval]) -> Interval:
     return _total([c.squared() for c in vector])
 
 
-def _pointwise(function: str, arguments: list[Interval]) -> Interval:
-    first = arguments[0]
-    if function == "relu":
-        return Interval(max(first.low, 0.0), max(first.high, 0.0))
-    if function == "abs":
-        return first.absolute()
-    if function == "sqrt":
-        return first.root()
-    pick = min if function == "min" else max
-    return Interval(pick(a.low for a in arguments), pick(a.high for a in arguments))
-
-
 def _broadcast(left: list[Interval], right: list[Interval]) -> tuple[list[Interval], list[Interval]]:
     """A scalar beside a vector stands for that scalar in every component."""
     if len(left) == 1 and len(right) > 1:
@@ -102,55 +92,77 @@ def _broadcast(left: list[Interval], right: list[Interval]) -> tuple[list[Interv
 
 def value_ranges(expr: object, program: ir.Program) -> list[Interval]:
     """One interval per component of ``expr`` (a scalar has one)."""
-    if isinstance(expr, ir.NumberLiteral):
-        return [point(expr.value)]
-    if isinstance(expr, ir.Constant):
-        return [point(v) for v in expr.values]
-    if isinstance(expr, ir.Token):
-        domain = program.domain
-        bound = Interval(domain.low, domain.high) if isinstance(domain, ir.Box) else Interval(-domain.radius,
-                                                                                              domain.radius)
-        return [bound] * program.dimension
-    if isinstance(expr, ir.Component):
-        return [value_ranges(expr.vector, program)[expr.index - 1]]
-    if isinstance(expr, ir.Inner):
-        left, right = value_ranges(expr.left, program), value_ranges(expr.right, program)
-        if expr.left == expr.right:  # <v, v> = ‖v‖² ≥ 0
-            return [_squared_norm(left)]
-        return [_total([a * b for a, b in zip(left, right, strict=True)])]
-    if isinstance(expr, ir.Norm):
-        return [_squared_norm(value_ranges(expr.argument, program)).root()]
-    if isinstance(expr, ir.Square):
-        if isinstance(expr.argument, ir.Norm):
-            return [_squared_norm(value_ranges(expr.argument.argument, program))]
-        return [value_ranges(expr.argument, program)[0].squared()]
-    if isinstance(expr, ir.Pointwise):
-        return [_pointwise(expr.function, [value_ranges(a, program)[0] for a in expr.arguments])]
-    if isinstance(expr, ir.Arithmetic):
-        left, right = _broadcast(value_ranges(expr.left, program), value_ranges(expr.right, program))
-        if expr.operator == "+":
-            return [a + b for a, b in zip(left, right, strict=True)]
-        if expr.operator == "-":
-            return [a + b.scaled(-1.0) for a, b in zip(left, right, strict=True)]
-        return [a * b for a, b in zip(left, right, strict=True)]
-    if isinstance(expr, ir.Negate):
-        return [c.scaled(-1.0) for c in value_ranges(expr.argument, program)]
-    if isinstance(expr, ir.Divide):
-        return [c.scaled(1.0 / expr.divisor) for c in value_ranges(expr.numerator, program)]
-    if isinstance(expr, ir.MatVec):
-        rows, columns = expr.matrix.type.shape
-        vector = value_ranges(expr.vector, program)
-        return [_total([vector[c].scaled(expr.matrix.values[r * columns + c]) for c in range(columns)])
-                for r in range(rows)]
-    if isinstance(expr, ir.Presence):  # compile's gather route: a 0/1 guard
-        return [Interval(0.0, 1.0)]
-    if isinstance(expr, ir.Reduce):
-        body = value_ranges(expr.body, program)
-        if expr.kind != "sum":
-            return body
-        most = float(program.length) ** len(expr.variables)
-        return [c.scaled(most).hull(point(0.0)) for c in body]
-    raise TypeError(f"no value range for {type(expr).__name__}")
+    rule = RANGE_RULES.get(type(expr))
+    if rule is None:
+        raise TypeError(f"no value range for {type(expr).__name__}")
+    return rule(expr, program)
+
+
+def _token(expr: ir.Token, program: ir.Program) -> list[Interval]:
+    domain = program.domain
+    low, high = (domain.low, domain.high) if isinstance(domain, ir.Box) else (-domain.radius, domain.radius)
+    return [Interval(low, high)] * program.dimension
+
+
+def _inner(expr: ir.Inner, program: ir.Program) -> list[Interval]:
+    left, right = value_ranges(expr.left, program), value_ranges(expr.right, program)
+    if expr.left == expr.right:  # <v, v> = ‖v‖² ≥ 0
+        return [_squared_norm(left)]
+    return [_total([a * b for a, b in zip(left, right, strict=True)])]
+
+
+def _square(expr: ir.Square, program: ir.Program) -> list[Interval]:
+    if isinstance(expr.argument, ir.Norm):
+        return [_squared_norm(value_ranges(expr.argument.argument, program))]
+    return [value_ranges(expr.argument, program)[0].squared()]
+
+
+def _pointwise(expr: ir.Pointwise, program: ir.Program) -> list[Interval]:
+    arguments = [value_ranges(a, program)[0] for a in expr.arguments]
+    return [Interval(*POINTWISE[expr.function].bounds([(a.low, a.high) for a in arguments]))]
+
+
+def _arithmetic(expr: ir.Arithmetic, program: ir.Program) -> list[Interval]:
+    left, right = _broadcast(value_ranges(expr.left, program), value_ranges(expr.right, program))
+    if expr.operator == "+":
+        return [a + b for a, b in zip(left, right, strict=True)]
+    if expr.operator == "-":
+        return [a + b.scaled(-1.0) for a, b in zip(left, right, strict=True)]
+    return [a * b for a, b in zip(left, right, strict=True)]
+
+
+def _matvec(expr: ir.MatVec, program: ir.Program) -> list[Interval]:
+    rows, columns = expr.matrix.type.shape
+    vector = value_ranges(expr.vector, program)
+    return [_total([vector[c].scaled(expr.matrix.values[r * columns + c]) for c in range(columns)])
+            for r in range(rows)]
+
+
+def _reduce(expr: ir.Reduce, program: ir.Program) -> list[Interval]:
+    body = value_ranges(expr.body, program)
+    if expr.kind != "sum":
+        return body
+    most = float(program.length) ** len(expr.variables)
+    return [c.scaled(most).hull(point(0.0)) for c in body]
+
+
+#: The interval rule of each value node of the typed IR (positions have no value range).
+RANGE_RULES: dict[type, Callable[[Any, ir.Program], list[Interval]]] = {
+    ir.NumberLiteral: lambda expr, program: [point(expr.value)],
+    ir.Constant: lambda expr, program: [point(v) for v in expr.values],
+    ir.Token: _token,
+    ir.Component: lambda expr, program: [value_ranges(expr.vector, program)[expr.index - 1]],
+    ir.Inner: _inner,
+    ir.Norm: lambda expr, program: [_squared_norm(value_ranges(expr.argument, program)).root()],
+    ir.Square: _square,
+    ir.Pointwise: _pointwise,
+    ir.Arithmetic: _arithmetic,
+    ir.Negate: lambda expr, program: [c.scaled(-1.0) for c in value_ranges(expr.argument, program)],
+    ir.Divide: lambda expr, program: [c.scaled(1.0 / expr.divisor) for c in value_ranges(expr.numerator, program)],
+    ir.MatVec: _matvec,
+    ir.Presence: lambda expr, program: [Interval(0.0, 1.0)],  # compile's gather route: a 0/1 guard
+    ir.Reduce: _reduce,
+}
 
 
 def roots_at_zero(program: ir.Program) -> tuple[RootAtZero, ...]:

@@ -28,6 +28,7 @@ from ..language import typed as ir
 from ..language.describe import describe
 from ..language.syntax import Span
 from .comparisons import ComparisonTree, build_tree, is_causal
+from .growth import t_growth
 from .ranges import RootAtZero, roots_at_zero
 from .schedule import Schedule, build_schedule, square_steps
 
@@ -84,9 +85,14 @@ class AnalysisReport:
             law, exponent, formula = f"O({functions}·ε^-1/2)", 0.5, "1/2"
         else:
             law, exponent, formula = "O(1): every step is exact or sharpened by β alone", 0.0, "0"
+        growth = t_growth(self.program.target)
         return {"law": law, "exponent": exponent, "exponent_formula": formula, "interpolated_functions": functions,
                 "roots_at_zero": roots,
-                "infoflow_upper_bound": INFOFLOW_UPPER_BOUND, "independent_of_T": True, "routes": self.routes(law)}
+                "infoflow_upper_bound": INFOFLOW_UPPER_BOUND, "independent_of_T": not growth,
+                "T_exponent": max((g.exponent for g in growth), default=0),
+                "T_growth": [{"function": g.function, "span": _span_json(g.span), "exponent": g.exponent,
+                              "reason": g.reason} for g in growth],
+                "routes": self.routes(law)}
 
     def routes(self, wide_law: str) -> dict[str, dict[str, Any]]:
         """The cost law and layer count of each square route (``--ffn``; see ``approximations``).
@@ -288,8 +294,13 @@ def render_text(report: AnalysisReport) -> str:
     lines.append("")
     cost = data["cost"]
     lines.append(f"cost law  {cost['law']}")
-    if cost["infoflow_upper_bound"]:
+    if cost["infoflow_upper_bound"] and cost["independent_of_T"]:
         lines.append(f"          InfoFlow's upper bound: {cost['infoflow_upper_bound']}; parameters do not grow with T")
+    elif cost["infoflow_upper_bound"]:
+        lines.append(f"          InfoFlow's upper bound: {cost['infoflow_upper_bound']} at each T; parameters grow "
+                     f"with T as T^{cost['T_exponent']:g} (wide route; the deep route pays log T instead):")
+        for growth in cost["T_growth"]:
+            lines.append(f"          {_where(report, growth['span'])}{growth['function']}: {growth['reason']}")
     for root in cost["roots_at_zero"]:
         lines.append(f"          {_where(report, root['span'])}{root['norm']} can be 0, "
                      "so the squares under its √ must be within (ε/2)²")

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..language import typed as ir
 from ..language.describe import describe
+from ..language.functions import POINTWISE
 from ..language.syntax import Span
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_read, sub_nodes
 from .features import FeaturePair, NotSeparable, describe_monomial, describe_polynomial, separate, sources_of
@@ -62,7 +63,7 @@ class Head:
 class Problem:
     """Why a target is inefficient: the node responsible, its span, and the law that applies."""
 
-    kind: str  # order | not-separable | top | heads
+    kind: str  # order | not-separable | top | heads | sum-range
     message: str
     law: str
     exponent: str
@@ -144,35 +145,58 @@ class StageClock:
         return not sources_of(expr)
 
     def stage(self, expr: object) -> int:
-        if isinstance(expr, ir.NumberLiteral | ir.Constant):
-            return 0
-        if isinstance(expr, NodeResult):
-            return self.results[expr.node]
-        if isinstance(expr, ir.Token):
-            position = expr.position
-            if isinstance(position, NodeResult):
-                return self.results[position.node]
-            if isinstance(position, ir.FixedPosition | ir.LastPosition):
-                return self.fetches.get(ir.position_label(position), 2)  # type: ignore[arg-type]
-            if isinstance(position, ir.PositionVariable) and position.offset:
-                return self.fetches.get(relative_label(position.offset), 2)
-            return 0
-        if isinstance(expr, ir.Presence):
-            return self.fetches.get(describe(expr), 2)
-        if (isinstance(expr, ir.Arithmetic) and expr.operator == "*") or isinstance(expr, ir.Inner):
-            left, right = (expr.left, expr.right)  # type: ignore[union-attr]
-            inner = max(self.stage(left), self.stage(right))
-            return inner if self._constant(left) or self._constant(right) else after_ffns(inner, self.square_depth)
-        if isinstance(expr, ir.Square):
-            argument = expr.argument.argument if isinstance(expr.argument, ir.Norm) else expr.argument
-            return after_ffns(self.stage(argument), self.square_depth)
-        if isinstance(expr, ir.Norm):
-            return next_ffn(after_ffns(self.stage(expr.argument), self.square_depth))
-        if isinstance(expr, ir.Pointwise):
-            return next_ffn(max(self.stage(a) for a in expr.arguments))
-        children = [getattr(expr, n) for n in ("left", "right", "argument", "vector", "numerator")
-                    if hasattr(expr, n)]
-        return max((self.stage(c) for c in children), default=0)
+        """The stage at which ``expr``'s value exists."""
+        rule = STAGE_RULES.get(type(expr))
+        if rule is None:
+            raise TypeError(f"the schedule has no stage rule for {type(expr).__name__}")
+        return rule(self, expr)
+
+    def _token(self, expr: ir.Token) -> int:
+        position = expr.position
+        if isinstance(position, NodeResult):
+            return self.results[position.node]
+        if isinstance(position, ir.FixedPosition | ir.LastPosition):
+            return self.fetches.get(ir.position_label(position), 2)  # type: ignore[arg-type]
+        if isinstance(position, ir.PositionVariable) and position.offset:
+            return self.fetches.get(relative_label(position.offset), 2)
+        return 0
+
+    def _product(self, left: object, right: object) -> int:
+        """a·b of two values: squares (one FFN route) after both, unless one side is constant."""
+        inner = max(self.stage(left), self.stage(right))
+        return inner if self._constant(left) or self._constant(right) else after_ffns(inner, self.square_depth)
+
+    def _square(self, expr: ir.Square) -> int:
+        argument = expr.argument.argument if isinstance(expr.argument, ir.Norm) else expr.argument
+        return after_ffns(self.stage(argument), self.square_depth)
+
+    def _pointwise(self, expr: ir.Pointwise) -> int:
+        stage = max(self.stage(a) for a in expr.arguments)
+        return after_ffns(stage, POINTWISE[expr.function].ffn_stages)
+
+    def _arithmetic(self, expr: ir.Arithmetic) -> int:
+        if expr.operator == "*":
+            return self._product(expr.left, expr.right)
+        return max(self.stage(expr.left), self.stage(expr.right))
+
+
+#: When each value node exists: ``rule(clock, expr)`` (reductions are comparison nodes by now).
+STAGE_RULES: dict[type, Callable[[StageClock, Any], int]] = {
+    ir.NumberLiteral: lambda clock, expr: 0,
+    ir.Constant: lambda clock, expr: 0,
+    NodeResult: lambda clock, expr: clock.results[expr.node],
+    ir.Token: StageClock._token,
+    ir.Presence: lambda clock, expr: clock.fetches.get(describe(expr), 2),
+    ir.Inner: lambda clock, expr: clock._product(expr.left, expr.right),
+    ir.Arithmetic: StageClock._arithmetic,
+    ir.Square: StageClock._square,
+    ir.Norm: lambda clock, expr: next_ffn(after_ffns(clock.stage(expr.argument), clock.square_depth)),
+    ir.Pointwise: StageClock._pointwise,
+    ir.Component: lambda clock, expr: clock.stage(expr.vector),
+    ir.Negate: lambda clock, expr: clock.stage(expr.argument),
+    ir.Divide: lambda clock, expr: clock.stage(expr.numerator),
+    ir.MatVec: lambda clock, expr: clock.stage(expr.vector),
+}
 
 
 def _monomial_interpolations(monomial: tuple) -> int:
@@ -210,8 +234,8 @@ def interpolations(expr: object) -> int:
             count += node.argument.argument.type.shape[0] if isinstance(node.argument, ir.Norm) else 1
         elif isinstance(node, ir.Norm):
             count += node.argument.type.shape[0] + 1
-        elif isinstance(node, ir.Pointwise) and node.function == "sqrt":
-            count += 1
+        elif isinstance(node, ir.Pointwise):
+            count += POINTWISE[node.function].interpolations
     return count
 
 
@@ -456,7 +480,7 @@ def _problems(tree: ComparisonTree, plans: dict[str, NodePlan], dimension_at: di
     if worst is not None and worst.order >= 3:
         problems.append(Problem(
             "order",
-            f"{worst.origin} compares {worst.order} positions jointly (order {worst.order}); max-position "
+            f"{worst.quoted} compares {worst.order} positions jointly (order {worst.order}); max-position "
             f"retrieval keeps only the best position per query, so the {worst.order}-tuples must be "
             f"aggregated and decoded",
             "O(ε^(1 − T₀·d/E)) with T₀ growing with T (IF Thm 3: decoding the joint information of T₀ tokens "
@@ -467,10 +491,25 @@ def _problems(tree: ComparisonTree, plans: dict[str, NodePlan], dimension_at: di
         if plan.failure is not None and node.order == 2 and not problems:
             problems.append(Problem(
                 "not-separable",
-                f"the score of {node.origin} is not a finite sum of products of per-token features: "
+                f"the score of {node.quoted} is not a finite sum of products of per-token features: "
                 f"{plan.failure}",
                 "O(ε^(1 − T₀·d/E)) with T₀ growing with T (IF Thm 3)", "T₀·d/E − 1", node.name, node.span))
+    problems += [_sum_range_problem(node) for node in tree.nodes if node.kind == "sum" and node.range_follows_query]
     return problems
+
+
+def _sum_range_problem(node: ComparisonNode) -> Problem:
+    """A sum over a range that moves with the query: uniform attention gives the range's mean, and
+    the sum is that mean times the range's size, which the model must decode from its position
+    code (units growing with T) or unroll into position slots (the gather route)."""
+    return Problem(
+        kind="sum-range",
+        message=(f"{node.quoted} is a sum whose range depends on the querying position: attention averages "
+                 f"over the range, and the sum is that mean times the range's size, which the model would "
+                 f"have to decode from its position code; write it as a mean, or compile it with "
+                 f"--allow-inefficient (the gather route unrolls it into T position slots, exact up to rounding)"),
+        law="O(T): the range's size decoded from the position code, or T unrolled slots",
+        exponent="0", node=node.name, span=node.span)
 
 
 def _top_bound(k: int, n: int) -> str:
@@ -492,7 +531,7 @@ def _head_problem(overflow: list[tuple[ComparisonNode, int, int]], budget: tuple
     return Problem(
         "heads",
         f"the head budget {','.join(map(str, budget))} is too small: layer {layer} must run {big_d} comparisons "
-        f"at once (the intrinsic dimension D = {big_d}) and gets {s} heads, so {node.origin} finds no head "
+        f"at once (the intrinsic dimension D = {big_d}) and gets {s} heads, so {node.quoted} finds no head "
         f"within {len(budget)} layers",
         law, "(T/4 − s − D + 1)/((n+1)·s + 1) − 1", node.name, node.span)
 
@@ -543,14 +582,15 @@ def _notes(tree: ComparisonTree, scheduler: Scheduler, margin: float | None) -> 
     for origin in sorted(tops):
         k = int(origin[4:origin.index(")")])
         n = max((scheduler.plans[x.name].dimension for x in tree.nodes if x.origin == origin), default=1)
-        notes.append(f"{origin}: rewritten as {k} nested max/min comparisons (order {k}); "
+        quoted = next(x.quoted for x in tree.nodes if x.origin == origin)
+        notes.append(f"{quoted}: rewritten as {k} nested max/min comparisons (order {k}); "
                      f"one-layer lower bound {_top_bound(k, n)}")
     retrievals = [n for n in tree.nodes if n.kind in ("argmin", "argmax")]
     for node in retrievals:
         if margin is None:
-            notes.append(f"{node.origin} retrieves a token, which jumps where two scores tie: an error bound "
+            notes.append(f"{node.quoted} retrieves a token, which jumps where two scores tie: an error bound "
                          f"needs a margin (declare `margin δ`); none is declared")
         else:
-            notes.append(f"{node.origin} retrieves a token, which jumps where two scores tie: the error bound "
+            notes.append(f"{node.quoted} retrieves a token, which jumps where two scores tie: the error bound "
                          f"holds for inputs whose best score beats the runner-up by at least the margin δ = {margin:g}")
     return notes

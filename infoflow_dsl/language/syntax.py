@@ -28,6 +28,20 @@ class Span:
 NO_SPAN = Span(0, 0, 0, 0)
 
 
+def text_at(source: str, span: Span) -> str:
+    """The source text a span covers, its runs of white space (line breaks too) folded to one
+    space; empty for :data:`NO_SPAN` or a span outside ``source``."""
+    lines = source.split("\n")  # lines as the lexer counts them
+    if span == NO_SPAN or not 1 <= span.line <= span.end_line <= len(lines):
+        return ""
+    if span.line == span.end_line:
+        text = lines[span.line - 1][span.column - 1:span.end_column - 1]
+    else:
+        text = "\n".join([lines[span.line - 1][span.column - 1:], *lines[span.line:span.end_line - 1],
+                          lines[span.end_line - 1][:span.end_column - 1]])
+    return " ".join(text.split())
+
+
 def _span_field() -> Span:
     return field(default=NO_SPAN, compare=False, repr=False)
 

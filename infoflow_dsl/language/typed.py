@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal, Union, get_args
 
 from .syntax import NO_SPAN, SourceProgram, Span
 
@@ -272,6 +272,12 @@ Expr = Union[
     NumberLiteral, Constant, Token, Component, Inner, Norm, Square, Pointwise, Arithmetic, Negate, Divide,
     MatVec, Reduce, PositionVariable, FixedPosition, LastPosition, ArgPosition, Presence,
 ]
+
+#: The node classes of the typed IR, by role: positions (what ``x(...)`` and conditions read),
+#: values, and the values only compile's gather route writes (the reference never sees them).
+POSITION_NODES: tuple[type, ...] = (PositionVariable, FixedPosition, LastPosition, ArgPosition)
+VALUE_NODES: tuple[type, ...] = tuple(node for node in get_args(Expr) if node not in POSITION_NODES)
+COMPILE_ONLY_NODES: tuple[type, ...] = (Presence,)
 
 
 # ----------------------------------------------------------------------------- traversal

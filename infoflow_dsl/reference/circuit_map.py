@@ -29,7 +29,7 @@ from ..compiler.lower import ROUNDING_SAFETY, lower
 from ..language import typed as ir
 from ..pipeline import resolve_dtype
 from ..transformer.model import CompiledTransformer
-from .evaluate import ReferenceEvaluator
+from .evaluate import VALUE_RULES, ReferenceEvaluator
 from .verify import StoredProgramError, program_of
 
 Tensor = torch.Tensor
@@ -225,6 +225,9 @@ class _NodeEvaluator(ReferenceEvaluator):
         value = value.expand(self.batch, *value.shape[1:])
         self.nodes[node.name] = (scope, value)
         return value
+
+
+_NodeEvaluator.value_rules = {**VALUE_RULES, NodeResult: _NodeEvaluator._NodeResult}
 
 
 def node_reference(program: ir.Program, x: Tensor) -> dict[str, Tensor]:

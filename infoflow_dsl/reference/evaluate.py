@@ -13,17 +13,27 @@ counted with multiplicity (top(2) of 3, 3, 1 is 3).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, ClassVar
+
 import torch
 
 from ..language import typed as ir
 from ..language.check import check
+from ..language.functions import POINTWISE
 from .fast_pairs import reduce_pairs
 
 Tensor = torch.Tensor
 
 
 class ReferenceEvaluator:
-    """Evaluates expressions of one program on one batch ``x`` of shape (B, T, d)."""
+    """Evaluates expressions of one program on one batch ``x`` of shape (B, T, d).
+
+    ``value`` dispatches on the node's class through ``value_rules`` (:data:`VALUE_RULES`; a
+    subclass that evaluates more node classes extends the table).
+    """
+
+    value_rules: ClassVar[dict[type, Callable[..., Tensor]]]
 
     def __init__(self, x: Tensor) -> None:
         self.x = x  # (B, T, d)
@@ -43,13 +53,18 @@ class ReferenceEvaluator:
 
     def position(self, expr: ir.Expr, scope: tuple[str, ...]) -> Tensor:
         """0-based positions, shape (B or 1, *scope dims), int64."""
-        if isinstance(expr, ir.PositionVariable):
-            return self._axis(scope, expr.name) + expr.offset
-        if isinstance(expr, ir.FixedPosition):
-            return self._scalar_position(expr.index - 1, scope)
-        if isinstance(expr, ir.LastPosition):
-            return self._scalar_position(self.length - 1 + expr.offset, scope)
-        assert isinstance(expr, ir.ArgPosition)
+        return POSITION_RULES[type(expr)](self, expr, scope)
+
+    def _PositionVariable(self, expr: ir.PositionVariable, scope: tuple[str, ...]) -> Tensor:
+        return self._axis(scope, expr.name) + expr.offset
+
+    def _FixedPosition(self, expr: ir.FixedPosition, scope: tuple[str, ...]) -> Tensor:
+        return self._scalar_position(expr.index - 1, scope)
+
+    def _LastPosition(self, expr: ir.LastPosition, scope: tuple[str, ...]) -> Tensor:
+        return self._scalar_position(self.length - 1 + expr.offset, scope)
+
+    def _ArgPosition(self, expr: ir.ArgPosition, scope: tuple[str, ...]) -> Tensor:
         inner = (*scope, expr.variable)
         scores = self._expand_new_axes(self.value(expr.body, inner), len(scope), 1)  # (B, *dims, T)
         mask = self.mask(expr.conditions, inner)  # (1, *dims, T)
@@ -73,7 +88,10 @@ class ReferenceEvaluator:
 
     def value(self, expr: ir.Expr, scope: tuple[str, ...]) -> Tensor:
         """The value of ``expr``: shape (B or 1, *scope dims, *value shape), float64."""
-        return getattr(self, "_" + type(expr).__name__)(expr, scope)
+        rule = self.value_rules.get(type(expr))
+        if rule is None:
+            raise TypeError(f"the reference evaluator has no rule for {type(expr).__name__}")
+        return rule(self, expr, scope)
 
     def _NumberLiteral(self, expr: ir.NumberLiteral, scope: tuple[str, ...]) -> Tensor:
         return torch.tensor(expr.value, dtype=torch.float64, device=self.x.device).reshape([1] * (1 + len(scope)))
@@ -110,16 +128,7 @@ class ReferenceEvaluator:
         return value * value
 
     def _Pointwise(self, expr: ir.Pointwise, scope: tuple[str, ...]) -> Tensor:
-        values = [self.value(a, scope) for a in expr.arguments]
-        if expr.function == "relu":
-            return values[0].clamp_min(0.0)
-        if expr.function == "abs":
-            return values[0].abs()
-        if expr.function == "sqrt":
-            return values[0].clamp_min(0.0).sqrt()
-        if expr.function == "min":
-            return torch.minimum(values[0], values[1])
-        return torch.maximum(values[0], values[1])
+        return POINTWISE[expr.function].apply(*(self.value(a, scope) for a in expr.arguments))
 
     def _Arithmetic(self, expr: ir.Arithmetic, scope: tuple[str, ...]) -> Tensor:
         left, right = self.value(expr.left, scope), self.value(expr.right, scope)
@@ -170,6 +179,21 @@ class ReferenceEvaluator:
             shape[axis] = self.length
         return value.expand(shape)
 
+
+#: The rule of each value node of the typed IR: ``rule(evaluator, expr, scope)``.
+VALUE_RULES: dict[type, Callable[[ReferenceEvaluator, Any, tuple[str, ...]], Tensor]] = {
+    node: getattr(ReferenceEvaluator, "_" + node.__name__)
+    for node in (ir.NumberLiteral, ir.Constant, ir.Token, ir.Component, ir.Inner, ir.Norm, ir.Square, ir.Pointwise,
+                 ir.Arithmetic, ir.Negate, ir.Divide, ir.MatVec, ir.Reduce)
+}
+
+ReferenceEvaluator.value_rules = VALUE_RULES
+
+#: The rule of each position node: 0-based positions, int64.
+POSITION_RULES: dict[type, Callable[[ReferenceEvaluator, Any, tuple[str, ...]], Tensor]] = {
+    node: getattr(ReferenceEvaluator, "_" + node.__name__)
+    for node in (ir.PositionVariable, ir.FixedPosition, ir.LastPosition, ir.ArgPosition)
+}
 
 _COMPARE = {
     "!=": torch.ne, "==": torch.eq, "<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge,

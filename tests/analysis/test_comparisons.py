@@ -150,3 +150,23 @@ def test_every_nesting_of_a_multi_variable_reduction_is_exact(target, seed, leng
         nested = split_nesting(reduce, order)
         if nested is not None:
             torch.testing.assert_close(evaluator.value(nested, ()), expected, rtol=0, atol=1e-12)
+
+
+RENAMED = """input x : R^2 in [-1, 1]
+length T = 6
+target mean_<s> relu(x(s)[1]) + x(argmax_<s>   x(s)[1])[2]
+"""
+
+
+def test_messages_quote_the_users_own_text_not_renamed_variables() -> None:
+    """The second ``s`` is renamed ``s′`` inside the compiler; messages quote the source span
+    (white space folded), so the user reads what they wrote."""
+    program = ifl.parse_program(RENAMED, "renamed.iflow")
+    report = ifl.analyze(program)
+    notes = report.to_dict()["notes"]
+    assert any(n.startswith("argmax_<s> x(s)[1] retrieves a token") for n in notes), notes
+    assert "′" not in report.to_text().split("comparison tree")[0] + "\n".join(notes)
+    with pytest.raises(ifl.CompileError) as refused:
+        ifl.compile(program, eps=1e-2, samples=0)
+    assert "argmax_<s> x(s)[1] retrieves a token" in str(refused.value) and "′" not in str(refused.value)
+

@@ -1,0 +1,70 @@
+"""The completeness test: every node class of the typed IR, and every row of the table of
+pointwise functions, has a rule in every stage that can meet it.
+
+Each stage dispatches on the node's class through a table. A new node class (or a new
+pointwise function) that one stage forgets fails here, naming the stage and the class,
+instead of failing on the first program that happens to use it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from infoflow_dsl.analysis.comparisons import NodeResult
+from infoflow_dsl.analysis.ranges import RANGE_RULES
+from infoflow_dsl.analysis.schedule import STAGE_RULES
+from infoflow_dsl.language import typed as ir
+from infoflow_dsl.language.functions import POINTWISE
+from infoflow_dsl.reference.evaluate import POSITION_RULES, VALUE_RULES
+
+#: After the comparisons stage, every reduction and argmin/argmax is a comparison node's result.
+AFTER_COMPARISONS = (*(n for n in ir.VALUE_NODES if n is not ir.Reduce), NodeResult)
+REFERENCE_VALUES = tuple(n for n in ir.VALUE_NODES if n not in ir.COMPILE_ONLY_NODES)
+
+#: (stage, its table, the node classes it must handle).
+STAGE_TABLES = [
+    ("ranges (analysis/ranges.py RANGE_RULES)", RANGE_RULES, ir.VALUE_NODES),
+    ("reference values (reference/evaluate.py VALUE_RULES)", VALUE_RULES, REFERENCE_VALUES),
+    ("reference positions (reference/evaluate.py POSITION_RULES)", POSITION_RULES, ir.POSITION_NODES),
+    ("schedule stages (analysis/schedule.py STAGE_RULES)", STAGE_RULES, AFTER_COMPARISONS),
+]
+
+#: (stage, the rule every pointwise function needs there).
+FUNCTION_RULES = [
+    ("reference and circuit map (apply)", lambda row: callable(row.apply)),
+    ("ranges (bounds)", lambda row: callable(row.bounds)),
+    ("printer (text)", lambda row: row.text.count("{") == row.arity),
+]
+
+
+def missing_rules() -> list[str]:
+    """One line per (stage, node class or function) without a rule."""
+    lines = [f"{stage}: no rule for {node.__name__}"
+             for stage, table, nodes in STAGE_TABLES for node in nodes if node not in table]
+    lines += [f"{stage}: no rule for pointwise function {name!r}"
+              for stage, has_rule in FUNCTION_RULES for name, row in POINTWISE.items() if not has_rule(row)]
+    return lines
+
+
+def test_every_stage_has_a_rule_for_every_node_class_and_function() -> None:
+    missing = missing_rules()
+    assert not missing, "stages without a rule:\n" + "\n".join(missing)
+
+
+def test_no_stage_keeps_a_rule_for_a_class_it_cannot_meet() -> None:
+    stale = [f"{stage}: a rule for {node.__name__}, which never reaches it"
+             for stage, table, nodes in STAGE_TABLES for node in table if node not in nodes]
+    assert not stale, "\n".join(stale)
+
+
+@pytest.mark.parametrize("stage, table, nodes", STAGE_TABLES, ids=[s for s, _, _ in STAGE_TABLES])
+def test_removing_a_rule_is_caught_and_named(stage: str, table: dict, nodes: tuple, monkeypatch) -> None:
+    """The test above can fail: drop one rule from a stage and it names that stage and class."""
+    victim = nodes[0]
+    monkeypatch.delitem(table, victim)
+    assert f"{stage}: no rule for {victim.__name__}" in missing_rules()
+
+
+def test_the_typed_ir_partition_covers_every_expression_class() -> None:
+    assert set(ir.VALUE_NODES) | set(ir.POSITION_NODES) == set(ir.Expr.__args__)
+    assert not set(ir.VALUE_NODES) & set(ir.POSITION_NODES)
