@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import reduce
 
 from ..language import typed as ir
-from ..language.describe import describe
+from ..language.printer import describe
 from ..language.syntax import Span
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..language import typed as ir
-from ..language.describe import describe
+from ..language.printer import describe
 from ..language.syntax import Span
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_read, sub_nodes
 from .features import FeaturePair, NotSeparable, describe_monomial, describe_polynomial, separate, sources_of
