@@ -13,16 +13,24 @@ import pytest
 from infoflow_dsl.analysis.comparisons import NodeResult
 from infoflow_dsl.analysis.ranges import RANGE_RULES
 from infoflow_dsl.analysis.schedule import STAGE_RULES
+from infoflow_dsl.language import syntax as ast
 from infoflow_dsl.language import typed as ir
+from infoflow_dsl.language.check import TYPING_RULES
 from infoflow_dsl.language.functions import POINTWISE
+from infoflow_dsl.language.printer import DESCRIBE_RULES
 from infoflow_dsl.reference.evaluate import POSITION_RULES, VALUE_RULES
 
 #: After the comparisons stage, every reduction and argmin/argmax is a comparison node's result.
 AFTER_COMPARISONS = (*(n for n in ir.VALUE_NODES if n is not ir.Reduce), NodeResult)
 REFERENCE_VALUES = tuple(n for n in ir.VALUE_NODES if n not in ir.COMPILE_ONLY_NODES)
 
+#: The expression classes of the source AST (what the checker types).
+AST_EXPRESSIONS = tuple(ast.Expr.__args__)
+
 #: (stage, its table, the node classes it must handle).
 STAGE_TABLES = [
+    ("checker (language/check.py TYPING_RULES)", TYPING_RULES, AST_EXPRESSIONS),
+    ("printer (language/printer.py DESCRIBE_RULES)", DESCRIBE_RULES, (*ir.POSITION_NODES, *ir.VALUE_NODES)),
     ("ranges (analysis/ranges.py RANGE_RULES)", RANGE_RULES, ir.VALUE_NODES),
     ("reference values (reference/evaluate.py VALUE_RULES)", VALUE_RULES, REFERENCE_VALUES),
     ("reference positions (reference/evaluate.py POSITION_RULES)", POSITION_RULES, ir.POSITION_NODES),
@@ -67,4 +75,5 @@ def test_removing_a_rule_is_caught_and_named(stage: str, table: dict, nodes: tup
 
 def test_the_typed_ir_partition_covers_every_expression_class() -> None:
     assert set(ir.VALUE_NODES) | set(ir.POSITION_NODES) == set(ir.Expr.__args__)
+    assert AST_EXPRESSIONS
     assert not set(ir.VALUE_NODES) & set(ir.POSITION_NODES)

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..language import typed as ir
-from ..language.describe import describe
 from ..language.positions import after_query_possible, count_polynomial, count_tuples, format_polynomial, variables_of
+from ..language.printer import describe
 from ..language.syntax import NO_SPAN, Span, text_at
 from ..language.typed import sub_nodes
 

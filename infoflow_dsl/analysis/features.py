@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from ..language import typed as ir
-from ..language.describe import describe
+from ..language.printer import describe
 from .comparisons import NodeResult
 
 #: Set while separating a gathered score (see ``separate``).

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..language import typed as ir
-from ..language.describe import describe
 from ..language.functions import POINTWISE
+from ..language.printer import describe
 from ..language.syntax import Span
 from .features import sources_of
 

@@ -22,8 +22,8 @@ from functools import reduce
 from typing import Any
 
 from ..language import typed as ir
-from ..language.describe import describe
 from ..language.functions import POINTWISE
+from ..language.printer import describe
 from ..language.syntax import Span
 
 

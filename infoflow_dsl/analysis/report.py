@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import CompileError
 from ..language import typed as ir
-from ..language.describe import describe
+from ..language.printer import describe
 from ..language.syntax import Span
 from .comparisons import ComparisonTree, build_tree, is_causal
 from .growth import t_growth

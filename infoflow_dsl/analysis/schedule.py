@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..language import typed as ir
-from ..language.describe import describe
 from ..language.functions import POINTWISE
+from ..language.printer import describe
 from ..language.syntax import Span
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_read, sub_nodes
 from .features import FeaturePair, NotSeparable, describe_monomial, describe_polynomial, separate, sources_of

@@ -52,8 +52,8 @@ from ..analysis.ranges import Interval
 from ..analysis.schedule import Head, Schedule, layer_for, layers_for_output, next_ffn, presences_read, relative_label
 from ..errors import CompileError
 from ..language import typed as ir
-from ..language.describe import describe
 from ..language.positions import count_tuples
+from ..language.printer import describe
 from .approximations import ROUTES, Approximation, SquareRoute, choose_square, interpolant
 from .circuit import (
     ONE,

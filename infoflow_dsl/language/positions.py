@@ -233,8 +233,9 @@ def _interpolate(points: list[tuple[int, int]]) -> tuple[Fraction, ...]:
     return tuple(result)
 
 
-def format_polynomial(coefficients: Sequence[Fraction], variable: str = "T") -> str:
-    """``T^2 + T``, ``T^2/2 - T/2``, ``0``: highest power first."""
+def format_polynomial(coefficients: Sequence[Fraction]) -> str:
+    """The polynomial in T with ``coefficients`` (constant term first), highest power first:
+    ``T^2 + T``, ``T^2/2 - T/2``, ``0``."""
     parts: list[str] = []
     for power in range(len(coefficients) - 1, -1, -1):
         c = Fraction(coefficients[power])
@@ -242,7 +243,7 @@ def format_polynomial(coefficients: Sequence[Fraction], variable: str = "T") -> 
             continue
         sign = "-" if c < 0 else "+"
         magnitude = abs(c)
-        monomial = "" if power == 0 else (variable if power == 1 else f"{variable}^{power}")
+        monomial = "" if power == 0 else ("T" if power == 1 else f"T^{power}")
         if power == 0:
             text = str(magnitude)
         elif magnitude.denominator == 1:

@@ -1,29 +1,57 @@
-"""The printer: an AST back to ``.iflow`` text, with ``parse(print(ast)) == ast``.
+"""The printers: an AST back to ``.iflow`` source, and a typed expression as text for people.
 
-Parentheses are added exactly where the grammar needs them: by operator precedence
-(sum < product < unary < power < postfix < atom, binary operators left-associative), and
-around an operand that is not the last thing in its context and ends with a reduction, since
-a reduction's body extends as far right as possible.
+Both read one precedence table (:data:`PRECEDENCE`): sum < product < unary < power < postfix
+< atom, binary operators left-associative, and a reduction loosest of all, since its body
+extends as far right as possible.
+
+- The AST printer (:func:`print_expr`, :func:`print_program`) adds parentheses exactly where
+  the grammar needs them, so that ``parse(print(ast)) == ast``: around an operand that binds
+  more loosely than its context requires, and around an operand that is not the last thing in
+  its context and ends with a reduction (whose body would swallow what follows).
+- The typed-IR printer (:func:`describe`) writes ``.iflow``-like text for reports, schedules
+  and error messages (``<x(t), A1 @ x(s)>``, ``min_<t2> ...``, ``c1(t1)`` for the result of
+  comparison node c1 at position t1). It parenthesises every operand looser than a postfix
+  form (``(a + b) + c``), so that no reader needs the table; it is not for re-parsing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from . import syntax as ast
+from . import typed as ir
+from .functions import POINTWISE
 
-SUM, PRODUCT, UNARY, POWER, POSTFIX, ATOM = range(1, 7)
-_BINARY_LEVEL = {"+": SUM, "-": SUM, "*": PRODUCT, "/": PRODUCT, "@": PRODUCT}
+# ----------------------------------------------------------------------------- the precedence table
+
+REDUCTION, SUM, PRODUCT, UNARY, POWER, POSTFIX, ATOM = range(7)
+
+#: How tightly each form binds, by the binary operator or by the node class (the AST's and the
+#: typed IR's side by side); a form not listed is an atom.
+PRECEDENCE: dict[str | type, int] = {
+    "+": SUM, "-": SUM, "*": PRODUCT, "/": PRODUCT, "@": PRODUCT,
+    ir.Divide: PRODUCT, ir.MatVec: PRODUCT,
+    ast.Negate: UNARY, ir.Negate: UNARY,
+    ast.Power: POWER, ir.Square: POWER,
+    ast.Index: POSTFIX, ir.Component: POSTFIX,
+    ast.Reduction: REDUCTION, ir.Reduce: REDUCTION, ir.ArgPosition: REDUCTION,
+}
 
 
-def _level(expr: ast.Expr) -> int:
-    if isinstance(expr, ast.Binary):
-        return _BINARY_LEVEL[expr.operator]
-    if isinstance(expr, ast.Negate):
-        return UNARY
-    if isinstance(expr, ast.Power):
-        return POWER
-    if isinstance(expr, ast.Index):
-        return POSTFIX
-    return ATOM
+def precedence(expr: object) -> int:
+    """How tightly the outermost form of ``expr`` (an AST or a typed node) binds."""
+    key = expr.operator if isinstance(expr, ast.Binary | ir.Arithmetic) else type(expr)
+    return PRECEDENCE.get(key, ATOM)
+
+
+# ----------------------------------------------------------------------------- the AST printer
+
+
+def _bare_as_last(expr: ast.Expr, minimum: int) -> bool:
+    """Whether ``expr`` can stand unparenthesised as the last operand of a context that needs
+    ``minimum``: it binds as tightly, or it is a reduction (nothing follows for its body to take)."""
+    return isinstance(expr, ast.Reduction) or precedence(expr) >= minimum
 
 
 def _ends_with_reduction(expr: ast.Expr) -> bool:
@@ -32,12 +60,12 @@ def _ends_with_reduction(expr: ast.Expr) -> bool:
     if isinstance(expr, ast.Reduction):
         return True
     if isinstance(expr, ast.Binary):
-        last, minimum = expr.right, _BINARY_LEVEL[expr.operator] + 1
+        last, minimum = expr.right, precedence(expr) + 1
     elif isinstance(expr, ast.Negate):
         last, minimum = expr.argument, UNARY
     else:
         return False  # atoms end with a bracket or a name; Index and Power with ']' or a number
-    return _level(last) >= minimum and _ends_with_reduction(last)
+    return _bare_as_last(last, minimum) and _ends_with_reduction(last)
 
 
 def _operand(expr: ast.Expr, minimum: int) -> str:
@@ -47,7 +75,7 @@ def _operand(expr: ast.Expr, minimum: int) -> str:
     too: in ``(a + min_<t> b) + c`` the parentheses keep ``c`` out of the reduction's body.
     """
     text = print_expr(expr)
-    if _level(expr) < minimum or _ends_with_reduction(expr):
+    if precedence(expr) < minimum or _ends_with_reduction(expr):
         return f"({text})"
     return text
 
@@ -55,7 +83,7 @@ def _operand(expr: ast.Expr, minimum: int) -> str:
 def _tail(expr: ast.Expr, minimum: int) -> str:
     """``expr`` as the last operand of its context: it may end with a bare reduction."""
     text = print_expr(expr)
-    return f"({text})" if _level(expr) < minimum else text
+    return text if _bare_as_last(expr, minimum) else f"({text})"
 
 
 def _position_term(value: ast.PositionTermSyntax) -> str:
@@ -97,14 +125,12 @@ def print_expr(expr: ast.Expr) -> str:
     if isinstance(expr, ast.Power):
         return f"{_operand(expr.base, POSTFIX)}^{expr.exponent.text}"
     if isinstance(expr, ast.Binary):
-        level = _BINARY_LEVEL[expr.operator]
+        level = precedence(expr)
         return f"{_operand(expr.left, level)} {expr.operator} {_tail(expr.right, level + 1)}"
     assert isinstance(expr, ast.Reduction)
-    head = f"top({expr.rank})" if expr.kind == "top" else expr.kind
-    binders = ", ".join(b.name for b in expr.binders)
-    conditions = " and ".join(_condition(c) for c in expr.conditions)
-    where = f" : {conditions}" if conditions else ""
-    return f"{head}_<{binders}{where}> {print_expr(expr.body)}"
+    binders = [b.name for b in expr.binders]
+    conditions = [_condition(c) for c in expr.conditions]
+    return _reduction(expr.kind, expr.rank, binders, conditions, print_expr(expr.body))
 
 
 def _space(space: ast.Space) -> str:
@@ -148,10 +174,89 @@ def print_declaration(declaration: ast.Declaration) -> str:
     assert isinstance(declaration, ast.TargetDecl)
     if declaration.variable is None:
         return f"target {print_expr(declaration.expression)}"
-    where = " : " + " and ".join(_condition(c) for c in declaration.conditions) if declaration.conditions else ""
+    where = _where([_condition(c) for c in declaration.conditions])
     return f"target({declaration.variable.name}{where}) = {print_expr(declaration.expression)}"
 
 
 def print_program(program: ast.SourceProgram) -> str:
     """The whole program, one declaration per line."""
     return "".join(print_declaration(d) + "\n" for d in program.declarations)
+
+
+# ----------------------------------------------------------------------------- the typed-IR printer
+
+
+def describe(expr: object) -> str:
+    """The readable text of a typed expression (or of a node-result leaf with a ``label``)."""
+    rule = DESCRIBE_RULES.get(type(expr))
+    if rule is not None:
+        return rule(expr)
+    label = getattr(expr, "label", None)
+    if label is not None:
+        return str(label)
+    raise TypeError(f"cannot describe {type(expr).__name__}")
+
+
+def _pointwise(expr: ir.Pointwise) -> str:
+    return POINTWISE[expr.function].text.format(*(describe(a) for a in expr.arguments))
+
+
+def _ir_operand(expr: object) -> str:
+    """``expr`` as an operand: parenthesised when it binds more loosely than a postfix form."""
+    text = describe(expr)
+    return f"({text})" if precedence(expr) < POSTFIX else text
+
+
+def _ir_position(position: object) -> str:
+    label = ir.position_label(position)
+    if label is not None:
+        return label
+    if isinstance(position, ir.ArgPosition):
+        conditions = _ir_conditions(position.conditions)
+        return _reduction(position.kind, None, (position.variable,), conditions, describe(position.body))
+    return str(getattr(position, "label", position))
+
+
+def _ir_conditions(conditions: Sequence[ir.PositionCondition]) -> list[str]:
+    return [f"{_ir_position(c.left)} {c.operator} {_ir_position(c.right)}" for c in conditions]
+
+
+def _ir_number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(value)
+
+
+#: The text of each typed node class.
+DESCRIBE_RULES: dict[type, Callable[[Any], str]] = {
+    ir.NumberLiteral: lambda e: _ir_number(e.value),
+    ir.Constant: lambda e: e.name,
+    ir.Token: lambda e: f"x({_ir_position(e.position)})",
+    ir.Component: lambda e: f"{_ir_operand(e.vector)}[{e.index}]",
+    ir.Inner: lambda e: f"<{describe(e.left)}, {describe(e.right)}>",
+    ir.Norm: lambda e: f"||{describe(e.argument)}||",
+    ir.Square: lambda e: f"{_ir_operand(e.argument)}^2",
+    ir.Pointwise: _pointwise,
+    ir.Arithmetic: lambda e: f"{_ir_operand(e.left)} {e.operator} {_ir_operand(e.right)}",
+    ir.Negate: lambda e: f"-{_ir_operand(e.argument)}",
+    ir.Divide: lambda e: f"{_ir_operand(e.numerator)} / {_ir_number(e.divisor)}",
+    ir.MatVec: lambda e: f"{e.matrix.name} @ {_ir_operand(e.vector)}",
+    ir.Reduce: lambda e: _reduction(e.kind, e.rank, e.variables, _ir_conditions(e.conditions), describe(e.body)),
+    ir.PositionVariable: _ir_position,
+    ir.FixedPosition: _ir_position,
+    ir.LastPosition: _ir_position,
+    ir.ArgPosition: _ir_position,
+    ir.Presence: lambda e: f"present({e.index}{_where(_ir_conditions(e.conditions))})",
+}
+
+
+# ----------------------------------------------------------------------------- shared by both printers
+
+
+def _reduction(kind: str, rank: int | None, variables: Sequence[str], conditions: Sequence[str], body: str) -> str:
+    """``kind_<v1, v2 : c1 and c2> body``, with the head ``top(k)`` for top."""
+    head = f"top({rank})" if kind == "top" else kind
+    return f"{head}_<{', '.join(variables)}{_where(conditions)}> {body}"
+
+
+def _where(conditions: Sequence[str]) -> str:
+    """`` : c1 and c2`` (nothing without conditions)."""
+    return " : " + " and ".join(conditions) if conditions else ""

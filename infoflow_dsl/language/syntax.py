@@ -11,6 +11,7 @@ tell ``2`` from ``2.0`` where only a whole number is allowed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
@@ -26,6 +27,9 @@ class Span:
 
 
 NO_SPAN = Span(0, 0, 0, 0)
+
+#: How a checking pass reports a fault: the span of the offending text and the message.
+Report = Callable[[Span, str], None]
 
 
 def text_at(source: str, span: Span) -> str:
@@ -362,8 +366,6 @@ class SourceProgram:
 
 
 # ----------------------------------------------------------------------------- traversal
-
-Node = Union[Expr, Condition, Binder]
 
 
 def children(node: object) -> list[object]:

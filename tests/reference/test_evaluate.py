@@ -245,13 +245,13 @@ class _Unranged(Checker):
     every literal position is in range is the program's IR at any T.
     """
 
-    def _check_range(self, expr: object, names: object, conditions: object, enclosing: object = ()) -> None:
+    def check_range(self, expr: object, names: object, conditions: object, enclosing: object) -> None:
         return None
 
-    def _check_offset(self, expr: object, position: object, scope: object) -> None:
+    def check_offset(self, expr: object, position: object, scope: object) -> None:
         return None
 
-    def _target_defined_somewhere(self, target: object, conditions: object) -> bool:
+    def target_defined_somewhere(self, target: object, conditions: object) -> bool:
         return True
 
 
