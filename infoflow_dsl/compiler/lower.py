@@ -711,7 +711,7 @@ class Lowerer:
 
     def comparison_head(self, node: ComparisonNode, head: Head) -> None:
         if len(node.variables) != 1:
-            raise CompileError(f"{node.origin} compares several positions jointly")
+            raise CompileError(f"{node.quoted} compares several positions jointly")
         if node.kind in ("sum", "mean"):
             self._uniform_head(node, head)
             return
@@ -770,7 +770,7 @@ class Lowerer:
         scale = 1.0
         if node.kind == "sum":
             if any("query" in (c[0], c[2]) for c in mask):
-                raise CompileError(f"{node.origin}: a sum whose range depends on the querying position "
+                raise CompileError(f"{node.quoted}: a sum whose range depends on the querying position "
                                    f"is not supported; write it as a mean")
             scale = float(count)
         outputs = tuple(self._direction(f"{node.name}:mean[{j + 1}]") for j in range(len(rows)))
@@ -807,12 +807,12 @@ class Lowerer:
                          score_magnitude: float) -> None:
         margin = self.program.margin
         if margin is None:
-            raise CompileError(f"{node.origin} retrieves a token, which jumps where two scores tie: declare "
+            raise CompileError(f"{node.quoted} retrieves a token, which jumps where two scores tie: declare "
                                f"`margin δ` (or pass --margin) so the error bound can hold")
         name = f"head:{node.name}"
         low, high = self.token_range()
         share, target = self._head_share(name, self.unit_roundoff * (math.sqrt(count) + 4) * max(abs(low), abs(high)))
-        self.constraints.append(Constraint(score_error, margin / 4, f"the score error of {node.origin}"))
+        self.constraints.append(Constraint(score_error, margin / 4, f"the score error of {node.quoted}"))
         rounding = 4 * len(keys) * self.unit_roundoff * score_magnitude
         effective = margin - 2 * self._err(score_error) - 2 * rounding
         if effective <= 0:

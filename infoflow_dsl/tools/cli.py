@@ -64,7 +64,7 @@ _nonnegative_float = _number(float, "a number", 0.0, False, "a number ≥ 0")
 def _length(text: str) -> int:
     """``--T``: a whole number from 1 to the checker's MAX_LENGTH (a bad value is the flag's
     fault, reported before the program is read)."""
-    from ..language.check import MAX_LENGTH
+    from ..language.declarations import MAX_LENGTH
 
     length = _positive_int(text)
     if length > MAX_LENGTH:

@@ -417,7 +417,7 @@ def test_a_length_flag_over_the_limit_is_blamed_on_the_flag(tmp_path: Path, monk
                                                             command: str, flags: list[str]) -> None:
     """``--T`` above MAX_LENGTH is a bad flag (argparse's ``argument --T:``), not a fault at the
     file's line 1; nothing runs and nothing is written."""
-    from infoflow_dsl.language.check import MAX_LENGTH
+    from infoflow_dsl.language.declarations import MAX_LENGTH
 
     _compile_must_not_run(monkeypatch)
     monkeypatch.chdir(tmp_path)
