@@ -20,7 +20,7 @@ import torch
 from report import write_section
 
 import infoflow_dsl as ifl
-from infoflow_dsl.transformer import model as model_module
+from infoflow_dsl.transformer import sparse as sparse_module
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "compiled_examples"
 #: (example, ε, dtype): the shipped setting, and intrinsic_3 where check's own tests spend their time.
@@ -41,13 +41,13 @@ def timed(function, *arguments) -> float:
 
 @contextmanager
 def patched(attribute: str, value: object) -> Iterator[None]:
-    """``infoflow_dsl.transformer.model.<attribute>`` replaced by ``value`` for the duration."""
-    original = getattr(model_module, attribute)
-    setattr(model_module, attribute, value)
+    """``infoflow_dsl.transformer.sparse.<attribute>`` replaced by ``value`` for the duration."""
+    original = getattr(sparse_module, attribute)
+    setattr(sparse_module, attribute, value)
     try:
         yield
     finally:
-        setattr(model_module, attribute, original)
+        setattr(sparse_module, attribute, original)
 
 
 def main() -> None:
@@ -63,7 +63,7 @@ def main() -> None:
         with torch.no_grad():
             sparse = timed(model, x)
             full = timed(model.residual_stream, x)
-            with patched("_sparse_weights", lambda *args: None):
+            with patched("sparse_weights", lambda *args: None):
                 dense = timed(model, x)
             with patched("HIDDEN_CHUNK", 1 << 22):
                 large_chunks = timed(model, x)

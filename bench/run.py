@@ -47,7 +47,7 @@ from report import write_section  # noqa: E402
 
 import infoflow_dsl as ifl  # noqa: E402
 from infoflow_dsl.reference.evaluate import at_length  # noqa: E402
-from infoflow_dsl.transformer.model import nonzero_entries  # noqa: E402
+from infoflow_dsl.transformer.sparse import nonzero_entries  # noqa: E402
 
 TITLE = "Speed at scale (bench/run.py)"
 
@@ -305,7 +305,7 @@ def memory(sizes: Sizes, folder: Path) -> str:
             "ε = 1e-2, float32: `infoflowc compile --samples 0` (default layout: sparse), its file against what the "
             "nonzero weights need (4-byte values and 4-byte indices), and the compile's peak memory. ReLU matrices "
             "of a million entries or more, under 10% nonzero, are held sparse in memory from assemble on "
-            "(`model.holds_sparse`); the last column loads the same model from its `--dense` file and compares 16 "
+            "(`sparse.holds_sparse`); the last column loads the same model from its `--dense` file and compares 16 "
             "outputs bit for bit.\n\n" + widths)
 
 

@@ -1,8 +1,11 @@
 """The whole compiler, stage after stage: checked program -> comparisons -> schedule -> lower ->
-assemble -> model; and the measurement of a model's error against the reference evaluator.
+assemble -> model; the same lowering again from a model file; and the measurement of a model's
+error against the reference evaluator.
 
 ``compile_program`` is ``infoflow_dsl.compile``. It refuses (``CompileError``) a target the
 analysis calls inefficient, with analyze's reason, and an ε the dtype cannot honour.
+:func:`relower` rebuilds a compiled model's circuit from the program its file stores (for
+``check --trace`` and ``circuit``).
 """
 
 from __future__ import annotations
@@ -14,14 +17,16 @@ from typing import Any
 
 import torch
 
-from .analysis.comparisons import build_tree
+from .analysis.comparisons import ComparisonTree, build_tree
 from .analysis.gather import UnrollError, gather
 from .analysis.schedule import Schedule, build_schedule
 from .compiler.assemble import assemble
 from .compiler.circuit import Circuit
 from .compiler.lower import lower
-from .errors import CompileError
+from .errors import CompileError, ProgramError
 from .language import typed as ir
+from .language.check import check
+from .language.parse import parse
 from .reference.evaluate import evaluate, retrieval_margin
 from .reference.sampling import domain_corners, sample_inputs
 from .transformer.model import CompiledTransformer
@@ -101,22 +106,70 @@ def square_route(ffn: str | None, route: str) -> str:
     return "wide" if route == "efficient" else "auto"
 
 
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    """A checked program lowered to its circuit.
+
+    ``program`` is the program as checked (the reference); ``route`` is ``efficient``, or
+    ``gather`` where the target was rewritten into position slots before lowering; ``tree`` is
+    the comparison tree the circuit computes (on the gather route, the gathered one, whose nodes
+    read slots and presences), ``schedule`` its placement (``schedule.tree`` is ``tree``)."""
+
+    program: ir.Program
+    tree: ComparisonTree
+    schedule: Schedule
+    circuit: Circuit
+    route: str
+
+
 def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_inefficient: bool = False,
-                  ffn: str | None = None) -> tuple[Circuit, Schedule, str]:
-    """(circuit, schedule, route) of a checked program: the efficient route, or for a target
-    the verdict calls inefficient and ``allow_inefficient``, the gather route (``unroll``:
-    comparisons unrolled into position slots, a size that grows with T). ``ffn`` is how
-    squares are built (``approximations``; None: :func:`square_route`'s default)."""
+                  ffn: str | None = None) -> Lowering:
+    """The lowering of a checked program: the efficient route, or for a target the verdict
+    calls inefficient and ``allow_inefficient``, the gather route (``unroll``: comparisons
+    unrolled into position slots, a size that grows with T). ``ffn`` is how squares are built
+    (``approximations``; None: :func:`square_route`'s default)."""
     schedule = build_schedule(build_tree(program), None, program.margin)
     if not (schedule.problems and allow_inefficient):
-        return lower(program, schedule, eps, dtype, square_route(ffn, "efficient")), schedule, "efficient"
+        circuit = lower(program, schedule, eps, dtype, square_route(ffn, "efficient"))
+        return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="efficient")
     try:
         gathered = gather(program)
     except UnrollError as error:
         raise CompileError(f"the target is inefficient, and the gather route cannot compile it: {error}") from None
     rewritten = dataclasses.replace(program, target=gathered.target)
     schedule = build_schedule(build_tree(rewritten, gathered=True), None, program.margin)
-    return lower(rewritten, schedule, eps, dtype, square_route(ffn, "gather"), gathered=True), schedule, "gather"
+    circuit = lower(rewritten, schedule, eps, dtype, square_route(ffn, "gather"), gathered=True)
+    return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="gather")
+
+
+class StoredProgramError(Exception):
+    """The program stored in a model file is missing, or no longer parses or checks."""
+
+
+def program_of(model: CompiledTransformer) -> ir.Program:
+    """The checked program stored in the model's config (its T and margin as compiled)."""
+    stored = model.config.get("program") or {}
+    source = stored.get("source")
+    if not isinstance(source, str):
+        raise StoredProgramError("the file holds no program source")
+    name = stored.get("name", "<stored program>")
+    try:
+        return check(parse(source, name), name, source, length=model.T, margin=stored.get("margin"))
+    except ProgramError as error:
+        first = error.diagnostics[0].headline() if error.diagnostics else str(error)
+        raise StoredProgramError(f"the program stored in the file no longer checks: {first}") from None
+
+
+def relower(model: CompiledTransformer, program: ir.Program | None = None) -> Lowering:
+    """The lowering of a compiled model, again as ``compile`` did it: its program (``program``,
+    else the one its file stores: :func:`program_of`) at the ε, dtype, square route (``ffn``)
+    and route (``"route": "gather"``) its config stores. Lowering is deterministic, so this is
+    the model's own circuit unless the file was compiled by another version (its
+    ``residual_labels`` then differ from the circuit's directions)."""
+    program = program_of(model) if program is None else program
+    config = model.config
+    return build_circuit(program, float(config["eps"]), resolve_dtype(config["dtype"]),
+                         allow_inefficient=config.get("route") == "gather", ffn=config.get("ffn", "wide"))
 
 
 def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | torch.dtype = "float32",
@@ -142,7 +195,8 @@ def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | 
     target_device = resolve_device(device)
     if not (isinstance(eps, float | int) and math.isfinite(eps) and eps > 0):
         raise CompileError(f"ε must be a positive number, got {eps!r}")
-    circuit, schedule, route = build_circuit(program, float(eps), torch_dtype, allow_inefficient, ffn)
+    lowering = build_circuit(program, float(eps), torch_dtype, allow_inefficient, ffn)
+    circuit, schedule, route = lowering.circuit, lowering.schedule, lowering.route
     ffn = square_route(ffn, route)
     metadata: dict[str, Any] = {
         "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},

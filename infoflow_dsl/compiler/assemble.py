@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from ..transformer.model import holds_sparse
+from ..transformer.masks import mask_json
+from ..transformer.sparse import holds_sparse
 from .circuit import ONE, POS_COS, POS_SIN, AttentionHead, Circuit, FFNBlock, LinearForm
 
 FORMAT = "infoflow/1"
@@ -26,7 +27,7 @@ FORMAT = "infoflow/1"
 class MatrixEntries:
     """A matrix built entry by entry (``entries[i, j] += value``, in the order written, from 0.0, the
     same float64 sums as ``+=`` on a dense zero matrix), then made dense or, where the model holds
-    it sparse (:func:`~infoflow_dsl.transformer.model.holds_sparse`), a sparse COO tensor: a ReLU block of a
+    it sparse (:func:`~infoflow_dsl.transformer.sparse.holds_sparse`), a sparse COO tensor: a ReLU block of a
     million units is never a dense matrix during a compile."""
 
     def __init__(self, name: str, rows: int, columns: int) -> None:
@@ -141,7 +142,7 @@ def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
         tensors.update(_attention(layer, heads, index))
         tensors.update(_mlp(layer, blocks, index))
         layers_config.append({
-            "heads": [{"name": h.name, "kind": h.kind, "site": h.site, "mask": [list(c) for c in h.mask],
+            "heads": [{"name": h.name, "kind": h.kind, "site": h.site, "mask": mask_json(h.mask),
                        "beta": h.beta, "computes": h.formula, "error": h.error,
                        "outputs": list(h.outputs)} for h in heads],
             "mlp": [{"name": b.name, "computes": b.formula, "units": len(b.units), "error": b.error,

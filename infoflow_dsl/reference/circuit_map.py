@@ -10,9 +10,10 @@ says which hook holds it, which residual coordinates with which weights, at whic
 (``site``: every token row, or the readout row T'+1), and the a-priori bound on its error.
 
 The forms are not stored in the model file: :func:`circuit` lowers the model's program again
-(deterministic: the same ε, dtype and length give the same circuit, checked against the
-model's residual labels). :func:`node_reference` computes each node's exact value with the
-reference evaluator, for tests and for users checking a method against the truth.
+(:func:`~infoflow_dsl.pipeline.relower`, deterministic: the same ε, dtype, length and routes
+give the same circuit, checked against the model's residual labels). :func:`node_reference`
+computes each node's exact value with the reference evaluator, for tests and for users checking
+a method against the truth.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from typing import Any
 import torch
 
 from ..analysis.comparisons import ComparisonNode, ComparisonTree, NodeResult, build_tree
-from ..analysis.schedule import build_schedule
-from ..compiler.circuit import ONE, Circuit, FFNBlock, LinearForm
-from ..compiler.lower import ROUNDING_SAFETY, lower
+from ..compiler.circuit import ONE, FFNBlock, LinearForm
+from ..compiler.lower import ROUNDING_SAFETY
 from ..language import typed as ir
-from ..pipeline import resolve_dtype
+from ..language.functions import POINTWISE
+from ..pipeline import Lowering, StoredProgramError, relower
 from ..transformer.model import CompiledTransformer
 from .evaluate import VALUE_RULES, ReferenceEvaluator
-from .verify import StoredProgramError, program_of
 
 Tensor = torch.Tensor
 
@@ -113,30 +113,23 @@ def _reading(form: LinearForm, hook: str, index: dict[str, int]) -> Reading:
     return Reading(hook, tuple(index[d] for d in terms), tuple(terms.values()), constant)
 
 
-# ---------------------------------------------------------------------------- relowering
+# ---------------------------------------------------------------------------- the map
 
 
-def relower(model: CompiledTransformer) -> tuple[ir.Program, ComparisonTree, Circuit]:
-    """(program, comparison tree, circuit) of a compiled model, lowered again as ``compile`` did.
-    Raises :class:`~infoflow_dsl.reference.verify.StoredProgramError` for a model without a program, or
-    whose program no longer gives its residual directions."""
-    program = program_of(model)
-    tree = build_tree(program)
-    schedule = build_schedule(tree, None, program.margin)
-    circuit = lower(program, schedule, float(model.config["eps"]), resolve_dtype(model.config["dtype"]),
-                    model.config.get("ffn", "wide"))
-    if list(circuit.directions) != list(model.config.get("residual_labels", [])):
+def _checked_lowering(model: CompiledTransformer) -> Lowering:
+    """The model's lowering (:func:`~infoflow_dsl.pipeline.relower`). Raises
+    :class:`~infoflow_dsl.pipeline.StoredProgramError` for a model without a program, or whose
+    program no longer gives its residual directions."""
+    lowering = relower(model)
+    if list(lowering.circuit.directions) != list(model.config.get("residual_labels", [])):
         raise StoredProgramError("the model's residual directions differ from its program's circuit "
                                  "(compiled by another version of infoflow?)")
-    return program, tree, circuit
-
-
-# ---------------------------------------------------------------------------- the map
+    return lowering
 
 
 def circuit(model: CompiledTransformer) -> tuple[CircuitSite, ...]:
     """Every comparison node (one record per component) and FFN function of a compiled model."""
-    _, _, lowered = relower(model)
+    lowered = _checked_lowering(model).circuit
     index = {name: i for i, name in enumerate(lowered.directions)}
     heads = {h.name: h for h in lowered.heads}
     layer_heads: dict[int, list[str]] = {}
@@ -166,9 +159,12 @@ def _ffn_site(block: FFNBlock, site: str, index: dict[str, int]) -> CircuitSite:
                        _reading(block.argument, stage_hook(2 * block.layer), index))
 
 
+#: The univariate function each FFN block computes: the one-argument pointwise functions of the
+#: language's table, and the compiler's own square and tent (a deep square's level, ``approximations``).
 FUNCTIONS = {
-    "square": lambda u: u * u, "sqrt": lambda u: u.clamp_min(0.0).sqrt(), "relu": torch.relu, "abs": torch.abs,
-    "tent": lambda u: 2 * torch.relu(u) - 4 * torch.relu(u - 0.5),  # a deep square's level (approximations)
+    **{name: row.apply for name, row in POINTWISE.items() if row.arity == 1},
+    "square": lambda u: u * u,
+    "tent": lambda u: 2 * torch.relu(u) - 4 * torch.relu(u - 0.5),
 }
 
 
@@ -202,6 +198,10 @@ class _NodeEvaluator(ReferenceEvaluator):
     def _NodeResult(self, expr: NodeResult, scope: tuple[str, ...]) -> Tensor:
         return self.placed(expr, scope)
 
+    def _Presence(self, expr: ir.Presence, scope: tuple[str, ...]) -> Tensor:
+        """present(j : conditions): 1 where slot j satisfies the conditions at the scope's tokens, else 0."""
+        return self.mask(expr.conditions, scope).to(torch.float64)
+
     def position(self, expr: ir.Expr, scope: tuple[str, ...]) -> Tensor:
         if isinstance(expr, NodeResult):
             return self.placed(expr, scope)
@@ -227,7 +227,9 @@ class _NodeEvaluator(ReferenceEvaluator):
         return value
 
 
-_NodeEvaluator.value_rules = {**VALUE_RULES, NodeResult: _NodeEvaluator._NodeResult}
+_NodeEvaluator.value_rules = {
+    **VALUE_RULES, NodeResult: _NodeEvaluator._NodeResult, ir.Presence: _NodeEvaluator._Presence,
+}
 
 
 def node_reference(program: ir.Program, x: Tensor) -> dict[str, Tensor]:
@@ -236,10 +238,16 @@ def node_reference(program: ir.Program, x: Tensor) -> dict[str, Tensor]:
     (one value, which a per-token target's model holds at every token: its record's site is token).
     A token retrieval's value is the retrieved token. Where a node's range is empty its value is
     undefined: ±inf for min/max/top, NaN for mean and token retrieval (sum: 0)."""
+    return tree_reference(build_tree(program), x)
+
+
+def tree_reference(tree: ComparisonTree, x: Tensor) -> dict[str, Tensor]:
+    """:func:`node_reference` for the nodes of a comparison tree: for a model, those of its
+    lowering (``relower(model).tree``: on the gather route, nodes that read slots and presences)."""
     x = torch.as_tensor(x).to(torch.float64)
     evaluator = _NodeEvaluator(x)
     values = {}
-    for node in build_tree(program).nodes:
+    for node in tree.nodes:
         if len(node.context_variables) > 1:
             raise ValueError(f"node {node.name} has more than one context position")
         values[node.name] = evaluator.node(node)

@@ -1,17 +1,18 @@
 """``check``: verify a compiled model against its target, adversarially, and explain divergences.
 
-A model file carries its program's source; :func:`program_of` rebuilds the reference from it,
-so a file can be checked by someone who only has the file. :func:`check_model` evaluates
-random inputs from the declared domain, the domain's corners, and near-tie inputs (one token
-copied onto another with a tiny perturbation, so two scores nearly tie), then optionally runs
-a hypothesis search that maximises the error (``hypothesis.target``) starting from the worst
-inputs found. Inputs under a declared margin (token retrieval) are outside the guarantee and
-are left out.
+A model file carries its program's source; :func:`~infoflow_dsl.pipeline.program_of` rebuilds
+the reference from it, so a file can be checked by someone who only has the file.
+:func:`check_model` evaluates random inputs from the declared domain, the domain's corners, and
+near-tie inputs (one token copied onto another with a tiny perturbation, so two scores nearly
+tie), then optionally runs a hypothesis search that maximises the error (``hypothesis.target``)
+starting from the worst inputs found. Inputs under a declared margin (token retrieval) are
+outside the guarantee and are left out.
 
-:func:`trace` explains where a model departs from its circuit: the program is recompiled (same
-ε, same dtype: the same circuit) and assembled in float64; then, layer by layer, the model's
-layer and the circuit's layer are applied to the *model's own* residual stream (so differences
-do not compound) and compared direction by direction. Everything the circuit does by design
+:func:`trace` explains where a model departs from its circuit: the program is lowered again
+(:func:`~infoflow_dsl.pipeline.relower`: the same ε, dtype and routes give the same circuit) and
+assembled in float64; then, layer by layer, the model's layer and the circuit's layer are
+applied to the *model's own* residual stream (so differences do not compound) and compared
+direction by direction. Everything the circuit does by design
 (interpolation, Gibbs means) is in both, so a gap beyond the dtype's rounding means the weights
 are not the circuit's: the first such gap names the direction, the layer, the token and the
 head or FFN block that writes that direction.
@@ -27,35 +28,14 @@ from typing import Any
 import torch
 
 from ..compiler.assemble import assemble
-from ..errors import ProgramError
 from ..language import typed as ir
-from ..language.check import check
-from ..language.parse import parse
-from ..pipeline import CORNERS, build_circuit, errors_on, model_inputs, position_errors
+from ..pipeline import CORNERS, errors_on, model_inputs, position_errors, relower
 from ..transformer.model import CompiledTransformer, attention_pattern, masked_scores, merge_heads, project_heads
 from .sampling import domain_corners, sample_inputs
 
 INPUT_CHUNK = 1 << 22  # numbers (inputs × T × d) per chunk of check's inputs: 32 MiB in float64
 ROUNDING = {torch.float32: 2.0**-24, torch.float64: 2.0**-53}
 TRACE_SLACK = 64.0  # rounding units a layer may differ by, relative to the direction's scale
-
-
-class StoredProgramError(Exception):
-    """The program stored in a model file no longer parses or checks."""
-
-
-def program_of(model: CompiledTransformer) -> ir.Program:
-    """The checked program stored in the model's config (its T and margin as compiled)."""
-    stored = model.config.get("program") or {}
-    source = stored.get("source")
-    if not isinstance(source, str):
-        raise StoredProgramError("the file holds no program source")
-    name = stored.get("name", "<stored program>")
-    try:
-        return check(parse(source, name), name, source, length=model.T, margin=stored.get("margin"))
-    except ProgramError as error:
-        first = error.diagnostics[0].headline() if error.diagnostics else str(error)
-        raise StoredProgramError(f"the program stored in the file no longer checks: {first}") from None
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -254,11 +234,9 @@ class Divergence:
 
 
 def circuit_model(model: CompiledTransformer, program: ir.Program) -> CompiledTransformer:
-    """The model's circuit, recompiled from its program at its ε and dtype, in float64."""
-    gathered = model.config.get("route") == "gather"
-    circuit, _, _ = build_circuit(program, float(model.config["eps"]), model.dtype, allow_inefficient=gathered,
-                                  ffn=model.config.get("ffn", "wide"))
-    config, tensors = assemble(circuit, torch.float64)
+    """The model's circuit (``program`` lowered again as the model was: :func:`relower`),
+    assembled in float64."""
+    config, tensors = assemble(relower(model, program).circuit, torch.float64)
     return CompiledTransformer(config, tensors, device="cpu", dtype=torch.float64)
 
 
@@ -306,7 +284,7 @@ def _head_gap(model: CompiledTransformer, layer: int, mine: torch.Tensor, theirs
     if float(excess.max()) <= 1.0:
         return None
     batch, head, query, key = (int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
-    name = model.config["layers"][layer]["heads"][head]["name"]
+    name = model.spec.head_names[layer][head]
     return Divergence(layer + 1, f"score of head {name} (key {key + 1})", query + 1,
                       float(mine[batch, head, query, key]), float(theirs[batch, head, query, key]),
                       float(tolerance[batch, head, query, key]),

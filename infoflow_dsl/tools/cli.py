@@ -293,7 +293,8 @@ def command_compile(arguments: argparse.Namespace) -> int:
 
 def command_check(arguments: argparse.Namespace) -> int:
     from ..errors import ModelFileError
-    from ..reference.verify import StoredProgramError, check_model, format_input, program_of, trace
+    from ..pipeline import StoredProgramError, program_of
+    from ..reference.verify import check_model, format_input, trace
     from ..transformer.io import load
 
     try:
@@ -344,8 +345,8 @@ def command_check(arguments: argparse.Namespace) -> int:
 
 def command_circuit(arguments: argparse.Namespace) -> int:
     from ..errors import ModelFileError
+    from ..pipeline import StoredProgramError
     from ..reference.circuit_map import circuit
-    from ..reference.verify import StoredProgramError
     from ..transformer.io import load
 
     try:

@@ -33,7 +33,8 @@ import torch
 from ..language import typed as ir
 from ..reference.evaluate import evaluate
 from ..reference.sampling import sample_inputs
-from ..transformer.model import CompiledTransformer, expected_shapes
+from ..transformer.config import ModelConfig
+from ..transformer.model import CompiledTransformer
 
 Tensor = torch.Tensor
 
@@ -167,7 +168,7 @@ def random_tensors(config: Mapping[str, Any], widths: Mapping[str, int], learn_p
     positions are learned, else 0. Output projections (W_O, W_out, W_E2) are scaled by 1/√(2L)."""
     layers = max(len(config["layers"]), 1)
     tensors: dict[str, Tensor] = {}
-    for name, symbolic in expected_shapes(config).items():
+    for name, symbolic in ModelConfig.from_json(config).expected_shapes().items():
         shape = tuple(widths[s] if isinstance(s, str) else s for s in symbolic)
         leaf = name.rsplit(".", 1)[1]
         if leaf.startswith("b_") or (leaf == "W_pos" and not learn_positions):

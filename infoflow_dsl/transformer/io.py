@@ -30,14 +30,9 @@ import safetensors.torch
 import torch
 
 from ..errors import ModelFileError
-from .model import (
-    SPARSE_DENSITY,
-    CompiledTransformer,
-    check_config,
-    check_tensor_shapes,
-    holds_sparse,
-    sparse_nonzero,
-)
+from .config import ModelConfig
+from .model import CompiledTransformer
+from .sparse import SPARSE_DENSITY, holds_sparse, sparse_nonzero
 
 FORMAT = "infoflow/1"
 CONFIG_KEY = "infoflow"
@@ -208,7 +203,7 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
     except (TypeError, json.JSONDecodeError) as e:
         raise _Fault(f"the config in the metadata is not valid JSON ({_one_line(str(e))})") from None
     try:
-        check_config(config)
+        spec = ModelConfig.from_json(config)
     except ValueError as e:
         raise _Fault(f"bad config: {_one_line(str(e))}") from None
 
@@ -232,7 +227,7 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
         raise _Fault(f"corrupt or truncated tensor data ({_one_line(str(e))})") from None
     tensors = dense_layout(tensors)
     try:
-        check_tensor_shapes(config, {tname: tuple(t.shape) for tname, t in tensors.items()})
+        spec.check_tensor_shapes({tname: tuple(t.shape) for tname, t in tensors.items()})
     except ValueError as e:
         raise _Fault(_one_line(str(e))) from None
     for tname, t in tensors.items():
@@ -245,7 +240,7 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
 def dense_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The model's tensors from a file's tensors: each NAME.values, NAME.indices, NAME.shape triple
     rebuilt as NAME (checked: complete, one-dimensional, indices strictly increasing and in range):
-    dense, or, for a tensor the model holds sparse (``model.holds_sparse``), a sparse COO tensor
+    dense, or, for a tensor the model holds sparse (``sparse.holds_sparse``), a sparse COO tensor
     built from the triple directly, never dense."""
     out = {name: t for name, t in tensors.items() if not any(name.endswith(part) for part in SPARSE_PARTS)}
     names = sorted({name.rsplit(".", 1)[0] for name in tensors if name not in out})

@@ -13,13 +13,13 @@ A standard attention-only-plus-FFN transformer without LayerNorm::
     per-token models (config "output": "token"):
     y     = h[:, :T'] W_U + b_U                                     (B, T') or (B, T', K)
 
-Tensor names follow TransformerLens. Masks are structural: a head's mask is a list of conditions
-``[left, op, right]`` (all must hold), whose sides are ``"key"`` (s), ``"query"`` (t), ``"last"``
-(T', this batch's length), each optionally with an integer offset (``"query-1"`` is t − 1:
-the mask ``["key", "==", "query-1"]`` is a previous-token head), or an integer position;
-positions are 1-based and the readout token's query position is T'+1. They are evaluated on
-position indices at run time, never stored as a T x T matrix. A query whose every key is masked
-receives nothing from that head (attention 0, no NaN).
+Tensor names follow TransformerLens; the config's fields are read through
+:class:`~infoflow_dsl.transformer.config.ModelConfig`. Masks are structural: a head's mask is a
+list of conditions ``[left, op, right]`` (all must hold) on the key s, the query t and the
+length T' (:mod:`infoflow_dsl.transformer.masks`: ``["key", "==", "query-1"]`` is a
+previous-token head), evaluated on position indices at run time, never stored as a T x T
+matrix. A query whose every key is masked receives nothing from that head (attention 0, no NaN).
+Very sparse ReLU matrices are held and multiplied sparse (:mod:`infoflow_dsl.transformer.sparse`).
 
 **Hook points.** The one forward implementation (``_stream``) passes every intermediate through
 a ``tap(name, tensor) -> tensor`` at the TransformerLens names (``hook_embed``,
@@ -31,10 +31,6 @@ TransformerLens ``HookPoint`` s, so a hook can read or replace any of them.
 from __future__ import annotations
 
 import copy
-import math
-import operator
-import re
-import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -43,16 +39,12 @@ import torch
 from torch import nn
 
 from . import repeated_rows
+from .config import ModelConfig
+from .masks import allowed_pairs
+from .sparse import holds_sparse, nonzero_entries, relu_block, sparse_nonzero
 
 Tensor = torch.Tensor
 
-MASK_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
-}
-MASK_SIDES = ("key", "query", "last")
-MASK_SIDE = re.compile(r"^(key|query|last)([+-][0-9]+)?$")  # a side, optionally offset: "query-1"
-OUTPUT_SITES = ("readout", "token")
-HIDDEN_CHUNK = 1 << 18  # hidden activations per FFN chunk (2 MiB in float64: one core's L2)
 
 #: Hook points of the forward and their shapes. N = T'+1 rows (the T' tokens, then the readout
 #: token); keys are the T' input tokens only; H_l, E_l, V_l, M_l are layer l's heads, query/key
@@ -94,279 +86,6 @@ def listens(tap: Tap, name: str) -> bool:
     return True if ask is None else bool(ask(name))
 
 
-# A dimension in an expected shape: an int fixed by the config, or a symbol (str) that every
-# tensor using it must agree on (the head widths E_l, V_l, the FFN widths M0, M_l).
-Dim = int | str
-
-
-# ---------------------------------------------------------------------------- config validation
-
-
-def _positive_int(config: Mapping[str, Any], key: str) -> int:
-    value = config.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"config[{key!r}] must be a positive integer, got {value!r}")
-    return value
-
-
-def _check_condition(cond: Any, where: str) -> tuple[str | int, str, str | int]:
-    if not isinstance(cond, (list, tuple)) or len(cond) != 3:
-        raise ValueError(f"{where}: a mask condition must be [left, op, right], got {cond!r}")
-    left, op, right = cond
-    if op not in MASK_OPS:
-        raise ValueError(f"{where}: unknown mask operator {op!r} (expected one of {', '.join(MASK_OPS)})")
-    for side in (left, right):
-        is_literal = isinstance(side, int) and not isinstance(side, bool)
-        if not is_literal and not (isinstance(side, str) and MASK_SIDE.match(side)):
-            raise ValueError(f"{where}: a mask side must be 'key', 'query', 'last' (optionally with an offset, "
-                             f"'query-1') or an integer, got {side!r}")
-    return left, op, right
-
-
-def check_config(config: Any) -> list[list[tuple[tuple[str | int, str, str | int], ...]]]:
-    """Validate the config keys the model reads; return the masks, one tuple of conditions per
-    head, one list of heads per layer. Raises ValueError naming the fault."""
-    if not isinstance(config, Mapping):
-        raise ValueError(f"the config must be a JSON object, got {type(config).__name__}")
-    for key in ("T", "d", "d_model"):
-        _positive_int(config, key)
-    shape = config.get("output_shape")
-    if not isinstance(shape, (list, tuple)) or len(shape) > 1 or any(
-        isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in shape
-    ):
-        raise ValueError(f"config['output_shape'] must be [] or [K] with K >= 1, got {shape!r}")
-    min_length = config.get("min_length", 1)
-    if isinstance(min_length, bool) or not isinstance(min_length, int) or not 1 <= min_length <= config["T"]:
-        raise ValueError(f"config['min_length'] must be an integer in 1..T, got {min_length!r}")
-    if config.get("output", "readout") not in OUTPUT_SITES:
-        raise ValueError(f"config['output'] must be 'readout' or 'token', got {config['output']!r}")
-    if not isinstance(config.get("exact_length_only", False), bool):
-        raise ValueError(f"config['exact_length_only'] must be true or false, got {config['exact_length_only']!r}")
-    layers = config.get("layers")
-    if not isinstance(layers, (list, tuple)):
-        raise ValueError(f"config['layers'] must be a list, got {layers!r}")
-    masks = []
-    for i, layer in enumerate(layers):
-        if not isinstance(layer, Mapping) or not isinstance(layer.get("heads"), (list, tuple)):
-            raise ValueError(f"config['layers'][{i}] must be an object with a list 'heads'")
-        layer_masks = []
-        for h, head in enumerate(layer["heads"]):
-            where = f"layer {i} head {h}"
-            if not isinstance(head, Mapping) or not isinstance(head.get("name"), str):
-                raise ValueError(f"{where}: a head must be an object with a string 'name'")
-            conds = head.get("mask", [])
-            if not isinstance(conds, (list, tuple)):
-                raise ValueError(f"{where}: 'mask' must be a list of conditions, got {conds!r}")
-            layer_masks.append(tuple(_check_condition(c, f"{where} ({head['name']})") for c in conds))
-        masks.append(layer_masks)
-    return masks
-
-
-def expected_shapes(config: Mapping[str, Any]) -> dict[str, tuple[Dim, ...]]:
-    """Every tensor a model with this (valid) config holds, with its shape; str dims are free widths."""
-    d, dm, t = config["d"], config["d_model"], config["T"]
-    k = config["output_shape"][0] if config["output_shape"] else 1
-    shapes: dict[str, tuple[Dim, ...]] = {
-        "embed.W_E": (d + 1, dm), "embed.W_E1": (d + 1, "M_embed"), "embed.b_E1": ("M_embed",),
-        "embed.W_E2": ("M_embed", dm), "embed.cls": (dm,), "pos_embed.W_pos": (t + 1, dm),
-    }
-    for i, layer in enumerate(config["layers"]):
-        h, e, v, m = len(layer["heads"]), f"E_{i}", f"V_{i}", f"M_{i}"  # heads, query/key, value, FFN widths
-        p = f"blocks.{i}."
-        shapes |= {
-            p + "attn.W_Q": (h, dm, e), p + "attn.W_K": (h, dm, e), p + "attn.W_V": (h, dm, v),
-            p + "attn.W_O": (h, v, dm), p + "attn.beta": (h,),
-            p + "mlp.W_in": (dm, m), p + "mlp.b_in": (m,), p + "mlp.W_out": (m, dm), p + "mlp.b_out": (dm,),
-        }
-    shapes |= {"unembed.W_U": (dm, k), "unembed.b_U": (k,)}
-    return shapes
-
-
-def check_tensor_shapes(config: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> None:
-    """Check that exactly the expected tensors are present, each with the shape the config implies
-    (free widths consistent across the tensors sharing them). Raises ValueError naming the fault."""
-    expected = expected_shapes(config)
-    missing = [name for name in expected if name not in shapes]
-    if missing:
-        raise ValueError(f"missing tensor(s): {', '.join(missing)}")
-    extra = sorted(name for name in shapes if name not in expected)
-    if extra:
-        raise ValueError(f"unexpected tensor(s): {', '.join(extra)}")
-    bound: dict[str, tuple[int, str]] = {}
-    for name, want in expected.items():
-        got = tuple(shapes[name])
-        if len(got) != len(want):
-            raise ValueError(f"tensor {name} has shape {list(got)}, expected rank {len(want)} ({_show(want)})")
-        for g, w in zip(got, want, strict=True):
-            if isinstance(w, int) and g != w:
-                raise ValueError(f"tensor {name} has shape {list(got)}, expected {_show(want)}")
-            if isinstance(w, str):
-                if w in bound and bound[w][0] != g:
-                    raise ValueError(
-                        f"tensor {name} has shape {list(got)}, but width {w} is {bound[w][0]} in {bound[w][1]}"
-                    )
-                bound.setdefault(w, (g, name))
-
-
-def _show(shape: tuple[Dim, ...]) -> str:
-    return "[" + ", ".join(str(s) for s in shape) + "]"
-
-
-# ---------------------------------------------------------------------------- weights held sparse
-
-#: The ReLU blocks' matrices (the embedding's and every layer's FFN): the only weights whose size
-#: grows with the FFN width, thousands to millions of units each reading two or three directions.
-RELU_MATRICES = re.compile(r"^(embed\.W_E[12]|blocks\.[0-9]+\.mlp\.W_(in|out))$")
-#: "Very sparse": under this fraction of entries nonzero. Such a tensor is stored sparse in a file
-#: (io), an FFN of such matrices multiplies by CSR copies, and a large one is held sparse.
-SPARSE_DENSITY = 0.1
-SPARSE_HOLD_SIZE = 1 << 20  # entries from which a very sparse ReLU matrix is held sparse in memory
-
-
-def holds_sparse(name: str, shape: tuple[int, ...] | torch.Size, nonzero: int) -> bool:
-    """Whether a model holds tensor ``name`` (of ``shape``, with ``nonzero`` nonzero entries) as
-    a sparse COO tensor rather than dense: a ReLU-block matrix of at least SPARSE_HOLD_SIZE
-    entries, under SPARSE_DENSITY nonzero. A function of the values alone, so a model
-    loaded from a dense file holds exactly what the same model loaded from a sparse one holds.
-
-    min_pairwise at d = 256, T = 128, ε = 1e-2 has 187 M stored weights and 364,807 nonzero
-    ones: held dense, its compile peaked at 2.5 GB; held sparse, memory follows the nonzero
-    count (BENCHMARKS.md, "Peak memory"). Smaller matrices stay dense (every shipped example):
-    TransformerLens users and the trainer index them as usual."""
-    return bool(RELU_MATRICES.match(name)) and large_and_sparse(shape, nonzero)
-
-
-def large_and_sparse(shape: tuple[int, ...] | torch.Size, nonzero: int) -> bool:
-    """At least SPARSE_HOLD_SIZE entries, under SPARSE_DENSITY of them nonzero: a ReLU matrix
-    that :func:`holds_sparse` holds sparse."""
-    size = math.prod(shape)
-    return size >= SPARSE_HOLD_SIZE and nonzero < SPARSE_DENSITY * size
-
-
-def nonzero_entries(tensor: Tensor) -> int:
-    """Nonzero entries of a dense or a sparse COO tensor."""
-    if tensor.is_sparse:
-        return int(torch.count_nonzero(tensor.coalesce().values()))
-    return int(torch.count_nonzero(tensor))
-
-
-def sparse_nonzero(tensor: Tensor) -> Tensor:
-    """``tensor`` as a coalesced sparse COO tensor holding its nonzero entries only (row-major
-    order; an explicit zero, or a value that rounded to 0 in a cast, is dropped, as the dense
-    tensor's CSR copy would drop it)."""
-    coo = (tensor if tensor.is_sparse else tensor.to_sparse()).coalesce()
-    keep = coo.values() != 0
-    if bool(keep.all()):
-        return coo
-    return torch.sparse_coo_tensor(coo.indices()[:, keep], coo.values()[keep], coo.shape,
-                                   is_coalesced=True, check_invariants=False)
-
-
-# ---------------------------------------------------------------------------- the module
-
-
-def _relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: Tensor,
-                tap: Tap | None = None, prefix: str = "") -> Tensor:
-    """relu(h w_in + b_in) w_out for h (B, N, D_in) -> (B, N, D_out).
-
-    Compiled ReLU blocks are wide (thousands of units) and sparse (a unit reads two or three
-    directions and writes one). When the weights are frozen and under 10% dense the products
-    use CSR copies: [w_in; b_in]ᵀ (the bias as one more input column, read against a constant
-    1) and w_outᵀ, the same sums over the nonzero terms only. Rows go in chunks that keep the
-    hidden activations under 2^18 numbers, so that they stay in a core's L2 cache between the
-    two products (BENCHMARKS.md: up to 2× faster than chunks of 2^22).
-
-    Each chunk writes into one preallocated output rather than a list joined at the end: small
-    live results interleaved with large hidden buffers fragmented glibc's heap until a
-    10,256-input check of a 47,084-unit model held 24 GB; written in place it stays under 1 GB.
-
-    With a ``tap`` the first product of every chunk is gathered into (B, N, M), tapped as
-    ``{prefix}hook_pre``, its relu tapped as ``{prefix}hook_post``, and the second product of
-    each chunk reads the tapped rows: the same products, chunk by chunk, as without a tap.
-    """
-    batch, rows, size = h.shape
-    flat = h.reshape(batch * rows, size)  # (N, D_in)
-    width = w_in.shape[1]
-    chunk = max(1, HIDDEN_CHUNK // max(width, 1))
-    sparse = _sparse_weights(owner, w_in, b_in, w_out)
-    if sparse is None:
-        def hidden(start: int) -> Tensor:  # pre-activations of one chunk, (n, M)
-            return flat[start:start + chunk] @ w_in + b_in
-
-        def output(active: Tensor) -> Tensor:  # (n, M) -> (n, D_out)
-            return active @ w_out
-
-        def as_rows(native: Tensor) -> Tensor:  # (n, M) <-> (n, M)
-            return native
-    else:
-        w_in_t, w_out_t = sparse  # (M, D_in + 1), (D_out, M) CSR
-        columns = torch.cat([flat, flat.new_ones(flat.shape[0], 1)], dim=1).T.contiguous()  # (D_in + 1, N)
-
-        def hidden(start: int) -> Tensor:  # (M, n)
-            return torch.sparse.mm(w_in_t, columns[:, start:start + chunk])
-
-        def output(active: Tensor) -> Tensor:  # (M, n) -> (n, D_out)
-            return torch.sparse.mm(w_out_t, active).T
-
-        def as_rows(native: Tensor) -> Tensor:  # (M, n) <-> (n, M)
-            return native.T
-
-    starts = range(0, flat.shape[0], chunk)
-    out = flat.new_empty(flat.shape[0], w_out.shape[1])  # (N, D_out)
-    if tap is None:
-        for start in starts:
-            out[start:start + chunk] = output(hidden(start).relu_())
-    else:
-        pre = torch.cat([as_rows(hidden(start)) for start in starts]) if starts else flat.new_zeros(0, width)
-        pre = tap(prefix + "hook_pre", pre.reshape(batch, rows, width))  # (B, N, M)
-        post = tap(prefix + "hook_post", torch.relu(pre)).reshape(batch * rows, width)  # (N, M)
-        for start in starts:
-            out[start:start + chunk] = output(as_rows(post[start:start + chunk]))
-    return out.reshape(batch, rows, w_out.shape[1])
-
-
-def _sparse_weights(owner: nn.Module, w_in: Tensor, b_in: Tensor, w_out: Tensor) -> tuple[Tensor, Tensor] | None:
-    """CSR copies of [w_in; b_in]ᵀ and w_outᵀ when frozen and sparse enough (cached on ``owner``
-    per version): always when either matrix is, or would be, held sparse (:func:`holds_sparse`),
-    else when under SPARSE_DENSITY nonzero together. Both give the same canonical CSR (rows in order, columns
-    sorted, zeros dropped) for the same values, so a held-sparse model computes the same bits as
-    the dense-held one."""
-    held = w_in.is_sparse or w_out.is_sparse
-    if w_in.requires_grad or b_in.requires_grad or w_out.requires_grad:
-        if held:
-            raise ValueError("weights held sparse are frozen: to train them, build the model with sparse=False")
-        return None
-    if w_in.numel() == 0:
-        return None
-    key = (w_in._version, b_in._version, w_out._version, w_in.device, w_in.dtype)
-    cached = getattr(owner, "_csr_cache", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    sparse = None
-    nonzero = [nonzero_entries(w) for w in (w_in, w_out)]
-    # a dense-held model takes CSR products wherever the sparse-held one must (either matrix
-    # qualifies on its own), so the two compute the same bits
-    qualifies = any(large_and_sparse(w.shape, count) for w, count in zip((w_in, w_out), nonzero, strict=True))
-    if held or qualifies or sum(nonzero) / (w_in.numel() + w_out.numel()) < SPARSE_DENSITY:
-        with warnings.catch_warnings():  # "sparse CSR support is in beta": the products used here are stable
-            warnings.simplefilter("ignore", UserWarning)
-            sparse = (_transposed_csr(w_in, b_in.detach()), _transposed_csr(w_out))
-    object.__setattr__(owner, "_csr_cache", (key, sparse))
-    return sparse
-
-
-def _transposed_csr(w: Tensor, bias: Tensor | None = None) -> Tensor:
-    """[w; bias]ᵀ (bias as one more row of w, if given) as a CSR tensor: w (D, M) dense or
-    sparse COO -> (M, D + 1) or (M, D), its nonzero entries only."""
-    w = w.detach()
-    if not w.is_sparse:
-        stacked = w if bias is None else torch.cat([w, bias[None]], dim=0)  # (D + 1, M)
-        return stacked.T.contiguous().to_sparse_csr()
-    if bias is not None:
-        w = torch.cat([w, sparse_nonzero(bias[None])], dim=0)  # (D + 1, M) COO
-    return w.t().coalesce().to_sparse_csr()
-
-
 class _Holder(nn.Module):
     """A plain container so that state_dict keys read ``embed.W_E``, ``blocks.0.attn.W_Q`` ..."""
 
@@ -392,20 +111,22 @@ class CompiledTransformer(nn.Module):
         super().__init__()
         if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
             raise ValueError(f"dtype must be a floating torch dtype, got {dtype!r}")
-        self._masks = check_config(config)
+        #: the typed view of ``config``, which the model reads its fields through
+        self.spec = ModelConfig.from_json(config)
         #: compute every layer's scores and pattern explicitly and z = pattern·v (``verify.trace``
         #: sets it: it recomputes each layer that way and compares bit for bit near rounding)
         self.explicit_attention = False
         tensors = {name: torch.as_tensor(value) for name, value in tensors.items()}
-        check_tensor_shapes(config, {name: tuple(t.shape) for name, t in tensors.items()})
-        self.config: dict[str, Any] = copy.deepcopy(dict(config))
-        self.T: int = config["T"]
-        self.d: int = config["d"]
-        self.d_model: int = config["d_model"]
-        self.output_shape: tuple[int, ...] = tuple(config["output_shape"])
-        self.exact_length_only: bool = bool(config.get("exact_length_only", False))
-        self.per_token: bool = config.get("output", "readout") == "token"
-        self.min_length: int = config.get("min_length", 1)
+        self.spec.check_tensor_shapes({name: tuple(t.shape) for name, t in tensors.items()})
+        self.config: dict[str, Any] = copy.deepcopy(dict(config))  # as given: written back byte for byte
+        self.T: int = self.spec.T
+        self.d: int = self.spec.d
+        self.d_model: int = self.spec.d_model
+        self.output_shape: tuple[int, ...] = self.spec.output_shape
+        self.exact_length_only: bool = self.spec.exact_length_only
+        self.per_token: bool = self.spec.per_token
+        self.min_length: int = self.spec.min_length
+        self._masks = self.spec.masks
 
         def own(name: str) -> Tensor:  # dense, or sparse COO where the model holds it sparse
             tensor = tensors[name].detach()
@@ -493,33 +214,14 @@ class CompiledTransformer(nn.Module):
 
     def _head_masks(self, layer: int, length: int, rows: slice | None = None) -> Tensor:
         """Allowed (query, key) pairs of each head of one layer: bool (H, N, T') for the query
-        rows ``rows`` of the T'+1 (all of them by default)."""
-        device = self.device
-        rows = rows or slice(0, length + 1)
-        query = torch.arange(rows.start + 1, rows.stop + 1, device=device).unsqueeze(1)  # (N, 1)  positions t
-        key = torch.arange(1, length + 1, device=device).unsqueeze(0)  # (1, T')     positions s
-        values = {"key": key, "query": query, "last": torch.tensor(length, device=device)}
-
-        def side(term: str | int) -> Tensor:
-            if not isinstance(term, str):
-                return torch.tensor(term, device=device)
-            base, offset = MASK_SIDE.match(term).groups()  # type: ignore[union-attr]
-            return values[base] + int(offset or 0)
-
-        count = rows.stop - rows.start
-        heads = [torch.zeros(0, count, length, dtype=torch.bool, device=device)]  # H = 0 still stacks
-        for conds in self._masks[layer]:
-            allowed = torch.ones(count, length, dtype=torch.bool, device=device)
-            for left, op, right in conds:
-                allowed = allowed & MASK_OPS[op](side(left), side(right))
-            heads.append(allowed[None])
-        return torch.cat(heads)
+        rows ``rows`` of the T'+1 (all of them by default; :func:`~.masks.allowed_pairs`)."""
+        return allowed_pairs(self._masks[layer], length, rows, self.device)
 
     def _embed(self, x: Tensor, tap: Tap = no_tap) -> Tensor:
         batch, length, _ = x.shape
         e, pos = self.embed, self.pos_embed.W_pos  # pos: (T+1, D)
         xe = torch.cat([x, x.new_ones(batch, length, 1)], dim=-1)  # (B, T', d+1)
-        h_tok = xe @ e.W_E + _relu_block(e, xe, e.W_E1, e.b_E1, e.W_E2)  # (B, T', D)
+        h_tok = xe @ e.W_E + relu_block(e, xe, e.W_E1, e.b_E1, e.W_E2)  # (B, T', D)
         h_cls = e.cls.expand(batch, 1, self.d_model)  # (B, 1, D)  readout token at T'+1
         embed = tap("hook_embed", torch.cat([h_tok, h_cls], dim=1))  # (B, T'+1, D)
         return embed + tap("hook_pos_embed", pos[:length + 1].expand(batch, length + 1, self.d_model))
@@ -566,7 +268,7 @@ class CompiledTransformer(nn.Module):
         """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D); hidden activations tapped
         as ``{prefix}hook_pre``/``hook_post`` when the tap listens to them (else the fused chunks)."""
         hooked = tap if listens(tap, prefix + "hook_pre") or listens(tap, prefix + "hook_post") else None
-        return _relu_block(m, h, m.W_in, m.b_in, m.W_out, hooked, prefix) + m.b_out
+        return relu_block(m, h, m.W_in, m.b_in, m.W_out, hooked, prefix) + m.b_out
 
     def _stream(self, x: Tensor, readout_only: bool = False, tap: Tap = no_tap) -> Iterator[Tensor]:
         """Yield the residual stream after the embedding and after each layer, each (B, T'+1, D).

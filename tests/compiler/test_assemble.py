@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.assemble import MatrixEntries
 from infoflow_dsl.pipeline import model_inputs
-from infoflow_dsl.transformer import model as model_module
+from infoflow_dsl.transformer import sparse as sparse_module
 from infoflow_dsl.transformer.io import model_from_bytes, model_to_bytes
 
 ENTRY = st.tuples(st.integers(0, 5), st.integers(0, 6), st.sampled_from([1.0, -1.0, 0.5, 1e-17, -0.0, 3.25, 1 / 3]))
@@ -24,12 +24,12 @@ def test_matrix_entries_sum_in_the_order_written_as_a_dense_matrix_would(writes,
     for row, column, value in writes:
         entries[row, column] += value
         dense[row, column] += value
-    original = model_module.SPARSE_HOLD_SIZE
-    model_module.SPARSE_HOLD_SIZE = 1  # hypothesis runs the body many times: no fixture
+    original = sparse_module.SPARSE_HOLD_SIZE
+    sparse_module.SPARSE_HOLD_SIZE = 1  # hypothesis runs the body many times: no fixture
     try:
         built = entries.tensor()
     finally:
-        model_module.SPARSE_HOLD_SIZE = original
+        sparse_module.SPARSE_HOLD_SIZE = original
     sparse = held and int(torch.count_nonzero(dense)) < 0.1 * dense.numel()
     assert built.is_sparse == sparse
     if sparse:
@@ -47,7 +47,7 @@ def test_a_compile_that_holds_its_relu_matrices_sparse_never_builds_them_dense(m
     real_zeros, real_to_dense = torch.zeros, torch.Tensor.to_dense
 
     def note(how: str, tensor: torch.Tensor) -> torch.Tensor:
-        if tensor.numel() >= model_module.SPARSE_HOLD_SIZE:
+        if tensor.numel() >= sparse_module.SPARSE_HOLD_SIZE:
             big.append((how, tuple(tensor.shape)))
         return tensor
 
@@ -59,7 +59,7 @@ def test_a_compile_that_holds_its_relu_matrices_sparse_never_builds_them_dense(m
     assert not big, big
     held = sorted(n for n, t in model.state_dict().items() if t.is_sparse)
     assert held == ["blocks.0.mlp.W_in", "blocks.0.mlp.W_out"]
-    assert model.blocks[0].mlp.W_in.numel() >= model_module.SPARSE_HOLD_SIZE
+    assert model.blocks[0].mlp.W_in.numel() >= sparse_module.SPARSE_HOLD_SIZE
     assert len(data) <= 4 * model.nonzero_parameter_count() * (model.dtype.itemsize + 4)
     loaded = model_from_bytes(data)
     x = model_inputs(program, 8, seed=1)

@@ -1,10 +1,12 @@
-"""Where comparisons live (infoflow_dsl/circuit_map.py): every listed value, read from a
-TransformerLens cache, against the reference evaluator; activation patching against numpy."""
+"""Where comparisons live (infoflow_dsl/reference/circuit_map.py): every listed value, read from a
+TransformerLens cache, against the reference evaluator, on both routes (efficient and gather);
+activation patching against numpy."""
 
 from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -16,32 +18,34 @@ from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
 from infoflow_dsl.language.typed import Box
-from infoflow_dsl.reference.circuit_map import ffn_reference, node_reference
+from infoflow_dsl.pipeline import StoredProgramError, program_of, relower
+from infoflow_dsl.reference.circuit_map import ffn_reference, node_reference, tree_reference
 from infoflow_dsl.reference.evaluate import retrieval_margin
-from infoflow_dsl.reference.verify import StoredProgramError, program_of
 
 SAMPLES = 1000
-RESIDUAL = lambda name: "resid" in name  # noqa: E731  (the hooks every record reads)
 TABLE = [  # 12 programs of the test table, and per-token ones with every kind of node
     *EXTRA_COMPILED[:12], "tok_global_max", "tok_centered", "tok_nearest_earlier", "tok_global_top2",
     "tok_argmax_prefix", "tok_prefix_mean_times_own"]
 assert set(TABLE) <= set(EXTRA_COMPILED + PER_TOKEN_COMPILED)
 
 
-def _check_sites(compiled: ifl.CompiledTransformer, target: ifl.Program, seed: int) -> int:
+def _check_sites(compiled: ifl.CompiledTransformer, target: ifl.Program, seed: int, samples: int = SAMPLES) -> int:
     """Every record's value within its bound at every token where its sub-expression is
     defined (a reduction over an empty range, e.g. max_<t : s < t> at s = T, is not), on
-    SAMPLES random inputs (those under the margin excluded: per input, or for a per-token
-    target per input and token). Returns the records checked."""
-    x = ifl.sample_inputs(target, SAMPLES, seed=seed)
-    kept = torch.ones(SAMPLES, dtype=torch.bool)
+    ``samples`` random inputs (those under the margin excluded: per input, or for a per-token
+    target per input and token). A gather-route model's nodes are those of its gathered tree
+    (slots and presences), evaluated by the reference. Returns the records checked."""
+    x = ifl.sample_inputs(target, samples, seed=seed)
+    kept = torch.ones(samples, dtype=torch.bool)
     if target.margin is not None:
         kept = retrieval_margin(target, x) >= target.margin
     assert int(kept.sum()) >= kept.numel() // 2
-    reference = node_reference(target, x)
-    with torch.no_grad():
-        _, cache = ifl.hooked(compiled).run_with_cache(x.to(compiled.dtype), names_filter=RESIDUAL)
+    gathered = compiled.config.get("route") == "gather"
+    reference = tree_reference(relower(compiled).tree, x) if gathered else node_reference(target, x)
     sites = ifl.circuit(compiled)
+    hooks = {s.hook for s in sites} | {s.argument.hook for s in sites if s.argument is not None}
+    with torch.no_grad():
+        _, cache = ifl.hooked(compiled).run_with_cache(x.to(compiled.dtype), names_filter=lambda name: name in hooks)
     for site in sites:
         if site.kind == "comparison":
             node, _, component = site.name.partition("[")
@@ -108,6 +112,38 @@ def test_node_reference_root_is_the_target():
         x = ifl.sample_inputs(target, 64, seed=3)
         values = node_reference(target, x)
         assert torch.equal(values[list(values)[-1]], ifl.evaluate(target, x))
+
+
+# ---------------------------------------------------------------------------- the gather route
+
+#: (program, T, inputs checked): --allow-inefficient models (triangle_center's 34 layers of width
+#: 1,148 at T = 4 are slow to cache: fewer inputs).
+GATHERED = [("third_largest", 4, SAMPLES), ("triangle_center", 4, 200)]
+
+
+@lru_cache(maxsize=2)
+def gathered_model(name: str, length: int) -> ifl.CompiledTransformer:
+    return ifl.compile(program(name, length), eps=1e-2, dtype="float64", samples=0, allow_inefficient=True)
+
+
+@pytest.mark.parametrize(("name", "length", "samples"), GATHERED)
+def test_gather_route_models_map_every_node_and_ffn_function_and_each_holds_its_value(name, length, samples, tmp_path):
+    """``infoflowc circuit`` on a --allow-inefficient model: a record for every comparison head
+    (one per component) and every FFN block the config lists, each within its bound."""
+    compiled = gathered_model(name, length)
+    assert compiled.config["route"] == "gather"
+    path = tmp_path / f"{name}.safetensors"
+    ifl.save(compiled, path)
+    code, out, err = run_cli(["circuit", str(path), "--json"])
+    assert (code, err) == (0, "")
+    records = json.loads(out)["sites"]
+    layers = compiled.config["layers"]
+    nodes = {h["name"] for layer in layers for h in layer["heads"] if h["kind"] not in ("position", "presence")}
+    blocks = [b["name"] for layer in [{"mlp": compiled.config.get("embedding_mlp", [])}, *layers]
+              for b in layer["mlp"]]
+    assert {r["name"].partition("[")[0] for r in records if r["kind"] == "comparison"} == nodes
+    assert sorted(r["name"] for r in records if r["kind"] == "ffn") == sorted(blocks)
+    assert _check_sites(compiled, program(name, length), seed=14, samples=samples) == len(records)
 
 
 def test_a_model_without_a_program_has_no_map():

@@ -19,8 +19,9 @@ from hypothesis.extra.numpy import arrays
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
+from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.evaluate import retrieval_margin
-from infoflow_dsl.reference.verify import Progress, check_model, clip_to_domain, near_ties, program_of, trace
+from infoflow_dsl.reference.verify import Progress, check_model, clip_to_domain, near_ties, trace
 from infoflow_dsl.tools.cli import run
 
 

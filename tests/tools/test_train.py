@@ -31,7 +31,7 @@ from infoflow_dsl.tools.train import (
     squared_error,
     train,
 )
-from infoflow_dsl.transformer import model as model_module
+from infoflow_dsl.transformer import sparse as sparse_module
 
 ROOT = Path(__file__).resolve().parents[2]
 D_RETRIEVAL = str(ROOT / "compiled_examples" / "d_retrieval.iflow")
@@ -108,7 +108,7 @@ def test_init_pads_the_compiled_model_with_zeros_and_computes_the_same_function(
 
 
 def test_init_from_a_model_holding_its_relu_matrices_sparse_trains_them_dense(monkeypatch) -> None:
-    monkeypatch.setattr(model_module, "SPARSE_HOLD_SIZE", 64)
+    monkeypatch.setattr(sparse_module, "SPARSE_HOLD_SIZE", 64)
     program = compiled.program("min_pairwise", 8)
     init = ifl.compile(program, eps=1e-2, dtype="float32", samples=0)
     assert init.blocks[0].mlp.W_out.is_sparse

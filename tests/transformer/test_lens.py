@@ -13,7 +13,7 @@ from handmade_models import UNREAD, mask_allows, random_model, unread_head_model
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
-from infoflow_dsl.transformer import model as model_module
+from infoflow_dsl.transformer import sparse as sparse_module
 from infoflow_dsl.transformer.lens import LENS_MISSING, hook_names, hooked
 from infoflow_dsl.transformer.model import HOOK_SHAPES
 
@@ -74,7 +74,7 @@ def test_shipped_examples_cache_every_hook_and_give_the_plain_output_bitwise(nam
 def test_a_model_holding_its_relu_matrices_sparse_caches_every_hook_and_its_hidden_units(monkeypatch):
     """Held sparse (the size threshold lowered): the same cache as the dense model, bit for bit, and
     a hook on the hidden units still acts on the output."""
-    monkeypatch.setattr(model_module, "SPARSE_HOLD_SIZE", 64)
+    monkeypatch.setattr(sparse_module, "SPARSE_HOLD_SIZE", 64)
     model = ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors")
     assert model.blocks[0].mlp.W_out.is_sparse  # 5.5% nonzero (W_in, 11%, stays dense)
     dense = ifl.CompiledTransformer(model.config, {n: t.to_dense() if t.is_sparse else t

@@ -1,29 +1,16 @@
-"""The compiled model (infoflow_dsl/model.py) against a slow loop-based reference and by hand-built weights."""
+"""The compiled model (infoflow_dsl/transformer/model.py) against a slow loop-based reference and by hand-built
+weights. Its config (config.py), masks (masks.py) and sparse products (sparse.py) have their own test files."""
 
 from __future__ import annotations
 
 import math
 
-import compiled
 import pytest
 import torch
-from handmade_models import (
-    MASKS,
-    mask_allows,
-    random_config,
-    random_model,
-    random_tensors,
-    reference_forward,
-    reference_streams,
-)
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from handmade_models import random_config, random_model, random_tensors, reference_forward, reference_streams
 
-import infoflow_dsl as ifl
-from infoflow_dsl.pipeline import model_inputs
-from infoflow_dsl.transformer import model as model_module
-from infoflow_dsl.transformer.io import model_from_bytes, model_to_bytes
-from infoflow_dsl.transformer.model import RELU_MATRICES, CompiledTransformer, expected_shapes, holds_sparse
+from infoflow_dsl.transformer.config import ModelConfig
+from infoflow_dsl.transformer.model import CompiledTransformer
 
 
 def inputs(batch: int, length: int, d: int = 2, seed: int = 1, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -48,7 +35,7 @@ def test_forward_shapes(output_shape: list[int]) -> None:
 
 def test_state_dict_names_and_parameters() -> None:
     model = random_model()
-    assert list(model.state_dict()) == list(expected_shapes(model.config))
+    assert list(model.state_dict()) == list(ModelConfig.from_json(model.config).expected_shapes())
     names = {name for name, _ in model.named_parameters()}
     assert "pos_embed.W_pos" not in names  # a fixed code: a buffer, not a parameter
     assert names == set(model.state_dict()) - {"pos_embed.W_pos"}
@@ -68,46 +55,6 @@ def test_matches_slow_reference_float64(output_shape: list[int]) -> None:
         for got, want in zip(model.residual_stream(x), ref_streams, strict=True):
             torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
         torch.testing.assert_close(model(x), reference_forward(model, x), rtol=0, atol=1e-12)
-
-
-def test_reference_covers_every_mask_kind() -> None:
-    """The hand-picked masks exercise fully masked rows, rows that see a single key, and open rows."""
-    length = 4
-    counts = [[sum(mask_allows(m, s, t, length) for s in range(1, length + 1)) for t in range(1, length + 2)]
-              for m in MASKS]
-    assert any(0 in c for c in counts) and any(1 in c for c in counts) and any(length in c for c in counts)
-    assert all(c == [0] * (length + 1) for c, m in zip(counts, MASKS, strict=True) if m == [["key", "==", 99]])
-
-
-conditions = st.tuples(
-    st.one_of(st.sampled_from(["key", "query", "last"]), st.integers(0, 7)),
-    st.sampled_from(["!=", "<", "<=", ">", ">=", "=="]),
-    st.one_of(st.sampled_from(["key", "query", "last"]), st.integers(0, 7)),
-).map(list)
-
-
-@settings(max_examples=25, deadline=None)
-@given(masks=st.lists(st.lists(conditions, max_size=3), min_size=1, max_size=4), length=st.integers(1, 5),
-       seed=st.integers(0, 1000))
-def test_random_masks_match_reference(masks: list[list[list]], length: int, seed: int) -> None:
-    model = random_model(seed=seed, masks_per_layer=[masks], t=5, ffn_widths=[2])
-    x = inputs(2, length, seed=seed)
-    torch.testing.assert_close(model(x), reference_forward(model, x), rtol=0, atol=1e-12)
-
-
-def test_fully_masked_rows_get_nothing_and_no_nan() -> None:
-    """A head that sees no key adds exactly 0, in the forward and in the gradient."""
-    masks = [[[["key", "==", 99]], [["key", ">", "query"]]]]
-    model = random_model(seed=5, masks_per_layer=masks, ffn_widths=[0])
-    x = inputs(2, 4)
-    streams = model.residual_stream(x)
-    # head 0 never attends; head 1 attends only from query rows t < last: rows t = last and the readout get 0
-    assert torch.equal(streams[1][:, 3:], streams[0][:, 3:] + model.blocks[0].mlp.b_out)
-    for p in model.parameters():
-        p.requires_grad_(True)
-    model(x).sum().backward()
-    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
-    assert torch.count_nonzero(model.blocks[0].attn.W_Q.grad[0]) == 0
 
 
 # ---------------------------------------------------------------------------- hand-designed weights
@@ -203,9 +150,6 @@ def test_min_length() -> None:
     assert model(inputs(2, 3)).shape == (2,)
     with pytest.raises(ValueError, match="below the minimum length 3"):
         model(inputs(2, 2))
-    for bad in (0, 7, "3", True):
-        with pytest.raises(ValueError, match="min_length"):
-            CompiledTransformer(config | {"min_length": bad}, random_tensors(config))
 
 
 def test_inputs_are_cast_to_the_model_dtype() -> None:
@@ -292,38 +236,7 @@ def test_fine_tuning_by_flipping_requires_grad() -> None:
     assert (model(x) ** 2).mean() < loss0
 
 
-# ---------------------------------------------------------------------------- construction errors
-
-
-def _config_and_tensors():
-    config = random_config(masks_per_layer=[[[], [["key", "<", "query"]]], []])
-    return config, random_tensors(config, ffn_widths=[3, 2])
-
-
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda c, t: t.pop("blocks.0.attn.W_K"), "missing tensor.*blocks.0.attn.W_K"),
-    (lambda c, t: t.update({"blocks.2.attn.W_Q": torch.zeros(1)}), "unexpected tensor.*blocks.2.attn.W_Q"),
-    (lambda c, t: t.update({"blocks.0.attn.W_Q": torch.zeros(2, 8, 4)}), "width E_0 is"),
-    (lambda c, t: t.update({"blocks.0.attn.W_O": torch.zeros(3, 2, 8)}), r"blocks.0.attn.W_O has shape \[3, 2, 8\]"),
-    (lambda c, t: t.update({"blocks.1.mlp.b_in": torch.zeros(5)}), "width M_1"),
-    (lambda c, t: t.update({"pos_embed.W_pos": torch.zeros(6, 8)}), "pos_embed.W_pos"),
-    (lambda c, t: t.update({"embed.cls": torch.zeros(8, 1)}), "expected rank 1"),
-    (lambda c, t: c.pop("d_model"), "d_model"),
-    (lambda c, t: c.update(T=0), "'T'.*positive integer"),
-    (lambda c, t: c.update(output_shape=[2, 2]), "output_shape"),
-    (lambda c, t: c.update(exact_length_only="yes"), "exact_length_only"),
-    (lambda c, t: c["layers"][0]["heads"][1].update(mask=[["key", "<>", "query"]]), "unknown mask operator"),
-    (lambda c, t: c["layers"][0]["heads"][1].update(mask=[["key", "<", "first"]]), "mask side"),
-    (lambda c, t: c["layers"][0]["heads"][1].update(mask=[["key", "<", True]]), "mask side"),
-    (lambda c, t: c["layers"][0]["heads"][1].update(mask=[["key", "<"]]), "left, op, right"),
-    (lambda c, t: c["layers"][0].pop("heads"), "'heads'"),
-])
-def test_constructor_rejects_inconsistent_weights(mutate, message: str) -> None:
-    config, tensors = _config_and_tensors()
-    CompiledTransformer(config, tensors)
-    mutate(config, tensors)
-    with pytest.raises(ValueError, match=message):
-        CompiledTransformer(config, tensors)
+# ---------------------------------------------------------------------------- layers without heads or units
 
 
 def test_zero_heads_and_zero_widths() -> None:
@@ -335,67 +248,3 @@ def test_zero_heads_and_zero_widths() -> None:
         assert torch.equal(streams[i], streams[i - 1] + model.blocks[i - 1].mlp.b_out)
     xe = torch.cat([x, torch.ones(2, 3, 1, dtype=torch.float64)], dim=-1)
     assert torch.equal(streams[0][:, :3], xe @ model.embed.W_E + model.pos_embed.W_pos[:3])
-
-
-# ---------------------------------------------------------------------------- weights held sparse
-
-
-def test_only_large_very_sparse_relu_matrices_are_held_sparse() -> None:
-    size = model_module.SPARSE_HOLD_SIZE
-    rows = 1024
-    columns = size // rows
-    assert holds_sparse("blocks.0.mlp.W_in", (rows, columns), size // 20)
-    assert holds_sparse("blocks.12.mlp.W_out", (columns, rows), 1)
-    assert holds_sparse("embed.W_E1", (rows, columns), 0) and holds_sparse("embed.W_E2", (columns, rows), 7)
-    assert not holds_sparse("blocks.0.mlp.W_in", (rows, columns), size // 10 + 1)  # 10% dense
-    assert not holds_sparse("blocks.0.mlp.W_in", (rows, columns - 1), 1)  # one column under the size
-    for other in ("blocks.0.attn.W_Q", "embed.W_E", "unembed.W_U", "blocks.0.mlp.b_in", "xblocks.0.mlp.W_in"):
-        assert not holds_sparse(other, (rows, columns), 1)
-
-
-HELD_SPARSE_PROGRAMS = ["min_pairwise", "intrinsic_3", "nearest_neighbour", "tok_nearest_earlier", "causal_similarity"]
-
-
-def _dense_copy(model: CompiledTransformer) -> CompiledTransformer:
-    tensors = {name: t.to_dense() if t.is_sparse else t for name, t in model.state_dict().items()}
-    return CompiledTransformer(model.config, tensors, dtype=model.dtype, sparse=False)
-
-
-@pytest.mark.parametrize("name", HELD_SPARSE_PROGRAMS)
-def test_a_model_holding_its_relu_matrices_sparse_computes_the_bits_of_the_dense_one(
-        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the size threshold lowered so that table programs qualify: the compile holds exactly
-    the ReLU matrices under 10% dense sparse (counted on the dense copy), outputs, hooks' values
-    and counts equal the dense model's bit for bit, and the file is the same bytes."""
-    program = compiled.program(name)
-    expected_bytes = model_to_bytes(ifl.compile(program, eps=1e-3, dtype="float32", samples=0))
-    monkeypatch.setattr(model_module, "SPARSE_HOLD_SIZE", 64)
-    held = ifl.compile(program, eps=1e-3, dtype="float32", samples=0)
-    dense = _dense_copy(held)
-    sparse_names = {n for n, t in held.state_dict().items() if t.is_sparse}
-    qualifying = {n for n, t in dense.state_dict().items() if RELU_MATRICES.match(n) and t.numel() >= 64
-                  and int(torch.count_nonzero(t)) < 0.1 * t.numel()}
-    assert sparse_names == qualifying and sparse_names, sorted(sparse_names)
-    assert not any(t.is_sparse for t in dense.state_dict().values())
-    x = model_inputs(program, 48, seed=2)
-    with torch.no_grad():
-        assert held(x).numpy().tobytes() == dense(x).numpy().tobytes()
-        for mine, theirs in zip(held.residual_stream(x), dense.residual_stream(x), strict=True):
-            assert torch.equal(mine, theirs)
-    assert held.nonzero_parameter_count() == dense.nonzero_parameter_count()
-    assert held.parameter_count() == dense.parameter_count() and held.d_mlp == dense.d_mlp
-    assert model_to_bytes(held) == model_to_bytes(dense) == expected_bytes
-    assert model_to_bytes(held, dense=True) == model_to_bytes(dense, dense=True)
-    for data in (model_to_bytes(held), model_to_bytes(held, dense=True)):  # either file: held sparse again
-        loaded = model_from_bytes(data)
-        assert {n for n, t in loaded.state_dict().items() if t.is_sparse} == sparse_names
-        with torch.no_grad():
-            assert torch.equal(loaded(x), held(x))
-
-
-def test_weights_held_sparse_refuse_gradients_with_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_module, "SPARSE_HOLD_SIZE", 64)
-    held = ifl.compile(compiled.program("min_pairwise"), eps=1e-2, samples=0)
-    held.blocks[0].mlp.W_in.requires_grad_(True)
-    with pytest.raises(ValueError, match=r"held sparse are frozen.*sparse=False"):
-        held(model_inputs(compiled.program("min_pairwise"), 2, seed=0))
