@@ -156,3 +156,21 @@ def test_every_table_program_gets_a_consistent_schedule(example):
         assert all(layer_of[child] < layer_of[node.name] for child in node.children)
     if schedule.verdict == "efficient":
         assert schedule.tree.order <= 2
+
+
+def test_a_sum_over_a_range_that_follows_the_query_is_inefficient_and_compiles_on_the_gather_route() -> None:
+    """analyze and compile agree: ``sum_<s : s <= t>`` is refused with the reason unless
+    --allow-inefficient, and then compiles (unrolled into T slots) within ε of the reference."""
+    import torch
+
+    program = ifl.parse_program(by_name("tok_prefix_sum").source, "tok_prefix_sum.iflow")
+    report = ifl.analyze(program)
+    assert report.verdict == "inefficient"
+    assert "sum whose range depends on the querying position" in report.to_dict()["reason"]["message"]
+    with pytest.raises(ifl.CompileError, match="sum whose range depends on the querying position"):
+        ifl.compile(program, eps=1e-3, samples=0)
+    model = ifl.compile(program, eps=1e-3, dtype="float64", samples=0, allow_inefficient=True)
+    x = ifl.sample_inputs(program, 500, seed=3)
+    with torch.no_grad():
+        error = (model(x) - ifl.evaluate(program, x)).abs().max().item()
+    assert error <= 1e-3

@@ -508,3 +508,19 @@ def test_a_closed_stdout_exits_141_quietly(tmp_path: Path, command: str, buffere
     finally:
         os.close(write_end)
     assert (result.returncode, result.stderr) == (141, "")
+
+
+@pytest.mark.parametrize(("command", "flag", "value"), [
+    ("compile", "--margin", "0"), ("compile", "--margin", "-1"), ("compile", "--margin", "nan"),
+    ("compile", "--eps", "0"), ("compile", "--eps", "inf"),
+])
+def test_a_bad_margin_or_eps_flag_is_blamed_on_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        command: str, flag: str, value: str) -> None:
+    """Like ``--T``: the flag is named, no file position, exit 2, nothing written."""
+    _compile_must_not_run(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    Path("good.iflow").write_text(GOOD, encoding="utf-8")
+    code, out, err = run_cli([command, "good.iflow", flag, value])
+    assert (code, out) == (2, "")
+    assert err.startswith(f"infoflowc {command}: argument {flag}: ") and "good.iflow:" not in err
+    assert [p.name for p in tmp_path.iterdir()] == ["good.iflow"]
