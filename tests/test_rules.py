@@ -13,6 +13,7 @@ import pytest
 from infoflow_dsl.analysis.comparisons import NodeResult
 from infoflow_dsl.analysis.ranges import RANGE_RULES
 from infoflow_dsl.analysis.schedule import STAGE_RULES
+from infoflow_dsl.compiler.lower import values as lowering
 from infoflow_dsl.language import syntax as ast
 from infoflow_dsl.language import typed as ir
 from infoflow_dsl.language.check import TYPING_RULES
@@ -35,6 +36,7 @@ STAGE_TABLES = [
     ("reference values (reference/evaluate.py VALUE_RULES)", VALUE_RULES, REFERENCE_VALUES),
     ("reference positions (reference/evaluate.py POSITION_RULES)", POSITION_RULES, ir.POSITION_NODES),
     ("schedule stages (analysis/schedule.py STAGE_RULES)", STAGE_RULES, AFTER_COMPARISONS),
+    ("lowering (compiler/lower/values.py RULES)", lowering.RULES, AFTER_COMPARISONS),
 ]
 
 #: (stage, the rule every pointwise function needs there).
@@ -42,6 +44,7 @@ FUNCTION_RULES = [
     ("reference and circuit map (apply)", lambda row: callable(row.apply)),
     ("ranges (bounds)", lambda row: callable(row.bounds)),
     ("printer (text)", lambda row: row.text.count("{") == row.arity),
+    ("lowering (compiler/lower/values.py POINTWISE)", lambda row: row.name in lowering.POINTWISE),
 ]
 
 

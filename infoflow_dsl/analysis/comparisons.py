@@ -545,15 +545,19 @@ def _grandchildren(nodes: list[ComparisonNode], first: int) -> set[str]:
     return {child for node in nodes[first:] for child in node.children}
 
 
-def fixed_positions_read(body: object) -> tuple[str, ...]:
-    """Labels of the fixed positions whose tokens ``body`` reads (``3``, ``T``), in order."""
-    labels: list[str] = []
+def fixed_positions_of(body: object) -> tuple[ir.FixedPosition | ir.LastPosition, ...]:
+    """The fixed positions (k, T ± k) whose tokens ``body`` reads, each once, in order."""
+    found: list[ir.FixedPosition | ir.LastPosition] = []
     for node in [body, *sub_nodes(body)]:
         if isinstance(node, ir.Token) and isinstance(node.position, ir.FixedPosition | ir.LastPosition):
-            label = ir.position_label(node.position)
-            if label not in labels:
-                labels.append(label)  # type: ignore[arg-type]
-    return tuple(labels)
+            if node.position not in found:
+                found.append(node.position)
+    return tuple(found)
+
+
+def fixed_positions_read(body: object) -> tuple[str, ...]:
+    """Labels of the fixed positions whose tokens ``body`` reads (``3``, ``T``), in order."""
+    return tuple(ir.position_label(p) for p in fixed_positions_of(body))  # type: ignore[misc]
 
 
 def build_tree(program: ir.Program, gathered: bool = False) -> ComparisonTree:

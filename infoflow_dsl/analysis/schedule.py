@@ -33,22 +33,27 @@ from ..language import typed as ir
 from ..language.functions import POINTWISE
 from ..language.printer import describe
 from ..language.syntax import Span
-from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_read, sub_nodes
+from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_of, sub_nodes
 from .features import FeaturePair, NotSeparable, describe_monomial, describe_polynomial, separate, sources_of
 
 if TYPE_CHECKING:
     import networkx as nx
 
 TOKEN, READOUT = "token", "readout"
+QUERY_TOKEN = "t"  # how a fetched offset names the querying token: t - 1
 FETCH_PREFIX = "p"
 
 
 @dataclass(frozen=True)
 class Head:
-    """One attention head of the schedule: which node it realises, where, at which layer."""
+    """One attention head of the schedule: which node it realises, where, at which layer.
+
+    ``compares`` is what reports print. A position head fetches the token at ``position``
+    (:func:`fetched_position`); a presence head computes the guard ``presence``.
+    """
 
     name: str
-    kind: str  # retrieval | readout | token retrieval | uniform | position
+    kind: str  # retrieval | readout | token retrieval | uniform | position | presence
     site: str  # token | readout
     layer: int
     compares: str
@@ -57,6 +62,8 @@ class Head:
     mask: str = ""
     dimension: int = 1
     is_comparison: bool = True
+    position: ir.PositionTerm | None = None
+    presence: ir.Presence | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,7 @@ class StageClock:
 
     def __init__(self, square_depth: int = 1) -> None:
         self.results: dict[str, int] = {}
-        self.fetches: dict[str, int] = {}
+        self.fetches: dict[ir.PositionTerm | str, int] = {}  # a fetched position, or a presence's text
         self.square_depth = square_depth
 
     def _constant(self, expr: object) -> bool:
@@ -155,10 +162,9 @@ class StageClock:
         position = expr.position
         if isinstance(position, NodeResult):
             return self.results[position.node]
-        if isinstance(position, ir.FixedPosition | ir.LastPosition):
-            return self.fetches.get(ir.position_label(position), 2)  # type: ignore[arg-type]
-        if isinstance(position, ir.PositionVariable) and position.offset:
-            return self.fetches.get(relative_label(position.offset), 2)
+        if isinstance(position, ir.FixedPosition | ir.LastPosition) or (
+                isinstance(position, ir.PositionVariable) and position.offset):
+            return self.fetches.get(fetched_position(position), 2)
         return 0
 
     def _product(self, left: object, right: object) -> int:
@@ -288,20 +294,29 @@ def _mask_text(node: ComparisonNode) -> str:
     return " and ".join(f"{describe(c.left)} {c.operator} {describe(c.right)}" for c in node.conditions)
 
 
-def _position_heads(tree: ComparisonTree) -> list[tuple[str, str]]:
-    """(fixed position, site) pairs that need a position head."""
-    needed: list[tuple[str, str]] = []
+def _position_heads(tree: ComparisonTree) -> list[tuple[ir.PositionTerm, str]]:
+    """(fetched position, site) pairs that need a position head."""
+    needed: list[tuple[ir.PositionTerm, str]] = []
     for node in tree.nodes:
-        for label in node.fixed_positions:
+        for position in fixed_positions_of(node.body):
             sites = (node.site, TOKEN) if node.gathered else (node.site,)  # gathered: key tokens read them too
-            needed.extend((label, site) for site in sites if (label, site) not in needed)
-    for label in fixed_positions_read(tree.output):
-        if (label, tree.output_site) not in needed:
-            needed.append((label, tree.output_site))
-    for label in relative_offsets_read(tree):
-        if (label, TOKEN) not in needed:
-            needed.append((label, TOKEN))
+            needed.extend((position, site) for site in sites if (position, site) not in needed)
+    for position in fixed_positions_of(tree.output):
+        if (position, tree.output_site) not in needed:
+            needed.append((position, tree.output_site))
+    for position in relative_offsets_read(tree):
+        if (position, TOKEN) not in needed:
+            needed.append((position, TOKEN))
     return needed
+
+
+def fetched_position(position: ir.PositionTerm) -> ir.PositionTerm:
+    """The position a position head fetches for a token read at ``position``: k or T ± k as they
+    are; an offset t ± k from a position variable as the querying token's, ``PositionVariable("t",
+    offset=±k)`` whatever the variable's name (reports write it ``t - 1``)."""
+    if isinstance(position, ir.PositionVariable):
+        return ir.PositionVariable(QUERY_TOKEN, offset=position.offset)
+    return position
 
 
 def presences_read(tree: ComparisonTree) -> list[ir.Presence]:
@@ -314,22 +329,18 @@ def presences_read(tree: ComparisonTree) -> list[ir.Presence]:
     return list(found.values())
 
 
-def relative_offsets_read(tree: ComparisonTree) -> list[str]:
-    """Labels (``t - 1``, ``t + 2``) of the position offsets read anywhere: each is a token's
-    feature, fetched at the token site by one position head (a structural mask key == query ± k)."""
-    labels: list[str] = []
+def relative_offsets_read(tree: ComparisonTree) -> list[ir.PositionTerm]:
+    """The position offsets (``t - 1``, ``t + 2``, as :func:`fetched_position` writes them) read
+    anywhere: each is a token's feature, fetched at the token site by one position head (a
+    structural mask key == query ± k)."""
+    offsets: list[ir.PositionTerm] = []
     for expr in (*(n.body for n in tree.nodes), tree.output):
         for node in [expr, *sub_nodes(expr)]:
             if isinstance(node, ir.Token) and isinstance(node.position, ir.PositionVariable) and node.position.offset:
-                label = relative_label(node.position.offset)
-                if label not in labels:
-                    labels.append(label)
-    return labels
-
-
-def relative_label(offset: int) -> str:
-    """The fetch label of the token ``offset`` places from the querying one: ``t - 1``, ``t + 2``."""
-    return "t" + ir.offset_text(offset)
+                position = fetched_position(node.position)
+                if position not in offsets:
+                    offsets.append(position)
+    return offsets
 
 
 # ----------------------------------------------------------------------------- the schedule
@@ -362,17 +373,19 @@ class Scheduler:
         return layer
 
     def run(self) -> None:
-        for index, (label, site) in enumerate(_position_heads(self.tree)):
+        for index, (position, site) in enumerate(_position_heads(self.tree)):
             layer = self._place(1, None)
-            self.clock.fetches[label] = 2 * layer
-            mask = f"key == query{label[1:]}" if label.startswith("t") else ""
-            self.heads.append(Head(f"{FETCH_PREFIX}{index + 1}", "position", site, layer, f"x({label})",
-                                   mask=mask, is_comparison=False))
+            self.clock.fetches[position] = 2 * layer
+            mask = f"key == query{ir.offset_text(position.offset)}" if isinstance(position, ir.PositionVariable) else ""
+            self.heads.append(Head(f"{FETCH_PREFIX}{index + 1}", "position", site, layer,
+                                   f"x({ir.position_label(position)})", mask=mask, is_comparison=False,
+                                   position=position))
         for index, presence in enumerate(presences_read(self.tree)):
             layer = self._place(1, None)
             label = describe(presence)
             self.clock.fetches[label] = 2 * layer
-            self.heads.append(Head(f"g{index + 1}", "presence", TOKEN, layer, label, is_comparison=False))
+            self.heads.append(Head(f"g{index + 1}", "presence", TOKEN, layer, label, is_comparison=False,
+                                   presence=presence))
         for node in self.tree.nodes:
             self._schedule_node(node)
 
@@ -459,7 +472,7 @@ def information_sets(heads: Sequence[Head], tree: ComparisonTree, layers: int) -
 
 def _gained(head: Head, tree: ComparisonTree, token: set[Element]) -> set[Element]:
     if head.kind == "position":
-        return _rooted(token, head.compares[2:-1])
+        return _rooted(token, ir.position_label(head.position))  # type: ignore[arg-type]
     if head.kind == "presence":  # a 0/1 guard: no token's information
         return set()
     node = tree.node(head.name)

@@ -19,7 +19,7 @@ import torch
 
 from ..transformer.masks import mask_json
 from ..transformer.sparse import holds_sparse
-from .circuit import ONE, POS_COS, POS_SIN, AttentionHead, Circuit, FFNBlock, LinearForm
+from .circuit import ONE, POS_COS, POS_SIN, AttentionHead, Circuit, FFNBlock, LinearForm, input_direction
 
 FORMAT = "infoflow/1"
 
@@ -64,8 +64,9 @@ def _embedding(circuit: Circuit, index: dict[str, int], blocks: list[FFNBlock]) 
     d, size = circuit.dimension, len(circuit.directions)
     units = [u for b in blocks for u in b.units]
     w_e = torch.zeros(d + 1, size, dtype=torch.float64)  # [x; 1] -> residual
-    for i in range(d):
-        w_e[i, index[f"x[{i + 1}]"]] = 1.0
+    coordinates = {input_direction(i): i for i in range(d)}
+    for direction, i in coordinates.items():
+        w_e[i, index[direction]] = 1.0
     w_e[d, index[ONE]] = 1.0
     w_e1 = MatrixEntries("embed.W_E1", d + 1, len(units))
     b_e1 = torch.zeros(len(units), dtype=torch.float64)
@@ -74,8 +75,8 @@ def _embedding(circuit: Circuit, index: dict[str, int], blocks: list[FFNBlock]) 
         for direction, coefficient in unit.input.terms:
             if direction == ONE:
                 b_e1[m] += coefficient
-            elif direction.startswith("x["):
-                w_e1[int(direction[2:-1]) - 1, m] += coefficient
+            elif direction in coordinates:
+                w_e1[coordinates[direction], m] += coefficient
             else:
                 raise AssertionError(f"the embedding's ReLU block cannot read {direction}")
         b_e1[m] += unit.input.constant

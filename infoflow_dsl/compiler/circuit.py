@@ -21,6 +21,11 @@ ONE = "one"
 POS_COS, POS_SIN = "pos:cos", "pos:sin"
 
 
+def input_direction(coordinate: int) -> str:
+    """The direction of the input token's coordinate ``coordinate`` (0-based): ``x[1]``, ``x[2]``, ..."""
+    return f"x[{coordinate + 1}]"
+
+
 @dataclass(frozen=True)
 class LinearForm:
     """Σ coefficient·direction + constant (the constant is read from the ``one`` direction)."""
