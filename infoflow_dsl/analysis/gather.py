@@ -103,6 +103,9 @@ def _to_unroll(node: ComparisonNode) -> str | None:
     if len(node.context_variables) >= 2:
         return node.context_variables[-1]  # bound innermost: its reduction encloses this node most closely
     if node.kind == "sum" and node.range_follows_query:
+        if node.body.type.shape:  # type: ignore[union-attr]
+            raise UnrollError(f"{node.quoted}: a vector sum whose range depends on the querying position cannot be "
+                              f"unrolled; sum each component")
         return node.variables[0]  # T guarded slots: Σ_j present(j)·body(j), exact
     try:
         separate(node.body, node.variables[0], gathered=True)

@@ -23,7 +23,6 @@ from ..language import typed as ir
 from ..language.functions import POINTWISE
 from ..language.printer import describe
 from ..language.syntax import Span
-from .features import sources_of
 
 
 @dataclass(frozen=True)
@@ -43,8 +42,13 @@ def _interpolated(node: object) -> bool:
     if isinstance(node, ir.Pointwise):
         return POINTWISE[node.function].interpolations > 0
     if isinstance(node, ir.Inner) or (isinstance(node, ir.Arithmetic) and node.operator == "*"):
-        return bool(sources_of(node.left)) and bool(sources_of(node.right))
+        return _reads_tokens(node.left) and _reads_tokens(node.right)
     return False
+
+
+def _reads_tokens(node: object) -> bool:
+    """Does ``node`` depend on the input (rather than being a constant)?"""
+    return any(isinstance(n, ir.Token) for n in (node, *ir.sub_nodes(node)))
 
 
 def range_exponent(node: object) -> int:

@@ -48,8 +48,11 @@ def test_layers_and_heads_as_analyze_predicted(name: str) -> None:
     assert [len(layer["heads"]) for layer in config["layers"]] == report.heads
 
 
-@pytest.mark.parametrize("name", PER_TOKEN)
+@pytest.mark.parametrize("name", [n for n in PER_TOKEN
+                                  if ifl.analyze(program(n)).to_dict()["cost"]["independent_of_T"]])
 def test_parameter_count_does_not_depend_on_t(name: str) -> None:
+    """Where analyze says the parameters do not grow with T (tests/analysis/test_growth.py holds
+    the claim both ways on the whole table)."""
     short = ifl.compile(program(name, 8), eps=1e-3, dtype="float64", samples=0)
     long = ifl.compile(program(name, 1024), eps=1e-3, dtype="float64", samples=0)
     assert short.nonzero_parameter_count() == long.nonzero_parameter_count()
