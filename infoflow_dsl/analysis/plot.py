@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import BinaryIO
 
+from ..language import typed as ir
 from .report import AnalysisReport
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
@@ -55,7 +56,7 @@ def plot_report(report: AnalysisReport, path: str | Path | BinaryIO) -> None:
             continue
         color = COLORS[index % len(COLORS)]
         in_layer[head.layer] = in_layer.get(head.layer, 0) + 1
-        arrows = _arrows(head.kind, head.site, head.compares, tokens, readout, columns, in_layer[head.layer],
+        arrows = _arrows(head.kind, head.site, head.position, tokens, readout, columns, in_layer[head.layer],
                          causal=report.to_dict()["causal"])
         for source, target in arrows:
             axes.annotate("", xy=(target, head.layer - 0.12), xytext=(source, head.layer - 0.88),
@@ -78,11 +79,11 @@ def plot_report(report: AnalysisReport, path: str | Path | BinaryIO) -> None:
     plt.close(figure)
 
 
-def _arrows(kind: str, site: str, compares: str, tokens: list[int], readout: int,
+def _arrows(kind: str, site: str, position: object, tokens: list[int], readout: int,
             columns: list[str], shift: int, causal: bool = False) -> list[tuple[int, int]]:
     targets = tokens if site == "token" else [readout]
     if kind == "position":
-        label = compares[2:-1]
+        label = str(ir.position_label(position))
         if label.startswith("t"):  # x(t ± k): from the token k places away, into every token
             offset = int(label[1:].replace(" ", ""))
             return [(columns.index(str(int(columns[t]) + offset)), t) for t in tokens

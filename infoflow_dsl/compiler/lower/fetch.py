@@ -21,6 +21,7 @@ from ...analysis.comparisons import is_causal
 from ...analysis.schedule import Head
 from ...language import typed as ir
 from ...language.printer import describe
+from ...transformer import masks
 from ..circuit import POS_COS, POS_SIN, AttentionHead, LinearForm, input_direction
 from .builder import CircuitBuilder
 from .quantity import ErrorVec, in_direction
@@ -46,7 +47,7 @@ def mask_side(term: ir.PositionTerm, is_key: Callable[[ir.PositionTerm], bool] =
         side = "last"
     else:
         return term.index
-    return f"{side}{offset:+d}" if offset else side
+    return masks.mask_side(side, offset)
 
 
 def condition_mask(conditions: Sequence[ir.PositionCondition],
