@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..language import typed as ir
-from ..language.positions import after_query_possible, count_polynomial, count_tuples, format_polynomial, variables_of
+from ..language.positions import count_polynomial, count_tuples, format_polynomial, variables_of
 from ..language.printer import describe
 from ..language.syntax import NO_SPAN, Span, text_at
 from ..language.typed import sub_nodes
@@ -573,36 +573,3 @@ def build_tree(program: ir.Program, gathered: bool = False) -> ComparisonTree:
         return ComparisonTree(tuple(builder.nodes), output, program.length, "token", gathered)  # type: ignore[arg-type]
     output = builder.extract(target, (), ())
     return ComparisonTree(tuple(builder.nodes), output, program.length, "readout", gathered)  # type: ignore[arg-type]
-
-
-def is_causal(program: ir.Program) -> bool:
-    """LANGUAGE.md: a per-token target is causal when its value at t depends on x(1..t) alone:
-    every token it reads is at a position provably ≤ t under the enclosing conditions (own
-    token, offsets t − k, variables of reductions bounded by t, and no fixed position that can
-    exceed t). Decided exactly, like the checker's offsets, on the position grid."""
-    if not program.per_token:
-        return False
-    return all(_read_is_causal(program, position, conditions, scope)
-               for position, conditions, scope in _reads(program.target, (program.token_variable,),  # type: ignore[arg-type]
-                                                         program.token_conditions))
-
-
-def _reads(expr: object, scope: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...]):
-    """Every position a token is read at, with the enclosing conditions and variables there."""
-    if isinstance(expr, ir.Token):
-        if isinstance(expr.position, ir.ArgPosition):
-            inner = (*scope, expr.position.variable)
-            yield ir.PositionVariable(expr.position.variable), conditions + expr.position.conditions, inner
-        else:
-            yield expr.position, conditions, scope
-    if isinstance(expr, ir.Reduce):
-        scope, conditions = (*scope, *expr.variables), conditions + expr.conditions
-    elif isinstance(expr, ir.ArgPosition):
-        scope, conditions = (*scope, expr.variable), conditions + expr.conditions
-    for child in ir.children(expr):
-        if not isinstance(child, ir.PositionCondition):
-            yield from _reads(child, scope, conditions)
-
-
-def _read_is_causal(program: ir.Program, position: object, conditions: tuple, scope: tuple[str, ...]) -> bool:
-    return not after_query_possible(scope, conditions, position, program.token_variable, program.length)  # type: ignore[arg-type]

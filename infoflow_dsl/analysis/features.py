@@ -13,11 +13,13 @@ polynomial of both) or relu(<x(t), x(s)>) do not, and the caller reports that.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from contextvars import ContextVar
 from dataclasses import dataclass
 
 from ..language import typed as ir
+from ..language.functions import POINTWISE
 from ..language.printer import describe
 from .comparisons import NodeResult
 
@@ -244,3 +246,30 @@ def describe_polynomial(polynomial: Polynomial) -> str:
         else:
             parts.append(f"{c:g}·{factor}")
     return " + ".join(parts) if parts else "0"
+
+
+def monomial_interpolations(monomial: tuple) -> int:
+    """Products inside one side's monomial: a square costs one function, a product two."""
+    if len(monomial) < 2:
+        return 0
+    return sum(1 if a == b else 2 for a, b in itertools.pairwise(monomial))
+
+
+def interpolations(expr: object) -> int:
+    """How many univariate functions an FFN must interpolate to compute ``expr`` (squares,
+    products by polarisation count two, sqrt); relu, |·|, min, max are exact and count none."""
+    count = 0
+    for node in [expr, *ir.sub_nodes(expr)]:
+        if isinstance(node, ir.Inner):
+            if sources_of(node.left) and sources_of(node.right):
+                count += 2 * node.left.type.shape[0]
+        elif isinstance(node, ir.Arithmetic) and node.operator == "*":
+            if sources_of(node.left) and sources_of(node.right):
+                count += 2 * max(1, node.type.shape[0] if node.type.shape else 1)
+        elif isinstance(node, ir.Square):
+            count += node.argument.argument.type.shape[0] if isinstance(node.argument, ir.Norm) else 1
+        elif isinstance(node, ir.Norm):
+            count += node.argument.type.shape[0] + 1
+        elif isinstance(node, ir.Pointwise):
+            count += POINTWISE[node.function].interpolations
+    return count

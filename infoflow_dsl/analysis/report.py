@@ -27,7 +27,8 @@ from ..errors import CompileError
 from ..language import typed as ir
 from ..language.printer import describe
 from ..language.syntax import Span
-from .comparisons import ComparisonTree, build_tree, is_causal
+from .causality import is_causal
+from .comparisons import ComparisonTree, build_tree
 from .growth import t_growth
 from .ranges import RootAtZero, roots_at_zero
 from .schedule import Schedule, build_schedule, square_steps

@@ -23,7 +23,6 @@ retrieved position's set, a position head the fixed position's, a uniform head e
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,7 +33,16 @@ from ..language.functions import POINTWISE
 from ..language.printer import describe
 from ..language.syntax import Span
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_of, sub_nodes
-from .features import FeaturePair, NotSeparable, describe_monomial, describe_polynomial, separate, sources_of
+from .features import (
+    FeaturePair,
+    NotSeparable,
+    describe_monomial,
+    describe_polynomial,
+    interpolations,
+    monomial_interpolations,
+    separate,
+    sources_of,
+)
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -205,13 +213,6 @@ STAGE_RULES: dict[type, Callable[[StageClock, Any], int]] = {
 }
 
 
-def _monomial_interpolations(monomial: tuple) -> int:
-    """Products inside one side's monomial: a square costs one function, a product two."""
-    if len(monomial) < 2:
-        return 0
-    return sum(1 if a == b else 2 for a, b in itertools.pairwise(monomial))
-
-
 def node_interpolations(plan: NodePlan) -> int:
     """Univariate functions the FFNs interpolate for one node: features, then the combination."""
     if plan.pairs is None:
@@ -219,29 +220,9 @@ def node_interpolations(plan: NodePlan) -> int:
     count = 0
     atoms = {a for p in plan.pairs for m in (p.key, *p.query) for a in m}
     count += sum(interpolations(a.expr) for a in atoms)
-    count += sum(_monomial_interpolations(m) for p in plan.pairs for m in (p.key, *p.query))
+    count += sum(monomial_interpolations(m) for p in plan.pairs for m in (p.key, *p.query))
     if plan.node.kind not in ("argmin", "argmax"):
         count += 2 * sum(1 for p in plan.key_pairs if any(m for m in p.query))
-    return count
-
-
-def interpolations(expr: object) -> int:
-    """How many univariate functions an FFN must interpolate to compute ``expr`` (squares,
-    products by polarisation count two, sqrt); relu, |·|, min, max are exact and count none."""
-    count = 0
-    for node in [expr, *sub_nodes(expr)]:
-        if isinstance(node, ir.Inner):
-            if sources_of(node.left) and sources_of(node.right):
-                count += 2 * node.left.type.shape[0]
-        elif isinstance(node, ir.Arithmetic) and node.operator == "*":
-            if sources_of(node.left) and sources_of(node.right):
-                count += 2 * max(1, node.type.shape[0] if node.type.shape else 1)
-        elif isinstance(node, ir.Square):
-            count += node.argument.argument.type.shape[0] if isinstance(node.argument, ir.Norm) else 1
-        elif isinstance(node, ir.Norm):
-            count += node.argument.type.shape[0] + 1
-        elif isinstance(node, ir.Pointwise):
-            count += POINTWISE[node.function].interpolations
     return count
 
 

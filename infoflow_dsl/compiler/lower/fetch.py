@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from ...analysis.comparisons import is_causal
+from ...analysis.causality import is_causal
 from ...analysis.schedule import Head
 from ...language import typed as ir
 from ...language.printer import describe

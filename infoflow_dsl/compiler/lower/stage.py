@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from ...analysis.comparisons import is_causal
+from ...analysis.causality import is_causal
 from ...analysis.schedule import Schedule, layers_for_output
 from ...errors import CompileError
 from ...language import typed as ir
