@@ -1,6 +1,6 @@
 """The whole compiler, stage after stage: checked program -> comparisons -> schedule -> lower ->
-assemble -> model; the same lowering again from a model file; and the measurement of a model's
-error against the reference evaluator.
+assemble -> model, measured against the reference (``reference.measure``); and the same
+lowering again from a model file.
 
 ``compile_program`` is ``infoflow_dsl.compile``. It refuses (``CompileError``) a target the
 analysis calls inefficient, with analyze's reason, and an ε the dtype cannot honour.
@@ -27,22 +27,11 @@ from .errors import CompileError, ProgramError
 from .language import typed as ir
 from .language.check import check
 from .language.parse import parse
-from .reference.evaluate import evaluate, retrieval_margin
-from .reference.sampling import domain_corners, sample_inputs
+from .reference.measure import budgeted_samples, measure_error
 from .transformer.model import CompiledTransformer
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_EPS = 1e-3
-DEFAULT_SAMPLES = 10_000  # the most random inputs a budgeted measurement takes (and check's default)
-MIN_SAMPLES = 256  # the fewest random inputs a budgeted measurement takes
-MEASUREMENT_BUDGET = 4e10  # operations of measurement_cost: about two seconds on a 2-core x86 machine (BENCHMARKS.md)
-CORNERS = 256
-BATCH_ELEMENTS = 1 << 16  # inputs per forward batch × T
-PAIR_ELEMENTS = 1 << 24  # inputs per reference call × T²: bounds its general path's (B, T, T) pair grids
-#: inputs per batch × (T+1) × d_model: bounds the residual stream, so that a wide model (the gather
-#: route's triangle_center at T = 8 has d_model 2,372) is not measured on 1.4 GB residual tensors
-#: (its check spent 7 of its 7.4 minutes in the kernel, mapping and unmapping them)
-STREAM_ELEMENTS = 1 << 21
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -216,115 +205,3 @@ def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | 
     if samples > 0:
         model.config["measured_error"] = measure_error(model, program, samples, seed)
     return model
-
-
-def reference_cost(program: ir.Program) -> float:
-    """Operations the reference spends on one input, roughly: the evaluator gives every node a
-    tensor over the positions it reads (the others broadcast as size-1 axes), so a node that
-    reads k position variables and holds n numbers per tuple costs T^k · n, and an expression is
-    the sum over its nodes. ``max_<s,t> P + max_<s′,t′> Q`` is 2 T² tuples, not T⁴ (the second
-    reduction reads no variable of the first); a per-token target reads its own t too."""
-    length = float(program.length)
-
-    def cost(node: object) -> float:
-        value_type = getattr(node, "type", None)  # position nodes have none
-        numbers = max(1, math.prod(value_type.shape)) if value_type is not None else 1
-        return length ** len(ir.free_variables(node)) * numbers + sum(cost(child) for child in ir.children(node))
-
-    return 2.0 * cost(program.target) * (length if program.per_token else 1.0)
-
-
-def measurement_cost(model: CompiledTransformer, program: ir.Program) -> float:
-    """Floating-point operations to measure one input, roughly: the model's forward (2 per
-    nonzero weight per token, plus each head's (T+1) × T scores, softmax and values) and the
-    reference (:func:`reference_cost`)."""
-    length = program.length
-    cost = 2.0 * (length + 1) * model.nonzero_parameter_count()
-    for block in model.blocks:
-        heads, _, width = block.attn.W_Q.shape  # (H, D, E)
-        cost += 2.0 * heads * (length + 1) * length * (width + block.attn.W_V.shape[-1] + 8)
-    return cost + reference_cost(program)
-
-
-def budgeted_samples(model: CompiledTransformer, program: ir.Program, budget: float = MEASUREMENT_BUDGET) -> int:
-    """How many random inputs fit ``budget`` operations: between MIN_SAMPLES and DEFAULT_SAMPLES.
-
-    A count of work, not a clock, so that the same compile always measures the same inputs and
-    writes the same bytes."""
-    return int(min(DEFAULT_SAMPLES, max(MIN_SAMPLES, budget // measurement_cost(model, program))))
-
-
-def model_inputs(program: ir.Program, samples: int, seed: int, corners: int = CORNERS) -> torch.Tensor:
-    """``samples`` random inputs from the domain, then ``corners`` extreme ones: (N, T, d), float64."""
-    parts = [sample_inputs(program, samples, seed=seed)]
-    if corners:
-        parts.append(domain_corners(program, corners, seed=seed + 1))
-    return torch.cat(parts)
-
-
-def measurement_batches(model: CompiledTransformer, length: int) -> tuple[int, int]:
-    """(inputs per forward, inputs per reference call) when measuring at length T: the forward's
-    batch bounds B·T (BATCH_ELEMENTS) and the residual stream B·(T+1)·d_model (STREAM_ELEMENTS);
-    its attention is fused, so no (B, H, T+1, T) scores are stored. The reference's batch also
-    bounds B·T² (PAIR_ELEMENTS), the size of its general path's pair grids; the forward's batch
-    holds several of them (at T = 4096: 16 inputs a forward, one a reference call: 8% faster than
-    one input a forward, the per-call overhead of its ~60 operations shared)."""
-    forward = max(1, min(BATCH_ELEMENTS // length, STREAM_ELEMENTS // ((length + 1) * model.d_model)))
-    return forward, max(1, min(forward, PAIR_ELEMENTS // length**2))
-
-
-def errors_on(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(|model − reference| per input (max over output components), kept) where ``kept`` marks
-    the inputs the guarantee covers (best score ahead by the margin, for token retrievals).
-    For a per-token target the error of an input is its largest over the positions where the
-    target is defined and, with a margin, where that position's retrieval clears it."""
-    error, kept = position_errors(model, program, x)
-    if error.dim() == 1:
-        return error, kept
-    return torch.where(kept, error, 0.0).amax(dim=1), kept.any(dim=1)
-
-
-def position_errors(model: CompiledTransformer, program: ir.Program,
-                    x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Like :func:`errors_on`, but a per-token target's errors and coverage per position:
-    (N, T) each (an undefined position has error 0 and is not kept); (N,) for sequence targets."""
-    length = max(x.shape[1], 1)
-    forward_batch, reference_batch = measurement_batches(model, length)
-    # both in batches, written in place into one (N, ...) tensor each: kept in lists, the small
-    # results interleaved with the batches' large temporaries fragmented the heap (+3 MB an input
-    # at T = 4096)
-    predicted = truth = torch.empty(0)
-    with torch.no_grad():
-        for start in range(0, x.shape[0], forward_batch):
-            chunk = x[start:start + forward_batch]
-            y = model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64)
-            if start == 0:
-                predicted = y.new_empty(x.shape[0], *y.shape[1:])
-            predicted[start:start + forward_batch] = y
-            for part in range(start, start + chunk.shape[0], reference_batch):
-                r = evaluate(program, x[part:min(part + reference_batch, start + chunk.shape[0])])
-                if part == 0:
-                    truth = r.new_empty(x.shape[0], *r.shape[1:])
-                truth[part:part + r.shape[0]] = r
-    error = (predicted - truth).abs()
-    if program.per_token:
-        defined = ~truth.isnan()
-        error = torch.where(defined, error, 0.0)
-        if error.dim() > 2:
-            error, defined = error.amax(dim=-1), defined.all(dim=-1)  # (N, T)
-    elif error.dim() > 1:
-        error = error.amax(dim=-1)
-    kept = defined if program.per_token else torch.ones(x.shape[0], dtype=torch.bool)
-    if program.margin is not None:
-        kept = kept & (retrieval_margin(program, x) >= program.margin)
-    return error, kept
-
-
-def measure_error(model: CompiledTransformer, program: ir.Program, samples: int = DEFAULT_SAMPLES,
-                  seed: int = 0) -> dict[str, Any]:
-    """The worst error on random inputs and corners, as stored in a model's config."""
-    x = model_inputs(program, samples, seed)
-    error, kept = errors_on(model, program, x)
-    worst = float(error[kept].max()) if bool(kept.any()) else 0.0
-    return {"max_error": float(f"{worst:.3g}"), "samples": samples, "corners": CORNERS, "seed": seed,
-            "excluded_by_margin": int((~kept).sum())}

@@ -195,7 +195,7 @@ def triangle_compiled_row(length: int) -> str:
     """triangle_center through the gather route at T = ``length``: size, worst error and NMSE on
     1,000 uniform inputs of the declared domain."""
     import infoflow_dsl as ifl
-    from infoflow_dsl.pipeline import errors_on
+    from infoflow_dsl.reference.measure import errors_on
     from infoflow_dsl.tools.train import VALIDATION_SEED, model_nmse
 
     program = ifl.load_program(ROOT / "compiled_examples" / "triangle_center.iflow", length=length)

@@ -14,15 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from random_programs import random_programs
 
 import infoflow_dsl as ifl
-from infoflow_dsl import pipeline
-from infoflow_dsl.pipeline import (
-    MIN_SAMPLES,
-    budgeted_samples,
-    errors_on,
-    measurement_batches,
-    model_inputs,
-    reference_cost,
-)
+from infoflow_dsl.reference.measure import errors_on, model_inputs
 
 SETTINGS = [(1e-2, "float64"), (1e-3, "float64"), (1e-4, "float64"), (1e-2, "float32"), (1e-3, "float32")]
 SAMPLES = 10_000
@@ -164,39 +156,6 @@ def test_measured_error_is_stored_in_the_config():
     measured = compiled.config["measured_error"]
     assert measured["samples"] == 500 and measured["corners"] == 256
     assert 0 <= measured["max_error"] <= compiled.config["a_priori_bound"]
-
-
-def test_reference_cost_counts_the_tuples_each_reduction_reads():
-    """intrinsic_3 is three pair reductions side by side (each body reads s and t): about 3 T² tuples
-    of a few numbers each, not the T⁶ of its three nested reductions' variables together."""
-    target = program("intrinsic_3")
-    tuples = 3 * target.length**2
-    assert tuples <= reference_cost(target) <= 50 * tuples
-    single = ifl.parse_program("input x : R^4 in [-1, 1]\nlength T = 64\ntarget max_<t> <x(t), x(t)>\n", "one.iflow")
-    assert reference_cost(single) <= 50 * single.length
-
-
-@pytest.mark.parametrize("name", ["intrinsic_3", "intrinsic_6", "d_retrieval", "min_pairwise"])
-def test_the_default_budget_measures_more_than_its_floor_where_inputs_are_cheap(name):
-    """At their own T (64, 64, 128, 32) a measured input costs well under a millisecond: the
-    budget of a few seconds buys thousands of inputs, not the floor."""
-    compiled = model(name, 1e-3, "float32")
-    assert budgeted_samples(compiled, program(name)) >= 4 * MIN_SAMPLES
-
-
-def test_forward_and_reference_batches_of_other_sizes_give_the_same_errors(monkeypatch):
-    target = program("min_pairwise")
-    compiled = model("min_pairwise", 1e-3, "float64")
-    x = model_inputs(target, 37, seed=4, corners=5)
-    length = target.length
-    monkeypatch.setattr(pipeline, "BATCH_ELEMENTS", 8 * length)
-    monkeypatch.setattr(pipeline, "PAIR_ELEMENTS", 3 * length**2)
-    assert measurement_batches(compiled, length) == (8, 3)
-    error, kept = errors_on(compiled, target, x)
-    with torch.no_grad():
-        expected = (compiled(x) - ifl.evaluate(target, x)).abs()
-    assert bool(kept.all()) and error.shape == (42,)
-    torch.testing.assert_close(error, expected, rtol=0, atol=1e-12)
 
 
 def test_a_model_accepts_shorter_inputs():

@@ -37,7 +37,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .circuit import LinearForm, ReLUUnit
+from .circuit import ComputedFunction, LinearForm, ReLUUnit
 
 #: Nonzero parameters per tent level after the first: relu(D) (W_in, W_out), relu(D − 1/2)
 #: (W_in, b_in, W_out), and the level's term in the form that reads the result.
@@ -46,7 +46,7 @@ ROUTES = ("wide", "deep", "auto")
 
 
 @dataclass(frozen=True)
-class Level:
+class Level(ComputedFunction):
     """The ReLU units one FFN layer of an approximation adds, all into ``direction``;
     ``offset`` counts layers after the approximation's first. As ``circuit.FFNBlock`` records
     it: the direction holds ``function``(``argument``) − ``bias`` within ``approximation``
@@ -57,11 +57,6 @@ class Level:
     direction: str
     formula: str
     units: tuple[ReLUUnit, ...]
-    bias: float = 0.0
-    function: str = ""
-    argument: LinearForm = LinearForm()
-    rounding: float = 0.0
-    approximation: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -153,7 +148,8 @@ class WideSquare:
         direction = names(0, "f")
         units, anchor, rounding = interpolant(u, reach_of_u, _square, knots, direction, unit_roundoff)
         spacing = max(b - a for a, b in itertools.pairwise(knots)) ** 2 / 4
-        return Approximation((Level(0, direction, formula, units, anchor, "square", u, rounding, spacing),),
+        return Approximation((Level(0, direction, formula, units, bias=anchor, function="square", argument=u,
+                                           rounding=rounding, approximation=spacing),),
                              LinearForm.const(anchor).plus(LinearForm.of(direction)), h * h / 4, rounding)
 
 
@@ -206,7 +202,8 @@ class DeepSquare:
             units = (ReLUUnit(previous, direction, 2.0),
                      ReLUUnit(previous.plus(LinearForm.const(-0.5)), direction, -4.0))
             own = 8 * unit_roundoff + (2 * input_rounding if s == 1 else 0.0)
-            levels.append(Level(s - 1, direction, f"tent^{s} of {formula}", units, 0.0, "tent", previous, own))
+            levels.append(Level(s - 1, direction, f"tent^{s} of {formula}", units, function="tent", argument=previous,
+                                rounding=own))
             result = result.plus(LinearForm.of(direction), -width * width / 4.0 ** s)
             previous = LinearForm.of(direction)
         inner = width * width * (2 * input_rounding + 16 * unit_roundoff / 3) if m else 0.0

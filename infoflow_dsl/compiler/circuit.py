@@ -80,8 +80,22 @@ class ReLUUnit:
     coefficient: float
 
 
+@dataclass(frozen=True, kw_only=True)
+class ComputedFunction:
+    """What a set of ReLU units computes into its direction: ``function`` (square, sqrt, relu,
+    abs or tent; "" when not recorded) of the linear form ``argument``, minus ``bias``, within
+    ``approximation`` (the interpolant's largest departure on its knots' range) plus the
+    floating-point estimate ``rounding``. Shared by an approximation's levels and FFN blocks."""
+
+    bias: float = 0.0
+    function: str = ""
+    argument: LinearForm = LinearForm()
+    rounding: float = 0.0
+    approximation: float = 0.0
+
+
 @dataclass(frozen=True)
-class FFNBlock:
+class FFNBlock(ComputedFunction):
     """ReLU units that together compute one function into one direction, at ``layer``.
 
     ``layer`` 0 is the embedding's ReLU block; layer l ≥ 1 is the FFN of block l − 1.
@@ -99,11 +113,6 @@ class FFNBlock:
     formula: str
     units: tuple[ReLUUnit, ...]
     error: float
-    bias: float = 0.0
-    function: str = ""
-    argument: LinearForm = LinearForm()
-    rounding: float = 0.0
-    approximation: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ already failed is not reported again by its parents (no cascades).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from ..errors import Diagnostic, ProgramError
 from . import syntax as ast
 from . import typed as ir
-from .declarations import RESERVED, Declarations, declare
+from .declarations import MAX_LENGTH, RESERVED, Declarations, declare
 from .functions import CALLABLE
 from .macros import POISON, inline_macros
 from .positions import TooManyLinkedPositions, offset_violation, smallest_range
@@ -542,11 +543,22 @@ TYPING_RULES: dict[type, Callable[[Checker, Any, Scope], ir.Expr]] = {
 }
 
 
+def validate_overrides(length: int | None, margin: float | None) -> None:
+    """Raise ValueError naming the argument when an override cannot be a declaration's value."""
+    if length is not None and not (isinstance(length, int) and 1 <= length <= MAX_LENGTH):
+        raise ValueError(f"length={length!r}: T must be an integer in 1..{MAX_LENGTH:,}")
+    if margin is not None and not (isinstance(margin, float | int) and math.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin={margin!r}: the margin must be a positive number")
+
+
 def check(
     program: ast.SourceProgram, path: str = "<string>", source: str = "",
     length: int | None = None, margin: float | None = None,
 ) -> ir.Program:
-    """Check ``program``; ``length``/``margin`` override its declarations. Raises ProgramError."""
+    """Check ``program``; ``length``/``margin`` override its declarations. Raises ProgramError for a
+    fault of the program, ValueError for an override out of range (it is the caller's argument,
+    not a place in the file: 1 ≤ length ≤ MAX_LENGTH, margin > 0)."""
+    validate_overrides(length, margin)
     checker = Checker(path, source, length, margin)
     result = checker.check_program(program)
     if checker.errors or result is None:

@@ -155,15 +155,11 @@ def _domain(domain: ast.Domain | None, error: ast.Report) -> ir.Box | ir.Ball | 
 
 
 def _length(declaration: ast.LengthDecl | None, override: int | None, error: ast.Report) -> int:
-    """T: the override (clamped to 1..MAX_LENGTH) when given, else the declared one (1 when it fails)."""
+    """T: the override when given (``check`` has validated it), else the declared one (1 when it fails)."""
     if declaration is not None and declaration.name != "T":
         error(declaration.span, f"the length is written 'length T = N', not '{declaration.name}'")
     if override is not None:
-        if override < 1:
-            error(FILE_START, f"T must be at least 1, not {override}")
-        elif override > MAX_LENGTH:
-            error(FILE_START, f"T = {override} is too large (at most {MAX_LENGTH})")
-        return min(max(override, 1), MAX_LENGTH)
+        return override
     if declaration is None:
         error(FILE_START, "the program has no length declaration (length T = N)")
     elif declaration.value < 1:
@@ -178,13 +174,12 @@ def _length(declaration: ast.LengthDecl | None, override: int | None, error: ast
 def _margin(declaration: ast.MarginDecl | None, override: float | None, error: ast.Report) -> float | None:
     """δ: the override when given, else the declared one; None without either."""
     if override is not None:
-        value = override
-    elif declaration is not None:
-        value = declaration.value.value
-    else:
+        return override
+    if declaration is None:
         return None
+    value = declaration.value.value
     if value <= 0:
-        error(declaration.span if declaration is not None else FILE_START, f"the margin must be > 0, not {value:g}")
+        error(declaration.span, f"the margin must be > 0, not {value:g}")
     return value
 
 

@@ -29,8 +29,9 @@ import torch
 
 from ..compiler.assemble import assemble
 from ..language import typed as ir
-from ..pipeline import CORNERS, errors_on, model_inputs, position_errors, relower
+from ..pipeline import relower
 from ..transformer.model import CompiledTransformer, attention_pattern, masked_scores, merge_heads, project_heads
+from .measure import CORNERS, errors_on, model_inputs, position_errors
 from .sampling import domain_corners, sample_inputs
 
 INPUT_CHUNK = 1 << 22  # numbers (inputs × T × d) per chunk of check's inputs: 32 MiB in float64

@@ -314,7 +314,7 @@ def command_check(arguments: argparse.Namespace) -> int:
     shown_eps = "none" if result.eps == float("inf") else f"{result.eps:g}"
     print(f"{arguments.model}: {program.path}, T = {program.length}, ε = {shown_eps}, a-priori bound {bound}")
     if trained:
-        from ..pipeline import model_inputs
+        from ..reference.measure import model_inputs
         from .train import model_nmse
 
         inputs = model_inputs(program, max(arguments.samples, 1), arguments.seed, corners=0)
@@ -336,7 +336,7 @@ def command_check(arguments: argparse.Namespace) -> int:
         worst = result.worst_input[None]
         found = trace(model, program, worst)
         if found is None:
-            from ..pipeline import model_inputs
+            from ..reference.measure import model_inputs
 
             found = trace(model, program, model_inputs(program, 64, arguments.seed + 11))
         print(f"  trace            {found.describe() if found else 'the model follows its circuit at every layer'}")

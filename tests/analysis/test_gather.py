@@ -22,7 +22,7 @@ import torch
 from compiled import program
 
 import infoflow_dsl as ifl
-from infoflow_dsl.pipeline import errors_on, model_inputs
+from infoflow_dsl.reference.measure import errors_on, model_inputs
 from infoflow_dsl.reference.verify import trace
 from infoflow_dsl.tools.cli import run
 from infoflow_dsl.transformer.io import model_to_bytes

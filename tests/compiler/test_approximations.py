@@ -13,7 +13,7 @@ from compiled import CANONICAL_EFFICIENT, EXTRA_COMPILED, model, program
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.approximations import DEEP, WIDE, Approximation, choose_square
 from infoflow_dsl.compiler.circuit import LinearForm
-from infoflow_dsl.pipeline import errors_on, measure_error, model_inputs
+from infoflow_dsl.reference.measure import errors_on, measure_error, model_inputs
 
 ROUNDOFF = 2.0**-53
 

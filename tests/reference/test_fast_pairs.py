@@ -17,7 +17,7 @@ from programs import ALL, ExampleProgram
 
 import infoflow_dsl as ifl
 import infoflow_dsl.reference.fast_pairs as fast_pairs
-from infoflow_dsl.pipeline import model_inputs
+from infoflow_dsl.reference.measure import model_inputs
 from infoflow_dsl.transformer import repeated_rows
 
 evaluate_module = sys.modules["infoflow_dsl.reference.evaluate"]  # the package exports a function of that name

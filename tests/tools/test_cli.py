@@ -388,7 +388,7 @@ def test_a_plot_into_a_missing_folder_exits_2_before_analysing(tmp_path: Path) -
 
 
 def test_compile_by_default_measures_what_fits_the_budget_and_says_so(tmp_path: Path) -> None:
-    from infoflow_dsl.pipeline import DEFAULT_SAMPLES, MIN_SAMPLES
+    from infoflow_dsl.reference.measure import DEFAULT_SAMPLES, MIN_SAMPLES
 
     out = tmp_path / "kth.safetensors"
     source = ROOT / "compiled_examples" / "kth_largest.iflow"

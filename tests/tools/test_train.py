@@ -15,7 +15,7 @@ import torch
 from cli_runner import run_cli
 
 import infoflow_dsl as ifl
-from infoflow_dsl.pipeline import model_inputs
+from infoflow_dsl.reference.measure import model_inputs
 from infoflow_dsl.reference.verify import check_model
 from infoflow_dsl.tools.train import (
     Distribution,

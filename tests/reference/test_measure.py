@@ -1,0 +1,51 @@
+"""The measurement against the reference: its cost model, its budget and its batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from compiled import model, program
+
+import infoflow_dsl as ifl
+from infoflow_dsl.reference import measure
+from infoflow_dsl.reference.measure import (
+    MIN_SAMPLES,
+    budgeted_samples,
+    errors_on,
+    measurement_batches,
+    model_inputs,
+    reference_cost,
+)
+
+
+def test_reference_cost_counts_the_tuples_each_reduction_reads():
+    """intrinsic_3 is three pair reductions side by side (each body reads s and t): about 3 T² tuples
+    of a few numbers each, not the T⁶ of its three nested reductions' variables together."""
+    target = program("intrinsic_3")
+    tuples = 3 * target.length**2
+    assert tuples <= reference_cost(target) <= 50 * tuples
+    single = ifl.parse_program("input x : R^4 in [-1, 1]\nlength T = 64\ntarget max_<t> <x(t), x(t)>\n", "one.iflow")
+    assert reference_cost(single) <= 50 * single.length
+
+
+@pytest.mark.parametrize("name", ["intrinsic_3", "intrinsic_6", "d_retrieval", "min_pairwise"])
+def test_the_default_budget_measures_more_than_its_floor_where_inputs_are_cheap(name):
+    """At their own T (64, 64, 128, 32) a measured input costs well under a millisecond: the
+    budget of a few seconds buys thousands of inputs, not the floor."""
+    compiled = model(name, 1e-3, "float32")
+    assert budgeted_samples(compiled, program(name)) >= 4 * MIN_SAMPLES
+
+
+def test_forward_and_reference_batches_of_other_sizes_give_the_same_errors(monkeypatch):
+    target = program("min_pairwise")
+    compiled = model("min_pairwise", 1e-3, "float64")
+    x = model_inputs(target, 37, seed=4, corners=5)
+    length = target.length
+    monkeypatch.setattr(measure, "BATCH_ELEMENTS", 8 * length)
+    monkeypatch.setattr(measure, "PAIR_ELEMENTS", 3 * length**2)
+    assert measurement_batches(compiled, length) == (8, 3)
+    error, kept = errors_on(compiled, target, x)
+    with torch.no_grad():
+        expected = (compiled(x) - ifl.evaluate(target, x)).abs()
+    assert bool(kept.all()) and error.shape == (42,)
+    torch.testing.assert_close(error, expected, rtol=0, atol=1e-12)
