@@ -118,7 +118,10 @@ class CircuitBuilder:
     def reserve_units(self, count: int) -> None:
         """Refuse, before building them, ``count`` more units that would pass MAX_UNITS."""
         if self.units + count > MAX_UNITS:
-            raise CompileError(f"the model would need more than {MAX_UNITS:,} hidden units at this ε; raise ε "
+            margin = self.program.margin
+            at = "this ε" if margin is None else f"this ε and margin δ = {margin:g}"
+            fix = "raise ε" if margin is None else "raise ε or δ (a sharper retrieval reads finer differences)"
+            raise CompileError(f"the model would need more than {MAX_UNITS:,} hidden units at {at}; {fix} "
                                "(analyze's cost law says how the units grow; a norm that can be 0 costs ε^-1)")
 
     def token_range(self) -> tuple[float, float]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from lowered import builder, grid, model, program, run
+from programs import by_name
 
+import infoflow_dsl as ifl
 from infoflow_dsl.compiler.lower.builder import MAX_UNITS, layer_after
 from infoflow_dsl.compiler.lower.quantity import ROUNDING_SAFETY, ErrorShares, linear
 from infoflow_dsl.errors import CompileError
@@ -51,8 +53,15 @@ def test_units_past_the_cap_are_refused_before_they_are_built():
     built = builder(PER_TOKEN)
     built.units = MAX_UNITS - 10
     built.reserve_units(10)
-    with pytest.raises(CompileError, match="more than 1,000,000 hidden units"):
+    with pytest.raises(CompileError, match="more than 1,000,000 hidden units at this ε; raise ε "):
         built.reserve_units(11)
+
+
+def test_the_unit_cap_names_the_margin_where_the_program_has_one():
+    built = builder(ifl.parse_program(by_name("nearest_neighbour").source, "n.iflow", margin=1e-30))
+    built.units = MAX_UNITS
+    with pytest.raises(CompileError, match="at this ε and margin δ = 1e-30; raise ε or δ "):
+        built.reserve_units(1)
 
 
 def test_the_first_ffn_after_a_stage_is_the_embeddings_relu_block_then_each_layers():
