@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from ..transformer.model import CompiledTransformer
+from ..model import CompiledTransformer
 from .layout import ExportLayout
 
 Tensor = torch.Tensor

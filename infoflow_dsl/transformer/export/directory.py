@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..transformer.model import CompiledTransformer
+from ..model import CompiledTransformer
 from .inputs import ExportIO
 from .layout import ExportLayout, plan
 from .weights import EXACT_LN_EPS, EXACT_LN_GAIN, gpt2_state_dict

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ..transformer.masks import HeadMask, allowed_pairs, check_mask
+from ..masks import HeadMask, allowed_pairs, check_mask
 
 Tensor = torch.Tensor
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..transformer.model import CompiledTransformer
+from ..model import CompiledTransformer
 from .layout import ExportLayout
 
 RESIDUAL_HOOK = re.compile(r"^blocks\.([0-9]+)\.hook_resid_(pre|mid|post)$")
@@ -50,8 +50,8 @@ def exported_circuit(model: CompiledTransformer, layout: ExportLayout) -> list[d
     circuit: trained, or its program gone)."""
     if "trained" in model.config:
         return None
-    from ..pipeline import StoredProgramError
-    from ..reference.circuit_map import circuit
+    from ...pipeline import StoredProgramError
+    from ...reference.circuit_map import circuit
 
     try:
         sites = circuit(model)

@@ -34,9 +34,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..transformer.masks import HeadMask
-from ..transformer.model import CompiledTransformer
-from ..transformer.sparse import nonzero_entries
+from ..masks import HeadMask
+from ..model import CompiledTransformer
+from ..sparse import nonzero_entries
 
 
 @dataclass(frozen=True)
