@@ -13,8 +13,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import torch
+
 from ..model import CompiledTransformer
 from .layout import ExportLayout
+
+Tensor = torch.Tensor
 
 RESIDUAL_HOOK = re.compile(r"^blocks\.([0-9]+)\.hook_resid_(pre|mid|post)$")
 
@@ -72,3 +76,12 @@ def exported_circuit(model: CompiledTransformer, layout: ExportLayout) -> list[d
             record["argument"] = _reading(site.argument.to_json(), layout.offset)
         out.append(record)
     return out
+
+
+def read_site(record: dict[str, Any], residual: Tensor) -> Tensor:
+    """A circuit record's value from the exported residual stream at its hook, (B, T'+2, width):
+    Σ_i w_i h[..., i] + c at its positions, (B, T') for a token site, (B,) at the readout."""
+    h = residual.to(torch.float64)
+    weights = torch.tensor(record["weights"], dtype=torch.float64, device=h.device)
+    rows = h[..., list(record["index"])] @ weights + record["constant"]  # (B, T'+2)
+    return rows[:, 1:-1] if record["site"] == "token" else rows[:, -1]
