@@ -15,7 +15,7 @@ import json
 import pytest
 import torch
 from exported import shipped
-from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
+from transformer_lens.model_bridge.sources import build_bridge_from_module
 from transformers import AutoModelForCausalLM
 
 import infoflow_dsl as ifl
