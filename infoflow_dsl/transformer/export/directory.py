@@ -24,43 +24,19 @@ import torch
 from torch import nn
 
 from ..model import CompiledTransformer
+from .hf import forward_in_batches, gpt2_config, transformers_module
 from .inputs import ExportIO
 from .layout import ExportLayout, plan
 from .weights import EXACT_LN_EPS, EXACT_LN_GAIN, gpt2_state_dict
 
 TARGETS = ("hf-gpt2",)
-LAYERNORMS = ("exact",)
+LAYERNORMS = ("exact", "active")
 INFO_FILE = "infoflow.json"
 FORMAT = "infoflow-export/1"
-FORWARD_ELEMENTS = 1 << 21  # numbers per activation of one forward batch of ExportedModel (16 MiB in float64)
-EXPORT_MISSING = "ifl.export needs Hugging Face transformers: install the 'export' extra " \
-                 "(pip install 'infoflow-dsl[export]')"
 
 
 class ExportError(ValueError):
     """An export that cannot be made or read (a bad target, an existing folder, not an export)."""
-
-
-def _transformers() -> Any:
-    try:
-        import transformers
-    except ImportError:
-        raise ImportError(EXPORT_MISSING) from None
-    return transformers
-
-
-def gpt2_config(layout: ExportLayout, dtype: torch.dtype, ln_eps: float) -> Any:
-    """The stock GPT2Config of ``layout`` (dropout 0, ReLU, √head_dim scaling, eager attention)."""
-    transformers = _transformers()
-    config = transformers.GPT2Config(
-        vocab_size=layout.vocab, n_positions=layout.n_positions, n_embd=layout.width, n_layer=layout.n_layers,
-        n_head=layout.n_head, n_inner=layout.n_inner, activation_function="relu", resid_pdrop=0.0,
-        embd_pdrop=0.0, attn_pdrop=0.0, layer_norm_epsilon=ln_eps, scale_attn_weights=True,
-        scale_attn_by_inverse_layer_idx=False, reorder_and_upcast_attn=False, tie_word_embeddings=False,
-        use_cache=False, bos_token_id=None, eos_token_id=None, dtype=str(dtype).removeprefix("torch."),
-        architectures=["GPT2LMHeadModel"], attn_implementation="eager",
-    )
-    return config
 
 
 def _layout_json(layout: ExportLayout) -> dict[str, Any]:
@@ -123,24 +99,42 @@ def _check_target(directory: Path, to: str, layernorm: str, force: bool) -> None
 
 
 def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: str = "hf-gpt2",
-           layernorm: str = "exact", dtype: torch.dtype | None = None, force: bool = False) -> Path:
+           layernorm: str = "exact", dtype: torch.dtype | None = None, force: bool = False,
+           ln_eps: float | None = None, ln_constant: float | None = None) -> Path:
     """Write ``model`` as a Hugging Face GPT-2 directory (module docstring); returns its path.
 
-    ``dtype`` is the exported weights' (default: the model's). Raises :class:`ExportError` for a
-    bad target or LayerNorm mode, or an existing non-empty ``directory`` without ``force``."""
+    ``dtype`` is the exported weights' (default: the model's). ``layernorm``: ``exact``
+    (ε_LN = 2^80, gain 2^40: LayerNorm(h) = h) or ``active`` (ε_LN = ``ln_eps``, default 1e-5,
+    gain 1, a ±C pair, C from the share of ε the compiled bound leaves or ``ln_constant``:
+    :mod:`.active`; the stored bound adds the LayerNorm's share). Raises :class:`ExportError`
+    for a bad target or LayerNorm mode, or an existing non-empty ``directory`` without ``force``."""
     directory = Path(directory)
     _check_target(directory, to, layernorm, force)
     dtype = model.dtype if dtype is None else dtype
     layout = plan(model)
-    tensors, w_x, cls = gpt2_state_dict(model, layout, dtype, EXACT_LN_GAIN)
+    trained = "trained" in model.config
+    bound = None if trained else model.config.get("a_priori_bound")
+    if layernorm == "active":
+        from .active import STANDARD_LN_EPS, choose
+
+        try:
+            active = choose(model, layout, STANDARD_LN_EPS if ln_eps is None else ln_eps, ln_constant)
+        except ValueError as error:
+            raise ExportError(str(error)) from None
+        tensors, w_x, cls = gpt2_state_dict(model, layout, dtype, 1.0, active.constant, active.reader_scale)
+        ln, ln_eps = active.json(), active.eps
+        bound = None if bound is None else bound + active.share
+    else:
+        tensors, w_x, cls = gpt2_state_dict(model, layout, dtype, EXACT_LN_GAIN)
+        ln, ln_eps = {"mode": "exact", "eps": EXACT_LN_EPS, "gain": EXACT_LN_GAIN, "constant": 1.0}, EXACT_LN_EPS
     io = ExportIO(T=model.T, d=model.d, min_length=model.min_length, exact_length_only=model.exact_length_only,
                   per_token=model.per_token, output_shape=model.output_shape, slot_masks=layout.slot_masks,
                   self_contained=False, w_x=w_x, cls=cls)
-    ln = {"mode": "exact", "eps": EXACT_LN_EPS, "gain": EXACT_LN_GAIN, "constant": 1.0}
     from .circuit import exported_circuit
 
     info = export_info(model, layout, io, ln, to, exported_circuit(model, layout))
-    _write(directory, gpt2_config(layout, dtype, EXACT_LN_EPS), tensors, info, force)
+    info["a_priori_bound"], info["compiled_bound"] = bound, None if trained else model.config.get("a_priori_bound")
+    _write(directory, gpt2_config(layout, dtype, ln_eps), tensors, info, force)
     return directory
 
 
@@ -219,7 +213,7 @@ class ExportedModel(nn.Module):
     def __init__(self, directory: str | os.PathLike[str], dtype: torch.dtype | None = None) -> None:
         super().__init__()
         info = read_info(directory)
-        transformers = _transformers()
+        transformers = transformers_module()
         self.info = info
         self.io = ExportIO.from_json(info)
         transformers.utils.logging.disable_progress_bar()
@@ -245,16 +239,8 @@ class ExportedModel(nn.Module):
         return self.hf.lm_head.weight.device
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """y for x (B, T', d), in batches of at most FORWARD_ELEMENTS numbers per activation."""
-        config = self.hf.config
-        rows = x.shape[1] + 2
-        widest = max(config.n_inner, config.n_head * rows, 3 * config.n_embd)
-        step = max(1, FORWARD_ELEMENTS // (rows * widest))
-        parts = []
-        for start in range(0, x.shape[0], step):
-            arguments = self.io.arguments(x[start:start + step].to(self.device, self.dtype))
-            parts.append(self.io.outputs(self.hf(**arguments).logits))
-        return torch.cat(parts) if parts else self.io.outputs(torch.zeros(0, rows, 2, dtype=self.dtype))
+        """y for x (B, T', d), in batches (:func:`~.hf.forward_in_batches`)."""
+        return forward_in_batches(self.hf, self.io, x)
 
 
 def load_exported(directory: str | os.PathLike[str], dtype: torch.dtype | None = None) -> ExportedModel:

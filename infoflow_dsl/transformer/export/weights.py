@@ -18,7 +18,9 @@ layer (LayerNorm maps 0 to 0), and its value, the one attended by queries with n
 is exactly 0. Written rows and reader columns are balanced (:func:`balance_rows`,
 :func:`balance_columns`) so that LayerNorm's mean is 0 and ignored. With the exact LayerNorm
 (ε_LN = 2^80, g = 2^40) LayerNorm(h) = (h − mean(h)) · 2^40 / √(var(h) + 2^80) = h − mean(h)
-exactly while var(h) < 2^26 (float64; 2^55 in float32): √(var + 2^80) rounds to 2^40.
+exactly while var(h) < 2^26 (float64; 2^55 in float32): √(var + 2^80) rounds to 2^40. The
+active LayerNorm (:mod:`.active`) has gain 1, a constant pair ±C and its scale folded into the
+readers.
 """
 
 from __future__ import annotations
@@ -176,10 +178,15 @@ class _Builder:
         return w_x, cls[0]
 
 
+#: the matrices that read the residual (after a LayerNorm): an active LayerNorm's scale folds into them
+READERS = ("attn.c_attn.weight", "mlp.c_fc.weight", "lm_head.weight")
+
+
 def gpt2_state_dict(model: CompiledTransformer, layout: ExportLayout, dtype: torch.dtype, ln_gain: float,
-                    constant: float = 1.0) -> tuple[dict[str, Tensor], Tensor, Tensor]:
+                    constant: float = 1.0, reader_scale: float = 1.0) -> tuple[dict[str, Tensor], Tensor, Tensor]:
     """(the GPT2LMHeadModel state dict, W_x, cls_x) of ``model`` in ``layout`` (module
-    docstring), every tensor in ``dtype``; LayerNorm gains ``ln_gain`` (biases 0)."""
+    docstring), every tensor in ``dtype``; LayerNorm gains ``ln_gain`` (biases 0), the constant
+    pair ±``constant``, every reader (:data:`READERS`) times ``reader_scale``."""
     build = _Builder(model, layout, constant)
     lay = layout
     with torch.no_grad():
@@ -203,6 +210,10 @@ def gpt2_state_dict(model: CompiledTransformer, layout: ExportLayout, dtype: tor
         tensors |= {"transformer.ln_f.weight": torch.full((lay.width,), ln_gain, dtype=torch.float64),
                     "transformer.ln_f.bias": build.zeros(lay.width), "lm_head.weight": build.unembedding()}
         w_x, cls = build.embedding()
+        if reader_scale != 1.0:
+            for name in tensors:
+                if name.endswith(READERS):
+                    tensors[name] *= reader_scale
     return {name: t.to(dtype).contiguous() for name, t in tensors.items()}, w_x.to(dtype), cls.to(dtype)
 
 
