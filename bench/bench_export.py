@@ -21,10 +21,10 @@ from report import write_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from exported import SHIPPED, largest_error, largest_gap, shipped  # noqa: E402
+from exported import SHIPPED, largest_error, largest_gap, shipped
 
-import infoflow_dsl as ifl  # noqa: E402
-from infoflow_dsl.pipeline import model_inputs, program_of  # noqa: E402
+import infoflow_dsl as ifl
+from infoflow_dsl.pipeline import model_inputs, program_of
 
 SAMPLES = 2000
 
