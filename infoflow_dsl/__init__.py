@@ -10,6 +10,7 @@ The Python API (DESIGN.md):
 >>> ifl.save(model, "min_pairwise.safetensors"); model = ifl.load("min_pairwise.safetensors")
 >>> y, cache = ifl.hooked(model).run_with_cache(x)  # TransformerLens hook points (the ``lens`` extra)
 >>> sites = ifl.circuit(model)          # where each comparison and FFN function lives in the cache
+>>> ifl.export(model, "out/")           # a Hugging Face GPT-2 directory (the ``export`` extra)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from .reference.circuit_map import CircuitSite, circuit
     from .reference.evaluate import evaluate
     from .reference.sampling import sample_inputs
+    from .transformer.export.directory import export, export_inputs, export_outputs, load_exported
     from .transformer.io import load, save
     from .transformer.lens import hooked
     from .transformer.model import CompiledTransformer
@@ -43,6 +45,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "reference.circuit_map": ("CircuitSite", "circuit"),
     "reference.evaluate": ("evaluate",),
     "reference.sampling": ("sample_inputs",),
+    "transformer.export.directory": ("export", "export_inputs", "export_outputs", "load_exported"),
     "transformer.io": ("load", "save"),
     "transformer.lens": ("hooked",),
     "transformer.model": ("CompiledTransformer",),
@@ -64,8 +67,12 @@ __all__ = [
     "compile",
     "compile_program",
     "evaluate",
+    "export",
+    "export_inputs",
+    "export_outputs",
     "hooked",
     "load",
+    "load_exported",
     "load_program",
     "parse_program",
     "sample_inputs",

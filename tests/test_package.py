@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Modules that ``import infoflow_dsl`` must leave unimported.
-HEAVY = ("torch", "matplotlib", "ray", "transformer_lens", "safetensors")
+HEAVY = ("torch", "matplotlib", "ray", "transformer_lens", "safetensors", "transformers", "nnsight")
 
 
 def test_import_loads_no_torch_and_every_public_name_resolves_on_use() -> None:
@@ -27,11 +27,13 @@ def test_import_loads_no_torch_and_every_public_name_resolves_on_use() -> None:
         "listed = set(dir(ifl)) >= set(ifl.__all__)\n"
         "kinds = {name: type(getattr(ifl, name)).__name__ for name in ifl.__all__}\n"
         "same = (ifl.compile is ifl.compile_program, ifl.circuit.__module__, ifl.evaluate.__module__)\n"
-        "print(json.dumps({'heavy': heavy, 'listed': listed, 'kinds': kinds, 'same': same}))\n"
+        "optional = sorted({'transformers', 'nnsight'} & set(sys.modules))\n"
+        "print(json.dumps({'heavy': heavy, 'listed': listed, 'kinds': kinds, 'same': same, 'optional': optional}))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
     found = json.loads(result.stdout)
     assert found["heavy"] == []
+    assert found["optional"] == []  # resolving ifl.export and friends imports no transformers or nnsight
     assert found["listed"]
     assert found["kinds"]["CompiledTransformer"] == "type" and found["kinds"]["compile"] == "function"
     assert found["same"] == [True, "infoflow_dsl.reference.circuit_map", "infoflow_dsl.reference.evaluate"]

@@ -37,3 +37,22 @@ def test_the_main_job_compiles_and_checks_a_shipped_example(tmp_path: Path):
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
     assert "within ε" in done.stdout and (tmp_path / "min_pairwise.safetensors").exists()
+
+
+def export_blocks() -> list[str]:
+    """The Python blocks of the README's Export section, in order."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Export", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+
+
+def test_the_export_sections_three_loaders_run_as_written(tmp_path: Path):
+    """transformers, the TransformerLens bridge and nnsight, one script, from a copy of the root."""
+    blocks = export_blocks()
+    assert len(blocks) == 3
+    assert "AutoModelForCausalLM" in blocks[0] and "build_bridge_from_module" in blocks[1] and "NNsight" in blocks[2]
+    (tmp_path / "compiled_examples").symlink_to(ROOT / "compiled_examples")
+    done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "blocks.0.hook_resid_post" in done.stdout and (tmp_path / "min_pairwise_gpt2" / "infoflow.json").exists()

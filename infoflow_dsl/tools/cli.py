@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(TransformerLens hook, residual index, bound)")
     circuit_cmd.add_argument("model", type=Path)
     circuit_cmd.add_argument("--json", action="store_true", help="print the records as JSON")
+    from .export import add_export_parser
+
+    add_export_parser(commands)
     train_cmd = commands.add_parser("train", help="train a model of the compiled family on the target")
     _training_flags(train_cmd, grid=False)
     train_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .trained.safetensors)")
@@ -292,21 +295,20 @@ def command_compile(arguments: argparse.Namespace) -> int:
 
 
 def command_check(arguments: argparse.Namespace) -> int:
-    from ..errors import ModelFileError
     from ..pipeline import StoredProgramError, program_of
     from ..reference.verify import check_model, format_input, trace
-    from ..transformer.io import load
+    from .export import load_checked
 
+    model = load_checked(arguments.model)  # a model file, or an exported directory
     try:
-        model = load(arguments.model, device="cpu")
         program = program_of(model)
-    except ModelFileError as error:
-        raise UsageError(str(error)) from None
     except StoredProgramError as error:
         raise UsageError(f"{arguments.model}: {error}") from None
     trained = "trained" in model.config
     if trained and arguments.trace:
         raise UsageError(f"{arguments.model}: --trace needs a compiled model, this one was trained")
+    if arguments.trace and arguments.model.is_dir():
+        raise UsageError(f"{arguments.model}: --trace needs a compiled model file, not an exported directory")
     eps = float("inf") if trained and arguments.eps is None else arguments.eps  # a trained model has no ε
     result = check_model(model, program, arguments.samples, eps, arguments.seed, arguments.adversarial)
     excluded = f", {result.excluded_by_margin} under the margin left out" if result.excluded_by_margin else ""
@@ -471,7 +473,14 @@ def command_sweep(arguments: argparse.Namespace) -> int:
 
 
 COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check,
-            "circuit": command_circuit, "train": command_train, "sweep": command_sweep}
+            "circuit": command_circuit, "train": command_train, "sweep": command_sweep,
+            "export": lambda arguments: _export_command(arguments)}
+
+
+def _export_command(arguments: argparse.Namespace) -> int:
+    from .export import command_export
+
+    return command_export(arguments)
 
 
 def run(argv: Sequence[str] | None = None) -> int:

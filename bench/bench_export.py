@@ -1,0 +1,66 @@
+"""Benchmark: every shipped example exported to a Hugging Face GPT-2, measured in one run.
+
+    python bench/bench_export.py            # writes its section of BENCHMARKS.md
+
+For each example: ``ifl.export`` in float64 and in float32, each read back with
+``AutoModelForCausalLM``; on SAMPLES random inputs and the 256 corners, the largest
+|export − model(x)| (float64), the largest error against the reference over the inputs the
+guarantee covers, and the float32 export's distance from the float64 model against the float32
+model's own; times are wall seconds (export, forward of all inputs).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from report import write_section
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from exported import SHIPPED, largest_error, largest_gap, shipped
+
+import infoflow_dsl as ifl
+from infoflow_dsl.pipeline import model_inputs, program_of
+
+SAMPLES = 2000
+
+
+def measure(name: str, samples: int, folder: Path) -> str:
+    model64, model32 = shipped(name), shipped(name, torch.float32)
+    start = time.perf_counter()
+    ifl.export(model64, folder / f"{name}64")
+    exported_in = time.perf_counter() - start
+    ifl.export(model32, folder / f"{name}32")
+    e64, e32 = ifl.load_exported(folder / f"{name}64"), ifl.load_exported(folder / f"{name}32")
+    x = model_inputs(program_of(model64), samples, seed=5)
+    with torch.no_grad():
+        start = time.perf_counter()
+        y64 = e64(x)
+        forward = time.perf_counter() - start
+        y32, own32, m64 = e32(x).double(), model32(x.float()).double(), model64(x)
+    gap, error = largest_gap(y64, m64), largest_error(e64, model64, x)
+    ratio = largest_gap(y32, m64) / max(largest_gap(own32, m64), 1e-300)
+    config = e64.hf.config
+    return (f"| {name} | {config.n_layer} × {config.n_head} × {config.n_embd // config.n_head}, {config.n_inner} | "
+            f"{gap:.1e} | {error:.2e} | {model64.config['eps']:g} | {ratio:.2f} | {exported_in:.2f} | {forward:.1f} |")
+
+
+def main(samples: int = SAMPLES) -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in SHIPPED:
+            rows.append(measure(name, samples, Path(folder)))
+            print(rows[-1], flush=True)
+    body = (f"{samples} random inputs and 256 corners per example; float64 unless said. Layers × heads × head_dim, "
+            "n_inner of the GPT-2; float32 ratio: |export32 − model64| / |model32 − model64|.\n\n"
+            "| example | GPT-2 | max \\|export − model\\| | max error | ε | float32 ratio | export s | forward s |\n"
+            "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+    write_section("Export to Hugging Face GPT-2 (bench/bench_export.py)", body)
+
+
+if __name__ == "__main__":
+    main()

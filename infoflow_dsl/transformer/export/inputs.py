@@ -1,0 +1,112 @@
+"""An exported model's inputs and outputs: x -> (inputs_embeds, attention_mask), logits -> y.
+
+For x (B, T', d) the exported GPT-2 reads N = T' + 2 positions: the sink (position 0,
+inputs_embeds 0), the tokens t = 1..T' ([x(t); 1] W_x) and the readout token (T' + 1, cls_x);
+GPT-2 adds its position embedding itself. The attention mask is additive, (B, n_head, N, N):
+0 where slot j's query p may see key p', the dtype's most negative number elsewhere, with
+
+    token keys p' = 1..T'   allowed by the slot's structural mask at query t = p (1-based, as
+                            the compiled model's masks read positions), last = T'
+    the sink p' = 0         allowed exactly for the query rows with no allowed token key (and
+                            the sink's own row): their attention is all on the sink, value 0
+    the readout p' = T'+1   never a key.
+
+A self-contained export (score penalties in its weights) needs no mask: ``attention_mask`` is
+then None. The output: y = logits[:, T'+1, :K] (readout models; (B,) for a scalar target) or
+logits[:, 1:T'+1, :K] (per-token models); logits K..2K-1 are the negations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..masks import HeadMask, allowed_pairs, check_mask
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class ExportIO:
+    """What turns inputs into an exported model's arguments and its logits back into y."""
+
+    T: int
+    d: int
+    min_length: int
+    exact_length_only: bool
+    per_token: bool
+    output_shape: tuple[int, ...]
+    slot_masks: tuple[HeadMask, ...]
+    self_contained: bool
+    w_x: Tensor
+    cls: Tensor
+
+    @classmethod
+    def from_json(cls, info: Mapping[str, Any]) -> ExportIO:
+        """From an ``infoflow.json`` object (its ``input``, ``slots`` and ``embedding``)."""
+        spec, embedding = info["input"], info["embedding"]
+        dtype = getattr(torch, info["dtype"])
+        masks = tuple(check_mask(slot["mask"], f"slot {slot['slot']}", "infoflow.json") for slot in info["slots"])
+        return cls(T=spec["T"], d=spec["d"], min_length=spec["min_length"],
+                   exact_length_only=spec["exact_length_only"], per_token=spec["output"] == "token",
+                   output_shape=tuple(spec["output_shape"]), slot_masks=masks,
+                   self_contained=bool(info.get("self_contained", False)),
+                   w_x=torch.tensor(embedding["W_x"], dtype=torch.float64).to(dtype),
+                   cls=torch.tensor(embedding["cls"], dtype=torch.float64).to(dtype))
+
+    def json(self) -> dict[str, Any]:
+        """The ``input`` entry of ``infoflow.json``."""
+        return {"T": self.T, "d": self.d, "min_length": self.min_length, "exact_length_only": self.exact_length_only,
+                "output": "token" if self.per_token else "readout", "output_shape": list(self.output_shape)}
+
+    def check_length(self, x: Tensor) -> None:
+        """The compiled model's own input checks (shape, length), as ValueError."""
+        if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.d:
+            raise ValueError(f"input must be a tensor of shape (batch, length, {self.d}), got "
+                             f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
+        length = x.shape[1]
+        if not self.min_length <= length <= self.T or (self.exact_length_only and length != self.T):
+            allowed = f"exactly {self.T}" if self.exact_length_only else f"{self.min_length}..{self.T}"
+            raise ValueError(f"input length {length} is outside the lengths {allowed} of this model")
+
+    def inputs_embeds(self, x: Tensor) -> Tensor:
+        """(B, T'+2, width): 0 at the sink, [x(t); 1] W_x at the tokens, cls_x at the readout."""
+        self.check_length(x)
+        batch = x.shape[0]
+        dtype, device = self.w_x.dtype, x.device
+        xe = torch.cat([x.to(dtype), x.new_ones(batch, x.shape[1], 1, dtype=dtype)], dim=-1)  # (B, T', d+1)
+        tokens = xe @ self.w_x.to(device)  # (B, T', width)
+        sink = tokens.new_zeros(batch, 1, tokens.shape[-1])
+        return torch.cat([sink, tokens, self.cls.to(device).expand(batch, 1, -1)], dim=1)
+
+    def allowed(self, length: int) -> Tensor:
+        """bool (n_head, T'+2, T'+2): which key each slot's query may see (module docstring)."""
+        count = length + 2
+        out = torch.zeros(len(self.slot_masks), count, count, dtype=torch.bool)
+        tokens = allowed_pairs(self.slot_masks, length)  # (H, T'+1, T')  query rows t = 1..T'+1
+        out[:, 1:, 1:length + 1] = tokens
+        out[:, 1:, 0] = ~tokens.any(dim=-1)
+        out[:, 0, 0] = True
+        return out
+
+    def attention_mask(self, x: Tensor) -> Tensor | None:
+        """The additive (B, n_head, T'+2, T'+2) mask of x's length, None when self-contained."""
+        if self.self_contained:
+            return None
+        allowed = self.allowed(x.shape[1]).to(x.device)
+        dtype = self.w_x.dtype
+        mask = torch.where(allowed, torch.zeros((), dtype=dtype), torch.tensor(torch.finfo(dtype).min, dtype=dtype))
+        return mask.expand(x.shape[0], *mask.shape)
+
+    def arguments(self, x: Tensor) -> dict[str, Tensor | None]:
+        """``model(**arguments)``: inputs_embeds and attention_mask."""
+        return {"inputs_embeds": self.inputs_embeds(x), "attention_mask": self.attention_mask(x)}
+
+    def outputs(self, logits: Tensor) -> Tensor:
+        """y from the logits (B, T'+2, 2K): (B,) or (B, K) at the readout, per token (B, T') or (B, T', K)."""
+        k = self.output_shape[0] if self.output_shape else 1
+        y = logits[:, 1:-1, :k] if self.per_token else logits[:, -1, :k]
+        return y if self.output_shape else y.squeeze(-1)

@@ -1,0 +1,67 @@
+"""``infoflowc export`` and ``infoflowc check DIR``: the directory, its report, and bad input (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from cli_runner import run_cli
+from compiled import program
+from programs import EXAMPLES_DIR
+
+import infoflow_dsl as ifl
+from infoflow_dsl.tools.train import TrainSettings, train
+
+EXAMPLE = str(EXAMPLES_DIR / "min_pairwise.safetensors")
+
+
+def test_export_writes_a_gpt2_directory_and_check_measures_it_within_eps(tmp_path) -> None:
+    out = tmp_path / "mp"
+    code, text, err = run_cli(["export", EXAMPLE, "--to", "hf-gpt2", "-o", str(out)])
+    assert (code, err) == (0, "")
+    assert "exported as hf-gpt2" in text and "LayerNorm        exact (ε_LN = 2^80, gain 2^40)" in text
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "infoflow.json", "model.safetensors"]
+    info = json.loads((out / "infoflow.json").read_text())
+    assert info["eps"] == 1e-2 and info["a_priori_bound"] <= 1e-2 and info["program"]["name"] == "min_pairwise.iflow"
+    assert {h["name"]: (h["layer"], h["slot"]) for h in info["heads"]} == {"c1": (0, 0), "c2": (1, 0)}
+    code, text, err = run_cli(["check", str(out), "--samples", "300"])
+    assert (code, err) == (0, "")
+    assert "verdict          within ε" in text and "a-priori bound 0.0097" in text
+    code, _, err = run_cli(["check", str(out), "--trace"])
+    assert code == 2 and "--trace" in err
+
+
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path) -> None:
+    not_a_model = tmp_path / "x.safetensors"
+    not_a_model.write_text("hello")
+    code, text, err = run_cli(["export", str(not_a_model), "-o", str(tmp_path / "a")])
+    assert code == 2 and text == "" and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(["export", EXAMPLE, "--to", "hf-bert", "-o", str(tmp_path / "a")])
+    assert code == 2 and "invalid choice: 'hf-bert'" in err
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    code, _, err = run_cli(["export", EXAMPLE, "-o", str(taken)])
+    assert code == 2 and "not empty" in err and "--force" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken", "x.safetensors"]  # nothing half-written
+    assert [p.name for p in taken.iterdir()] == ["notes.txt"]
+    code, _, err = run_cli(["export", EXAMPLE, "-o", str(taken), "--force"])
+    assert (code, err) == (0, "") and (taken / "model.safetensors").exists() and not (taken / "notes.txt").exists()
+    code, _, err = run_cli(["check", str(tmp_path)])  # a folder that is no export
+    assert code == 2 and "not an infoflow export" in err
+
+
+def test_a_trained_model_exports_and_check_says_measured_only(tmp_path) -> None:
+    target = program("d_retrieval", 4)
+    settings = TrainSettings(heads=(4,), d_model=16, d_head=4, d_mlp=16, steps=30, batch=64, validation=256)
+    result = train(target, settings, quiet=True)
+    path = tmp_path / "toy.safetensors"
+    ifl.save(result.model, path)
+    code, text, err = run_cli(["export", str(path), "-o", str(tmp_path / "toy"), "--dtype", "float64"])
+    assert (code, err) == (0, "") and "none (a trained model: measured only)" in text
+    exported = ifl.load_exported(tmp_path / "toy")
+    x = ifl.sample_inputs(target, 64, seed=1)
+    with torch.no_grad():
+        assert float((exported(x) - result.model.double()(x)).abs().max()) <= 1e-12
+    code, text, err = run_cli(["check", str(tmp_path / "toy"), "--samples", "200"])
+    assert (code, err) == (0, "") and "measured only" in text and "NMSE" in text
