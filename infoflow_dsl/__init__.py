@@ -10,6 +10,7 @@ The Python API (DESIGN.md):
 >>> ifl.save(model, "min_pairwise.safetensors"); model = ifl.load("min_pairwise.safetensors")
 >>> y, cache = ifl.hooked(model).run_with_cache(x)  # TransformerLens hook points (the ``lens`` extra)
 >>> sites = ifl.circuit(model)          # where each comparison and FFN function lives in the cache
+>>> ifl.report(model, "min_pairwise.html")  # one self-contained page: graph, patterns, error, parameters
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .reference.sampling import sample_inputs
     from .transformer.io import load, save
     from .transformer.lens import hooked
+    from .tools.report import report
     from .transformer.model import CompiledTransformer
 
 #: The public names that resolve on first use (PEP 562), by the module (under this package)
@@ -43,6 +45,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "reference.circuit_map": ("CircuitSite", "circuit"),
     "reference.evaluate": ("evaluate",),
     "reference.sampling": ("sample_inputs",),
+    "tools.report": ("report",),
     "transformer.io": ("load", "save"),
     "transformer.lens": ("hooked",),
     "transformer.model": ("CompiledTransformer",),
@@ -68,6 +71,7 @@ __all__ = [
     "load",
     "load_program",
     "parse_program",
+    "report",
     "sample_inputs",
     "save",
 ]

@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_cmd.add_argument("--heads", type=_head_budget, help="a head budget per layer, e.g. 2,2")
     analyze_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     analyze_cmd.add_argument("--plot", type=Path, metavar="OUT.png", help="draw tokens × layers with the flow")
+    analyze_cmd.add_argument("--html", type=Path, metavar="OUT.html", help="write the analysis as a self-contained page")
     compile_cmd = commands.add_parser("compile", help="explicit transformer weights within ε, as .safetensors")
     compile_cmd.add_argument("file", type=Path)
     compile_cmd.add_argument("--eps", type=_positive_float, default=1e-3, help="the error bound ε (default 1e-3)")
@@ -118,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(TransformerLens hook, residual index, bound)")
     circuit_cmd.add_argument("model", type=Path)
     circuit_cmd.add_argument("--json", action="store_true", help="print the records as JSON")
+    report_cmd = commands.add_parser("report", help="a self-contained HTML page of a compiled model")
+    report_cmd.add_argument("model", type=Path)
+    report_cmd.add_argument("-o", "--output", type=Path, help="the page (default: MODEL with .html)")
     train_cmd = commands.add_parser("train", help="train a model of the compiled family on the target")
     _training_flags(train_cmd, grid=False)
     train_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .trained.safetensors)")
@@ -234,8 +238,9 @@ def command_analyze(arguments: argparse.Namespace) -> int:
     from .. import parse_program
     from ..analysis.report import analyze
 
-    if arguments.plot is not None:
-        check_writable(arguments.plot)
+    for output in (arguments.plot, arguments.html):
+        if output is not None:
+            check_writable(output)
     source = read_program_text(arguments.file)
     program = parse_program(source, str(arguments.file), length=arguments.length)
     report = analyze(program, arguments.heads)
@@ -245,6 +250,10 @@ def command_analyze(arguments: argparse.Namespace) -> int:
         buffer = io.BytesIO()
         plot_report(report, buffer)
         write_atomically(arguments.plot, buffer.getvalue())
+    if arguments.html is not None:
+        from .report import analysis_page
+
+        write_atomically(arguments.html, analysis_page(report).encode("utf-8"))
     sys.stdout.write(report.to_json() if arguments.json else report.to_text())
     return EXIT_OK
 
@@ -371,6 +380,12 @@ def command_circuit(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def command_report(arguments: argparse.Namespace) -> int:
+    from .report.command import command_report as run_report
+
+    return run_report(arguments)
+
+
 def _training_program(arguments: argparse.Namespace, length: int | None) -> Any:
     from .. import parse_program
 
@@ -471,7 +486,7 @@ def command_sweep(arguments: argparse.Namespace) -> int:
 
 
 COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check,
-            "circuit": command_circuit, "train": command_train, "sweep": command_sweep}
+            "circuit": command_circuit, "report": command_report, "train": command_train, "sweep": command_sweep}
 
 
 def run(argv: Sequence[str] | None = None) -> int:
