@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from .reference.circuit_map import CircuitSite, circuit
     from .reference.evaluate import evaluate
     from .reference.sampling import sample_inputs
+    from .tools.report import report
     from .transformer.io import load, save
     from .transformer.lens import hooked
-    from .tools.report import report
     from .transformer.model import CompiledTransformer
 
 #: The public names that resolve on first use (PEP 562), by the module (under this package)

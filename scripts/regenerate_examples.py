@@ -5,8 +5,9 @@
 For every canonical program: NAME.analysis.json (what ``infoflowc analyze NAME.iflow --json``
 prints); for every efficient one also NAME.safetensors (``infoflowc compile NAME.iflow --eps 1e-2
 --samples 2000``: float32, measured on 2,000 random inputs and 256 corners), NAME.md, a short
-report, and NAME.html, the model's page (``infoflowc report NAME.safetensors``). The tests rebuild all of them and compare them byte for byte, so run this after changing
-the analysis or the compiler.
+report, and NAME.html, the model's page (``infoflowc report NAME.safetensors``). The tests
+rebuild all of them and compare them byte for byte (a page's measured block within the model's
+rounding), so run this after changing the analysis, the compiler or the page.
 """
 
 from __future__ import annotations

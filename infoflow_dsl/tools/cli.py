@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_cmd.add_argument("--heads", type=_head_budget, help="a head budget per layer, e.g. 2,2")
     analyze_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     analyze_cmd.add_argument("--plot", type=Path, metavar="OUT.png", help="draw tokens × layers with the flow")
-    analyze_cmd.add_argument("--html", type=Path, metavar="OUT.html", help="write the analysis as a self-contained page")
+    analyze_cmd.add_argument("--html", type=Path, metavar="OUT.html", help="write the analysis as an HTML page")
     compile_cmd = commands.add_parser("compile", help="explicit transformer weights within ε, as .safetensors")
     compile_cmd.add_argument("file", type=Path)
     compile_cmd.add_argument("--eps", type=_positive_float, default=1e-3, help="the error bound ε (default 1e-3)")

@@ -27,9 +27,10 @@ def analysis_page(report: AnalysisReport) -> str:
     return render_page(analysis_data(report))
 
 
-def model_data(model: CompiledTransformer) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the page data of a compiled model, its measured block). Raises ``ValueError`` for a
-    trained model (it has no circuit), ``StoredProgramError`` for a file whose program does not check."""
+def model_data(model: CompiledTransformer) -> dict[str, Any]:
+    """The page data of a compiled model: everything but the measured block, a function of the
+    file alone. Raises ``ValueError`` for a trained model (it has no circuit),
+    ``StoredProgramError`` for a file whose program does not check."""
     from ...pipeline import program_of
     from .measured import model_heads, model_sections
 
@@ -37,19 +38,24 @@ def model_data(model: CompiledTransformer) -> tuple[dict[str, Any], dict[str, An
         raise ValueError("a trained model has no circuit to show (only compiled ones do)")
     program = program_of(model)
     report = analyze(program)
-    tree = analysis_graph(report)
     data = analysis_data(report)
-    sections, measured = model_sections(model, program, {n.name: n.inputs for n in tree},
-                                        {n.name: n.source for n in tree})
-    data.update(sections)
+    data.update(model_sections(model, program, {n.name: n.source for n in analysis_graph(report)}))
     data["kind"] = "model"
     data["schedule"] = {**data["schedule"], "heads": model_heads(model.config)}
-    return data, measured
+    return data
+
+
+def model_measured(model: CompiledTransformer) -> dict[str, Any]:
+    """The measured block: what the model's float32 forward gives on this CPU (``measured``)."""
+    from ...pipeline import program_of
+    from .measured import measured_section
+
+    return measured_section(model, program_of(model))
 
 
 def model_page(model: CompiledTransformer) -> str:
     """The page of a compiled model (module docstring)."""
-    return render_page(*model_data(model))
+    return render_page(model_data(model), model_measured(model))
 
 
 def report(model: CompiledTransformer, path: str | os.PathLike[str]) -> None:

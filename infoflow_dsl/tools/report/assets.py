@@ -27,7 +27,7 @@ code { font-size: 12.5px; }
 .graph .kind, .graph .meta { fill: #5b6478; font-size: 11px; font-weight: 400; }
 .graph text.column { font-weight: 600; fill: #5b6478; }
 .graph rect { stroke: #7a8499; }
-.graph .edge { fill: none; stroke: #8891a5; stroke-width: 1.2; }
+.graph .edge { fill: none; stroke: #8891a5; stroke-width: 1.2; stroke-opacity: 0.6; }
 .heads { display: flex; flex-wrap: wrap; gap: 14px; }
 .head { border: 1px solid #dde2ea; border-radius: 5px; padding: 6px 8px; }
 .head h3 { font-size: 13px; margin: 2px 0 4px; }

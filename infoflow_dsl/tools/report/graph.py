@@ -2,8 +2,8 @@
 in columns by the stage that finishes it, arrows from what a box reads to the box.
 
 Columns: stage 0 is the embedding's FFN; layer l's heads are stage 2l − 1 and its FFN stage 2l
-(the residual stream after layer l's attention, then after its FFN). Boxes of one column stack
-in the order given; an edge is a cubic curve from the right side of the box read to the left
+(the residual stream after layer l's attention, then after its FFN). Boxes of one stage stack
+in the order given, ROWS to a column; an edge is a cubic curve from the right side of the box read to the left
 side of the reader. No layout engine: positions are a pure function of the node list.
 """
 
@@ -13,6 +13,7 @@ from html import escape
 from typing import Any
 
 BOX_WIDTH, BOX_HEIGHT, COLUMN_GAP, ROW_GAP, MARGIN = 230, 62, 70, 14, 12
+ROWS = 12  # boxes to a column; a stage with more takes several columns
 TEXT_LIMIT = 34  # characters of a box's formula shown; the full text is in its tooltip
 KIND_COLORS = {"ffn": "#eef6e8", "position": "#f3ecf8", "presence": "#f3ecf8", "uniform": "#fff4e0",
                "readout": "#fde9c9"}
@@ -45,17 +46,37 @@ def _details(node: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def layout(nodes: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """The top-left corner of every box, by name."""
-    stages = sorted({stage(n) for n in nodes})
-    column = {s: i for i, s in enumerate(stages)}
-    filled: dict[int, int] = {}
-    corners = {}
+def _columns(nodes: list[dict[str, Any]]) -> dict[int, int]:
+    """The first column of every stage: a stage of n boxes takes ⌈n / ROWS⌉ columns."""
+    sizes: dict[int, int] = {}
     for node in nodes:
-        c = column[stage(node)]
-        row = filled.get(c, 0)
-        filled[c] = row + 1
-        corners[node["name"]] = (MARGIN + c * (BOX_WIDTH + COLUMN_GAP), MARGIN + 22 + row * (BOX_HEIGHT + ROW_GAP))
+        sizes[stage(node)] = sizes.get(stage(node), 0) + 1
+    first, at = {}, 0
+    for s in sorted(sizes):
+        first[s] = at
+        at += -(-sizes[s] // ROWS)
+    return first
+
+
+def layout(nodes: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """The top-left corner of every box, by name: stages left to right; within a stage, boxes
+    sorted by the mean slot of the boxes they read (the barycentre heuristic: fewer crossings;
+    ties in the order given), top to bottom, ROWS to a column."""
+    first = _columns(nodes)
+    slot: dict[str, int] = {}
+    corners = {}
+    for s in sorted(first):
+        members = [n for n in nodes if stage(n) == s]
+
+        def centre(node: dict[str, Any]) -> float:
+            placed = [slot[name] for name in node["inputs"] if name in slot]
+            return sum(placed) / len(placed) if placed else -1.0
+
+        for rank, node in enumerate(sorted(members, key=centre)):
+            column, row = divmod(rank, ROWS)
+            slot[node["name"]] = row
+            corners[node["name"]] = (MARGIN + (first[s] + column) * (BOX_WIDTH + COLUMN_GAP),
+                                     MARGIN + 22 + row * (BOX_HEIGHT + ROW_GAP))
     return corners
 
 
@@ -84,10 +105,10 @@ def _box(node: dict[str, Any], corner: tuple[float, float]) -> str:
 
 def _column_titles(nodes: list[dict[str, Any]]) -> list[str]:
     titles = []
-    for i, s in enumerate(sorted({stage(n) for n in nodes})):
+    for s, column in _columns(nodes).items():
         layer, ffn = (s + 1) // 2, s % 2 == 0
         label = "embedding FFN" if s == 0 else f"layer {layer} {'FFN' if ffn else 'heads'}"
-        titles.append(f'<text x="{MARGIN + i * (BOX_WIDTH + COLUMN_GAP):.0f}" y="{MARGIN + 10}" '
+        titles.append(f'<text x="{MARGIN + column * (BOX_WIDTH + COLUMN_GAP):.0f}" y="{MARGIN + 10}" '
                       f'class="column">{label}</text>')
     return titles
 

@@ -102,7 +102,8 @@ def _attention(data: dict[str, Any]) -> str:
     heads = "".join(cards) or '<p class="empty">The model has no attention heads.</p>'
     return (f"<p>Rows: the queries of tokens 1..T and the readout (last row); columns: the keys 1..T; colour: the "
             f"attention weight, value on hover. Inputs drawn from the program's domain (seed {attention['seed']}); "
-            "patterns from the stored weights, evaluated in float64.</p>"
+            "patterns of the stored weights evaluated in float64, the same on every CPU (the float32 forward's "
+            "differ where two keys nearly tie, by β times the rounding of their scores).</p>"
             f'<label>example <select id="example-select">{options}</select></label>'
             f'<pre id="example-input" class="tokens"></pre><div class="heads">{heads}</div>')
 

@@ -2,9 +2,10 @@
 example inputs, the measured error, the parameters and the residual directions.
 
 Two kinds of numbers, kept apart. Those of the weights and the config (patterns, β, bounds,
-parameter counts) are the same on every machine: patterns are computed by a float64 copy of
-the stored weights (the model's own dtype rounds them by ~1e-7, far below the 4 decimals
-shown), and go into the page's ``ifl-data`` block. Those of the float32 forward itself (each
+parameter counts) are the same on every machine and go into the page's ``ifl-data`` block:
+patterns are computed by a float64 copy of the stored weights (at β ~ 1e5, the float32 scores
+of two nearly tied keys round differently from CPU to CPU: min_pairwise's readout pattern moves
+by 0.004 between float32 and float64). Those of the float32 forward itself (each
 input's |model − reference|, the worst input, the example outputs) move by the model's rounding
 share between CPUs (AVX2 against AVX-512 kernels); they go into the ``ifl-measured`` block.
 """
@@ -68,11 +69,20 @@ def _layer_of_hook(prefix: str) -> int:
     return int(prefix.split(".")[1]) + 1  # "blocks.{l}.attn" -> layer l + 1
 
 
+def head_reads(model: CompiledTransformer, layer: int, head: int) -> list[int]:
+    """The residual directions head ``head`` of ``layer`` (1-based) reads: the rows of its W_Q,
+    W_K or W_V with a nonzero entry, in index order."""
+    attn = model.blocks[layer - 1].attn
+    rows = sum((_dense(getattr(attn, name))[head] != 0).any(dim=1).to(torch.int64) for name in ("W_Q", "W_K", "W_V"))
+    return torch.nonzero(rows).reshape(-1).tolist()
+
+
 def model_graph(model: CompiledTransformer, sites: tuple[CircuitSite, ...],
-                tree_children: dict[str, tuple[str, ...]], spans: dict[str, str | None]) -> list[GraphNode]:
+                spans: dict[str, str | None]) -> list[GraphNode]:
     """One box per comparison node (its components merged), per head that compares nothing (a
-    fetch), and per FFN function. A node reads its tree children; an FFN function reads the boxes
-    that write the directions of its argument."""
+    fetch), and per FFN function. A box reads the boxes that write the directions it reads: a
+    head those of the nonzero rows of its W_Q, W_K and W_V (:func:`head_reads`), an FFN function
+    those of its argument (the embedding's directions have no box)."""
     config = model.config
     heads = model_heads(config)
     head_at = {(h["layer"], h["index"]): h for h in heads}
@@ -86,6 +96,11 @@ def model_graph(model: CompiledTransformer, sites: tuple[CircuitSite, ...],
     layer_of_block = {b["name"]: 0 for b in config.get("embedding_mlp", [])}
     layer_of_block |= {b["name"]: i + 1 for i, layer in enumerate(config["layers"]) for b in layer.get("mlp", [])}
     labels = config["residual_labels"]
+
+    def boxes_read(indices: Any, own: str) -> tuple[str, ...]:
+        found = dict.fromkeys(writer[labels[i]] for i in indices if labels[i] in writer)
+        return tuple(name for name in found if name != own)
+
     nodes: dict[str, GraphNode] = {}
     for s in sites:
         if s.kind == "comparison":
@@ -94,19 +109,20 @@ def model_graph(model: CompiledTransformer, sites: tuple[CircuitSite, ...],
             name = s.name.split("[")[0]
             nodes.setdefault(name, GraphNode(name=name, kind=head["kind"], text=s.computes, site=s.site,
                                              layer=head["layer"], head=f"L{head['layer']}.H{head['index']}",
-                                             bound=s.bound, inputs=tree_children.get(name, ()),
+                                             bound=s.bound, inputs=boxes_read(head_reads(
+                                                 model, head["layer"], head["index"]), name),
                                              source=spans.get(name)))
             continue
         assert s.argument is not None
-        reads = dict.fromkeys(writer[labels[i]] for i in s.argument.index if labels[i] in writer)
         nodes[s.name] = GraphNode(name=s.name, kind=f"ffn {s.function}", text=s.computes, site=s.site,
                                   layer=layer_of_block.get(s.name, 0), head=None, bound=s.bound,
-                                  inputs=tuple(r for r in reads if r != s.name), source=None)
+                                  inputs=boxes_read(s.argument.index, s.name), source=None)
     for h in heads:
         if h["name"] not in nodes:
             nodes[h["name"]] = GraphNode(name=h["name"], kind=h["kind"], text=h["computes"], site=h["site"],
                                          layer=h["layer"], head=f"L{h['layer']}.H{h['index']}", bound=h["bound"],
-                                         inputs=(), source=spans.get(h["name"]))
+                                         inputs=boxes_read(head_reads(model, h["layer"], h["index"]), h["name"]),
+                                         source=spans.get(h["name"]))
     return list(nodes.values())
 
 
@@ -260,21 +276,20 @@ def residual_section(config: dict[str, Any]) -> list[dict[str, Any]]:
             for i, label in enumerate(config["residual_labels"])]
 
 
-def model_sections(model: CompiledTransformer, program: ir.Program, tree_children: dict[str, tuple[str, ...]],
-                   spans: dict[str, str | None]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the model's deterministic sections, its measured section)."""
+def model_sections(model: CompiledTransformer, program: ir.Program,
+                   spans: dict[str, str | None]) -> dict[str, Any]:
+    """The model's sections that the weights and the config fix (the measured block aside)."""
     config = model.config
     measured = config.get("measured_error") or {}
-    data = {
+    return {
         "model": {"eps": config["eps"], "a_priori_bound": config["a_priori_bound"], "dtype": config["dtype"],
                   "measured_error": measured.get("max_error"), "samples": measured.get("samples"),
                   "corners": measured.get("corners"), "seed": measured.get("seed"), "T": config["T"],
                   "d_model": config["d_model"], "layers": len(config["layers"]),
                   "output": config.get("output", "readout"), "output_shape": config["output_shape"]},
-        "graph": [n.to_json() for n in model_graph(model, circuit(model), tree_children, spans)],
+        "graph": [n.to_json() for n in model_graph(model, circuit(model), spans)],
         "heads": model_heads(config),
         "attention": attention_section(model, program),
         "parameters": parameters_section(model),
         "residual": residual_section(config),
     }
-    return data, measured_section(model, program)
