@@ -1,0 +1,43 @@
+"""The comparison graph's SVG: stages as columns, ROWS boxes to a column, an arrow per input."""
+
+from __future__ import annotations
+
+from infoflow_dsl.tools.report.graph import BOX_WIDTH, COLUMN_GAP, ROWS, layout, stage, svg_graph
+
+
+def node(name: str, kind: str, layer: int, inputs: tuple[str, ...] = ()) -> dict:
+    return {"name": name, "kind": kind, "text": f"{name} of x", "site": "token", "layer": layer, "head": None,
+            "bound": 0.001, "inputs": list(inputs), "source": None}
+
+
+def test_stages_are_heads_then_ffn_per_layer():
+    assert [stage(node("a", "retrieval", 1)), stage(node("f", "ffn square", 1)), stage(node("e", "ffn relu", 0)),
+            stage(node("b", "readout", 2))] == [1, 2, 0, 3]
+
+
+def test_a_stage_with_more_than_rows_boxes_takes_several_columns():
+    nodes = [node("c1", "retrieval", 1)] + [node(f"f{i}", "ffn square", 1, ("c1",)) for i in range(ROWS + 1)]
+    corners = layout(nodes)
+    xs = sorted({x for x, _ in corners.values()})
+    assert len(xs) == 3 and xs[1] - xs[0] == BOX_WIDTH + COLUMN_GAP
+    assert corners[f"f{ROWS}"][0] == xs[2] and corners[f"f{ROWS}"][1] == corners["f0"][1]
+
+
+def test_boxes_are_ordered_by_what_they_read():
+    nodes = [node("a", "retrieval", 1), node("b", "retrieval", 1), node("fb", "ffn square", 1, ("b",)),
+             node("fa", "ffn square", 1, ("a",))]
+    corners = layout(nodes)
+    assert corners["fa"][1] < corners["fb"][1]
+
+
+def test_svg_has_a_box_per_node_and_an_arrow_per_input():
+    nodes = [node("c1", "retrieval", 1), node("f<1>", "ffn square", 1, ("c1",)), node("c2", "readout", 2, ("f<1>",))]
+    svg = svg_graph(nodes)
+    assert svg.startswith("<svg") and svg.count('<g class="node"') == 3 and svg.count('class="edge"') == 2
+    assert "f&lt;1&gt;" in svg and "f<1>" not in svg  # names are escaped
+    assert "layer 1 heads" in svg and "layer 1 FFN" in svg and "layer 2 heads" in svg
+    assert svg_graph(nodes) == svg
+
+
+def test_no_nodes_is_said_in_words():
+    assert "No comparisons" in svg_graph([])
