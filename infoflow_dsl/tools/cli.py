@@ -352,21 +352,28 @@ def command_check(arguments: argparse.Namespace) -> int:
     return EXIT_OK if result.within else EXIT_ABOVE_EPS
 
 
-def command_circuit(arguments: argparse.Namespace) -> int:
+def with_compiled_model(path: Path, use: Callable[[Any], Any], verb: str) -> tuple[Any, Any]:
+    """(the compiled model in ``path``, ``use(model)``); a file that is not a model, a trained
+    model (no circuit to ``verb``) or a stored program that no longer checks is a UsageError."""
     from ..errors import ModelFileError
     from ..pipeline import StoredProgramError
-    from ..reference.circuit_map import circuit
     from ..transformer.io import load
 
     try:
-        model = load(arguments.model, device="cpu")
+        model = load(path, device="cpu")
         if "trained" in model.config:
-            raise UsageError(f"{arguments.model}: a trained model has no circuit to map (only compiled ones do)")
-        sites = circuit(model)
+            raise UsageError(f"{path}: a trained model has no circuit to {verb} (only compiled ones do)")
+        return model, use(model)
     except ModelFileError as error:
         raise UsageError(str(error)) from None
     except StoredProgramError as error:
-        raise UsageError(f"{arguments.model}: {error}") from None
+        raise UsageError(f"{path}: {error}") from None
+
+
+def command_circuit(arguments: argparse.Namespace) -> int:
+    from ..reference.circuit_map import circuit
+
+    model, sites = with_compiled_model(arguments.model, circuit, "map")
     if arguments.json:
         print(json.dumps({"model": str(arguments.model), "sites": [s.to_json() for s in sites]}, indent=1))
         return EXIT_OK

@@ -37,9 +37,10 @@ def model_data(model: CompiledTransformer) -> dict[str, Any]:
     if "trained" in model.config:
         raise ValueError("a trained model has no circuit to show (only compiled ones do)")
     program = program_of(model)
-    report = analyze(program)
-    data = analysis_data(report)
-    data.update(model_sections(model, program, {n.name: n.source for n in analysis_graph(report)}))
+    analysis = analyze(program)
+    data = analysis_data(analysis)
+    tree = analysis_graph(analysis.to_dict(), program.source)
+    data.update(model_sections(model, program, {n.name: n.source for n in tree}))
     data["kind"] = "model"
     data["schedule"] = {**data["schedule"], "heads": model_heads(model.config)}
     return data

@@ -9,26 +9,16 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import EXIT_OK, UsageError, check_writable, write_atomically
+from ..cli import EXIT_OK, check_writable, with_compiled_model, write_atomically
 
 
 def command_report(arguments: argparse.Namespace) -> int:
-    from ...errors import ModelFileError
-    from ...pipeline import StoredProgramError
-    from ...transformer.io import load
     from . import model_page
 
     output = arguments.output or arguments.model.with_suffix(".html")
     check_writable(output)
-    try:
-        model = load(arguments.model, device="cpu")
-        if "trained" in model.config:
-            raise UsageError(f"{arguments.model}: a trained model has no circuit to show (only compiled ones do)")
-        page = model_page(model)
-    except ModelFileError as error:
-        raise UsageError(str(error)) from None
-    except StoredProgramError as error:
-        raise UsageError(f"{arguments.model}: {error}") from None
-    write_atomically(output, page.encode("utf-8"))
-    print(f"{arguments.model}: wrote {output} ({len(page.encode('utf-8')):,} bytes)")
+    _, page = with_compiled_model(arguments.model, model_page, "show")
+    data = page.encode("utf-8")
+    write_atomically(output, data)
+    print(f"{arguments.model}: wrote {output} ({len(data):,} bytes)")
     return EXIT_OK

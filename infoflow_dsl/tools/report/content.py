@@ -50,13 +50,9 @@ def source_text(source: str, span: dict[str, int] | None) -> str | None:
     return " ".join(piece.strip() for piece in pieces)
 
 
-def program_section(report: AnalysisReport) -> dict[str, Any]:
-    return {"name": Path(report.program.path).name, "source": report.program.source}
-
-
-def analysis_section(report: AnalysisReport) -> dict[str, Any]:
-    """Order β′, dimension β₁, verdict, cost law and reason: what ``analyze`` prints first."""
-    summary = report.to_dict()
+def analysis_section(summary: dict[str, Any]) -> dict[str, Any]:
+    """Order β′, dimension β₁, verdict, cost law and reason: what ``analyze`` prints first
+    (``summary`` is ``AnalysisReport.to_dict()``)."""
     cost = summary["cost"]
     reason = summary["reason"]
     return {
@@ -69,11 +65,9 @@ def analysis_section(report: AnalysisReport) -> dict[str, Any]:
     }
 
 
-def analysis_graph(report: AnalysisReport) -> list[GraphNode]:
+def analysis_graph(summary: dict[str, Any], source: str) -> list[GraphNode]:
     """The comparison tree's nodes, each at its head's layer, plus the heads that compare nothing
-    (position and presence fetches); edges child -> parent."""
-    summary = report.to_dict()
-    source = report.program.source
+    (position and presence fetches); edges child -> parent. ``source`` is the program's text."""
     layer_of = {h["head"]: h["layer"] for h in summary["schedule"]}
     nodes = [GraphNode(name=n["name"], kind=n["kind"], text=f"{n['conditions']} {n['body']}", site=n["site"],
                        layer=layer_of.get(n["name"], 0), head=n["name"] if n["name"] in layer_of else None,
@@ -86,23 +80,25 @@ def analysis_graph(report: AnalysisReport) -> list[GraphNode]:
     return nodes
 
 
-def schedule_section(report: AnalysisReport, heads: list[dict[str, Any]]) -> dict[str, Any]:
+def schedule_section(summary: dict[str, Any], heads: list[dict[str, Any]]) -> dict[str, Any]:
     """Tokens × layers: the information set of an ordinary token and of the readout after each
     layer (``info_sets``), and the heads of each layer (``heads``: what they move where)."""
-    summary = report.to_dict()
     return {"info_sets": summary["info_sets"], "heads": heads, "T": summary["T"]}
 
 
-def analysis_heads(report: AnalysisReport) -> list[dict[str, Any]]:
+def analysis_heads(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The schedule's heads as the schedule section lists them (a page without a model)."""
     return [{"layer": h["layer"], "name": h["head"], "kind": h["kind"], "site": h["site"], "computes": h["compares"],
              "mask": h["mask"] or "none", "reads": h["key_features"], "into": [], "beta": None}
-            for h in report.to_dict()["schedule"]]
+            for h in summary["schedule"]]
 
 
 def analysis_data(report: AnalysisReport) -> dict[str, Any]:
-    """The page data of ``analyze FILE --html``: no model sections."""
+    """The page data of ``analyze FILE --html``: no model sections (``AnalysisReport.to_dict``
+    once: on an inefficient target it compiles the gather route to count its parameters)."""
+    summary = report.to_dict()
+    source = report.program.source
     return {"title": Path(report.program.path).stem, "kind": "analysis",
-            "program": program_section(report), "analysis": analysis_section(report),
-            "graph": [n.to_json() for n in analysis_graph(report)],
-            "schedule": schedule_section(report, analysis_heads(report))}
+            "program": {"name": Path(report.program.path).name, "source": source},
+            "analysis": analysis_section(summary), "graph": [n.to_json() for n in analysis_graph(summary, source)],
+            "schedule": schedule_section(summary, analysis_heads(summary))}

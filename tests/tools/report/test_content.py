@@ -40,7 +40,7 @@ def test_analysis_data_is_analyzes_result():
 
 def test_graph_has_every_tree_node_with_its_children_and_source():
     report = ifl.analyze(ifl.load_program(EXAMPLES_DIR / "min_pairwise.iflow"))
-    nodes = {n.name: n for n in analysis_graph(report)}
+    nodes = {n.name: n for n in analysis_graph(report.to_dict(), report.program.source)}
     assert set(nodes) == {n.name for n in report.tree.nodes}
     assert nodes["c2"].inputs == ("c1",) and nodes["c1"].inputs == ()
     assert (nodes["c1"].layer, nodes["c2"].layer) == (1, 2)
@@ -49,7 +49,7 @@ def test_graph_has_every_tree_node_with_its_children_and_source():
 
 def test_fetch_heads_that_compare_nothing_are_nodes_too():
     report = ifl.analyze(ifl.load_program(EXAMPLES_DIR / "first_three.iflow"))
-    nodes = analysis_graph(report)
+    nodes = analysis_graph(report.to_dict(), report.program.source)
     assert [(n.name, n.kind, n.layer) for n in nodes] == [("p1", "position", 1), ("p2", "position", 1),
                                                           ("p3", "position", 1)]
 
