@@ -32,7 +32,7 @@ def model_data(model: CompiledTransformer) -> dict[str, Any]:
     file alone. Raises ``ValueError`` for a trained model (it has no circuit),
     ``StoredProgramError`` for a file whose program does not check."""
     from ...pipeline import program_of
-    from .measured import model_heads, model_sections
+    from .measured import model_sections
 
     if "trained" in model.config:
         raise ValueError("a trained model has no circuit to show (only compiled ones do)")
@@ -42,7 +42,7 @@ def model_data(model: CompiledTransformer) -> dict[str, Any]:
     tree = analysis_graph(analysis.to_dict(), program.source)
     data.update(model_sections(model, program, {n.name: n.source for n in tree}))
     data["kind"] = "model"
-    data["schedule"] = {**data["schedule"], "heads": model_heads(model.config)}
+    data["schedule"] = {**data["schedule"], "heads": data["heads"]}
     return data
 
 

@@ -28,6 +28,11 @@ code { font-size: 12.5px; }
 .graph text.column { font-weight: 600; fill: #5b6478; }
 .graph rect { stroke: #7a8499; }
 .graph .edge { fill: none; stroke: #8891a5; stroke-width: 1.2; stroke-opacity: 0.6; }
+.flow text { font: 12px system-ui, sans-serif; fill: #1d2330; }
+.flow text.column { font-weight: 600; fill: #5b6478; }
+.flow circle { stroke: #333; stroke-width: 1; }
+.flow line.stream { stroke: #bbb; stroke-width: 1; }
+.flow line.move { stroke-width: 1.5; stroke-opacity: 0.85; }
 .heads { display: flex; flex-wrap: wrap; gap: 14px; }
 .head { border: 1px solid #dde2ea; border-radius: 5px; padding: 6px 8px; }
 .head h3 { font-size: 13px; margin: 2px 0 4px; }

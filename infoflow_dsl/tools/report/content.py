@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...analysis.plot import COLORS, flow
 from ...analysis.report import AnalysisReport
 
 
@@ -86,6 +87,15 @@ def schedule_section(summary: dict[str, Any], heads: list[dict[str, Any]]) -> di
     return {"info_sets": summary["info_sets"], "heads": heads, "T": summary["T"]}
 
 
+def flow_section(report: AnalysisReport) -> dict[str, Any]:
+    """The picture of ``analyze --plot`` as data: column labels (some tokens, "…", "T+1"), the
+    layers, and each head's arrows (source column at layer − 1, target column at its layer)."""
+    columns, heads = flow(report)
+    return {"columns": columns, "layers": report.schedule.layers,
+            "heads": [{"name": h.name, "kind": h.kind, "layer": h.layer, "color": COLORS[h.color],
+                       "arrows": [list(a) for a in h.arrows]} for h in heads]}
+
+
 def analysis_heads(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The schedule's heads as the schedule section lists them (a page without a model)."""
     return [{"layer": h["layer"], "name": h["head"], "kind": h["kind"], "site": h["site"], "computes": h["compares"],
@@ -101,4 +111,4 @@ def analysis_data(report: AnalysisReport) -> dict[str, Any]:
     return {"title": Path(report.program.path).stem, "kind": "analysis",
             "program": {"name": Path(report.program.path).name, "source": source},
             "analysis": analysis_section(summary), "graph": [n.to_json() for n in analysis_graph(summary, source)],
-            "schedule": schedule_section(summary, analysis_heads(summary))}
+            "schedule": {**schedule_section(summary, analysis_heads(summary)), "flow": flow_section(report)}}

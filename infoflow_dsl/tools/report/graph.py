@@ -1,5 +1,8 @@
-"""The comparison graph as inline SVG: one box per comparison node, fetch head and FFN function,
-in columns by the stage that finishes it, arrows from what a box reads to the box.
+"""The page's drawings as inline SVG: the comparison graph (:func:`svg_graph`) and the
+schedule's tokens × layers picture (:func:`svg_flow`, ``analyze --plot`` in SVG).
+
+The graph: one box per comparison node, fetch head and FFN function, in columns by the stage
+that finishes it, arrows from what a box reads to the box.
 
 Columns: stage 0 is the embedding's FFN; layer l's heads are stage 2l − 1 and its FFN stage 2l
 (the residual stream after layer l's attention, then after its FFN). Boxes of one stage stack
@@ -126,4 +129,50 @@ def svg_graph(nodes: list[dict[str, Any]]) -> str:
              '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
              'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#667"/></marker></defs>',
              *_column_titles(nodes), *edges, *(_box(n, corners[n["name"]]) for n in nodes), "</svg>"]
+    return "\n".join(parts)
+
+
+FLOW_STEP, FLOW_RADIUS, FLOW_LEGEND = 84, 17, 260
+
+
+def svg_flow(picture: dict[str, Any]) -> str:
+    """Tokens × layers (``content.flow_section``): a circle per column and layer (layer 0, the
+    embedding, at the bottom), the residual stream as grey lines up each column, and each head's
+    arrows from layer − 1 into its layer in the head's colour, named in the legend."""
+    columns, layers = picture["columns"], picture["layers"]
+    width = MARGIN * 2 + 70 + FLOW_STEP * len(columns) + FLOW_LEGEND
+    height = MARGIN * 2 + FLOW_STEP * (layers + 1)
+
+    def at(column: int, layer: int) -> tuple[float, float]:
+        return MARGIN + 70 + FLOW_STEP * (column + 0.5), MARGIN + FLOW_STEP * (layers - layer + 0.5)
+
+    parts = [f'<svg class="flow" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}">']
+    for layer in range(layers + 1):
+        y = at(0, layer)[1]
+        parts.append(f'<text x="{MARGIN}" y="{y + 4:.0f}" class="column">layer {layer}</text>')
+        for c, label in enumerate(columns):
+            x = at(c, layer)[0]
+            if label == "…":
+                parts.append(f'<text x="{x:.0f}" y="{y + 5:.0f}" text-anchor="middle">…</text>')
+                continue
+            if layer:
+                parts.append(f'<line class="stream" x1="{x:.0f}" y1="{y + FLOW_STEP - FLOW_RADIUS:.0f}" '
+                             f'x2="{x:.0f}" y2="{y + FLOW_RADIUS:.0f}"/>')
+            fill = "#fde9c9" if label == "T+1" else "#e8eef8"
+            parts.append(f'<circle cx="{x:.0f}" cy="{y:.0f}" r="{FLOW_RADIUS}" fill="{fill}"/>'
+                         f'<text x="{x:.0f}" y="{y + 4:.0f}" text-anchor="middle">{escape(label)}</text>')
+    for index, head in enumerate(picture["heads"]):
+        for source, target in head["arrows"]:
+            (x0, y0), (x1, y1) = at(source, head["layer"] - 1), at(target, head["layer"])
+            parts.append(f'<line class="move" x1="{x0:.0f}" y1="{y0 - FLOW_RADIUS:.0f}" x2="{x1:.0f}" '
+                         f'y2="{y1 + FLOW_RADIUS:.0f}" stroke="{head["color"]}" marker-end="url(#flow-arrow)"/>')
+        legend_x, legend_y = width - FLOW_LEGEND, MARGIN + 14 + 18 * index
+        parts.append(f'<line x1="{legend_x}" y1="{legend_y - 4}" x2="{legend_x + 22}" y2="{legend_y - 4}" '
+                     f'stroke="{head["color"]}" stroke-width="3"/><text x="{legend_x + 28}" y="{legend_y}">'
+                     f'L{head["layer"]} {escape(head["name"])}: {escape(head["kind"])}</text>')
+    parts.insert(1, '<defs><marker id="flow-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" '
+                    'markerHeight="6" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#556"/>'
+                    '</marker></defs>')
+    parts.append("</svg>")
     return "\n".join(parts)

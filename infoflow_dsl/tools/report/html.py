@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 
 from .assets import SCRIPT, STYLE
-from .graph import svg_graph
+from .graph import svg_flow, svg_graph
 
 #: The sections of a model's page, in order (id, heading); an analysis page has the first four.
 SECTIONS = (("program", "Program"), ("analysis", "Analysis"), ("tree", "Comparison graph"),
@@ -64,23 +64,33 @@ def _analysis(data: dict[str, Any]) -> str:
     return _table((), rows)
 
 
+def _names(names: list[str], most: int = 8) -> str:
+    """A list of names, the first ``most`` of a longer one and the count."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown}, … ({len(names)} in all)"
+
+
 def _schedule(data: dict[str, Any]) -> str:
     schedule = data["schedule"]
     heads_at: dict[int, list[str]] = {}
     for h in schedule["heads"]:
         beta = "" if h["beta"] is None else f", β = {h['beta']:.4g}"
-        into = f" → {', '.join(h['into'])}" if h["into"] else ""
+        into = f" → {_names(h['into'])}" if h["into"] else ""
+        reads = f"; reads {_names(h['reads'])}" if h["reads"] else ""
         where = "every token t" if h["site"] == "token" else "the readout T+1"
         heads_at.setdefault(h["layer"], []).append(
             f"<li><b>{escape(h['name'])}</b> ({escape(h['kind'])}{escape(beta)}, mask {escape(h['mask'])}): "
-            f"{escape(where)} gets <code>{escape(h['computes'])}</code>{escape(into)}</li>")
+            f"{escape(where)} gets <code>{escape(h['computes'])}</code>{escape(into)}{escape(reads)}</li>")
     rows = []
     for info in schedule["info_sets"]:
         idle = "<li>the embedding</li>" if info["layer"] == 0 else "<li>no heads (FFN only)</li>"
         moves = "".join(heads_at.get(info["layer"], [])) or idle
         rows.append(f"<tr><td class=\"num\">{info['layer']}</td><td>{escape(', '.join(info['token']))}</td>"
                     f"<td>{escape(', '.join(info['readout']))}</td><td><ul>{moves}</ul></td></tr>")
-    return ("<p>Rows are layers (0: the embedding), columns the information set of an ordinary token t "
+    return (f"{svg_flow(schedule['flow'])}<p>Arrows: what each head moves from layer − 1 into its layer, at a few "
+            "representative tokens (a retrieval's source is illustrative: it depends on the input; the attention "
+            "patterns below show the real ones).</p>"
+            "<p>Rows are layers (0: the embedding), columns the information set of an ordinary token t "
             f"(1..{schedule['T']}) and of the readout token T+1 after that layer; the last column lists the heads "
             "that move information at that layer.</p>"
             "<table><tr><th>layer</th><th>token t knows</th><th>readout T+1 knows</th><th>heads: what moves where"

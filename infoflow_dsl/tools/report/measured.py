@@ -54,7 +54,8 @@ def mask_text(mask: list[list[Any]]) -> str:
 def model_heads(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every head of the model, in layer order: its layer (1-based), index in the layer, name,
     kind, site (``token`` rows or the ``readout`` row), what it computes, β, mask and the
-    residual directions it writes (what it retrieves)."""
+    residual directions it writes (what it retrieves); ``reads`` is left to the weights
+    (:func:`head_reads`)."""
     return [{"layer": index + 1, "index": h, "name": head["name"], "kind": head.get("kind", ""),
              "site": head.get("site", ""), "computes": head.get("computes", ""), "beta": head.get("beta"),
              "mask": mask_text(head.get("mask", [])), "into": list(head.get("outputs", [])),
@@ -288,7 +289,8 @@ def model_sections(model: CompiledTransformer, program: ir.Program,
                   "d_model": config["d_model"], "layers": len(config["layers"]),
                   "output": config.get("output", "readout"), "output_shape": config["output_shape"]},
         "graph": [n.to_json() for n in model_graph(model, circuit(model), spans)],
-        "heads": model_heads(config),
+        "heads": [{**h, "reads": [config["residual_labels"][i] for i in head_reads(model, h["layer"], h["index"])]}
+                  for h in model_heads(config)],
         "attention": attention_section(model, program),
         "parameters": parameters_section(model),
         "residual": residual_section(config),

@@ -11,6 +11,7 @@ from pathlib import Path
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
+from infoflow_dsl.analysis.plot import COLORS, flow
 from infoflow_dsl.tools.report.content import analysis_data, analysis_graph, source_text
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -67,3 +68,14 @@ def test_the_analysis_page_imports_no_torch():
               "print('torch' in sys.modules, len(page) > 0)\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
     assert result.stdout.split() == ["False", "True"]
+
+
+def test_the_schedule_picture_is_analyze_plots():
+    report = ifl.analyze(ifl.load_program(EXAMPLES_DIR / "induction.iflow"))
+    picture = analysis_data(report)["schedule"]["flow"]
+    columns, heads = flow(report)
+    assert picture["columns"] == columns and picture["layers"] == report.layers == 2
+    assert [(h["name"], h["layer"], h["color"], [tuple(a) for a in h["arrows"]]) for h in picture["heads"]] == \
+        [(h.name, h.layer, COLORS[h.color], list(h.arrows)) for h in heads]
+    previous = next(h for h in picture["heads"] if h["kind"] == "position")
+    assert all(target == source + 1 for source, target in previous["arrows"])  # x(t − 1) into every token t

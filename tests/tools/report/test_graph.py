@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infoflow_dsl.tools.report.graph import BOX_WIDTH, COLUMN_GAP, ROWS, layout, stage, svg_graph
+from infoflow_dsl.tools.report.graph import BOX_WIDTH, COLUMN_GAP, ROWS, layout, stage, svg_flow, svg_graph
 
 
 def node(name: str, kind: str, layer: int, inputs: tuple[str, ...] = ()) -> dict:
@@ -41,3 +41,14 @@ def test_svg_has_a_box_per_node_and_an_arrow_per_input():
 
 def test_no_nodes_is_said_in_words():
     assert "No comparisons" in svg_graph([])
+
+
+def test_the_flow_picture_has_a_circle_per_token_and_layer_and_an_arrow_per_move():
+    picture = {"columns": ["1", "2", "…", "9", "T+1"], "layers": 2,
+               "heads": [
+                   {"name": "c1", "kind": "retrieval", "layer": 1, "color": "#1f77b4", "arrows": [[0, 1], [1, 0]]},
+                   {"name": "c<2>", "kind": "readout", "layer": 2, "color": "#d62728", "arrows": [[0, 4]]}]}
+    svg = svg_flow(picture)
+    assert svg.count("<circle") == 4 * 3 and svg.count('class="move"') == 3
+    assert svg.count('class="stream"') == 4 * 2 and "L2 c&lt;2&gt;: readout" in svg
+    assert svg.count('stroke="#1f77b4" marker-end') == 2 and svg_flow(picture) == svg

@@ -23,7 +23,8 @@ def _analysis_data() -> dict:
                          "layers": 1, "heads": [1], "output": "readout", "defined_at": "readout", "causal": False,
                          "notes": []},
             "graph": [], "schedule": {"T": 4, "heads": [], "info_sets": [{"layer": 0, "token": ["t"],
-                                                                         "readout": ["T+1"]}]}}
+                                                                         "readout": ["T+1"]}],
+                                      "flow": {"columns": ["1", "T+1"], "layers": 0, "heads": []}}}
 
 
 def test_an_analysis_page_has_its_four_sections_in_order_and_fetches_nothing():

@@ -51,6 +51,10 @@ def test_page_numbers_are_the_configs(name):
     assert [h["beta"] for h in data["heads"]] == [h["beta"] for h in heads]
     assert [h["name"] for h in data["heads"]] == [h["name"] for h in heads]
     assert [r["name"] for r in data["residual"]] == config["residual_labels"]
+    for h in data["heads"]:  # what a head reads: the directions of the nonzero rows of its projections
+        attn = model.blocks[h["layer"] - 1].attn
+        rows = sum(getattr(attn, w).detach()[h["index"]].abs().sum(dim=1) for w in ("W_Q", "W_K", "W_V"))
+        assert h["reads"] == [config["residual_labels"][i] for i in range(len(rows)) if rows[i] > 0]
     assert data["program"]["source"] == config["program"]["source"]
 
 
