@@ -11,6 +11,7 @@ The Python API (DESIGN.md):
 >>> y, cache = ifl.hooked(model).run_with_cache(x)  # TransformerLens hook points (the ``lens`` extra)
 >>> sites = ifl.circuit(model)          # where each comparison and FFN function lives in the cache
 >>> ifl.export(model, "out/")           # a Hugging Face GPT-2 directory (the ``export`` extra)
+>>> ifl.report(model, "min_pairwise.html")  # one self-contained page: graph, patterns, error, parameters
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from .reference.circuit_map import CircuitSite, circuit
     from .reference.evaluate import evaluate
     from .reference.sampling import sample_inputs
+    from .tools.report import report
     from .transformer.export.directory import export, export_inputs, export_outputs, load_exported
     from .transformer.io import load, save
     from .transformer.lens import hooked
@@ -46,6 +48,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "reference.evaluate": ("evaluate",),
     "reference.sampling": ("sample_inputs",),
     "transformer.export.directory": ("export", "export_inputs", "export_outputs", "load_exported"),
+    "tools.report": ("report",),
     "transformer.io": ("load", "save"),
     "transformer.lens": ("hooked",),
     "transformer.model": ("CompiledTransformer",),
@@ -75,6 +78,7 @@ __all__ = [
     "load_exported",
     "load_program",
     "parse_program",
+    "report",
     "sample_inputs",
     "save",
 ]

@@ -4,9 +4,10 @@
 
 For every canonical program: NAME.analysis.json (what ``infoflowc analyze NAME.iflow --json``
 prints); for every efficient one also NAME.safetensors (``infoflowc compile NAME.iflow --eps 1e-2
---samples 2000``: float32, measured on 2,000 random inputs and 256 corners) and NAME.md, a short
-report. The tests rebuild all of them and compare them byte for byte, so run this after changing
-the analysis or the compiler.
+--samples 2000``: float32, measured on 2,000 random inputs and 256 corners), NAME.md, a short
+report, and NAME.html, the model's page (``infoflowc report NAME.safetensors``). The tests
+rebuild all of them and compare them byte for byte (a page's measured block within the model's
+rounding), so run this after changing the analysis, the compiler or the page.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import torch
 
 import infoflow_dsl as ifl
+from infoflow_dsl.tools.report import model_page
 from infoflow_dsl.transformer.io import model_to_bytes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "compiled_examples"
@@ -98,7 +100,9 @@ def main() -> None:
         model = ifl.compile(program, eps=EPS, dtype="float32", device="cpu", samples=SAMPLES)
         (EXAMPLES / f"{source.stem}.safetensors").write_bytes(model_to_bytes(model))
         (EXAMPLES / f"{source.stem}.md").write_text(report(source.stem, analysis, model), encoding="utf-8")
-        print(f"wrote {source.stem}: analysis, model, report")
+        shipped = ifl.load(EXAMPLES / f"{source.stem}.safetensors", device="cpu")  # the page of the file as shipped
+        (EXAMPLES / f"{source.stem}.html").write_text(model_page(shipped), encoding="utf-8")
+        print(f"wrote {source.stem}: analysis, model, report, page")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ a uniform head from every token. Matplotlib only (Agg backend), no system graphv
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,6 +25,39 @@ def _columns(length: int) -> list[str]:
     return ["1", "2", "3", "…", str(length - 1), str(length)]
 
 
+@dataclass(frozen=True)
+class HeadFlow:
+    """One head's arrows in the picture: (source column, target column) pairs from layer − 1 into
+    ``layer``; ``color`` is its index into COLORS."""
+
+    name: str
+    kind: str
+    layer: int
+    color: int
+    arrows: tuple[tuple[int, int], ...]
+
+
+def flow(report: AnalysisReport) -> tuple[list[str], list[HeadFlow]]:
+    """(the picture's column labels: some ordinary tokens, maybe "…", then "T+1"; every head's
+    arrows), in the order the heads are drawn (by layer, then name)."""
+    schedule = report.schedule
+    columns = [*_columns(report.program.length), "T+1"]
+    readout = len(columns) - 1
+    tokens = [i for i, c in enumerate(columns[:-1]) if c != "…"]
+    causal = report.to_dict()["causal"]
+    heads = []
+    in_layer: dict[int, int] = {}
+    for index, head in enumerate(sorted(schedule.heads, key=lambda h: (h.layer, h.name))):
+        if head.layer > schedule.layers:
+            continue
+        in_layer[head.layer] = in_layer.get(head.layer, 0) + 1
+        arrows = _arrows(head.kind, head.site, head.position, tokens, readout, columns, in_layer[head.layer],
+                         causal=causal)
+        heads.append(HeadFlow(name=head.name, kind=head.kind, layer=head.layer, color=index % len(COLORS),
+                              arrows=tuple(arrows)))
+    return columns, heads
+
+
 def plot_report(report: AnalysisReport, path: str | Path | BinaryIO) -> None:
     """Draw the report's schedule as a PNG to ``path`` (a file name or a binary stream)."""
     import matplotlib
@@ -31,11 +65,9 @@ def plot_report(report: AnalysisReport, path: str | Path | BinaryIO) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    schedule = report.schedule
-    columns = [*_columns(report.program.length), "T+1"]
+    columns, heads = flow(report)
     readout = len(columns) - 1
-    tokens = [i for i, c in enumerate(columns[:-1]) if c != "…"]
-    layers = schedule.layers
+    layers = report.schedule.layers
     figure, axes = plt.subplots(figsize=(1.3 * len(columns) + 2.5, 1.4 * (layers + 1) + 1.2), dpi=100)
     for layer in range(layers + 1):
         for i, label in enumerate(columns):
@@ -50,15 +82,9 @@ def plot_report(report: AnalysisReport, path: str | Path | BinaryIO) -> None:
             if label != "…":
                 axes.plot([i, i], [layer - 0.85, layer - 0.15], color="#bbbbbb", lw=1, zorder=1)
     legend = []
-    in_layer: dict[int, int] = {}
-    for index, head in enumerate(sorted(schedule.heads, key=lambda h: (h.layer, h.name))):
-        if head.layer > layers:
-            continue
-        color = COLORS[index % len(COLORS)]
-        in_layer[head.layer] = in_layer.get(head.layer, 0) + 1
-        arrows = _arrows(head.kind, head.site, head.position, tokens, readout, columns, in_layer[head.layer],
-                         causal=report.to_dict()["causal"])
-        for source, target in arrows:
+    for head in heads:
+        color = COLORS[head.color]
+        for source, target in head.arrows:
             axes.annotate("", xy=(target, head.layer - 0.12), xytext=(source, head.layer - 0.88),
                           arrowprops={"arrowstyle": "->", "color": color, "lw": 1.3, "alpha": 0.85}, zorder=2)
         legend.append(plt.Line2D([0], [0], color=color, lw=2, label=f"L{head.layer} {head.name}: {head.kind}"))

@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_cmd.add_argument("--heads", type=_head_budget, help="a head budget per layer, e.g. 2,2")
     analyze_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     analyze_cmd.add_argument("--plot", type=Path, metavar="OUT.png", help="draw tokens × layers with the flow")
+    analyze_cmd.add_argument("--html", type=Path, metavar="OUT.html", help="write the analysis as an HTML page")
     compile_cmd = commands.add_parser("compile", help="explicit transformer weights within ε, as .safetensors")
     compile_cmd.add_argument("file", type=Path)
     compile_cmd.add_argument("--eps", type=_positive_float, default=1e-3, help="the error bound ε (default 1e-3)")
@@ -118,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(TransformerLens hook, residual index, bound)")
     circuit_cmd.add_argument("model", type=Path)
     circuit_cmd.add_argument("--json", action="store_true", help="print the records as JSON")
+    report_cmd = commands.add_parser("report", help="a self-contained HTML page of a compiled model")
+    report_cmd.add_argument("model", type=Path)
+    report_cmd.add_argument("-o", "--output", type=Path, help="the page (default: MODEL with .html)")
+
     from .export import add_export_parser
 
     add_export_parser(commands)
@@ -237,8 +242,9 @@ def command_analyze(arguments: argparse.Namespace) -> int:
     from .. import parse_program
     from ..analysis.report import analyze
 
-    if arguments.plot is not None:
-        check_writable(arguments.plot)
+    for output in (arguments.plot, arguments.html):
+        if output is not None:
+            check_writable(output)
     source = read_program_text(arguments.file)
     program = parse_program(source, str(arguments.file), length=arguments.length)
     report = analyze(program, arguments.heads)
@@ -248,6 +254,10 @@ def command_analyze(arguments: argparse.Namespace) -> int:
         buffer = io.BytesIO()
         plot_report(report, buffer)
         write_atomically(arguments.plot, buffer.getvalue())
+    if arguments.html is not None:
+        from .report import analysis_page
+
+        write_atomically(arguments.html, analysis_page(report).encode("utf-8"))
     sys.stdout.write(report.to_json() if arguments.json else report.to_text())
     return EXIT_OK
 
@@ -345,21 +355,28 @@ def command_check(arguments: argparse.Namespace) -> int:
     return EXIT_OK if result.within else EXIT_ABOVE_EPS
 
 
-def command_circuit(arguments: argparse.Namespace) -> int:
+def with_compiled_model(path: Path, use: Callable[[Any], Any], verb: str) -> tuple[Any, Any]:
+    """(the compiled model in ``path``, ``use(model)``); a file that is not a model, a trained
+    model (no circuit to ``verb``) or a stored program that no longer checks is a UsageError."""
     from ..errors import ModelFileError
     from ..pipeline import StoredProgramError
-    from ..reference.circuit_map import circuit
     from ..transformer.io import load
 
     try:
-        model = load(arguments.model, device="cpu")
+        model = load(path, device="cpu")
         if "trained" in model.config:
-            raise UsageError(f"{arguments.model}: a trained model has no circuit to map (only compiled ones do)")
-        sites = circuit(model)
+            raise UsageError(f"{path}: a trained model has no circuit to {verb} (only compiled ones do)")
+        return model, use(model)
     except ModelFileError as error:
         raise UsageError(str(error)) from None
     except StoredProgramError as error:
-        raise UsageError(f"{arguments.model}: {error}") from None
+        raise UsageError(f"{path}: {error}") from None
+
+
+def command_circuit(arguments: argparse.Namespace) -> int:
+    from ..reference.circuit_map import circuit
+
+    model, sites = with_compiled_model(arguments.model, circuit, "map")
     if arguments.json:
         print(json.dumps({"model": str(arguments.model), "sites": [s.to_json() for s in sites]}, indent=1))
         return EXIT_OK
@@ -371,6 +388,18 @@ def command_circuit(arguments: argparse.Namespace) -> int:
         print(f"  {s.name:<10} {s.site:<7} {s.hook:<26} bound {s.bound:.3g}  {s.computes}")
         print(f"  {'':<10} = {reads or '0'}{f' {s.value.constant:+.4g}' if s.value.constant else ''}{head}")
     return EXIT_OK
+
+
+def command_export(arguments: argparse.Namespace) -> int:
+    from .export import command_export as run_export
+
+    return run_export(arguments)
+
+
+def command_report(arguments: argparse.Namespace) -> int:
+    from .report.command import command_report as run_report
+
+    return run_report(arguments)
 
 
 def _training_program(arguments: argparse.Namespace, length: int | None) -> Any:
@@ -473,14 +502,8 @@ def command_sweep(arguments: argparse.Namespace) -> int:
 
 
 COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check,
-            "circuit": command_circuit, "train": command_train, "sweep": command_sweep,
-            "export": lambda arguments: _export_command(arguments)}
-
-
-def _export_command(arguments: argparse.Namespace) -> int:
-    from .export import command_export
-
-    return command_export(arguments)
+            "circuit": command_circuit, "report": command_report, "train": command_train, "sweep": command_sweep,
+            "export": command_export}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,66 @@
+"""One self-contained HTML page per model (``infoflowc report MODEL -o model.html``,
+``ifl.report(model, path)``) or per program (``infoflowc analyze FILE --html OUT.html``).
+
+A model's page shows the program and analyze's result, the comparison graph, the InfoFlow
+schedule, each head's attention pattern on 8 example inputs, the error histogram against ε and
+the a-priori bound, the parameters per layer and per construction, and the residual directions;
+a program's page the first four. Pages open offline (style and script inline, no fetches) and
+are deterministic: the same model gives the same bytes, except the ``ifl-measured`` block, which
+holds what the float32 forward measured on this CPU (``measured``'s docstring).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from ...analysis.report import AnalysisReport, analyze
+from .content import analysis_data, analysis_graph
+from .html import render_page
+
+if TYPE_CHECKING:
+    from ...transformer.model import CompiledTransformer
+
+
+def analysis_page(report: AnalysisReport) -> str:
+    """The page of a program alone: source, analysis, comparison graph and schedule."""
+    return render_page(analysis_data(report))
+
+
+def model_data(model: CompiledTransformer) -> dict[str, Any]:
+    """The page data of a compiled model: everything but the measured block, a function of the
+    file alone. Raises ``ValueError`` for a trained model (it has no circuit),
+    ``StoredProgramError`` for a file whose program does not check."""
+    from ...pipeline import program_of
+    from .measured import model_sections
+
+    if "trained" in model.config:
+        raise ValueError("a trained model has no circuit to show (only compiled ones do)")
+    program = program_of(model)
+    analysis = analyze(program)
+    data = analysis_data(analysis)
+    tree = analysis_graph(analysis.to_dict(), program.source)
+    data.update(model_sections(model, program, {n.name: n.source for n in tree}))
+    data["kind"] = "model"
+    data["schedule"] = {**data["schedule"], "heads": data["heads"]}
+    return data
+
+
+def model_measured(model: CompiledTransformer) -> dict[str, Any]:
+    """The measured block: what the model's float32 forward gives on this CPU (``measured``)."""
+    from ...pipeline import program_of
+    from .measured import measured_section
+
+    return measured_section(model, program_of(model))
+
+
+def model_page(model: CompiledTransformer) -> str:
+    """The page of a compiled model (module docstring)."""
+    return render_page(model_data(model), model_measured(model))
+
+
+def report(model: CompiledTransformer, path: str | os.PathLike[str]) -> None:
+    """Write ``model``'s page to ``path`` atomically (a temporary file, then a rename)."""
+    from ...transformer.io import write_bytes_atomically
+
+    write_bytes_atomically(path, model_page(model).encode("utf-8"))

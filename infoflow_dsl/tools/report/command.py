@@ -1,0 +1,24 @@
+"""``infoflowc report MODEL [-o OUT.html]``: a compiled model's page (``report``'s docstring).
+
+Faults of the user's (a file that is not a model, a trained model, a program that no longer
+checks, an output that cannot be written) exit 2 with one line on stderr, before anything is
+written; the page is written through a temporary file and a rename, never half.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..cli import EXIT_OK, check_writable, with_compiled_model, write_atomically
+
+
+def command_report(arguments: argparse.Namespace) -> int:
+    from . import model_page
+
+    output = arguments.output or arguments.model.with_suffix(".html")
+    check_writable(output)
+    _, page = with_compiled_model(arguments.model, model_page, "show")
+    data = page.encode("utf-8")
+    write_atomically(output, data)
+    print(f"{arguments.model}: wrote {output} ({len(data):,} bytes)")
+    return EXIT_OK

@@ -1,0 +1,37 @@
+"""The document: sections in order, the JSON blocks read back exactly, nothing fetched."""
+
+from __future__ import annotations
+
+import re
+
+from pages import page_block
+
+from infoflow_dsl.tools.report.html import ANALYSIS_SECTIONS, SECTIONS, json_block, render_page
+
+
+def test_a_json_block_cannot_end_its_script_element():
+    value = {"source": "a </script><script>alert(1)</script> b", "x": [1.5, None, "é"]}
+    block = json_block("ifl-data", value)
+    assert block.count("</script>") == 1 and block.endswith("</script>")
+    assert page_block(block, "ifl-data") == value
+
+
+def _analysis_data() -> dict:
+    return {"title": "t<1>", "kind": "analysis", "program": {"name": "t.iflow", "source": "target x(1) < 2"},
+            "analysis": {"T": 4, "d": 1, "order": 1, "dimension": 1, "verdict": "efficient", "cost_law": "O(1)",
+                         "independent_of_T": True, "reason": None, "comparisons": "T", "comparisons_at_T": 4,
+                         "layers": 1, "heads": [1], "output": "readout", "defined_at": "readout", "causal": False,
+                         "notes": []},
+            "graph": [], "schedule": {"T": 4, "heads": [], "info_sets": [{"layer": 0, "token": ["t"],
+                                                                         "readout": ["T+1"]}],
+                                      "flow": {"columns": ["1", "T+1"], "layers": 0, "heads": []}}}
+
+
+def test_an_analysis_page_has_its_four_sections_in_order_and_fetches_nothing():
+    page = render_page(_analysis_data())
+    ids = re.findall(r'<section id="([a-z]+)">', page)
+    assert ids == [key for key, _ in ANALYSIS_SECTIONS] and len(SECTIONS) == 8
+    assert page_block(page, "ifl-measured") is None and page_block(page, "ifl-data") == _analysis_data()
+    assert not re.search(r'(src|href)="(https?:)?//', page) and "@import" not in page and "url(http" not in page
+    assert "<title>t&lt;1&gt;: infoflow analysis</title>" in page and "target x(1) &lt; 2" in page
+    assert render_page(_analysis_data()) == page
