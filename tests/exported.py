@@ -9,7 +9,8 @@ import torch
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
-from infoflow_dsl.pipeline import errors_on, program_of
+from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.reference.measure import errors_on
 from infoflow_dsl.transformer.model import CompiledTransformer
 
 SHIPPED = sorted(path.stem for path in EXAMPLES_DIR.glob("*.safetensors"))

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from ...language import typed as ir
-from ...pipeline import errors_on, model_inputs
 from ...reference.circuit_map import CircuitSite, circuit
 from ...reference.evaluate import evaluate
+from ...reference.measure import errors_on, model_inputs
 from ...reference.sampling import sample_inputs
 from ...reference.verify import writers
 from ...transformer.model import CompiledTransformer

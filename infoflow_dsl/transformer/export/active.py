@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ...pipeline import model_inputs, program_of
+from ...pipeline import program_of
+from ...reference.measure import model_inputs
 from ..model import CompiledTransformer
 from .hf import forward_in_batches, in_memory
 from .inputs import ExportIO

@@ -16,7 +16,8 @@ from pages import page_data, page_measured
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
-from infoflow_dsl.pipeline import errors_on, model_inputs, program_of
+from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.reference.measure import errors_on, model_inputs
 from infoflow_dsl.tools.report.measured import (
     PATTERN_SCALE,
     head_reads,

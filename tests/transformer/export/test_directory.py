@@ -18,7 +18,8 @@ from exported import SHIPPED, export_and_load, largest_error, largest_gap, shipp
 from transformers import AutoModelForCausalLM
 
 import infoflow_dsl as ifl
-from infoflow_dsl.pipeline import model_inputs, program_of
+from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.reference.measure import model_inputs
 from infoflow_dsl.transformer import sparse
 from infoflow_dsl.transformer.export.directory import ExportError
 from infoflow_dsl.transformer.model import CompiledTransformer
