@@ -57,10 +57,11 @@ def _analysis(data: dict[str, Any]) -> str:
     rows += [("note", note) for note in a["notes"]]
     model = data.get("model")
     if model is not None:
+        stored = ("none (compiled without measuring: the histogram below measures random inputs and the corners)"
+                  if model["measured_error"] is None else f"{_number(model['measured_error'])} over "
+                  f"{model['samples']} random inputs and {model['corners']} corners (seed {model['seed']})")
         rows += [("ε", model["eps"]), ("a-priori bound", _number(model["a_priori_bound"])),
-                 ("measured max error (stored)", f"{_number(model['measured_error'])} over {model['samples']} random "
-                                                 f"inputs and {model['corners']} corners (seed {model['seed']})"),
-                 ("dtype, d_model", f"{model['dtype']}, {model['d_model']}")]
+                 ("measured max error (stored)", stored), ("dtype, d_model", f"{model['dtype']}, {model['d_model']}")]
     return _table((), rows)
 
 

@@ -28,6 +28,7 @@ from .content import GraphNode
 
 EXAMPLES = 8  # example inputs embedded for the attention patterns
 EXAMPLE_SEED = 2024  # their seed (sample_inputs), fixed: the same model gives the same page
+UNMEASURED_SAMPLES = 256  # random inputs the page measures for a model whose compile measured none
 PATTERN_SCALE = 10_000  # patterns are stored as round(p · PATTERN_SCALE): 4 decimals
 _SIDE_NAMES = {"key": "s", "query": "t", "last": "T"}
 
@@ -189,9 +190,10 @@ def _rounded(values: torch.Tensor) -> Any:
 
 def measured_section(model: CompiledTransformer, program: ir.Program) -> dict[str, Any]:
     """|model − reference| on the inputs the compile measured (its config's samples, seed and
-    corners), each to 3 significant digits (the inputs the margin leaves out are counted only);
+    corners; UNMEASURED_SAMPLES random inputs and the corners for a model compiled with
+    ``samples=0``), each to 3 significant digits (the inputs the margin leaves out are counted only);
     the worst input with both outputs; the model's and the reference's outputs on the examples."""
-    measured = model.config.get("measured_error") or {"samples": 256, "seed": 0}
+    measured = model.config.get("measured_error") or {"samples": UNMEASURED_SAMPLES, "seed": 0}
     x = model_inputs(program, measured["samples"], measured["seed"])
     error, kept = errors_on(model, program, x)
     covered = error[kept]

@@ -17,9 +17,11 @@ from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import program_of
-from infoflow_dsl.reference.measure import errors_on, model_inputs
+from infoflow_dsl.reference.measure import CORNERS, errors_on, model_inputs
+from infoflow_dsl.tools.report import model_page
 from infoflow_dsl.tools.report.measured import (
     PATTERN_SCALE,
+    UNMEASURED_SAMPLES,
     head_reads,
     mask_text,
     parameters_section,
@@ -168,3 +170,18 @@ def test_masks_in_words():
     assert mask_text([["key", "==", "query-1"]]) == "s == t−1"
     assert mask_text([[2, "<=", "key"], ["key", "<", "query"]]) == "2 <= s and s < t"
     assert mask_text([]) == "none"
+
+
+def test_a_model_compiled_without_measuring_gets_a_page_that_measures_it():
+    """``compile(..., samples=0)`` stores no measured error: the page says so and measures
+    UNMEASURED_SAMPLES random inputs and the corners itself; the deep square route (more layers
+    than the schedule) draws every head of the model."""
+    program = ifl.load_program(EXAMPLES_DIR / "min_pairwise.iflow", length=8)
+    model = ifl.compile(program, eps=1e-2, samples=0, ffn="deep", device="cpu")
+    page = model_page(model)
+    data, measured = page_data(page), page_measured(page)
+    assert data["model"]["measured_error"] is None and "compiled without measuring" in page
+    assert len(measured["errors"]) + measured["excluded_by_margin"] == UNMEASURED_SAMPLES + CORNERS
+    assert max(measured["errors"]) <= model.config["a_priori_bound"]
+    assert len(data["heads"]) == sum(len(layer["heads"]) for layer in model.config["layers"])
+    assert data["model"]["layers"] == len(model.config["layers"]) > data["analysis"]["layers"]
