@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 from ..language import typed as ir
 from ..language.functions import POINTWISE
 from ..language.printer import describe
-from ..language.syntax import Span
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_of, sub_nodes
 from .features import (
     FeaturePair,
@@ -43,6 +42,8 @@ from .features import (
     separate,
     sources_of,
 )
+from .info_sets import InfoSets, information_sets
+from .verdict import Problem, head_problem, problems_of, top_bound
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -72,27 +73,6 @@ class Head:
     is_comparison: bool = True
     position: ir.PositionTerm | None = None
     presence: ir.Presence | None = None
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Why a target is inefficient: the node responsible, its span, and the law that applies."""
-
-    kind: str  # order | not-separable | top | heads | sum-range
-    message: str
-    law: str
-    exponent: str
-    node: str | None = None
-    span: Span | None = None
-
-
-@dataclass(frozen=True)
-class InfoSets:
-    """The symbolic information sets of an ordinary token and of the readout after ``layer``."""
-
-    layer: int
-    token: tuple[str, ...]
-    readout: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -416,120 +396,6 @@ def _dependency_graph(tree: ComparisonTree, heads: Sequence[Head]) -> nx.DiGraph
     return graph
 
 
-# ----------------------------------------------------------------------------- information sets
-
-
-Element = tuple[str, ...]  # innermost root last: ("s", "t") is s*(t)
-
-
-def _render(element: Element) -> str:
-    text = element[-1]
-    for label in reversed(element[:-1]):
-        text = f"{label}*({text})"
-    return text
-
-
-def _rooted(elements: set[Element], root: str) -> set[Element]:
-    """The token set with the generic ordinary token ``t`` replaced by ``root``."""
-    return {(*e[:-1], root) if e[-1] == "t" else e for e in elements}
-
-
-def information_sets(heads: Sequence[Head], tree: ComparisonTree, layers: int) -> tuple[InfoSets, ...]:
-    token: set[Element] = {("t",)}
-    readout: set[Element] = {("T+1",)}
-    out = []
-    for layer in range(1, layers + 1):
-        new_token, new_readout = set(token), set(readout)
-        for head in heads:
-            if head.layer != layer:
-                continue
-            target = new_token if head.site == TOKEN else new_readout
-            target |= _gained(head, tree, token)
-        token, readout = new_token, new_readout
-        rendered_token = tuple(sorted(_render(e) for e in token))
-        out.append(InfoSets(layer, rendered_token, tuple(sorted(_render(e) for e in readout))))
-    return tuple(out)
-
-
-def _gained(head: Head, tree: ComparisonTree, token: set[Element]) -> set[Element]:
-    if head.kind == "position":
-        return _rooted(token, ir.position_label(head.position))  # type: ignore[arg-type]
-    if head.kind == "presence":  # a 0/1 guard: no token's information
-        return set()
-    node = tree.node(head.name)
-    if head.kind == "uniform":
-        return _rooted(token, "1..T")
-    variable = node.variables[0]
-    if head.site == TOKEN:  # s*(t): the retrieved position as seen from token t
-        return {(variable, *e) if e[-1] == "t" else e for e in token} | {(variable, "t")}
-    return _rooted(token, f"{variable}*")
-
-
-# ----------------------------------------------------------------------------- verdict
-
-
-def _problems(tree: ComparisonTree, plans: dict[str, NodePlan], dimension_at: dict[int, int]) -> list[Problem]:
-    problems: list[Problem] = []
-    worst = max(tree.nodes, key=lambda n: n.order, default=None)
-    if worst is not None and worst.order >= 3:
-        problems.append(Problem(
-            "order",
-            f"{worst.quoted} compares {worst.order} positions jointly (order {worst.order}); max-position "
-            f"retrieval keeps only the best position per query, so the {worst.order}-tuples must be "
-            f"aggregated and decoded",
-            "O(ε^(1 − T₀·d/E)) with T₀ growing with T (IF Thm 3: decoding the joint information of T₀ tokens "
-            "from an embedding of dimension E)",
-            "T₀·d/E − 1", worst.name, worst.span))
-    for node in tree.nodes:
-        plan = plans[node.name]
-        if plan.failure is not None and node.order == 2 and not problems:
-            problems.append(Problem(
-                "not-separable",
-                f"the score of {node.quoted} is not a finite sum of products of per-token features: "
-                f"{plan.failure}",
-                "O(ε^(1 − T₀·d/E)) with T₀ growing with T (IF Thm 3)", "T₀·d/E − 1", node.name, node.span))
-    problems += [_sum_range_problem(node) for node in tree.nodes if node.kind == "sum" and node.range_follows_query]
-    return problems
-
-
-def _sum_range_problem(node: ComparisonNode) -> Problem:
-    """A sum over a range that moves with the query: uniform attention gives the range's mean, and
-    the sum is that mean times the range's size, which the model must decode from its position
-    code (units growing with T) or unroll into position slots (the gather route)."""
-    return Problem(
-        kind="sum-range",
-        message=(f"{node.quoted} is a sum whose range depends on the querying position: attention averages "
-                 f"over the range, and the sum is that mean times the range's size, which the model would "
-                 f"have to decode from its position code; write it as a mean, or compile it with "
-                 f"--allow-inefficient (the gather route unrolls it into T position slots, exact up to rounding)"),
-        law="O(T): the range's size decoded from the position code, or T unrolled slots",
-        exponent="0", node=node.name, span=node.span)
-
-
-def _top_bound(k: int, n: int) -> str:
-    return f"Ω(ε^-(T − {k + 1})/({n} + 1)) in one layer (IF Thm 2, per-head dimension n = {n})"
-
-
-def _head_problem(overflow: list[tuple[ComparisonNode, int, int]], budget: tuple[int, ...],
-                  needed: dict[int, int], dims: dict[int, int], length: int) -> Problem:
-    """The head-count bound at the first layer whose budget is below what the schedule needs."""
-    short = [layer for layer in sorted(needed) if needed[layer] > (budget[layer - 1] if layer <= len(budget) else 0)]
-    layer = short[0] if short else len(budget)
-    s = budget[layer - 1] if layer <= len(budget) else 0
-    big_d = needed.get(layer, s + 1)
-    n = dims.get(layer, 1)
-    k = (length / 4 - s - big_d + 1) / ((n + 1) * s + 1) - 1
-    node = overflow[0][0]
-    law = (f"Ω(ε^-k), k = (T/4 − s − D + 1)/((n+1)·s + 1) − 1 = {k:.3g} at T = {length} "
-           f"(HC Thm 2 with s = {s} heads, D = {big_d}, n = {n}; HC conjectures L·h ≥ D for L layers)")
-    return Problem(
-        "heads",
-        f"the head budget {','.join(map(str, budget))} is too small: layer {layer} must run {big_d} comparisons "
-        f"at once (the intrinsic dimension D = {big_d}) and gets {s} heads, so {node.quoted} finds no head "
-        f"within {len(budget)} layers",
-        law, "(T/4 − s − D + 1)/((n+1)·s + 1) − 1", node.name, node.span)
-
-
 def square_steps(tree: ComparisonTree) -> int:
     """S, the most squares (or products) in a row on any path of the schedule: with m FFN layers
     per square (deep route, m tent levels) the schedule needs at most L + S·(m − 1) layers,
@@ -559,9 +425,9 @@ def build_schedule(tree: ComparisonTree, budget: Sequence[int] | None = None, ma
     needed = {layer: sum(1 for h in free.heads if h.layer == layer) for layer in range(1, free.layers() + 1)}
     dims = {layer: max((h.dimension for h in free.heads if h.layer == layer), default=1)
             for layer in range(1, free.layers() + 1)}
-    problems = _problems(tree, scheduler.plans, needed)
+    problems = problems_of(tree, scheduler.plans, needed)
     if scheduler.overflow and budget is not None:
-        problems.append(_head_problem(scheduler.overflow, tuple(budget), needed, dims, tree.length))
+        problems.append(head_problem(scheduler.overflow, tuple(budget), needed, dims, tree.length))
     notes = _notes(tree, scheduler, margin)
     interpolated = sum(node_interpolations(p) for p in scheduler.plans.values()) + interpolations(tree.output)
     return Schedule(
@@ -578,7 +444,7 @@ def _notes(tree: ComparisonTree, scheduler: Scheduler, margin: float | None) -> 
         n = max((scheduler.plans[x.name].dimension for x in tree.nodes if x.origin == origin), default=1)
         quoted = next(x.quoted for x in tree.nodes if x.origin == origin)
         notes.append(f"{quoted}: rewritten as {k} nested max/min comparisons (order {k}); "
-                     f"one-layer lower bound {_top_bound(k, n)}")
+                     f"one-layer lower bound {top_bound(k, n)}")
     retrievals = [n for n in tree.nodes if n.kind in ("argmin", "argmax")]
     for node in retrievals:
         if margin is None:
