@@ -63,7 +63,7 @@ def information_sets(heads: Sequence[Head], tree: ComparisonTree, layers: int) -
 def _gained(head: Head, tree: ComparisonTree, token: set[Element]) -> set[Element]:
     if head.kind == "position":
         return _rooted(token, ir.position_label(head.position))  # type: ignore[arg-type]
-    if head.kind == "presence":  # a 0/1 guard: no token's information
+    if head.kind in ("presence", "length"):  # a 0/1 guard, a count: no token's information
         return set()
     node = tree.node(head.name)
     if head.kind == "uniform":

@@ -19,6 +19,10 @@ With a head budget (``--heads``), a node that does not fit its layer moves to th
 
 Information sets (THEORY.md §3): I(t, 0) = {t}, I(T+1, 0) = {T+1}; a retrieval head adds the
 retrieved position's set, a position head the fixed position's, a uniform head everyone's.
+
+A token program that reads ``len`` gets a **length head** at layer 1 (uniform attention that
+also covers a start position: weight 1/(T'+1) on it, decoded by that layer's FFN, stage 3), and
+positions relative to len (``x(len)``, ``x(len + 1 - t)``) are fetched at layer 2.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from .features import (
     separate,
     sources_of,
 )
+from .finite import FiniteDomain, FiniteSplit, smallest_gap, value_set
 from .info_sets import InfoSets, information_sets
 from .verdict import Problem, head_problem, problems_of, top_bound
 
@@ -75,6 +80,22 @@ class Head:
     presence: ir.Presence | None = None
 
 
+LENGTH_HEAD = "len"
+#: What the length head does, as reports write it.
+LENGTH_COMPARES = "len: uniform attention over a start position and the T' tokens gives 1/(T'+1), decoded by the FFN"
+
+
+def reads_length(expr: object) -> bool:
+    """Does ``expr`` read the run-time length (``len``, ``len ± k``, ``len + c - v``)?"""
+    return any(isinstance(n, ir.RunLength) or (isinstance(n, ir.ReflectedPosition) and n.from_length)
+               for n in (expr, *sub_nodes(expr)))
+
+
+def _tree_reads_length(tree: ComparisonTree) -> bool:
+    return any(reads_length(n.body) or any(reads_length(c) for c in n.conditions) for n in tree.nodes) or \
+        reads_length(tree.output)
+
+
 @dataclass(frozen=True)
 class Schedule:
     tree: ComparisonTree
@@ -87,6 +108,7 @@ class Schedule:
     interpolated_functions: int
     notes: tuple[str, ...] = ()
     budget: tuple[int, ...] | None = None
+    finite_ranks: tuple[tuple[str, str, FiniteSplit], ...] = ()  # (node, function, split): see ``finite``
 
     @property
     def verdict(self) -> str:
@@ -155,6 +177,22 @@ class StageClock:
             return self.fetches.get(fetched_position(position), 2)
         return 0
 
+    def _position_number(self, expr: ir.PositionNumber) -> int:
+        """k and T exist from the start; a token's own position is decoded from its angle code by
+        the embedding's ReLU block; len by layer 1's FFN after the length head; a retrieved
+        position after its node, by the next FFN."""
+        position = expr.position
+        if isinstance(position, NodeResult):
+            return next_ffn(self.results[position.node])
+        if isinstance(position, ir.FixedPosition | ir.LastPosition):
+            return 0
+        return 3 if reads_length(position) else 1
+
+    def _condition(self, expr: ir.Compare | ir.Logical) -> int:
+        """A comparison step (ReLU units narrower than the gap) or and/or of 0/1 values: one FFN stage."""
+        inner = max(self.stage(expr.left), self.stage(expr.right))
+        return inner if self._constant(expr) else next_ffn(inner)
+
     def _product(self, left: object, right: object) -> int:
         """a·b of two values: squares (one FFN route) after both, unless one side is constant."""
         inner = max(self.stage(left), self.stage(right))
@@ -190,6 +228,12 @@ STAGE_RULES: dict[type, Callable[[StageClock, Any], int]] = {
     ir.Negate: lambda clock, expr: clock.stage(expr.argument),
     ir.Divide: lambda clock, expr: clock.stage(expr.numerator),
     ir.MatVec: lambda clock, expr: clock.stage(expr.vector),
+    ir.TokenLiteral: lambda clock, expr: 0,
+    ir.PositionNumber: StageClock._position_number,
+    ir.Compare: StageClock._condition,
+    ir.Logical: StageClock._condition,
+    ir.Not: lambda clock, expr: clock.stage(expr.argument),
+    ir.Bracket: lambda clock, expr: clock.stage(expr.condition),
 }
 
 
@@ -216,6 +260,7 @@ class NodePlan:
     node: ComparisonNode
     pairs: list[FeaturePair] | None
     failure: str | None
+    splits: tuple[tuple[str, FiniteSplit], ...] = ()  # finite-valued pairwise functions it separated
 
     @property
     def key_pairs(self) -> list[FeaturePair]:
@@ -234,13 +279,15 @@ class NodePlan:
         return len(pairs) - len(constant) + (1 if constant else 0) if pairs else 1
 
 
-def plan_node(node: ComparisonNode) -> NodePlan:
+def plan_node(node: ComparisonNode, finite: FiniteDomain | None = None) -> NodePlan:
     if len(node.variables) != 1:
         return NodePlan(node, None, f"{node.header} compares {len(node.variables)} positions jointly")
+    splits: list[tuple[str, FiniteSplit]] = []
     try:
-        return NodePlan(node, separate(node.body, node.variables[0], node.gathered), None)
+        pairs = separate(node.body, node.variables[0], node.gathered, finite, splits)
     except NotSeparable as error:
         return NodePlan(node, None, str(error))
+    return NodePlan(node, pairs, None, tuple(splits))
 
 
 def head_kind(node: ComparisonNode) -> str:
@@ -277,6 +324,8 @@ def fetched_position(position: ir.PositionTerm) -> ir.PositionTerm:
     offset=±k)`` whatever the variable's name (reports write it ``t - 1``)."""
     if isinstance(position, ir.PositionVariable):
         return ir.PositionVariable(QUERY_TOKEN, offset=position.offset)
+    if isinstance(position, ir.ReflectedPosition):
+        return ir.ReflectedPosition(ir.PositionVariable(QUERY_TOKEN), position.offset, position.from_length)
     return position
 
 
@@ -297,8 +346,9 @@ def relative_offsets_read(tree: ComparisonTree) -> list[ir.PositionTerm]:
     offsets: list[ir.PositionTerm] = []
     for expr in (*(n.body for n in tree.nodes), tree.output):
         for node in [expr, *sub_nodes(expr)]:
-            if isinstance(node, ir.Token) and isinstance(node.position, ir.PositionVariable) and node.position.offset:
-                position = fetched_position(node.position)
+            read = node.position if isinstance(node, ir.Token) else None
+            if isinstance(read, ir.ReflectedPosition) or (isinstance(read, ir.PositionVariable) and read.offset):
+                position = fetched_position(read)
                 if position not in offsets:
                     offsets.append(position)
     return offsets
@@ -315,7 +365,7 @@ class Scheduler:
         self.used: dict[int, int] = {}
         self.heads: list[Head] = []
         self.overflow: list[tuple[ComparisonNode, int, int]] = []
-        self.plans = {node.name: plan_node(node) for node in tree.nodes}
+        self.plans = {node.name: plan_node(node, tree.finite) for node in tree.nodes}
 
     def _capacity(self, layer: int) -> int:
         if self.budget is None:
@@ -334,8 +384,12 @@ class Scheduler:
         return layer
 
     def run(self) -> None:
+        if _tree_reads_length(self.tree):
+            site = TOKEN if self.tree.output_site == TOKEN or any(n.site == TOKEN for n in self.tree.nodes) else READOUT
+            self.heads.append(Head(LENGTH_HEAD, "length", site, self._place(1, None), LENGTH_COMPARES,
+                                   is_comparison=False))
         for index, (position, site) in enumerate(_position_heads(self.tree)):
-            layer = self._place(1, None)
+            layer = self._place(2 if reads_length(position) else 1, None)  # len is known after layer 1
             self.clock.fetches[position] = 2 * layer
             mask = f"key == query{ir.offset_text(position.offset)}" if isinstance(position, ir.PositionVariable) else ""
             self.heads.append(Head(f"{FETCH_PREFIX}{index + 1}", "position", site, layer,
@@ -430,9 +484,10 @@ def build_schedule(tree: ComparisonTree, budget: Sequence[int] | None = None, ma
         problems.append(head_problem(scheduler.overflow, tuple(budget), needed, dims, tree.length))
     notes = _notes(tree, scheduler, margin)
     interpolated = sum(node_interpolations(p) for p in scheduler.plans.values()) + interpolations(tree.output)
+    ranks = tuple((name, text, split) for name, plan in scheduler.plans.items() for text, split in plan.splits)
     return Schedule(
         tree, heads, layers, per_layer, dimension, information_sets(heads, tree, layers), tuple(problems),
-        interpolated, tuple(notes), tuple(budget) if budget is not None else None,
+        interpolated, tuple(notes), tuple(budget) if budget is not None else None, ranks,
     )
 
 
@@ -447,7 +502,12 @@ def _notes(tree: ComparisonTree, scheduler: Scheduler, margin: float | None) -> 
                      f"one-layer lower bound {top_bound(k, n)}")
     retrievals = [n for n in tree.nodes if n.kind in ("argmin", "argmax")]
     for node in retrievals:
-        if margin is None:
+        if tree.finite is not None:  # a token program: the scores' own gap replaces the margin
+            from .token_costs import retrieval_note
+
+            scores = value_set(node.body, tree.finite)
+            notes.append(retrieval_note(node.quoted, smallest_gap(scores, scores)))
+        elif margin is None:
             notes.append(f"{node.quoted} retrieves a token, which jumps where two scores tie: an error bound "
                          f"needs a margin (declare `margin δ`); none is declared")
         else:
