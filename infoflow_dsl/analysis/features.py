@@ -194,6 +194,8 @@ def expand(expr: object) -> list[Polynomial]:
         return [_constant(expr.value)]
     if isinstance(expr, ir.Constant):
         return [_constant(v) for v in expr.values]
+    if isinstance(expr, ir.Token) and not expr.type.shape:  # a token program's token: one number
+        return [{(Atom(position_source(expr.position), describe(expr), expr),): 1.0}]
     if isinstance(expr, ir.Token):
         source = position_source(expr.position)
         name = describe(expr)

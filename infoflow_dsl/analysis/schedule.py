@@ -189,8 +189,10 @@ class StageClock:
         return 3 if reads_length(position) else 1
 
     def _condition(self, expr: ir.Compare | ir.Logical) -> int:
-        """A comparison step (ReLU units narrower than the gap) or and/or of 0/1 values: one FFN stage."""
-        inner = max(self.stage(expr.left), self.stage(expr.right))
+        """A comparison step (ReLU units narrower than the gap), or a chain of ``and`` (``or``) of
+        0/1 values, relu(a₁ + ... + aₙ − (n − 1)) (min(a₁ + ... + aₙ, 1)): one FFN stage each."""
+        operands = _chain(expr) if isinstance(expr, ir.Logical) else [expr.left, expr.right]
+        inner = max(self.stage(operand) for operand in operands)
         return inner if self._constant(expr) else next_ffn(inner)
 
     def _product(self, left: object, right: object) -> int:
@@ -210,6 +212,12 @@ class StageClock:
         if expr.operator == "*":
             return self._product(expr.left, expr.right)
         return max(self.stage(expr.left), self.stage(expr.right))
+
+
+def _chain(expr: ir.Logical) -> list[object]:
+    """The operands of a chain of one operator: ``a and (b and c)`` has a, b, c."""
+    return [leaf for side in (expr.left, expr.right)
+            for leaf in (_chain(side) if isinstance(side, ir.Logical) and side.operator == expr.operator else [side])]
 
 
 #: When each value node exists: ``rule(clock, expr)`` (reductions are comparison nodes by now).

@@ -25,6 +25,7 @@ from .positions import (
     TooManyLinkedPositions,
     offset_violation,
     position_value,
+    satisfiable,
     smallest_range,
     within_length,
 )
@@ -118,7 +119,12 @@ class Checker:
     def target_defined_somewhere(self, target: ast.TargetDecl, conditions: tuple[ir.PositionCondition, ...]) -> bool:
         """Whether some t in 1..T satisfies the per-token target's conditions (else diagnosed)."""
         assert target.variable is not None
-        if smallest_range((target.variable.name,), conditions, self.length).smallest == 0:
+        if self.declared.vocabulary is not None:  # some len in 1..T and t in 1..len
+            names = (target.variable.name, LENGTH_AXIS)
+            nowhere = satisfiable(names, (*conditions, *within_length(names[:1])), self.length) is None
+        else:
+            nowhere = smallest_range((target.variable.name,), conditions, self.length).smallest == 0
+        if nowhere:
             self.error(target.conditions[0].span, f"the per-token target is defined at no position (T = {self.length})")
             return False
         return True
