@@ -77,7 +77,11 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         "target [x(1)]",
         "target [x(1) == ]",
         "target [x(1) < 2 and]",
+        "target [x(1) < 2 and 3]",
         "target []",
+        "target(t) = [x(t)]",
+        "target(t) = [x(t) == ]",
+        "target(t) = [x(t) < 2 or 1]",
     ],
 }
 
