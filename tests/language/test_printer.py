@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from programs import ALL
+from programs import ALL, TOKENS
 from strategies import declaration_strategy, expression_strategy
 from syntax_trees import N, V, add, reduction, target_of
 
@@ -123,7 +123,7 @@ def test_printed_text(tree: ast.Expr, text: str) -> None:
 # ----------------------------------------------------------------------------- the AST printer round trip
 
 
-@pytest.mark.parametrize("example", ALL, ids=lambda e: e.name)
+@pytest.mark.parametrize("example", ALL + TOKENS, ids=lambda e: e.name)
 def test_printing_a_table_program_round_trips(example) -> None:
     program = parse(example.source, example.path)
     printed = print_program(program)
@@ -177,6 +177,10 @@ def test_printed_programs_parse_back_to_the_same_ast(program: ast.SourceProgram)
         ast.Binary("/", V("a"), ast.Binary("*", V("b"), V("c"))),
         ast.Binary("@", V("A"), ast.Binary("@", V("B"), V("v"))),
         ast.InnerProduct(ast.InnerProduct(V("a"), V("b")), ast.InnerProduct(V("c"), V("d"))),
+        ast.Bracket(ast.Logical("and", ast.Logical("or", ast.Compare("<", V("a"), V("b")), ast.Compare("==", V("c"),
+                    ast.String("("))), ast.Not(ast.Not(ast.Compare(">=", reduction("min", "t", V("a")), N("0")))))),
+        ast.Bracket(ast.Compare("<", ast.Bracket(ast.Compare("!=", V("a"), V("b"))), add(V("len"), N("1")))),
+        ast.Index(ast.Bracket(ast.Compare("<", V("a"), V("b"))), N("1")),
     ],
     ids=print_expr,
 )
