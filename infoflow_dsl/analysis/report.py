@@ -92,7 +92,7 @@ class AnalysisReport:
         if ranks:
             law += "; score ranks " + ", ".join(f"{r['node']} {r['rank']} ({'~T' if r['grows_with_T'] else 'V'})"
                                                 for r in ranks) + " (a head's key dimension is its score's rank)"
-        return {"law": law, "finite_ranks": ranks, "exponent": exponent, "exponent_formula": formula,
+        cost = {"law": law, "exponent": exponent, "exponent_formula": formula,
                 "interpolated_functions": functions,
                 "roots_at_zero": roots,
                 "infoflow_upper_bound": INFOFLOW_UPPER_BOUND, "independent_of_T": not growth,
@@ -100,6 +100,9 @@ class AnalysisReport:
                 "T_growth": [{"function": g.function, "span": _span_json(g.span), "exponent": g.exponent,
                               "reason": g.reason} for g in growth],
                 "routes": self.routes(law)}
+        if self.program.over_tokens:
+            cost["finite_ranks"] = ranks
+        return cost
 
     def routes(self, wide_law: str) -> dict[str, dict[str, Any]]:
         """The cost law and layer count of each square route (``--ffn``; see ``approximations``).
@@ -213,7 +216,7 @@ class AnalysisReport:
             "causal": is_causal(self.program),
             "output_expression": describe(tree.output),
             "defined_at": self._defined_at(),
-            "exactness": exactness(self.program, tree),
+            **({"exactness": exactness(self.program, tree)} if self.program.over_tokens else {}),
         }
 
     def _defined_at(self) -> str:
@@ -317,7 +320,7 @@ def render_text(report: AnalysisReport) -> str:
                      "so the squares under its √ must be within (ε/2)²")
     for note in data["notes"]:
         lines.append(f"note      {note}")
-    for entry in (data["exactness"] or {}).get("comparisons", []):
+    for entry in (data.get("exactness") or {}).get("comparisons", []):
         gap = f"smallest gap {entry['gap']}" if entry["gap"] is not None else "no gap derivable (a margin is needed)"
         lines.append(f"exact     {_where(report, entry['span'])}{entry['comparison']}: {gap}")
     lines.append("")
