@@ -144,19 +144,20 @@ def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_ine
     return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="gather")
 
 
-def refuse_v3(program: ir.Program) -> None:
-    """Raise a located :class:`ProgramError` (exit 2) for a program the lowering cannot build yet:
-    one over a token vocabulary, or one that holds a bracket or another language-v3 construct."""
+def refuse_v3(program: ir.Program, action: str = "compiled") -> None:
+    """Raise a located :class:`ProgramError` (exit 2) for a program the lowering (``action``
+    "compiled") or the trained model family ("trained") cannot build yet: one over a token
+    vocabulary, or one that holds a bracket or another language-v3 construct."""
     first = next((n for n in (program.target, *ir.sub_nodes(program.target)) if isinstance(n, ir.V3_NODES)), None)
     if program.over_tokens:
         declaration = next(d for d in program.expanded.declarations if isinstance(d, ast.InputDecl))
         span, message = declaration.span, (
-            "token programs are not compiled yet: the lowering has no construction for token embeddings, "
-            "brackets [...] or len; parse, analyze and the reference evaluator (ifl.evaluate) support them")
+            f"token programs are not {action} yet: the model has no token embedding and no construction for "
+            f"brackets [...] or len; parse, analyze and the reference evaluator (ifl.evaluate) support them")
     elif first is not None:
         span, message = first.span, (  # type: ignore[union-attr]
-            "this construct of language v3 (a bracket [...] or a position used as a number) is not compiled "
-            "yet; parse, analyze and the reference evaluator support it")
+            f"this construct of language v3 (a bracket [...] or a position used as a number) is not {action} "
+            f"yet; parse, analyze and the reference evaluator support it")
     else:
         return
     raise single_error(program.path, span, message, program.source)
