@@ -30,7 +30,7 @@ from .positions import (
     within_length,
 )
 from .scope import Failed, Scope
-from .tokens import (
+from .token_typing import (
     number_of,
     reads_v3_position,
     run_length,

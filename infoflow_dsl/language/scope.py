@@ -1,5 +1,5 @@
 """The position variables bound at a point of a target, and the signal of an expression already
-diagnosed: what the checker's typing rules (``check``, ``tokens``) share."""
+diagnosed: what the checker's typing rules (``check``, ``token_typing``) share."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Language v3 (language/tokens.py and the checker around it): the table of bad token programs
+"""Language v3 (language/token_typing.py and the checker around it): the table of bad token programs
 with exact lines, columns and messages, in process and through the CLI; the syntax labels as a
 first statement and after another; what good token programs check to."""
 
