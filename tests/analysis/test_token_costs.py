@@ -12,6 +12,7 @@ from cli_runner import run_cli
 from programs import TOKENS
 
 import infoflow_dsl as ifl
+from infoflow_dsl.language import typed as ir
 
 
 def report_of(name: str) -> dict:
@@ -82,3 +83,18 @@ def test_a_sum_whose_range_follows_the_query_is_still_inefficient_over_tokens() 
     data = report_of("tok_not_or")
     assert data["verdict"] == "inefficient" and data["reason"]["kind"] == "sum-range"
     assert data["cost"]["fallback"]["refused"] == "token programs are not compiled yet"
+
+
+def test_the_plot_draws_the_length_head_and_the_mirrored_fetch(tmp_path: Path) -> None:
+    from infoflow_dsl.analysis.plot import _arrows
+
+    columns = ["1", "2", "3", "…", "9", "10", "T+1"]
+    tokens = [0, 1, 2, 4, 5]
+    mirrored = _arrows("position", "token", ir.ReflectedPosition(ir.PositionVariable("t"), 1), tokens, 6, columns, 1)
+    assert mirrored == [(5, 0), (4, 1), (1, 4), (0, 5)]  # x(len + 1 - t) at len = T = 10: 10 → 1, 9 → 2, ...
+    assert len(_arrows("length", "token", None, tokens, 6, columns, 1)) == len(tokens) ** 2
+    example = next(e for e in TOKENS if e.name == "reverse")
+    path = tmp_path / example.path
+    path.write_text(example.source, encoding="utf-8")
+    code, _out, err = run_cli(["analyze", str(path), "--plot", str(tmp_path / "reverse.png")])
+    assert (code, err) == (0, "") and (tmp_path / "reverse.png").read_bytes().startswith(b"\x89PNG")
