@@ -37,3 +37,22 @@ def test_the_main_job_compiles_and_checks_a_shipped_example(tmp_path: Path):
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
     assert "within ε" in done.stdout and (tmp_path / "min_pairwise.safetensors").exists()
+
+
+def test_the_tokens_section_runs_as_written():
+    """The README's "Tokens" block: sort's tokens in, decoded sorted tokens out, exact without a margin."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Tokens \(language v3\).*?```python\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    lines = block.group(1).splitlines()
+    namespace: dict = {}
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        exec("\n".join(lines[:3]), namespace)
+        assert eval(lines[3].split("#")[0], namespace) == [[1, 1, 2, 3]]
+        assert eval(lines[4].split("#")[0], namespace)["exact"] is True
+    finally:
+        os.chdir(cwd)
