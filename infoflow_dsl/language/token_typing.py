@@ -172,11 +172,15 @@ def _linear_form(expr: ast.Expr) -> dict[str, int] | None:
 
 
 def reads_v3_position(checker: Checker, argument: ast.Expr) -> bool:
-    """Whether ``x(argument)`` is a v3 position expression (it reads ``len``, or a variable backwards)."""
+    """Whether ``x(argument)`` is a v3 position expression: it reads ``len``, or (in a token
+    program) a sum of a variable and whole numbers not written ``v ± c`` (``len + 1 - t``,
+    ``3 - t``, ``1 + t``); literals, names and v1/v2's ``v ± c`` and ``T ± c`` keep their rules."""
     form = _linear_form(argument)
     if form is None or checker.declared.vocabulary is None:
         return form is not None and "len" in form
-    return "len" in form or any(v < 0 for k, v in form.items() if k)
+    v2_offset = isinstance(argument, ast.Binary) and isinstance(argument.left, ast.Name) and \
+        isinstance(argument.right, ast.Number)
+    return "len" in form or not (isinstance(argument, ast.Number | ast.Name) or v2_offset or "T" in form)
 
 
 def v3_position(checker: Checker, argument: ast.Expr, scope: Scope) -> ir.Expr:
