@@ -74,6 +74,19 @@ def test_what_token_programs_check_to() -> None:
         "-", ir.PositionNumber(ir.PositionVariable("t")), ir.NumberLiteral(1.0), ir.SCALAR)
 
 
+@pytest.mark.parametrize(("text", "position"), [
+    ("x(1 + t)", ir.PositionVariable("t", offset=1)),
+    ("x(-1 + t)", ir.PositionVariable("t", offset=-1)),
+    ("x(len - 1)", ir.RunLength(offset=-1)),
+    ("x(len + 1 - t)", ir.ReflectedPosition(ir.PositionVariable("t"), 1)),
+    ("x(4 - t)", ir.ReflectedPosition(ir.PositionVariable("t"), 4, from_length=False)),
+])
+def test_position_expressions_inside_x(text: str, position: ir.Expr) -> None:
+    header = "input x : token {1, 2}\nlength T = 4\n"
+    program = ifl.parse_program(header + f"target(t : t >= 2 and t < len and len == 3) = {text}\n")
+    assert program.target == ir.Token(position, ir.SCALAR)  # type: ignore[arg-type]
+
+
 def test_a_vector_program_keeps_its_v2_errors() -> None:
     """Positions are numbers only over a token vocabulary: a v1/v2 program reads as before."""
     assert diagnostics_of("input x : R^2\nlength T = 4\ntarget max_<t> x(t)[1] + t\n") == [
