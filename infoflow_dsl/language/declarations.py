@@ -232,6 +232,10 @@ def _margin(declaration: ast.MarginDecl | None, override: float | None, error: a
 def _constant(declaration: ast.ConstDecl, error: ast.Report) -> ir.Constant | None:
     """The constant's entries (row-major) and type; its value must have the declared space's shape."""
     value = declaration.value
+    if isinstance(declaration.space, ast.TokenSpace):
+        error(declaration.space.span, "a vocabulary token {...} is an input's space; a constant's is R, R^n or "
+                                      "R^{m x n}")
+        return None
     declared = None if declaration.space is None else space_type(declaration.space)
     if isinstance(value, ast.RandnLiteral):
         if declared is None or declared.kind == "scalar":
