@@ -5,6 +5,7 @@ The Python API (DESIGN.md):
 >>> import infoflow_dsl as ifl
 >>> prog = ifl.load_program("compiled_examples/min_pairwise.iflow")   # parse + check
 >>> y_ref = ifl.evaluate(prog, x)       # the exact target, float64: (B, T, d) -> (B,) or (B, k)
+>>> ids = ifl.encode(tokens_prog, ["a", "b"])  # a token program: int64 ids (1, T'); ifl.decode(prog, y)
 >>> report = ifl.analyze(prog)          # order, dimension, schedule, cost law, verdict; .to_json()
 >>> model = ifl.compile(prog, eps=1e-4)  # a torch.nn.Module: x (B, T, d) -> (B,) or (B, k)
 >>> ifl.save(model, "min_pairwise.safetensors"); model = ifl.load("min_pairwise.safetensors")
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .reference.circuit_map import CircuitSite, circuit
     from .reference.evaluate import evaluate
     from .reference.sampling import sample_inputs
+    from .reference.tokens import decode, encode
     from .tools.report import report
     from .transformer.export.directory import export, export_inputs, export_outputs, load_exported
     from .transformer.io import load, save
@@ -49,6 +51,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "reference.sampling": ("sample_inputs",),
     "transformer.export.directory": ("export", "export_inputs", "export_outputs", "load_exported"),
     "tools.report": ("report",),
+    "reference.tokens": ("decode", "encode"),
     "transformer.io": ("load", "save"),
     "transformer.lens": ("hooked",),
     "transformer.model": ("CompiledTransformer",),
@@ -69,6 +72,8 @@ __all__ = [
     "circuit",
     "compile",
     "compile_program",
+    "decode",
+    "encode",
     "evaluate",
     "export",
     "export_inputs",

@@ -23,7 +23,8 @@ from .analysis.schedule import Schedule, build_schedule
 from .compiler.assemble import assemble
 from .compiler.circuit import Circuit
 from .compiler.lower import lower
-from .errors import CompileError, ProgramError
+from .errors import CompileError, ProgramError, single_error
+from .language import syntax as ast
 from .language import typed as ir
 from .language.check import check
 from .language.parse import parse
@@ -117,6 +118,7 @@ def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_ine
     calls inefficient and ``allow_inefficient``, the gather route (``unroll``: comparisons
     unrolled into position slots, a size that grows with T). ``ffn`` is how squares are built
     (``approximations``; None: :func:`square_route`'s default)."""
+    refuse_v3(program)
     schedule = build_schedule(build_tree(program), None, program.margin)
     if not (schedule.problems and allow_inefficient):
         circuit = lower(program, schedule, eps, dtype, square_route(ffn, "efficient"))
@@ -129,6 +131,25 @@ def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_ine
     schedule = build_schedule(build_tree(rewritten, gathered=True), None, program.margin)
     circuit = lower(rewritten, schedule, eps, dtype, square_route(ffn, "gather"), gathered=True)
     return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="gather")
+
+
+def refuse_v3(program: ir.Program, action: str = "compiled") -> None:
+    """Raise a located :class:`ProgramError` (exit 2) for a program the lowering (``action``
+    "compiled") or the trained model family ("trained") cannot build yet: one over a token
+    vocabulary, or one that holds a bracket or another language-v3 construct."""
+    first = next((n for n in (program.target, *ir.sub_nodes(program.target)) if isinstance(n, ir.V3_NODES)), None)
+    if program.over_tokens:
+        declaration = next(d for d in program.expanded.declarations if isinstance(d, ast.InputDecl))
+        span, message = declaration.span, (
+            f"token programs are not {action} yet: the model has no token embedding and no construction for "
+            f"brackets [...] or len; parse, analyze and the reference evaluator (ifl.evaluate) support them")
+    elif first is not None:
+        span, message = first.span, (  # type: ignore[union-attr]
+            f"this construct of language v3 (a bracket [...] or a position used as a number) is not {action} "
+            f"yet; parse, analyze and the reference evaluator support it")
+    else:
+        return
+    raise single_error(program.path, span, message, program.source)
 
 
 class StoredProgramError(Exception):

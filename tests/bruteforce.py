@@ -14,7 +14,11 @@ agreement between them is evidence that both implement LANGUAGE.md's semantics:
 - a constant's ``values`` are row-major in its declared shape; ``Component.index`` is 1-based;
 - a position offset ``t - 1`` is the variable's value minus 1 (``T - 1`` likewise);
 - a per-token target ``target(t : cond) = e`` is ``e`` at every t = 1..T where ``cond`` holds,
-  and None (NaN in the evaluator) elsewhere.
+  and None (NaN in the evaluator) elsewhere;
+- a token program (v3) reads one number per token (its value, or its id for a categorical
+  vocabulary) at any length T' ≤ T: ``len`` is T', ``T`` the compiled length, ``len + c − v``
+  and ``c − v`` are positions, a position in arithmetic is its number, ``[cond]`` is 1 or 0,
+  and a token output is the id at the position the target reads (:func:`evaluate_tokens_one`).
 
 :func:`range_faults` recomputes, by enumeration, which compile-time range errors a program
 has at a length T (a fixed position outside 1..T, an empty reduction range for some values of
@@ -58,20 +62,26 @@ def compare(left: int, operator: str, right: int) -> bool:
     raise ValueError(f"unknown condition operator {operator!r}")
 
 
-def term_position(term: Any, env: dict[str, int], length: int) -> int:
-    """The value of a position term of a condition: a variable, a literal or T (plus an offset)."""
+def term_position(term: Any, env: dict[str, int], length: int, last: int | None = None) -> int:
+    """The value of a position term: a variable, a literal, T (``last``, default ``length``) or
+    len (``length``), plus an offset; a reflection (len or 0) + offset − v."""
     if isinstance(term, ir.PositionVariable):
         return env[term.name] + term.offset
     if isinstance(term, ir.FixedPosition):
         return term.index
     if isinstance(term, ir.LastPosition):
+        return (length if last is None else last) + term.offset
+    if isinstance(term, ir.RunLength):
         return length + term.offset
+    if isinstance(term, ir.ReflectedPosition):
+        return (length if term.from_length else 0) + term.offset - term_position(term.mirrored, env, length, last)
     raise TypeError(f"not a position term: {term!r}")
 
 
-def conditions_hold(conditions: Sequence[ir.PositionCondition], env: dict[str, int], length: int) -> bool:
+def conditions_hold(conditions: Sequence[ir.PositionCondition], env: dict[str, int], length: int,
+                    last: int | None = None) -> bool:
     return all(
-        compare(term_position(c.left, env, length), c.operator, term_position(c.right, env, length))
+        compare(term_position(c.left, env, length, last), c.operator, term_position(c.right, env, length, last))
         for c in conditions
     )
 
@@ -79,9 +89,10 @@ def conditions_hold(conditions: Sequence[ir.PositionCondition], env: dict[str, i
 class BruteForce:
     """Evaluates expressions on one sequence ``tokens`` (a list of T lists of d floats)."""
 
-    def __init__(self, tokens: Sequence[Sequence[float]]) -> None:
+    def __init__(self, tokens: Sequence[Sequence[float]], last: int | None = None) -> None:
         self.tokens = [[float(v) for v in token] for token in tokens]
         self.length = len(self.tokens)
+        self.last = self.length if last is None else last  # what T means (a token program's compiled length)
         self._free: dict[int, tuple[str, ...]] = {}
         self._memo: dict[tuple[int, tuple[int, ...]], Any] = {}
         self._keep: list[Any] = []  # the memo is keyed by id(node): keep the nodes alive
@@ -110,8 +121,9 @@ class BruteForce:
 
     def position(self, expr: Any, env: dict[str, int]) -> int:
         """A 1-based position."""
-        if isinstance(expr, ir.PositionVariable | ir.FixedPosition | ir.LastPosition):
-            position = term_position(expr, env, self.length)
+        if isinstance(expr, ir.PositionVariable | ir.FixedPosition | ir.LastPosition | ir.RunLength
+                      | ir.ReflectedPosition):
+            position = term_position(expr, env, self.length, self.last)
             if not 1 <= position <= self.length:
                 raise IndexError(f"x({position}) with T = {self.length}")
             return position
@@ -124,7 +136,7 @@ class BruteForce:
         best_score = 0.0
         for p in range(1, self.length + 1):  # increasing, and only a strict win replaces: ties -> smallest
             inner = {**env, expr.variable: p}
-            if not conditions_hold(expr.conditions, inner, self.length):
+            if not conditions_hold(expr.conditions, inner, self.length, self.last):
                 continue
             score = self.value(expr.body, inner)
             assert isinstance(score, float)
@@ -144,7 +156,23 @@ class BruteForce:
         if isinstance(expr, ir.Constant):
             return constant_value(expr)
         if isinstance(expr, ir.Token):
-            return list(self.tokens[self.position(expr.position, env) - 1])
+            token = list(self.tokens[self.position(expr.position, env) - 1])
+            return token if expr.type.shape else token[0]  # a token program's token is one number
+        if isinstance(expr, ir.TokenLiteral):
+            return float(expr.index)
+        if isinstance(expr, ir.PositionNumber):
+            if isinstance(expr.position, ir.ArgPosition):
+                return float(self.position(expr.position, env))
+            return float(term_position(expr.position, env, self.length, self.last))
+        if isinstance(expr, ir.Compare):
+            return compare(self.value(expr.left, env), expr.operator, self.value(expr.right, env))  # type: ignore
+        if isinstance(expr, ir.Logical):
+            left, right = self.value(expr.left, env), self.value(expr.right, env)
+            return (left and right) if expr.operator == "and" else (left or right)  # type: ignore[return-value]
+        if isinstance(expr, ir.Not):
+            return not self.value(expr.argument, env)  # type: ignore[return-value]
+        if isinstance(expr, ir.Bracket):
+            return 1.0 if self.value(expr.condition, env) else 0.0
         if isinstance(expr, ir.Component):
             vector = self.value(expr.vector, env)
             return vector[expr.index - 1]  # type: ignore[index,return-value]
@@ -202,7 +230,7 @@ class BruteForce:
         values: list[Value] = []
         for positions in itertools.product(range(1, self.length + 1), repeat=len(expr.variables)):
             inner = {**env, **dict(zip(expr.variables, positions, strict=True))}
-            if conditions_hold(expr.conditions, inner, self.length):
+            if conditions_hold(expr.conditions, inner, self.length, self.last):
                 values.append(self.value(expr.body, inner))
         if not values:
             raise EmptyRange(f"{expr.kind} over an empty range")
@@ -297,6 +325,27 @@ def evaluate_one(program: ir.Program, tokens: Sequence[Sequence[float]]) -> Valu
         defined = conditions_hold(program.token_conditions, env, len(tokens))
         out.append(force.value(program.target, env) if defined else None)
     return out
+
+
+def evaluate_tokens_one(program: ir.Program, ids: Sequence[int]) -> Any:
+    """A token program on one sequence of token ids (any length 1..T): as :func:`evaluate_one`,
+    and for a token output the id at the position the target reads (None where undefined)."""
+    vocabulary = program.vocabulary
+    assert vocabulary is not None
+    numbers = [float(i) if vocabulary.values is None else vocabulary.values[i] for i in ids]
+    force = BruteForce([[n] for n in numbers], last=program.length)
+    length = len(ids)
+
+    def at(env: dict[str, int]) -> Any:
+        if program.token_output:
+            return ids[force.position(program.target.position, env) - 1]  # type: ignore[attr-defined]
+        return force.value(program.target, env)
+
+    if program.token_variable is None:
+        return at({})
+    return [at({program.token_variable: t})
+            if conditions_hold(program.token_conditions, {program.token_variable: t}, length, program.length) else None
+            for t in range(1, length + 1)]
 
 
 def evaluate_batch(program: ir.Program, batch: Any) -> list[Value]:

@@ -347,3 +347,52 @@ target(t) = max_<s, r> x(s)[1] * x(r)[2] * x(t)[2]
 
 EXTRA.extend(INEFFICIENT)
 ALL.extend(INEFFICIENT)
+
+#: Language v3: Tracr's library as shipped in compiled_examples/tracr/, and further token
+#: programs that together use every v3 construct. A separate table: compile refuses token
+#: programs (the lowering does not build them yet), and the tables above feed compile's tests.
+TRACR_DIR = EXAMPLES_DIR / "tracr"
+TRACR: list[ExampleProgram] = [
+    ExampleProgram(path.stem, path.read_text(encoding="utf-8"), frozenset({"tracr", "tokens"}))
+    for path in sorted(TRACR_DIR.glob("*.iflow"))
+]
+
+TOKEN_EXTRA: list[ExampleProgram] = [
+    _extra("tok_last_token", "tokens len fixed-len sequence-target", """
+input x : token {"a", "b", "c"}
+length T = 6
+target [x(len) == "a"] + [x(1) != x(len)]
+"""),
+    _extra("tok_second_last", "tokens len-offset condition-len", """
+input x : token {"a", "b"}
+length T = 6
+target(t : t < len) = x(len - 1)
+"""),
+    _extra("tok_numeric_argmax", "tokens numeric argmax ties token-output", """
+input x : token {0.5, 1, 2}
+length T = 6
+target x(argmax_<s> x(s))
+"""),
+    _extra("tok_not_or", "tokens not or position-compare", """
+input x : token {"a", "b", "c"}
+length T = 6
+target(t) = sum_<s : s <= t> [not (x(s) == "a" or s == t)]
+"""),
+    _extra("tok_numeric_arithmetic", "tokens numeric positions-as-numbers len-number", """
+input x : token {1, 2, 3}
+length T = 6
+target(t) = x(t) * t + len - 2 * T
+"""),
+    _extra("tok_mirror_literal", "tokens reflected-literal", """
+input x : token {"a", "b"}
+length T = 6
+target(t : t <= 2 and len >= 2) = x(3 - t)
+"""),
+    _extra("tok_max_count", "tokens max nested-count", """
+input x : token {1, 2, 3}
+length T = 6
+target max_<t> sum_<s> [x(s) == x(t)] - min_<t> x(t)
+"""),
+]
+
+TOKENS: list[ExampleProgram] = TRACR + TOKEN_EXTRA

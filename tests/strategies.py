@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from infoflow_dsl.language import syntax as ast
 
-NOT_NAMES = {"input", "length", "const", "let", "margin", "target", "in", "ball", "randn", "and", "R", "top"}
+NOT_NAMES = {"input", "length", "const", "let", "margin", "target", "in", "ball", "randn", "and", "R", "top",
+             "or", "not", "token"}
 REDUCER_PREFIXES = ("argmin_", "argmax_", "min_", "max_", "sum_", "mean_")
 
 NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True).filter(
@@ -18,6 +19,8 @@ NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True).filter(
 NUMBER_TEXTS = st.from_regex(r"([0-9]{1,4}\.?[0-9]{0,3}|\.[0-9]{1,3})([eE][+-]?[0-9]{1,3})?", fullmatch=True)
 WHOLE_TEXTS = st.integers(1, 999).map(str) | st.sampled_from(["01", "007"])
 SIZES = st.integers(0, 10**6)
+#: The text of a quoted token (no quote or line break inside: the grammar has no escapes).
+TOKEN_TEXTS = st.from_regex(r'[A-Za-z0-9 ()\[\]{}#+<>=-]{0,4}', fullmatch=True)
 
 
 def condition_strategy(names: st.SearchStrategy[str] = NAMES,
@@ -58,9 +61,19 @@ def expression_strategy(
             st.builds(ast.Negate, children),
             st.builds(ast.Power, children, numbers),
             reductions(children),
+            predicates(children).map(ast.Bracket),
         )
 
-    return st.recursive(numbers | names.map(ast.Name), compound, max_leaves=max_leaves)
+    def predicates(children: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:
+        """A bracket's condition: comparisons of expressions joined with and, or, not."""
+        comparisons = st.builds(ast.Compare, st.sampled_from(["!=", "<", "<=", ">", ">=", "=="]), children, children)
+        joined = st.builds(ast.Logical, st.sampled_from(["and", "or"]), comparisons, comparisons)
+        return st.one_of(comparisons, joined, st.builds(ast.Not, comparisons | joined),
+                         st.builds(ast.Logical, st.sampled_from(["and", "or"]), joined, st.builds(ast.Not, joined)))
+
+
+    return st.recursive(numbers | names.map(ast.Name) | TOKEN_TEXTS.map(ast.String), compound,
+                        max_leaves=max_leaves)
 
 
 def declaration_strategy(
@@ -72,8 +85,11 @@ def declaration_strategy(
     signed_numbers = st.builds(
         lambda sign, text: ast.SignedNumber(sign + text), st.sampled_from(["", "-"]), number_texts,
     )
+    vocabularies = st.one_of(
+        st.lists(TOKEN_TEXTS.map(ast.String), max_size=4), st.lists(signed_numbers, max_size=4),
+    ).map(lambda entries: ast.TokenSpace(tuple(entries)))
     spaces = st.one_of(
-        st.just(ast.ScalarSpace()), sizes.map(ast.VectorSpace), st.builds(ast.MatrixSpace, sizes, sizes),
+        st.just(ast.ScalarSpace()), sizes.map(ast.VectorSpace), st.builds(ast.MatrixSpace, sizes, sizes), vocabularies,
     )
     domains = st.one_of(
         st.none(), st.builds(ast.BoxDomain, signed_numbers, signed_numbers), signed_numbers.map(ast.BallDomain),

@@ -56,3 +56,13 @@ def test_the_export_sections_three_loaders_run_as_written(tmp_path: Path):
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert "blocks.0.hook_resid_post" in done.stdout and (tmp_path / "min_pairwise_gpt2" / "infoflow.json").exists()
+def test_the_tokens_section_runs_as_written():
+    """The README's "Tokens" block: sort's tokens in, decoded sorted tokens out, exact without a margin."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Tokens \(language v3\).*?```python\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    lines = block.group(1).replace('"compiled_examples/', f'"{ROOT}/compiled_examples/').splitlines()
+    namespace: dict = {}
+    exec("\n".join(lines[:3]), namespace)
+    assert eval(lines[3].split("#")[0], namespace) == [[1, 1, 2, 3]]
+    assert eval(lines[4].split("#")[0], namespace)["exact"] is True

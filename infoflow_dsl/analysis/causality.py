@@ -10,12 +10,19 @@ def is_causal(program: ir.Program) -> bool:
     """LANGUAGE.md: a per-token target is causal when its value at t depends on x(1..t) alone:
     every token it reads is at a position provably ≤ t under the enclosing conditions (own
     token, offsets t − k, variables of reductions bounded by t, and no fixed position that can
-    exceed t). Decided exactly, like the checker's offsets, on the position grid."""
-    if not program.per_token:
-        return False
+    exceed t). Decided exactly, like the checker's offsets, on the position grid. A target that
+    reads ``len`` is not causal: its value at t depends on how many tokens follow."""
+    if not program.per_token or _reads_length(program):
+        return False  # len: the value at t depends on how many tokens follow
     return all(_read_is_causal(program, position, conditions, scope)
                for position, conditions, scope in _reads(program.target, (program.token_variable,),  # type: ignore[arg-type]
                                                          program.token_conditions))
+
+
+def _reads_length(program: ir.Program) -> bool:
+    nodes = [program.target, *ir.sub_nodes(program.target), *program.token_conditions]
+    nodes += [n for c in program.token_conditions for n in ir.sub_nodes(c)]
+    return any(isinstance(n, ir.RunLength) or (isinstance(n, ir.ReflectedPosition) and n.from_length) for n in nodes)
 
 
 def _reads(expr: object, scope: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...]):

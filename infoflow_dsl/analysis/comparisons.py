@@ -33,6 +33,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from ..language import typed as ir
 from ..language.positions import count_polynomial, count_tuples, format_polynomial, variables_of
@@ -130,6 +131,7 @@ class ComparisonTree:
     length: int
     output_site: str = "readout"  # "token": a per-token target's ``output`` is read at every token
     gathered: bool = False  # built for compile's gather route (``unroll``)
+    finite: Any = field(default=None, compare=False, repr=False)  # a token program's finite.FiniteDomain
 
     @property
     def order(self) -> int:
@@ -158,7 +160,7 @@ class ComparisonTree:
 
 
 def _is_fixed_label(label: str) -> bool:
-    return label.startswith("T") or label.isdigit()
+    return label.startswith(("T", "len")) or label.isdigit()
 
 
 # ----------------------------------------------------------------------------- traversal
@@ -547,9 +549,9 @@ def _grandchildren(nodes: list[ComparisonNode], first: int) -> set[str]:
 
 def fixed_positions_of(body: object) -> tuple[ir.FixedPosition | ir.LastPosition, ...]:
     """The fixed positions (k, T ± k) whose tokens ``body`` reads, each once, in order."""
-    found: list[ir.FixedPosition | ir.LastPosition] = []
+    found: list[ir.FixedPosition | ir.LastPosition] = []  # and len ± k (x(len): the same at every token)
     for node in [body, *sub_nodes(body)]:
-        if isinstance(node, ir.Token) and isinstance(node.position, ir.FixedPosition | ir.LastPosition):
+        if isinstance(node, ir.Token) and isinstance(node.position, ir.FixedPosition | ir.LastPosition | ir.RunLength):
             if node.position not in found:
                 found.append(node.position)
     return tuple(found)
@@ -570,6 +572,12 @@ def build_tree(program: ir.Program, gathered: bool = False) -> ComparisonTree:
                           source=program.source)
     if program.per_token:
         output = builder.extract(target, (program.token_variable,), program.token_conditions)  # type: ignore[arg-type]
-        return ComparisonTree(tuple(builder.nodes), output, program.length, "token", gathered)  # type: ignore[arg-type]
-    output = builder.extract(target, (), ())
-    return ComparisonTree(tuple(builder.nodes), output, program.length, "readout", gathered)  # type: ignore[arg-type]
+    else:
+        output = builder.extract(target, (), ())
+    site = "token" if program.per_token else "readout"
+    tree = ComparisonTree(tuple(builder.nodes), output, program.length, site, gathered)  # type: ignore[arg-type]
+    if program.over_tokens:  # every value is in a finite set: value sets of the nodes' results
+        from .finite import finite_domain, tree_value_sets
+
+        tree = dataclasses.replace(tree, finite=tree_value_sets(tree, finite_domain(program)))  # type: ignore[arg-type]
+    return tree

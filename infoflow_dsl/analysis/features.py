@@ -8,7 +8,9 @@ products of **atoms** — a token coordinate x(p)[i], or an opaque per-token fun
 ||x(s)|| or relu(<x(s), w>) or the result of an earlier comparison — each belonging to one
 **source** position, then groups the monomials by their s-part. Inner products, bilinear
 forms <a, A @ b>, squared distances and any polynomial separate; ||x(t) − x(s)|| (not a
-polynomial of both) or relu(<x(t), x(s)>) do not, and the caller reports that.
+polynomial of both) or relu(<x(t), x(s)>) do not, and the caller reports that. In a token
+program a non-polynomial function of two positions' finite-valued features (``[x(r) < x(s)]``)
+separates too, as a sum of indicator products (:mod:`.finite`): one pair per value of one side.
 """
 
 from __future__ import annotations
@@ -22,9 +24,13 @@ from ..language import typed as ir
 from ..language.functions import POINTWISE
 from ..language.printer import describe
 from .comparisons import NodeResult
+from .finite import FiniteDomain, FiniteSplit, finite_split, literal, substitute_values, value_set
 
 #: Set while separating a gathered score (see ``separate``).
 _GATHERED: ContextVar[bool] = ContextVar("gathered", default=False)
+#: A token program's finite domain while separating, and the finite splits made (see ``separate``).
+_FINITE: ContextVar[FiniteDomain | None] = ContextVar("finite", default=None)
+_SPLITS: ContextVar[list[tuple[str, FiniteSplit]] | None] = ContextVar("splits", default=None)
 
 #: Above this many monomials an expansion is abandoned (reported as not separable).
 MAX_MONOMIALS = 4096
@@ -70,6 +76,8 @@ def position_source(position: object) -> str:
     position head), so it is a feature of s like x(s) itself."""
     if isinstance(position, ir.PositionVariable):
         return position.name
+    if isinstance(position, ir.ReflectedPosition):  # x(len + 1 - t) is fetched to every token t
+        return position_source(position.mirrored)
     label = ir.position_label(position)
     if label is not None:
         return label
@@ -111,7 +119,7 @@ def _scale(a: Polynomial, factor: float) -> Polynomial:
 
 def _is_fixed(source: str) -> bool:
     """A fixed position's source label (``3``, ``T``, ``T - 1``)."""
-    return source.isdigit() or source.startswith("T")
+    return source.isdigit() or source.startswith(("T", "len"))
 
 
 def _opaque(expr: object) -> Polynomial:
@@ -120,11 +128,43 @@ def _opaque(expr: object) -> Polynomial:
     sources = sources_of(expr)
     if _GATHERED.get() and len(sources) > 1:
         sources = {s for s in sources if not _is_fixed(s)} or {min(sources)}
+    domain = _FINITE.get()
+    if len(sources) == 2 and domain is not None:
+        split = finite_split(expr, domain, sources_of)
+        if split is not None:
+            return _indicator_sum(expr, split, domain)
     if len(sources) > 1:
         raise NotSeparable(f"{describe(expr)} mixes positions {', '.join(sorted(sources))} inside a "
                            f"function that is not a polynomial")
     source = next(iter(sources)) if sources else READOUT
     return {(Atom(source, describe(expr), expr),): 1.0}
+
+
+def _indicator_sum(expr: object, split: FiniteSplit, domain: FiniteDomain) -> Polynomial:
+    """g(a, b) = Σ_v [a = v] · g(v, b): one monomial per joint value v of the split's side."""
+    if split.rank > MAX_MONOMIALS:
+        raise NotSeparable(f"{describe(expr)} takes {split.rank} values on each side: too many indicator terms")
+    recorded = _SPLITS.get()
+    if recorded is not None:
+        recorded.append((describe(expr), split))
+    out: Polynomial = {}
+    for values in split.values:
+        literals = {leaf: literal(leaf, value, domain) for leaf, value in zip(split.leaves, values, strict=True)}
+        tests = [ir.Compare("==", leaf, lit) for leaf, lit in literals.items()]  # type: ignore[arg-type]
+        condition = tests[0]
+        for test in tests[1:]:
+            condition = ir.Logical("and", condition, test)  # type: ignore[assignment]
+        indicator = ir.Bracket(condition)
+        rest = substitute_values(expr, literals)
+        monomial = [Atom(split.source, describe(indicator), indicator)]
+        if sources_of(rest):
+            monomial.append(Atom(split.other, describe(rest), rest))
+            out[tuple(sorted(monomial))] = 1.0
+        else:  # a constant: its one value
+            (constant,) = value_set(rest, domain) or {0}
+            if constant:
+                out[tuple(monomial)] = float(constant)
+    return out
 
 
 def sources_of(expr: object) -> set[str]:
@@ -133,6 +173,9 @@ def sources_of(expr: object) -> set[str]:
         return {name for c in expr.conditions for name in _variable_names(c)}
     if isinstance(expr, ir.Token):
         return {position_source(expr.position)}
+    if isinstance(expr, ir.PositionNumber):  # k and T are constants; a variable's number lives at it
+        fixed = isinstance(expr.position, ir.FixedPosition | ir.LastPosition)
+        return set() if fixed else {position_source(expr.position)}
     if hasattr(expr, "label") and hasattr(expr, "variables"):
         return {position_source(expr)}
     found: set[str] = set()
@@ -151,6 +194,8 @@ def expand(expr: object) -> list[Polynomial]:
         return [_constant(expr.value)]
     if isinstance(expr, ir.Constant):
         return [_constant(v) for v in expr.values]
+    if isinstance(expr, ir.Token) and not expr.type.shape:  # a token program's token: one number
+        return [{(Atom(position_source(expr.position), describe(expr), expr),): 1.0}]
     if isinstance(expr, ir.Token):
         source = position_source(expr.position)
         name = describe(expr)
@@ -203,20 +248,25 @@ def _arithmetic(expr: ir.Arithmetic) -> list[Polynomial]:
     return [_add(a, b, sign) for a, b in zip(left, right, strict=True)]
 
 
-def separate(body: object, variable: str, gathered: bool = False) -> list[FeaturePair]:
+def separate(body: object, variable: str, gathered: bool = False, finite: FiniteDomain | None = None,
+             splits: list[tuple[str, FiniteSplit]] | None = None) -> list[FeaturePair]:
     """``body`` as Σ_j φ_j · ψ_j with ψ_j a monomial in atoms of ``variable`` alone (per component).
 
     The pair with ψ = 1 (empty monomial) collects the terms free of ``variable``.
     ``gathered`` (compile's gather route, where every token holds every fixed position's token):
     fixed positions are features of the compared token too, so they go to the key side and may
     mix with it inside a non-polynomial function.
+    ``finite`` (a token program's domain): a function of two positions' finite-valued features
+    separates as a sum of indicator products; each such split is appended to ``splits``.
     Raises :class:`NotSeparable`.
     """
-    token = _GATHERED.set(gathered)
+    tokens = _GATHERED.set(gathered), _FINITE.set(finite), _SPLITS.set(splits)
     try:
         polynomials = expand(body)
     finally:
-        _GATHERED.reset(token)
+        _GATHERED.reset(tokens[0])
+        _FINITE.reset(tokens[1])
+        _SPLITS.reset(tokens[2])
     pairs: list[FeaturePair] = []
     for polynomial in polynomials:  # a vector body (sum, mean) separates component by component
         grouped: dict[Monomial, Polynomial] = defaultdict(dict)

@@ -4,7 +4,9 @@ Columns are a few representative ordinary tokens (1, 2, 3, ..., T) and the reado
 T+1; rows are layers 0..L. Each head at layer l draws arrows from the row l−1 into row l:
 a retrieval head from one (illustrative) retrieved position into every ordinary token, a
 readout head or token retrieval into the readout, a position head from its fixed position,
-a uniform head from every token. Matplotlib only (Agg backend), no system graphviz.
+a uniform head (and a token program's length head) from every token; positions relative to
+``len`` are drawn for an input of the full length T. Matplotlib only (Agg backend), no system
+graphviz.
 """
 
 from __future__ import annotations
@@ -108,6 +110,13 @@ def plot_report(report: AnalysisReport, path: str | Path | BinaryIO) -> None:
 def _arrows(kind: str, site: str, position: object, tokens: list[int], readout: int,
             columns: list[str], shift: int, causal: bool = False) -> list[tuple[int, int]]:
     targets = tokens if site == "token" else [readout]
+    length = int(columns[tokens[-1]])
+    if kind == "position" and isinstance(position, ir.ReflectedPosition):  # len + c - t with len = T
+        base = (length if position.from_length else 0) + position.offset
+        return [(columns.index(str(base - int(columns[t]))), t) for t in tokens
+                if str(base - int(columns[t])) in columns]
+    if kind == "position" and isinstance(position, ir.RunLength):
+        position = ir.FixedPosition(length + position.offset)
     if kind == "position":
         label = str(ir.position_label(position))
         if label.startswith("t"):  # x(t ± k): from the token k places away, into every token
@@ -117,7 +126,7 @@ def _arrows(kind: str, site: str, position: object, tokens: list[int], readout: 
         label = str(len([c for c in columns if c != "…"]) - 1) if label == "T" else label
         source = columns.index(label) if label in columns else tokens[-1]
         return [(source, t) for t in targets]
-    if kind == "uniform":
+    if kind in ("uniform", "length"):
         return [(s, t) for t in targets for s in tokens if not causal or s <= t]
     if causal:  # an illustrative earlier position for each querying token
         return [(tokens[tokens.index(t) - shift], t) for t in targets if tokens.index(t) >= shift]

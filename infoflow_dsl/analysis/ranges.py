@@ -138,6 +138,20 @@ def _matvec(expr: ir.MatVec, program: ir.Program) -> list[Interval]:
             for r in range(rows)]
 
 
+def _position_number(expr: ir.PositionNumber, program: ir.Program) -> list[Interval]:
+    """A position's number: a literal or T ± k exactly; a variable, len or a retrieved position
+    in 1..T (plus its offset); a reflection c − v or len + c − v within c − T..T + c."""
+    position, length = expr.position, float(program.length)
+    if isinstance(position, ir.FixedPosition):
+        return [point(float(position.index))]
+    if isinstance(position, ir.LastPosition):
+        return [point(length + position.offset)]
+    if isinstance(position, ir.ReflectedPosition):
+        return [Interval(position.offset - length, length + position.offset)]
+    offset = float(getattr(position, "offset", 0))
+    return [Interval(1.0 + offset, length + offset)]
+
+
 def _reduce(expr: ir.Reduce, program: ir.Program) -> list[Interval]:
     body = value_ranges(expr.body, program)
     if expr.kind != "sum":
@@ -162,6 +176,12 @@ RANGE_RULES: dict[type, Callable[[Any, ir.Program], list[Interval]]] = {
     ir.MatVec: _matvec,
     ir.Presence: lambda expr, program: [Interval(0.0, 1.0)],  # compile's gather route: a 0/1 guard
     ir.Reduce: _reduce,
+    ir.TokenLiteral: lambda expr, program: [point(float(expr.index))],
+    ir.PositionNumber: _position_number,
+    ir.Compare: lambda expr, program: [Interval(0.0, 1.0)],
+    ir.Logical: lambda expr, program: [Interval(0.0, 1.0)],
+    ir.Not: lambda expr, program: [Interval(0.0, 1.0)],
+    ir.Bracket: lambda expr, program: [Interval(0.0, 1.0)],
 }
 
 

@@ -32,6 +32,7 @@ from .comparisons import ComparisonTree, build_tree
 from .growth import t_growth
 from .ranges import RootAtZero, roots_at_zero
 from .schedule import Schedule, build_schedule, square_steps
+from .token_costs import exactness, finite_ranks, token_growth
 
 INFOFLOW_UPPER_BOUND = "O(ε^-1)"
 
@@ -86,14 +87,22 @@ class AnalysisReport:
             law, exponent, formula = f"O({functions}·ε^-1/2)", 0.5, "1/2"
         else:
             law, exponent, formula = "O(1): every step is exact or sharpened by β alone", 0.0, "0"
-        growth = t_growth(self.program.target)
-        return {"law": law, "exponent": exponent, "exponent_formula": formula, "interpolated_functions": functions,
+        growth = (*t_growth(self.program.target), *token_growth(self.program, self.schedule))
+        ranks = finite_ranks(self.schedule)
+        if ranks:
+            law += "; score ranks " + ", ".join(f"{r['node']} {r['rank']} ({'~T' if r['grows_with_T'] else 'V'})"
+                                                for r in ranks) + " (a head's key dimension is its score's rank)"
+        cost = {"law": law, "exponent": exponent, "exponent_formula": formula,
+                "interpolated_functions": functions,
                 "roots_at_zero": roots,
                 "infoflow_upper_bound": INFOFLOW_UPPER_BOUND, "independent_of_T": not growth,
                 "T_exponent": max((g.exponent for g in growth), default=0),
                 "T_growth": [{"function": g.function, "span": _span_json(g.span), "exponent": g.exponent,
                               "reason": g.reason} for g in growth],
                 "routes": self.routes(law)}
+        if self.program.over_tokens:
+            cost["finite_ranks"] = ranks
+        return cost
 
     def routes(self, wide_law: str) -> dict[str, dict[str, Any]]:
         """The cost law and layer count of each square route (``--ffn``; see ``approximations``).
@@ -122,6 +131,9 @@ class AnalysisReport:
         nonzero parameter count at the program's T and ε = 1e-2 (or why it is refused)."""
         from .gather import UnrollError, gather
 
+        if self.program.over_tokens:
+            return {"route": "gather", "law": None, "exponent_T": None, "law_wide": None, "exponent_T_wide": None,
+                    "parameters_at_eps_1e-2": None, "refused": "token programs are not compiled yet"}
         try:
             gathered = gather(self.program)
         except UnrollError as error:
@@ -204,6 +216,7 @@ class AnalysisReport:
             "causal": is_causal(self.program),
             "output_expression": describe(tree.output),
             "defined_at": self._defined_at(),
+            **({"exactness": exactness(self.program, tree)} if self.program.over_tokens else {}),
         }
 
     def _defined_at(self) -> str:
@@ -307,6 +320,9 @@ def render_text(report: AnalysisReport) -> str:
                      "so the squares under its √ must be within (ε/2)²")
     for note in data["notes"]:
         lines.append(f"note      {note}")
+    for entry in (data.get("exactness") or {}).get("comparisons", []):
+        gap = f"smallest gap {entry['gap']}" if entry["gap"] is not None else "no gap derivable (a margin is needed)"
+        lines.append(f"exact     {_where(report, entry['span'])}{entry['comparison']}: {gap}")
     lines.append("")
     lines.append(f"verdict   {data['verdict']}")
     reason = data["reason"]

@@ -19,6 +19,10 @@ With a head budget (``--heads``), a node that does not fit its layer moves to th
 
 Information sets (THEORY.md §3): I(t, 0) = {t}, I(T+1, 0) = {T+1}; a retrieval head adds the
 retrieved position's set, a position head the fixed position's, a uniform head everyone's.
+
+A token program that reads ``len`` gets a **length head** at layer 1 (uniform attention that
+also covers a start position: weight 1/(T'+1) on it, decoded by that layer's FFN, stage 3), and
+positions relative to len (``x(len)``, ``x(len + 1 - t)``) are fetched at layer 2.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 from ..language import typed as ir
 from ..language.functions import POINTWISE
 from ..language.printer import describe
-from ..language.syntax import Span
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_of, sub_nodes
 from .features import (
     FeaturePair,
@@ -43,6 +46,9 @@ from .features import (
     separate,
     sources_of,
 )
+from .finite import FiniteDomain, FiniteSplit, smallest_gap, value_set
+from .info_sets import InfoSets, information_sets
+from .verdict import Problem, head_problem, problems_of, top_bound
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -74,25 +80,20 @@ class Head:
     presence: ir.Presence | None = None
 
 
-@dataclass(frozen=True)
-class Problem:
-    """Why a target is inefficient: the node responsible, its span, and the law that applies."""
-
-    kind: str  # order | not-separable | top | heads | sum-range
-    message: str
-    law: str
-    exponent: str
-    node: str | None = None
-    span: Span | None = None
+LENGTH_HEAD = "len"
+#: What the length head does, as reports write it.
+LENGTH_COMPARES = "len: uniform attention over a start position and the T' tokens gives 1/(T'+1), decoded by the FFN"
 
 
-@dataclass(frozen=True)
-class InfoSets:
-    """The symbolic information sets of an ordinary token and of the readout after ``layer``."""
+def reads_length(expr: object) -> bool:
+    """Does ``expr`` read the run-time length (``len``, ``len ± k``, ``len + c - v``)?"""
+    return any(isinstance(n, ir.RunLength) or (isinstance(n, ir.ReflectedPosition) and n.from_length)
+               for n in (expr, *sub_nodes(expr)))
 
-    layer: int
-    token: tuple[str, ...]
-    readout: tuple[str, ...]
+
+def _tree_reads_length(tree: ComparisonTree) -> bool:
+    return any(reads_length(n.body) or any(reads_length(c) for c in n.conditions) for n in tree.nodes) or \
+        reads_length(tree.output)
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class Schedule:
     interpolated_functions: int
     notes: tuple[str, ...] = ()
     budget: tuple[int, ...] | None = None
+    finite_ranks: tuple[tuple[str, str, FiniteSplit], ...] = ()  # (node, function, split): see ``finite``
 
     @property
     def verdict(self) -> str:
@@ -175,6 +177,24 @@ class StageClock:
             return self.fetches.get(fetched_position(position), 2)
         return 0
 
+    def _position_number(self, expr: ir.PositionNumber) -> int:
+        """k and T exist from the start; a token's own position is decoded from its angle code by
+        the embedding's ReLU block; len by layer 1's FFN after the length head; a retrieved
+        position after its node, by the next FFN."""
+        position = expr.position
+        if isinstance(position, NodeResult):
+            return next_ffn(self.results[position.node])
+        if isinstance(position, ir.FixedPosition | ir.LastPosition):
+            return 0
+        return 3 if reads_length(position) else 1
+
+    def _condition(self, expr: ir.Compare | ir.Logical) -> int:
+        """A comparison step (ReLU units narrower than the gap), or a chain of ``and`` (``or``) of
+        0/1 values, relu(a₁ + ... + aₙ − (n − 1)) (min(a₁ + ... + aₙ, 1)): one FFN stage each."""
+        operands = _chain(expr) if isinstance(expr, ir.Logical) else [expr.left, expr.right]
+        inner = max(self.stage(operand) for operand in operands)
+        return inner if self._constant(expr) else next_ffn(inner)
+
     def _product(self, left: object, right: object) -> int:
         """a·b of two values: squares (one FFN route) after both, unless one side is constant."""
         inner = max(self.stage(left), self.stage(right))
@@ -194,6 +214,12 @@ class StageClock:
         return max(self.stage(expr.left), self.stage(expr.right))
 
 
+def _chain(expr: ir.Logical) -> list[object]:
+    """The operands of a chain of one operator: ``a and (b and c)`` has a, b, c."""
+    return [leaf for side in (expr.left, expr.right)
+            for leaf in (_chain(side) if isinstance(side, ir.Logical) and side.operator == expr.operator else [side])]
+
+
 #: When each value node exists: ``rule(clock, expr)`` (reductions are comparison nodes by now).
 STAGE_RULES: dict[type, Callable[[StageClock, Any], int]] = {
     ir.NumberLiteral: lambda clock, expr: 0,
@@ -210,6 +236,12 @@ STAGE_RULES: dict[type, Callable[[StageClock, Any], int]] = {
     ir.Negate: lambda clock, expr: clock.stage(expr.argument),
     ir.Divide: lambda clock, expr: clock.stage(expr.numerator),
     ir.MatVec: lambda clock, expr: clock.stage(expr.vector),
+    ir.TokenLiteral: lambda clock, expr: 0,
+    ir.PositionNumber: StageClock._position_number,
+    ir.Compare: StageClock._condition,
+    ir.Logical: StageClock._condition,
+    ir.Not: lambda clock, expr: clock.stage(expr.argument),
+    ir.Bracket: lambda clock, expr: clock.stage(expr.condition),
 }
 
 
@@ -236,6 +268,7 @@ class NodePlan:
     node: ComparisonNode
     pairs: list[FeaturePair] | None
     failure: str | None
+    splits: tuple[tuple[str, FiniteSplit], ...] = ()  # finite-valued pairwise functions it separated
 
     @property
     def key_pairs(self) -> list[FeaturePair]:
@@ -254,13 +287,15 @@ class NodePlan:
         return len(pairs) - len(constant) + (1 if constant else 0) if pairs else 1
 
 
-def plan_node(node: ComparisonNode) -> NodePlan:
+def plan_node(node: ComparisonNode, finite: FiniteDomain | None = None) -> NodePlan:
     if len(node.variables) != 1:
         return NodePlan(node, None, f"{node.header} compares {len(node.variables)} positions jointly")
+    splits: list[tuple[str, FiniteSplit]] = []
     try:
-        return NodePlan(node, separate(node.body, node.variables[0], node.gathered), None)
+        pairs = separate(node.body, node.variables[0], node.gathered, finite, splits)
     except NotSeparable as error:
         return NodePlan(node, None, str(error))
+    return NodePlan(node, pairs, None, tuple(splits))
 
 
 def head_kind(node: ComparisonNode) -> str:
@@ -297,6 +332,8 @@ def fetched_position(position: ir.PositionTerm) -> ir.PositionTerm:
     offset=±k)`` whatever the variable's name (reports write it ``t - 1``)."""
     if isinstance(position, ir.PositionVariable):
         return ir.PositionVariable(QUERY_TOKEN, offset=position.offset)
+    if isinstance(position, ir.ReflectedPosition):
+        return ir.ReflectedPosition(ir.PositionVariable(QUERY_TOKEN), position.offset, position.from_length)
     return position
 
 
@@ -317,8 +354,9 @@ def relative_offsets_read(tree: ComparisonTree) -> list[ir.PositionTerm]:
     offsets: list[ir.PositionTerm] = []
     for expr in (*(n.body for n in tree.nodes), tree.output):
         for node in [expr, *sub_nodes(expr)]:
-            if isinstance(node, ir.Token) and isinstance(node.position, ir.PositionVariable) and node.position.offset:
-                position = fetched_position(node.position)
+            read = node.position if isinstance(node, ir.Token) else None
+            if isinstance(read, ir.ReflectedPosition) or (isinstance(read, ir.PositionVariable) and read.offset):
+                position = fetched_position(read)
                 if position not in offsets:
                     offsets.append(position)
     return offsets
@@ -335,7 +373,7 @@ class Scheduler:
         self.used: dict[int, int] = {}
         self.heads: list[Head] = []
         self.overflow: list[tuple[ComparisonNode, int, int]] = []
-        self.plans = {node.name: plan_node(node) for node in tree.nodes}
+        self.plans = {node.name: plan_node(node, tree.finite) for node in tree.nodes}
 
     def _capacity(self, layer: int) -> int:
         if self.budget is None:
@@ -354,8 +392,12 @@ class Scheduler:
         return layer
 
     def run(self) -> None:
+        if _tree_reads_length(self.tree):
+            site = TOKEN if self.tree.output_site == TOKEN or any(n.site == TOKEN for n in self.tree.nodes) else READOUT
+            self.heads.append(Head(LENGTH_HEAD, "length", site, self._place(1, None), LENGTH_COMPARES,
+                                   is_comparison=False))
         for index, (position, site) in enumerate(_position_heads(self.tree)):
-            layer = self._place(1, None)
+            layer = self._place(2 if reads_length(position) else 1, None)  # len is known after layer 1
             self.clock.fetches[position] = 2 * layer
             mask = f"key == query{ir.offset_text(position.offset)}" if isinstance(position, ir.PositionVariable) else ""
             self.heads.append(Head(f"{FETCH_PREFIX}{index + 1}", "position", site, layer,
@@ -416,120 +458,6 @@ def _dependency_graph(tree: ComparisonTree, heads: Sequence[Head]) -> nx.DiGraph
     return graph
 
 
-# ----------------------------------------------------------------------------- information sets
-
-
-Element = tuple[str, ...]  # innermost root last: ("s", "t") is s*(t)
-
-
-def _render(element: Element) -> str:
-    text = element[-1]
-    for label in reversed(element[:-1]):
-        text = f"{label}*({text})"
-    return text
-
-
-def _rooted(elements: set[Element], root: str) -> set[Element]:
-    """The token set with the generic ordinary token ``t`` replaced by ``root``."""
-    return {(*e[:-1], root) if e[-1] == "t" else e for e in elements}
-
-
-def information_sets(heads: Sequence[Head], tree: ComparisonTree, layers: int) -> tuple[InfoSets, ...]:
-    token: set[Element] = {("t",)}
-    readout: set[Element] = {("T+1",)}
-    out = []
-    for layer in range(1, layers + 1):
-        new_token, new_readout = set(token), set(readout)
-        for head in heads:
-            if head.layer != layer:
-                continue
-            target = new_token if head.site == TOKEN else new_readout
-            target |= _gained(head, tree, token)
-        token, readout = new_token, new_readout
-        rendered_token = tuple(sorted(_render(e) for e in token))
-        out.append(InfoSets(layer, rendered_token, tuple(sorted(_render(e) for e in readout))))
-    return tuple(out)
-
-
-def _gained(head: Head, tree: ComparisonTree, token: set[Element]) -> set[Element]:
-    if head.kind == "position":
-        return _rooted(token, ir.position_label(head.position))  # type: ignore[arg-type]
-    if head.kind == "presence":  # a 0/1 guard: no token's information
-        return set()
-    node = tree.node(head.name)
-    if head.kind == "uniform":
-        return _rooted(token, "1..T")
-    variable = node.variables[0]
-    if head.site == TOKEN:  # s*(t): the retrieved position as seen from token t
-        return {(variable, *e) if e[-1] == "t" else e for e in token} | {(variable, "t")}
-    return _rooted(token, f"{variable}*")
-
-
-# ----------------------------------------------------------------------------- verdict
-
-
-def _problems(tree: ComparisonTree, plans: dict[str, NodePlan], dimension_at: dict[int, int]) -> list[Problem]:
-    problems: list[Problem] = []
-    worst = max(tree.nodes, key=lambda n: n.order, default=None)
-    if worst is not None and worst.order >= 3:
-        problems.append(Problem(
-            "order",
-            f"{worst.quoted} compares {worst.order} positions jointly (order {worst.order}); max-position "
-            f"retrieval keeps only the best position per query, so the {worst.order}-tuples must be "
-            f"aggregated and decoded",
-            "O(ε^(1 − T₀·d/E)) with T₀ growing with T (IF Thm 3: decoding the joint information of T₀ tokens "
-            "from an embedding of dimension E)",
-            "T₀·d/E − 1", worst.name, worst.span))
-    for node in tree.nodes:
-        plan = plans[node.name]
-        if plan.failure is not None and node.order == 2 and not problems:
-            problems.append(Problem(
-                "not-separable",
-                f"the score of {node.quoted} is not a finite sum of products of per-token features: "
-                f"{plan.failure}",
-                "O(ε^(1 − T₀·d/E)) with T₀ growing with T (IF Thm 3)", "T₀·d/E − 1", node.name, node.span))
-    problems += [_sum_range_problem(node) for node in tree.nodes if node.kind == "sum" and node.range_follows_query]
-    return problems
-
-
-def _sum_range_problem(node: ComparisonNode) -> Problem:
-    """A sum over a range that moves with the query: uniform attention gives the range's mean, and
-    the sum is that mean times the range's size, which the model must decode from its position
-    code (units growing with T) or unroll into position slots (the gather route)."""
-    return Problem(
-        kind="sum-range",
-        message=(f"{node.quoted} is a sum whose range depends on the querying position: attention averages "
-                 f"over the range, and the sum is that mean times the range's size, which the model would "
-                 f"have to decode from its position code; write it as a mean, or compile it with "
-                 f"--allow-inefficient (the gather route unrolls it into T position slots, exact up to rounding)"),
-        law="O(T): the range's size decoded from the position code, or T unrolled slots",
-        exponent="0", node=node.name, span=node.span)
-
-
-def _top_bound(k: int, n: int) -> str:
-    return f"Ω(ε^-(T − {k + 1})/({n} + 1)) in one layer (IF Thm 2, per-head dimension n = {n})"
-
-
-def _head_problem(overflow: list[tuple[ComparisonNode, int, int]], budget: tuple[int, ...],
-                  needed: dict[int, int], dims: dict[int, int], length: int) -> Problem:
-    """The head-count bound at the first layer whose budget is below what the schedule needs."""
-    short = [layer for layer in sorted(needed) if needed[layer] > (budget[layer - 1] if layer <= len(budget) else 0)]
-    layer = short[0] if short else len(budget)
-    s = budget[layer - 1] if layer <= len(budget) else 0
-    big_d = needed.get(layer, s + 1)
-    n = dims.get(layer, 1)
-    k = (length / 4 - s - big_d + 1) / ((n + 1) * s + 1) - 1
-    node = overflow[0][0]
-    law = (f"Ω(ε^-k), k = (T/4 − s − D + 1)/((n+1)·s + 1) − 1 = {k:.3g} at T = {length} "
-           f"(HC Thm 2 with s = {s} heads, D = {big_d}, n = {n}; HC conjectures L·h ≥ D for L layers)")
-    return Problem(
-        "heads",
-        f"the head budget {','.join(map(str, budget))} is too small: layer {layer} must run {big_d} comparisons "
-        f"at once (the intrinsic dimension D = {big_d}) and gets {s} heads, so {node.quoted} finds no head "
-        f"within {len(budget)} layers",
-        law, "(T/4 − s − D + 1)/((n+1)·s + 1) − 1", node.name, node.span)
-
-
 def square_steps(tree: ComparisonTree) -> int:
     """S, the most squares (or products) in a row on any path of the schedule: with m FFN layers
     per square (deep route, m tent levels) the schedule needs at most L + S·(m − 1) layers,
@@ -559,14 +487,15 @@ def build_schedule(tree: ComparisonTree, budget: Sequence[int] | None = None, ma
     needed = {layer: sum(1 for h in free.heads if h.layer == layer) for layer in range(1, free.layers() + 1)}
     dims = {layer: max((h.dimension for h in free.heads if h.layer == layer), default=1)
             for layer in range(1, free.layers() + 1)}
-    problems = _problems(tree, scheduler.plans, needed)
+    problems = problems_of(tree, scheduler.plans, needed)
     if scheduler.overflow and budget is not None:
-        problems.append(_head_problem(scheduler.overflow, tuple(budget), needed, dims, tree.length))
+        problems.append(head_problem(scheduler.overflow, tuple(budget), needed, dims, tree.length))
     notes = _notes(tree, scheduler, margin)
     interpolated = sum(node_interpolations(p) for p in scheduler.plans.values()) + interpolations(tree.output)
+    ranks = tuple((name, text, split) for name, plan in scheduler.plans.items() for text, split in plan.splits)
     return Schedule(
         tree, heads, layers, per_layer, dimension, information_sets(heads, tree, layers), tuple(problems),
-        interpolated, tuple(notes), tuple(budget) if budget is not None else None,
+        interpolated, tuple(notes), tuple(budget) if budget is not None else None, ranks,
     )
 
 
@@ -578,10 +507,15 @@ def _notes(tree: ComparisonTree, scheduler: Scheduler, margin: float | None) -> 
         n = max((scheduler.plans[x.name].dimension for x in tree.nodes if x.origin == origin), default=1)
         quoted = next(x.quoted for x in tree.nodes if x.origin == origin)
         notes.append(f"{quoted}: rewritten as {k} nested max/min comparisons (order {k}); "
-                     f"one-layer lower bound {_top_bound(k, n)}")
+                     f"one-layer lower bound {top_bound(k, n)}")
     retrievals = [n for n in tree.nodes if n.kind in ("argmin", "argmax")]
     for node in retrievals:
-        if margin is None:
+        if tree.finite is not None:  # a token program: the scores' own gap replaces the margin
+            from .token_costs import retrieval_note
+
+            scores = value_set(node.body, tree.finite)
+            notes.append(retrieval_note(node.quoted, smallest_gap(scores, scores)))
+        elif margin is None:
             notes.append(f"{node.quoted} retrieves a token, which jumps where two scores tie: an error bound "
                          f"needs a margin (declare `margin δ`); none is declared")
         else:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Diagnostic, ProgramError
@@ -22,61 +21,27 @@ from . import typed as ir
 from .declarations import MAX_LENGTH, RESERVED, Declarations, declare
 from .functions import CALLABLE
 from .macros import POISON, inline_macros
-from .positions import TooManyLinkedPositions, offset_violation, smallest_range
-
-
-@dataclass(frozen=True)
-class Scope:
-    """The position variables bound at a point: (source name, unique name) pairs, outermost first.
-
-    An inner binder may reuse an outer binder's name (lexical shadowing, as in
-    ``max_<t> f(t) + max_<t> g(t)``, whose second reduction sits in the first one's body);
-    it then gets a unique name with primes (``t′``), so later stages never see two
-    variables with one name.
-    """
-
-    bindings: tuple[tuple[str, str], ...] = ()
-    conditions: tuple[ir.PositionCondition, ...] = ()
-    conditions_known: bool = True
-
-    def constrained(self, conditions: Sequence[ir.PositionCondition], known: bool = True) -> Scope:
-        """This scope with more conditions holding (a reduction's, or a per-token target's);
-        ``known`` is False when some condition failed to check (offsets are then not range-checked)."""
-        return Scope(self.bindings, (*self.conditions, *conditions), self.conditions_known and known)
-
-    @property
-    def variables(self) -> tuple[str, ...]:
-        """The unique names of the bound variables, outermost first."""
-        return tuple(unique for _, unique in self.bindings)
-
-    def lookup(self, name: str) -> str | None:
-        """The unique name of the innermost binding of source name ``name``; None if unbound."""
-        for source, unique in reversed(self.bindings):
-            if source == name:
-                return unique
-        return None
-
-    def bind(self, names: Sequence[str]) -> tuple[Scope, tuple[str, ...]]:
-        """This scope with ``names`` bound innermost, and the unique names they get."""
-        taken = {unique for _, unique in self.bindings}
-        bindings = list(self.bindings)
-        uniques: list[str] = []
-        for name in names:
-            unique = name
-            while unique in taken:
-                unique += "′"
-            taken.add(unique)
-            bindings.append((name, unique))
-            uniques.append(unique)
-        return Scope(tuple(bindings), self.conditions, self.conditions_known), tuple(uniques)
-
-    def source_name(self, unique: str) -> str:
-        """The name a bound variable has in the source (``t`` for ``t′``)."""
-        return next((source for source, u in self.bindings if u == unique), unique)
-
-
-class _Failed(Exception):
-    """An expression already diagnosed: its parents stay silent."""
+from .positions import (
+    LENGTH_AXIS,
+    TooManyLinkedPositions,
+    offset_violation,
+    position_value,
+    satisfiable,
+    smallest_range,
+    within_length,
+)
+from .scope import Failed, Scope
+from .token_typing import (
+    number_of,
+    reads_v3_position,
+    run_length,
+    type_bracket,
+    type_compare,
+    type_logical,
+    type_not,
+    type_string,
+    v3_position,
+)
 
 
 class Checker:
@@ -103,10 +68,10 @@ class Checker:
     def error(self, span: ast.Span, message: str) -> None:
         self.errors.append(Diagnostic(self.path, span, message))
 
-    def fail(self, span: ast.Span, message: str) -> _Failed:
+    def fail(self, span: ast.Span, message: str) -> Failed:
         """Report ``message`` at ``span``; the result is raised to silence the parents."""
         self.error(span, message)
-        return _Failed()
+        return Failed()
 
     # ------------------------------------------------------------------ the program
 
@@ -129,6 +94,7 @@ class Checker:
             path=self.path, source=self.source, input_name=self.declared.input_name, dimension=self.declared.dimension,
             domain=self.declared.domain, length=self.length, margin=self.declared.margin, target=target,
             expanded=expanded, token_variable=self.token_variable, token_conditions=token_conditions,
+            vocabulary=self.declared.vocabulary,
         )
 
     def _target_scope(self, target: ast.TargetDecl) -> tuple[Scope | None, tuple[ir.PositionCondition, ...]]:
@@ -145,16 +111,21 @@ class Checker:
         scope, _ = Scope().bind([binder.name])
         try:
             conditions = tuple(self.each(*(lambda c=c: _condition(self, c, scope) for c in target.conditions)))
-        except _Failed:
+        except Failed:
             return None, ()
         if not self.target_defined_somewhere(target, conditions):
             return None, ()
-        return scope.constrained(conditions), conditions
+        return scope.constrained((*conditions, *self.within_length((binder.name,)))), conditions
 
     def target_defined_somewhere(self, target: ast.TargetDecl, conditions: tuple[ir.PositionCondition, ...]) -> bool:
         """Whether some t in 1..T satisfies the per-token target's conditions (else diagnosed)."""
         assert target.variable is not None
-        if smallest_range((target.variable.name,), conditions, self.length).smallest == 0:
+        if self.declared.vocabulary is not None:  # some len in 1..T and t in 1..len
+            names = (target.variable.name, LENGTH_AXIS)
+            nowhere = satisfiable(names, (*conditions, *within_length(names[:1])), self.length) is None
+        else:
+            nowhere = smallest_range((target.variable.name,), conditions, self.length).smallest == 0
+        if nowhere:
             self.error(target.conditions[0].span, f"the per-token target is defined at no position (T = {self.length})")
             return False
         return True
@@ -162,20 +133,27 @@ class Checker:
     def _type_target(self, expr: ast.Expr, scope: Scope) -> ir.Expr | None:
         try:
             target = self.type_of(expr, scope)
-        except _Failed:
+        except Failed:
             return None
+        if target.type.kind == "position" and self.declared.vocabulary is not None:
+            target = ir.PositionNumber(target, target.span)  # type: ignore[arg-type]
         if target.type.kind == "position":
             self.error(expr.span, "the target is a position; write x(...) to retrieve the token there")
             return None
         if target.type.kind == "matrix":
             self.error(expr.span, "the target is a matrix; a target is a scalar or a vector")
             return None
+        if target.type.kind in ("token", "boolean") and not isinstance(target, ir.Token):
+            what = "a token literal" if target.type.kind == "token" else "a condition"
+            self.error(expr.span, f"the target is {what}; a target is a number, a vector, or a token x(...) "
+                                  f"of the input (write [condition] for 1 where it holds, 0 elsewhere)")
+            return None
         return target
 
     # ------------------------------------------------------------------ typing
 
     def type_of(self, expr: ast.Expr, scope: Scope) -> ir.Expr:
-        """The typed form of ``expr`` with position variables ``scope`` bound; raises _Failed."""
+        """The typed form of ``expr`` with position variables ``scope`` bound; raises Failed."""
         return TYPING_RULES[type(expr)](self, expr, scope)
 
     def each(self, *typers: Callable[[], Any]) -> list[Any]:
@@ -186,27 +164,27 @@ class Checker:
         for typer in typers:
             try:
                 results.append(typer())
-            except _Failed:
+            except Failed:
                 failed = True
         if failed:
-            raise _Failed()
+            raise Failed()
         return results
 
     def scalar(self, expr: ast.Expr, scope: Scope, role: str) -> ir.Expr:
         """The typed ``expr``, which must be a scalar (``role`` names it in the message)."""
-        typed = self.type_of(expr, scope)
-        self.require_number(typed, expr)
+        typed = self.require_number(self.type_of(expr, scope), expr)
         if typed.type.kind != "scalar":
             raise self.fail(expr.span, f"{role} must be a scalar, got a {typed.type}")
         return typed
 
-    def require_number(self, typed: ir.Expr, expr: ast.Expr) -> None:
-        """Fail unless ``typed`` is a value arithmetic accepts (a scalar or a vector)."""
-        if typed.type.kind == "position":
-            raise self.fail(expr.span, "a position is used as a number; positions only index x(...) "
-                                       "or appear in conditions")
-        if typed.type.kind == "matrix":
-            raise self.fail(expr.span, "a matrix can only be used as A @ v")
+    def require_number(self, typed: ir.Expr, expr: ast.Expr) -> ir.Expr:
+        """``typed`` as a value arithmetic accepts (a scalar or a vector; in a token program a
+        position becomes its number); fail for anything else."""
+        return number_of(self, typed, expr)
+
+    def within_length(self, names: Sequence[str]) -> tuple[ir.PositionCondition, ...]:
+        """v ≤ len for each variable in a token program (none in a program over vectors)."""
+        return within_length(names) if self.declared.vocabulary is not None else ()
 
     # ------------------------------------------------------------------ position ranges
 
@@ -231,17 +209,37 @@ class Checker:
 
     def check_offset(self, expr: ast.Binary, position: ir.PositionVariable, scope: Scope) -> None:
         """Fail when ``position`` (a variable plus an offset) can leave 1..T under the scope's conditions."""
+        self.check_read(expr, position, scope)
+
+    def check_read(self, expr: ast.Expr, position: ir.PositionTerm, scope: Scope) -> None:
+        """Fail when ``position`` can leave 1..T (1..len in a token program, for every len in
+        1..T) under the scope's conditions."""
+        tokens = self.declared.vocabulary is not None
+        variables = (*scope.variables, LENGTH_AXIS) if tokens else scope.variables
+        last: ir.PositionTerm = ir.RunLength() if tokens else ir.LastPosition()
         try:
-            witness = offset_violation(scope.variables, scope.conditions, position, self.length)
+            witness = offset_violation(variables, scope.conditions, position, self.length, last)
         except TooManyLinkedPositions as error:
             raise self.fail(expr.span, f"the conditions around this offset link {error.count} position variables; "
                                        f"the checker decides ranges for fewer") from None
         if witness is not None:
             where = ", ".join(f"{k} = {v}" for k, v in witness.items())  # unique names, as range diagnostics
-            value = witness[position.name] + position.offset
-            text = scope.source_name(position.name) + ir.offset_text(position.offset)
-            raise self.fail(expr.span, f"position {text} can be {value}, outside 1..T; restrict it with a condition "
+            value = position_value(position, witness, self.length)
+            text = _source_label(position, scope)
+            bound = "1..len" if tokens else "1..T"
+            fault = f"is outside {bound}" if text == str(value) else f"can be {value}, outside {bound}"
+            raise self.fail(expr.span, f"position {text} {fault}; restrict it with a condition "
                                        f"(T = {self.length}, {where})")
+
+
+def _source_label(position: ir.PositionTerm, scope: Scope) -> str:
+    """How the source writes ``position`` (``t - 1``, ``len + 1 - t``, ``T``)."""
+    if isinstance(position, ir.PositionVariable):
+        return scope.source_name(position.name) + ir.offset_text(position.offset)
+    if isinstance(position, ir.ReflectedPosition) and isinstance(position.mirrored, ir.PositionVariable):
+        mirrored = ir.PositionVariable(scope.source_name(position.mirrored.name))
+        return ir.position_label(ir.ReflectedPosition(mirrored, position.offset, position.from_length)) or ""
+    return ir.position_label(position) or ""
 
 
 # ----------------------------------------------------------------------------- the typing rules
@@ -254,11 +252,13 @@ def _type_number(checker: Checker, expr: ast.Number, scope: Scope) -> ir.Expr:
 def _type_name(checker: Checker, expr: ast.Name, scope: Scope) -> ir.Expr:
     name, declared = expr.name, checker.declared
     if name == POISON:
-        raise _Failed()
+        raise Failed()
     if scope.lookup(name) is not None:
         return ir.PositionVariable(scope.lookup(name), expr.span)  # type: ignore[arg-type]
     if name == "T":
         return ir.LastPosition(expr.span)
+    if name == "len":
+        return run_length(checker, expr.span)
     if name in declared.constants:
         return dataclasses.replace(declared.constants[name], span=expr.span)
     if name == declared.input_name:
@@ -268,7 +268,7 @@ def _type_name(checker: Checker, expr: ast.Name, scope: Scope) -> ir.Expr:
     if name in declared.binder_names:
         raise checker.fail(expr.span, f"position variable '{name}' is used outside the reduction that binds it")
     if name in declared.defined:  # a constant that failed its own check
-        raise _Failed()
+        raise Failed()
     raise checker.fail(expr.span, f"unknown name '{name}'")
 
 
@@ -298,10 +298,12 @@ def _token(checker: Checker, expr: ast.Call, scope: Scope) -> ir.Expr:
     if len(expr.arguments) != 1:
         raise checker.fail(expr.span, f"{input_name}(...) takes one position, got {len(expr.arguments)} arguments")
     argument = expr.arguments[0]
-    if isinstance(argument, ast.Number):
+    if reads_v3_position(checker, argument):
+        position: ir.Expr = v3_position(checker, argument, scope)
+    elif isinstance(argument, ast.Number):
         if not argument.is_whole or not 1 <= int(argument.text) <= length:
             raise checker.fail(argument.span, f"position {argument.text} is outside 1..T (T = {length})")
-        position: ir.Expr = ir.FixedPosition(int(argument.text), argument.span)
+        position = ir.FixedPosition(int(argument.text), argument.span)
     elif isinstance(argument, ast.Binary) and argument.operator in "+-" and isinstance(argument.right, ast.Number):
         position = _offset_position(checker, argument, scope)
     else:
@@ -309,7 +311,13 @@ def _token(checker: Checker, expr: ast.Call, scope: Scope) -> ir.Expr:
     if position.type.kind != "position":
         raise checker.fail(argument.span, f"{input_name}(...) takes a position (a position variable, "
                                           f"a literal 1..T, T, or argmin/argmax), got a {position.type}")
-    return ir.Token(position, ir.vector(checker.declared.dimension), expr.span)  # type: ignore[arg-type]
+    vocabulary = checker.declared.vocabulary
+    if vocabulary is None:
+        return ir.Token(position, ir.vector(checker.declared.dimension), expr.span)  # type: ignore[arg-type]
+    if isinstance(position, ir.FixedPosition | ir.LastPosition) and not isinstance(argument, ast.Binary):
+        checker.check_read(argument, position, scope)  # a fixed position must exist at every length
+    token_type = ir.TOKEN if vocabulary.categorical else ir.SCALAR
+    return ir.Token(position, token_type, expr.span)  # type: ignore[arg-type]
 
 
 def _offset_position(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Expr:
@@ -323,6 +331,8 @@ def _offset_position(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Exp
                                       "(t - 1, s + 2, T - 1)")
     offset = int(amount.text) * (-1 if expr.operator == "-" else 1)
     if isinstance(base, ir.LastPosition):
+        if checker.declared.vocabulary is not None:
+            checker.check_read(expr, ir.LastPosition(expr.span, offset=offset), scope)
         if not 1 <= checker.length + offset <= checker.length:
             raise checker.fail(expr.span, f"position T {expr.operator} {amount.text} is outside 1..T "
                                           f"(T = {checker.length})")
@@ -360,24 +370,21 @@ def _type_norm(checker: Checker, expr: ast.Norm, scope: Scope) -> ir.Expr:
 
 
 def _type_abs(checker: Checker, expr: ast.Abs, scope: Scope) -> ir.Expr:
-    argument = checker.type_of(expr.argument, scope)
-    checker.require_number(argument, expr.argument)
+    argument = checker.require_number(checker.type_of(expr.argument, scope), expr.argument)
     if argument.type.kind != "scalar":
         raise checker.fail(expr.span, f"|·| needs a scalar, got a {argument.type} (for a vector write ||v||)")
     return ir.Pointwise("abs", (argument,), expr.span)
 
 
 def _type_negate(checker: Checker, expr: ast.Negate, scope: Scope) -> ir.Expr:
-    argument = checker.type_of(expr.argument, scope)
-    checker.require_number(argument, expr.argument)
+    argument = checker.require_number(checker.type_of(expr.argument, scope), expr.argument)
     return ir.Negate(argument, argument.type, expr.span)
 
 
 def _type_power(checker: Checker, expr: ast.Power, scope: Scope) -> ir.Expr:
     if expr.exponent.value != 2:
         raise checker.fail(expr.exponent.span, f"the only exponent is the literal 2, not {expr.exponent.text}")
-    base = checker.type_of(expr.base, scope)
-    checker.require_number(base, expr.base)
+    base = checker.require_number(checker.type_of(expr.base, scope), expr.base)
     if base.type.kind != "scalar":
         raise checker.fail(expr.span, f"^2 squares a scalar, got a {base.type} (for a vector write ||v||^2)")
     return ir.Square(base, expr.span)
@@ -389,8 +396,8 @@ def _type_binary(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Expr:
     left, right = checker.each(lambda: checker.type_of(expr.left, scope), lambda: checker.type_of(expr.right, scope))
     if expr.operator == "@":
         return _matvec(checker, expr, left, right)
-    checker.require_number(left, expr.left)
-    checker.require_number(right, expr.right)
+    left = checker.require_number(left, expr.left)
+    right = checker.require_number(right, expr.right)
     if expr.operator == "*":
         if left.type.kind == "vector" and right.type.kind == "vector":
             raise checker.fail(expr.span, "'*' multiplies by a scalar; for two vectors write <a, b>")
@@ -406,9 +413,7 @@ def _divide(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Expr:
     """``a / c``: ``c`` must fold to a nonzero constant."""
 
     def numerator_of() -> ir.Expr:
-        typed = checker.type_of(expr.left, scope)
-        checker.require_number(typed, expr.left)
-        return typed
+        return checker.require_number(checker.type_of(expr.left, scope), expr.left)
 
     numerator, divisor = checker.each(numerator_of, lambda: _constant_value(checker, expr.right, scope))
     if divisor == 0:
@@ -459,16 +464,17 @@ def _type_reduction(checker: Checker, expr: ast.Reduction, scope: Scope) -> ir.E
     failed = False
     try:
         conditions = tuple(checker.each(*(lambda c=c: _condition(checker, c, inner_scope) for c in expr.conditions)))
-    except _Failed:
+    except Failed:
         conditions, failed = (), True
+    bounded = (*conditions, *checker.within_length(names))  # in a token program every v <= len
     try:
-        body = checker.type_of(expr.body, inner_scope.constrained(conditions, known=not failed))
-    except _Failed:
+        body = checker.type_of(expr.body, inner_scope.constrained(bounded, known=not failed))
+    except Failed:
         failed = True
     if failed:
-        raise _Failed()
-    checker.require_number(body, expr.body)
-    checker.check_range(expr, names, conditions, scope.conditions)
+        raise Failed()
+    body = checker.require_number(body, expr.body)
+    checker.check_range(expr, names, bounded, scope.conditions)
     if expr.kind in ("argmin", "argmax"):
         if len(names) != 1:
             raise checker.fail(expr.span, f"{expr.kind} binds exactly one position variable, got {len(names)}")
@@ -514,11 +520,15 @@ def _position_term(checker: Checker, term: ast.PositionTermSyntax, scope: Scope)
             return ir.LastPosition(term.span, offset=term.delta)
         if isinstance(base, ir.PositionVariable):
             return ir.PositionVariable(base.name, term.span, offset=term.delta)
+        if isinstance(base, ir.RunLength):
+            return ir.RunLength(term.span, offset=term.delta)
         raise checker.fail(term.span, "a condition's offset applies to a position variable or T")
     if isinstance(term, ast.Number):
         return ir.FixedPosition(int(term.text), term.span)
     if term.name == "T":
         return ir.LastPosition(term.span)
+    if term.name == "len" and scope.lookup(term.name) is None:
+        return run_length(checker, term.span)
     if scope.lookup(term.name) is not None:
         return ir.PositionVariable(scope.lookup(term.name), term.span)  # type: ignore[arg-type]
     if term.name == POISON:
@@ -540,6 +550,11 @@ TYPING_RULES: dict[type, Callable[[Checker, Any, Scope], ir.Expr]] = {
     ast.Power: _type_power,
     ast.Binary: _type_binary,
     ast.Reduction: _type_reduction,
+    ast.String: type_string,
+    ast.Bracket: type_bracket,
+    ast.Compare: type_compare,
+    ast.Logical: type_logical,
+    ast.Not: type_not,
 }
 
 

@@ -25,7 +25,7 @@ MAX_RANDN_ENTRIES = 1_000_000
 
 #: The built-in pointwise functions and their numbers of arguments.
 #: Names no declaration or binder may take.
-RESERVED = {"T", *CALLABLE, "randn", "ball", "in", "and", "R"}
+RESERVED = {"T", *CALLABLE, "randn", "ball", "in", "and", "R", "len", "or", "not", "token"}
 
 #: Where a fault that belongs to no line is reported (a missing declaration, a bad override).
 FILE_START = ast.Span(1, 1, 1, 2)
@@ -51,6 +51,7 @@ class Declarations:
     defined: Mapping[str, ast.Span] = field(default_factory=dict)
     binder_names: frozenset[str] = frozenset()
     target: ast.TargetDecl | None = None
+    vocabulary: ir.Vocabulary | None = None
 
 
 def declare(program: ast.SourceProgram, error: ast.Report, length: int | None, margin: float | None) -> Declarations:
@@ -66,6 +67,10 @@ def declare(program: ast.SourceProgram, error: ast.Report, length: int | None, m
     margins = _at_most_one(by_kind.get(ast.MarginDecl, []), "margin", error)
     names = _Names(error)
     input_name, dimension, domain = _input(inputs, names, error) if inputs else ("x", 1, None)
+    vocabulary = None
+    if inputs and isinstance(inputs.space, ast.TokenSpace):
+        vocabulary = vocabulary_of(inputs.space, error)
+        domain = None if vocabulary is None else token_domain(vocabulary)
     constants: dict[str, ir.Constant] = {}
     macros: dict[str, ast.LetDecl] = {}
     checked_length = _length(lengths, length, error)
@@ -80,7 +85,7 @@ def declare(program: ast.SourceProgram, error: ast.Report, length: int | None, m
     return Declarations(
         input_name=input_name, dimension=dimension, domain=domain, length=checked_length, margin=checked_margin,
         constants=constants, macros=macros, defined=names.defined, binder_names=_binder_names(program),
-        target=target,
+        target=target, vocabulary=vocabulary,
     )
 
 
@@ -131,6 +136,10 @@ def _input(declaration: ast.InputDecl, names: _Names, error: ast.Report) -> tupl
     """The input's name, dimension d (1 when it fails) and domain (default [-1, 1])."""
     names.define(declaration.name, declaration.span)
     space = declaration.space
+    if isinstance(space, ast.TokenSpace):
+        if declaration.domain is not None:
+            error(declaration.domain.span, "a token input has no domain: its tokens are the vocabulary's")
+        return declaration.name, 1, ir.Box(0.0, 0.0)  # replaced by the vocabulary's range in ``declare``
     if not isinstance(space, ast.VectorSpace):
         error(space.span, "the input's tokens are vectors: write R^d")
         return declaration.name, 1, None
@@ -138,6 +147,38 @@ def _input(declaration: ast.InputDecl, names: _Names, error: ast.Report) -> tupl
         error(space.span, f"the token dimension d must be at least 1, not {space.size}")
         return declaration.name, 1, None
     return declaration.name, space.size, _domain(declaration.domain, error)
+
+
+def vocabulary_of(space: ast.TokenSpace, error: ast.Report) -> ir.Vocabulary | None:
+    """The vocabulary of ``token {...}``: at least one entry, all quoted names or all numbers,
+    no entry twice (numbers by value: 1 and 1.0 are one token); None when it fails."""
+    if not space.entries:
+        error(space.span, 'the vocabulary is empty: list its tokens, e.g. token {"a", "b"} or token {1, 2, 3}')
+        return None
+    quoted = [isinstance(e, ast.String) for e in space.entries]
+    if any(quoted) and not all(quoted):
+        odd = space.entries[quoted.index(not quoted[0])]
+        error(odd.span, "a vocabulary is all quoted names (categorical) or all numbers (numeric), not both")
+        return None
+    keys = [e.text if isinstance(e, ast.String) else e.value for e in space.entries]
+    failed = False
+    for index, key in enumerate(keys):
+        if key in keys[:index]:
+            first = space.entries[keys.index(key)]
+            written = f'"{first.text}"' if quoted[0] else first.text
+            error(space.entries[index].span,
+                  f"token {written} is already in the vocabulary (column {first.span.column})")
+            failed = True
+    if failed:
+        return None
+    names = tuple(e.text for e in space.entries)
+    return ir.Vocabulary(names, None if quoted[0] else tuple(float(k) for k in keys))
+
+
+def token_domain(vocabulary: ir.Vocabulary) -> ir.Box:
+    """The range of a token's value: its numbers (numeric), its ids 0..V−1 (categorical)."""
+    values = vocabulary.values if vocabulary.values is not None else (0.0, float(vocabulary.size - 1))
+    return ir.Box(min(values), max(values))
 
 
 def _domain(domain: ast.Domain | None, error: ast.Report) -> ir.Box | ir.Ball | None:
@@ -186,6 +227,10 @@ def _margin(declaration: ast.MarginDecl | None, override: float | None, error: a
 def _constant(declaration: ast.ConstDecl, error: ast.Report) -> ir.Constant | None:
     """The constant's entries (row-major) and type; its value must have the declared space's shape."""
     value = declaration.value
+    if isinstance(declaration.space, ast.TokenSpace):
+        error(declaration.space.span, "a vocabulary token {...} is an input's space; a constant's is R, R^n or "
+                                      "R^{m x n}")
+        return None
     declared = None if declaration.space is None else space_type(declaration.space)
     if isinstance(value, ast.RandnLiteral):
         if declared is None or declared.kind == "scalar":

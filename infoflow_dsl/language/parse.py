@@ -38,6 +38,7 @@ TERMINAL_DESCRIPTIONS = {
     "NUMBER": "a number",
     "REDUCER": "a reduction such as min_<t>",
     "MATRIX_SHAPE": "a matrix shape {m x n}",
+    "STRING": 'a quoted token name such as "a"',
     "$END": "the end of the statement",
 }
 
@@ -65,6 +66,22 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         "target min_<t : t> x(t)[1]",
         "target min_<t : > x(t)[1]",
         "target min_<t : t != > x(t)[1]",
+    ],
+    'a vocabulary is written token {"a", "b", "c"} (quoted names) or token {1, 2, 3} (numbers)': [
+        'input x : token {"a" "b"}',
+        "input x : token {a, b}",
+        'input x : token "a", "b"',
+        'input x : token {"a", }',
+    ],
+    'a bracket holds a comparison: [x(t) == "a"], [a < b and not c >= 1]': [
+        "target [x(1)]",
+        "target [x(1) == ]",
+        "target [x(1) < 2 and]",
+        "target [x(1) < 2 and 3]",
+        "target []",
+        "target(t) = [x(t)]",
+        "target(t) = [x(t) == ]",
+        "target(t) = [x(t) < 2 or 1]",
     ],
 }
 
@@ -103,6 +120,10 @@ def split_statements(source: str) -> list[tuple[int, int]]:
             while i < n and source[i] != "\n":
                 i += 1
             continue
+        if ch == '"':  # a token literal: brackets and '#' inside it are its text
+            close = source.find('"', i + 1, _line_end(source, i))
+            i = close + 1 if close >= 0 else i + 1
+            continue
         if ch in "([":
             depth += 1
         elif ch in ")]":
@@ -113,6 +134,11 @@ def split_statements(source: str) -> list[tuple[int, int]]:
         i += 1
     ranges.append((start, n))
     return [(a, b) for a, b in ranges if _has_code(source[a:b])]
+
+
+def _line_end(source: str, offset: int) -> int:
+    end = source.find("\n", offset)
+    return len(source) if end < 0 else end
 
 
 def _next_line_starts_declaration(source: str, offset: int) -> bool:
@@ -204,6 +230,12 @@ class SyntaxBuilder(Transformer):
     def const_decl(self, meta: Any, name: Token, space: ast.Space | None, value: ast.ConstValue) -> ast.ConstDecl:
         return ast.ConstDecl(str(name), space, value, _span(meta))
 
+    def token_space(self, meta: Any, *entries: ast.String | ast.SignedNumber | None) -> ast.TokenSpace:
+        return ast.TokenSpace(tuple(e for e in entries if e is not None), _span(meta))
+
+    def vocabulary_entry(self, meta: Any, entry: Token | ast.SignedNumber) -> ast.String | ast.SignedNumber:
+        return self.string(meta, entry) if isinstance(entry, Token) else entry
+
     def scalar_space(self, meta: Any) -> ast.ScalarSpace:
         return ast.ScalarSpace(_span(meta))
 
@@ -250,6 +282,24 @@ class SyntaxBuilder(Transformer):
 
     def call(self, meta: Any, function: Token, *arguments: ast.Expr | None) -> ast.Call:
         return ast.Call(str(function), tuple(a for a in arguments if a is not None), _span(meta))
+
+    def string(self, meta: Any, token: Token) -> ast.String:
+        return ast.String(str(token)[1:-1], _span(token))
+
+    def bracket(self, meta: Any, condition: ast.Expr) -> ast.Bracket:
+        return ast.Bracket(condition, _span(meta))
+
+    def compare(self, meta: Any, left: ast.Expr, operator: str, right: ast.Expr) -> ast.Compare:
+        return ast.Compare(operator, left, right, _span(meta))  # type: ignore[arg-type]
+
+    def either(self, meta: Any, left: ast.Expr, right: ast.Expr) -> ast.Logical:
+        return ast.Logical("or", left, right, _span(meta))
+
+    def both(self, meta: Any, left: ast.Expr, right: ast.Expr) -> ast.Logical:
+        return ast.Logical("and", left, right, _span(meta))
+
+    def negated(self, meta: Any, argument: ast.Expr) -> ast.Not:
+        return ast.Not(argument, _span(meta))
 
     def index(self, meta: Any, base: ast.Expr, index: Token) -> ast.Index:
         self._whole(index, "a component index", minimum=1)

@@ -8,6 +8,10 @@ domain that keeps, around each landmark (1, T, every literal), n positions on ei
 (n = the number of variables involved), every order type that {1..T} has is present. This
 makes emptiness decidable exactly for any T in a few thousand evaluations. Exact counts use
 the full domain {1..T}.
+
+In a program over a token vocabulary the run-time length ``len`` (1..T) is one more variable
+of the grid, named :data:`LENGTH_AXIS`, and every bound position variable v satisfies v ≤ len
+(:func:`within_length`): a position read there must lie in 1..len for every len.
 """
 
 from __future__ import annotations
@@ -19,7 +23,15 @@ from fractions import Fraction
 
 import numpy as np
 
-from .typed import FixedPosition, LastPosition, PositionCondition, PositionTerm, PositionVariable
+from .typed import (
+    FixedPosition,
+    LastPosition,
+    PositionCondition,
+    PositionTerm,
+    PositionVariable,
+    ReflectedPosition,
+    RunLength,
+)
 
 COMPARE = {
     "!=": operator.ne, "==": operator.eq, "<": operator.lt,
@@ -38,23 +50,51 @@ class TooManyLinkedPositions(Exception):
         self.count = count
 
 
+#: The grid axis of the run-time length ``len`` (a reserved name: no binder can take it).
+LENGTH_AXIS = "len"
+
+
+def within_length(names: Sequence[str]) -> tuple[PositionCondition, ...]:
+    """v ≤ len for each variable: in a token program no position past the input's length exists."""
+    return tuple(PositionCondition(PositionVariable(name), "<=", RunLength()) for name in names)
+
+
+def _term_variables(term: object) -> list[str]:
+    if isinstance(term, PositionVariable):
+        return [term.name]
+    if isinstance(term, RunLength):
+        return [LENGTH_AXIS]
+    if isinstance(term, ReflectedPosition):
+        return ([LENGTH_AXIS] if term.from_length else []) + _term_variables(term.mirrored)
+    return []
+
+
 def variables_of(conditions: Sequence[PositionCondition]) -> list[str]:
-    """The variables the conditions mention, in order of first appearance."""
+    """The variables the conditions mention (``len`` as :data:`LENGTH_AXIS`), in order of first appearance."""
     names: list[str] = []
     for condition in conditions:
         for term in (condition.left, condition.right):
-            if isinstance(term, PositionVariable) and term.name not in names:
-                names.append(term.name)
+            names.extend(name for name in _term_variables(term) if name not in names)
     return names
 
 
-def _term_value(term: PositionTerm, axes: dict[str, np.ndarray], length: int) -> np.ndarray | int:
+def _term_value(term: object, axes: dict[str, np.ndarray], length: int) -> np.ndarray | int:
     if isinstance(term, PositionVariable):
         return axes[term.name] + term.offset
     if isinstance(term, LastPosition):
         return length + term.offset
+    if isinstance(term, RunLength):  # without a len axis the input has its full length
+        return axes.get(LENGTH_AXIS, length) + term.offset
+    if isinstance(term, ReflectedPosition):
+        base = axes.get(LENGTH_AXIS, length) if term.from_length else 0
+        return base + term.offset - _term_value(term.mirrored, axes, length)
     assert isinstance(term, FixedPosition)
     return term.index
+
+
+def position_value(term: PositionTerm, values: dict[str, int], length: int) -> int:
+    """The value of a position term where the variables (and ``len``) take ``values``."""
+    return int(_term_value(term, {name: np.int64(v) for name, v in values.items()}, length))  # type: ignore[arg-type]
 
 
 def largest_offset(conditions: Sequence[PositionCondition]) -> int:
@@ -157,13 +197,16 @@ def satisfiable(
 
 
 def offset_violation(
-    scope: Sequence[str], conditions: Sequence[PositionCondition], position: PositionVariable, length: int,
+    scope: Sequence[str], conditions: Sequence[PositionCondition], position: PositionTerm, length: int,
+    last: PositionTerm | None = None,
 ) -> dict[str, int] | None:
     """Values of the scope's variables, allowed by ``conditions``, at which ``position`` (a
-    variable plus an offset) leaves 1..T; None when there are none."""
-    below, above = PositionCondition(position, "<", FixedPosition(1)), PositionCondition(position, ">", LastPosition())
+    variable plus an offset, or any position term) leaves 1..``last`` (T, or ``len`` in a token
+    program); None when there are none."""
+    last = LastPosition() if last is None else last
+    below, above = PositionCondition(position, "<", FixedPosition(1)), PositionCondition(position, ">", last)
     for outside in (below, above):
-        witness = satisfiable([*scope, position.name], (*conditions, outside), length)
+        witness = satisfiable(list(dict.fromkeys([*scope, *_term_variables(position)])), (*conditions, outside), length)
         if witness is not None:
             return witness
     return None

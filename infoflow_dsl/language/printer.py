@@ -41,6 +41,8 @@ PRECEDENCE: dict[str | type, int] = {
 
 def precedence(expr: object) -> int:
     """How tightly the outermost form of ``expr`` (an AST or a typed node) binds."""
+    if isinstance(expr, ir.PositionNumber) and " " in (ir.position_label(expr.position) or ""):
+        return SUM  # len + 1 - t
     key = expr.operator if isinstance(expr, ast.Binary | ir.Arithmetic) else type(expr)
     return PRECEDENCE.get(key, ATOM)
 
@@ -103,10 +105,35 @@ def _bars_inside(expr: ast.Expr) -> str:
     return f"({text})" if text.startswith("|") or text.endswith("|") else text
 
 
+#: How tightly the forms of a bracket's condition bind: or < and < not < a comparison.
+PREDICATE_PRECEDENCE: dict[str | type, int] = {"or": 0, "and": 1, ast.Not: 2, ast.Compare: 3}
+
+
+def _predicate(expr: ast.Expr, minimum: int) -> str:
+    """A bracket's condition, parenthesised where it binds more loosely than ``minimum``."""
+    key = expr.operator if isinstance(expr, ast.Logical) else type(expr)
+    level = PREDICATE_PRECEDENCE.get(key, 3)
+    if isinstance(expr, ast.Logical):
+        text = f"{_predicate(expr.left, level)} {expr.operator} {_predicate(expr.right, level + 1)}"
+    elif isinstance(expr, ast.Not):
+        text = f"not {_predicate(expr.argument, level)}"
+    elif isinstance(expr, ast.Compare):
+        text = f"{print_expr(expr.left)} {expr.operator} {print_expr(expr.right)}"
+    else:
+        text = print_expr(expr)
+    return f"({text})" if level < minimum else text
+
+
 def print_expr(expr: ast.Expr) -> str:
     """The text of one expression."""
     if isinstance(expr, ast.Number):
         return expr.text
+    if isinstance(expr, ast.String):
+        return f'"{expr.text}"'
+    if isinstance(expr, ast.Bracket):
+        return f"[{_predicate(expr.condition, 0)}]"
+    if isinstance(expr, ast.PREDICATES):
+        return _predicate(expr, 0)
     if isinstance(expr, ast.Name):
         return expr.name
     if isinstance(expr, ast.Call):
@@ -136,6 +163,9 @@ def print_expr(expr: ast.Expr) -> str:
 def _space(space: ast.Space) -> str:
     if isinstance(space, ast.ScalarSpace):
         return "R"
+    if isinstance(space, ast.TokenSpace):
+        entries = (f'"{e.text}"' if isinstance(e, ast.String) else e.text for e in space.entries)
+        return "token {" + ", ".join(entries) + "}"
     if isinstance(space, ast.VectorSpace):
         return f"R^{space.size}"
     return f"R^{{{space.rows} x {space.columns}}}"
@@ -221,6 +251,12 @@ def _ir_conditions(conditions: Sequence[ir.PositionCondition]) -> list[str]:
     return [f"{_ir_position(c.left)} {c.operator} {_ir_position(c.right)}" for c in conditions]
 
 
+def _ir_condition(expr: object) -> str:
+    """A truth value as an operand of and, or, not: parenthesised unless it is a comparison."""
+    text = describe(expr)
+    return text if isinstance(expr, ir.Compare) else f"({text})"
+
+
 def _ir_number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(value)
 
@@ -245,6 +281,14 @@ DESCRIBE_RULES: dict[type, Callable[[Any], str]] = {
     ir.LastPosition: _ir_position,
     ir.ArgPosition: _ir_position,
     ir.Presence: lambda e: f"present({e.index}{_where(_ir_conditions(e.conditions))})",
+    ir.RunLength: _ir_position,
+    ir.ReflectedPosition: _ir_position,
+    ir.TokenLiteral: lambda e: f'"{e.name}"',
+    ir.PositionNumber: lambda e: _ir_position(e.position),
+    ir.Compare: lambda e: f"{describe(e.left)} {e.operator} {describe(e.right)}",
+    ir.Logical: lambda e: f"{_ir_condition(e.left)} {e.operator} {_ir_condition(e.right)}",
+    ir.Not: lambda e: f"not {_ir_condition(e.argument)}",
+    ir.Bracket: lambda e: f"[{describe(e.condition)}]",
 }
 
 

@@ -204,7 +204,57 @@ class Reduction:
     span: Span = _span_field()
 
 
-Expr = Union[Number, Name, Call, Index, InnerProduct, Norm, Abs, Binary, Negate, Power, Reduction]
+@dataclass(frozen=True)
+class String:
+    """A quoted token literal ``"a"`` of a categorical vocabulary; ``text`` is without the quotes."""
+
+    text: str
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``left op right`` inside an Iverson bracket: scalars, tokens, token literals or positions."""
+
+    operator: ComparisonOperator
+    left: Expr
+    right: Expr
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class Logical:
+    """``left and right``, ``left or right`` between conditions of a bracket."""
+
+    operator: Literal["and", "or"]
+    left: Expr
+    right: Expr
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class Not:
+    """``not condition``."""
+
+    argument: Expr
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """The Iverson bracket ``[condition]``: 1 where the condition holds, else 0."""
+
+    condition: Expr
+    span: Span = _span_field()
+
+
+Expr = Union[
+    Number, Name, Call, Index, InnerProduct, Norm, Abs, Binary, Negate, Power, Reduction,
+    String, Bracket, Compare, Logical, Not,
+]
+
+#: The AST classes of a bracket's condition (typed to a truth value, never to a number).
+PREDICATES: tuple[type, ...] = (Compare, Logical, Not)
 
 
 # ----------------------------------------------------------------------------- declarations
@@ -246,7 +296,16 @@ class MatrixSpace:
     span: Span = _span_field()
 
 
-Space = Union[ScalarSpace, VectorSpace, MatrixSpace]
+@dataclass(frozen=True)
+class TokenSpace:
+    """``token {"a", "b"}`` (categorical) or ``token {1, 2, 3}`` (numeric): the vocabulary, in
+    its declared order (token ids 0..V−1 follow it)."""
+
+    entries: tuple[String | SignedNumber, ...]
+    span: Span = _span_field()
+
+
+Space = Union[ScalarSpace, VectorSpace, MatrixSpace, TokenSpace]
 
 
 @dataclass(frozen=True)

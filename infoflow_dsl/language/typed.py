@@ -1,8 +1,9 @@
 """The checked program: a typed expression tree with macros inlined and names resolved.
 
 This is what ``check`` hands to every later stage (the reference evaluator, the comparison
-tree, the schedule). Each node's ``type`` is one of scalar, vector[n], matrix[m, n] or
-position. Spans point back at the source text and are left out of equality.
+tree, the schedule). Each node's ``type`` is one of scalar, vector[n], matrix[m, n],
+position, token (a token of a categorical vocabulary) or boolean (a bracket's condition).
+Spans point back at the source text and are left out of equality.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def _span_field() -> Span:
 class ValueType:
     """scalar (shape ()), vector (shape (n,)), matrix (shape (m, n)) or position (shape ())."""
 
-    kind: Literal["scalar", "vector", "matrix", "position"]
+    kind: Literal["scalar", "vector", "matrix", "position", "token", "boolean"]
     shape: tuple[int, ...] = ()
 
     def __str__(self) -> str:
@@ -35,6 +36,8 @@ class ValueType:
 
 SCALAR = ValueType("scalar")
 POSITION = ValueType("position")
+TOKEN = ValueType("token")  # a token of a categorical vocabulary: compared with == and != only
+BOOLEAN = ValueType("boolean")  # a bracket's condition: true or false, never a number
 
 
 def vector(size: int) -> ValueType:
@@ -83,7 +86,17 @@ class LastPosition:
     offset: int = 0
 
 
-PositionTerm = Union[PositionVariable, FixedPosition, LastPosition]
+@dataclass(frozen=True)
+class RunLength:
+    """``len`` plus ``offset``: the number of input tokens at run time (1..T) as a position;
+    ``x(len)`` is the last token. Only in programs over a token vocabulary."""
+
+    span: Span = _span_field()
+    type: ValueType = POSITION
+    offset: int = 0
+
+
+PositionTerm = Union[PositionVariable, FixedPosition, LastPosition, RunLength]
 
 
 @dataclass(frozen=True)
@@ -111,7 +124,19 @@ class ArgPosition:
     type: ValueType = POSITION
 
 
-Position = Union[PositionVariable, FixedPosition, LastPosition, ArgPosition]
+@dataclass(frozen=True)
+class ReflectedPosition:
+    """``len + offset − mirrored`` (``from_length``), or ``offset − mirrored``: a position read
+    backwards, e.g. ``x(len + 1 − t)``, the mirror of t. ``mirrored`` is a position (a variable)."""
+
+    mirrored: PositionTerm
+    offset: int
+    from_length: bool = True
+    span: Span = _span_field()
+    type: ValueType = POSITION
+
+
+Position = Union[PositionVariable, FixedPosition, LastPosition, ArgPosition, RunLength, ReflectedPosition]
 
 
 # ----------------------------------------------------------------------------- values
@@ -268,16 +293,84 @@ class Presence:
     type: ValueType = SCALAR
 
 
+@dataclass(frozen=True)
+class TokenLiteral:
+    """``"a"``: token ``index`` (0-based, in the vocabulary's order) of a categorical vocabulary."""
+
+    index: int
+    name: str
+    span: Span = _span_field()
+    type: ValueType = TOKEN
+
+
+@dataclass(frozen=True)
+class PositionNumber:
+    """A position used as a number: its 1-based value (``t - 1``, ``len + 1 - t``, ``T``)."""
+
+    position: Position
+    span: Span = _span_field()
+    type: ValueType = SCALAR
+
+
+ComparisonOperator = Literal["!=", "<", "<=", ">", ">=", "=="]
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``left op right`` of two scalars or two tokens of one vocabulary (a truth value)."""
+
+    operator: ComparisonOperator
+    left: Expr
+    right: Expr
+    span: Span = _span_field()
+    type: ValueType = BOOLEAN
+
+
+@dataclass(frozen=True)
+class Logical:
+    """``left and right`` / ``left or right`` of two truth values."""
+
+    operator: Literal["and", "or"]
+    left: Expr
+    right: Expr
+    span: Span = _span_field()
+    type: ValueType = BOOLEAN
+
+
+@dataclass(frozen=True)
+class Not:
+    """``not argument`` of a truth value."""
+
+    argument: Expr
+    span: Span = _span_field()
+    type: ValueType = BOOLEAN
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """The Iverson bracket ``[condition]``: 1 where the condition holds, else 0."""
+
+    condition: Expr
+    span: Span = _span_field()
+    type: ValueType = SCALAR
+
+
 Expr = Union[
     NumberLiteral, Constant, Token, Component, Inner, Norm, Square, Pointwise, Arithmetic, Negate, Divide,
     MatVec, Reduce, PositionVariable, FixedPosition, LastPosition, ArgPosition, Presence,
+    RunLength, ReflectedPosition, TokenLiteral, PositionNumber, Compare, Logical, Not, Bracket,
 ]
 
 #: The node classes of the typed IR, by role: positions (what ``x(...)`` and conditions read),
 #: values, and the values only compile's gather route writes (the reference never sees them).
-POSITION_NODES: tuple[type, ...] = (PositionVariable, FixedPosition, LastPosition, ArgPosition)
+POSITION_NODES: tuple[type, ...] = (PositionVariable, FixedPosition, LastPosition, ArgPosition, RunLength,
+                                    ReflectedPosition)
 VALUE_NODES: tuple[type, ...] = tuple(node for node in get_args(Expr) if node not in POSITION_NODES)
 COMPILE_ONLY_NODES: tuple[type, ...] = (Presence,)
+#: The classes of language v3 (token vocabularies, brackets, positions as numbers), which the
+#: lowering does not build yet: ``compile`` refuses a program that holds one, with the reason.
+V3_NODES: tuple[type, ...] = (RunLength, ReflectedPosition, TokenLiteral, PositionNumber, Compare, Logical, Not,
+                              Bracket)
 
 
 # ----------------------------------------------------------------------------- traversal
@@ -322,13 +415,21 @@ def offset_text(offset: int) -> str:
 
 def position_label(position: object) -> str | None:
     """``t`` for a variable, ``3`` for a literal, ``T`` for the last position, ``t - 1`` /
-    ``T - 1`` for offsets; None otherwise."""
+    ``T - 1`` for offsets, ``len`` / ``len - 1`` for the run-time length, ``len + 1 - t`` for a
+    reflected position; None otherwise."""
     if isinstance(position, PositionVariable):
         return position.name + offset_text(position.offset)
     if isinstance(position, FixedPosition):
         return str(position.index)
     if isinstance(position, LastPosition):
         return "T" + offset_text(position.offset)
+    if isinstance(position, RunLength):
+        return "len" + offset_text(position.offset)
+    if isinstance(position, ReflectedPosition):
+        mirrored = position_label(position.mirrored)
+        if position.from_length:
+            return f"len{offset_text(position.offset)} - {mirrored}"
+        return f"{position.offset} - {mirrored}"
     return None
 
 
@@ -351,6 +452,30 @@ class Ball:
 
 
 @dataclass(frozen=True)
+class Vocabulary:
+    """A token input's vocabulary, in its declared order (token ids 0..V−1 follow it).
+
+    ``names`` are the tokens as written (without quotes; a number's own text); ``values`` are
+    the numbers of a numeric vocabulary, None for a categorical one."""
+
+    names: tuple[str, ...]
+    values: tuple[float, ...] | None = None
+
+    @property
+    def categorical(self) -> bool:
+        return self.values is None
+
+    @property
+    def size(self) -> int:
+        return len(self.names)
+
+    def describe(self) -> str:
+        """``{"a", "b"}`` or ``{1, 2, 3}``."""
+        quoted = (f'"{n}"' if self.categorical else n for n in self.names)
+        return "{" + ", ".join(quoted) + "}"
+
+
+@dataclass(frozen=True)
 class Program:
     """A checked program: everything later stages need, and nothing they must re-derive.
 
@@ -368,6 +493,18 @@ class Program:
     expanded: SourceProgram
     token_variable: str | None = None
     token_conditions: tuple[PositionCondition, ...] = ()
+    vocabulary: Vocabulary | None = None
+
+    @property
+    def over_tokens(self) -> bool:
+        """The input is a sequence of tokens of a vocabulary (language v3): the model reads token
+        ids (B, T') for any T' in 1..T, and ``len`` is T'."""
+        return self.vocabulary is not None
+
+    @property
+    def token_output(self) -> bool:
+        """The target's value is a token of the input (``x(...)``): an id, not a number."""
+        return self.vocabulary is not None and isinstance(self.target, Token)
 
     @property
     def output_shape(self) -> tuple[int, ...]:

@@ -9,6 +9,12 @@ and reduces those axes away. No Python loop runs over the batch or over position
 
 Ties in argmin/argmax go to the smallest position; ``top(k)`` is the k-th largest value
 counted with multiplicity (top(2) of 3, 3, 1 is 3).
+
+A program over a token vocabulary reads token ids (B, T') for any T' in 1..T
+(:func:`evaluate_tokens`): its batch holds each token's value (its number, or its id for a
+categorical vocabulary) as a (B, T', 1) tensor, ``len`` is T' and ``T`` stays the compiled
+length. A bracket's comparisons are exact on these values; a token output is the id of the
+token at the retrieved position.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from ..language import typed as ir
 from ..language.check import check
 from ..language.functions import POINTWISE
 from .fast_pairs import reduce_pairs
+from .tokens import UNDEFINED_ID, check_ids, token_values
 
 Tensor = torch.Tensor
 
@@ -35,9 +42,11 @@ class ReferenceEvaluator:
 
     value_rules: ClassVar[dict[type, Callable[..., Tensor]]]
 
-    def __init__(self, x: Tensor) -> None:
-        self.x = x  # (B, T, d)
+    def __init__(self, x: Tensor, last: int | None = None) -> None:
+        self.x = x  # (B, T, d); a token program's values (B, T', 1)
         self.batch, self.length, self.dimension = x.shape
+        self.last = self.length if last is None else last  # what T means: a token program's compiled length
+        self.ids: Tensor | None = None  # a token program's ids (B, T'), for token outputs
         self.margins: list[Tensor] = []  # per argmin/argmax evaluated: best − runner-up score, (B, *scope dims)
 
     # ------------------------------------------------------------------ positions
@@ -62,7 +71,15 @@ class ReferenceEvaluator:
         return self._scalar_position(expr.index - 1, scope)
 
     def _LastPosition(self, expr: ir.LastPosition, scope: tuple[str, ...]) -> Tensor:
+        return self._scalar_position(self.last - 1 + expr.offset, scope)
+
+    def _RunLength(self, expr: ir.RunLength, scope: tuple[str, ...]) -> Tensor:
         return self._scalar_position(self.length - 1 + expr.offset, scope)
+
+    def _ReflectedPosition(self, expr: ir.ReflectedPosition, scope: tuple[str, ...]) -> Tensor:
+        """(len or 0) + offset − v, 1-based: with v's 0-based position p, 0-based base + offset − p − 2."""
+        base = self.length if expr.from_length else 0
+        return base + expr.offset - 2 - self.position(expr.mirrored, scope)
 
     def _ArgPosition(self, expr: ir.ArgPosition, scope: tuple[str, ...]) -> Tensor:
         inner = (*scope, expr.variable)
@@ -104,14 +121,34 @@ class ReferenceEvaluator:
         if isinstance(expr.position, ir.PositionVariable) and not expr.position.offset:  # a view, no gather
             shape = [self.batch] + [1] * len(scope) + [self.dimension]
             shape[1 + scope.index(expr.position.name)] = self.length
-            return self.x.reshape(shape)
+            return _token_value(self.x.reshape(shape), expr)
         # an offset may point outside 1..T only where a condition excludes the tuple (the checker
         # proved it): clamp so the gather is valid; the mask discards those values
         positions = self.position(expr.position, scope).clamp(0, self.length - 1)  # (B or 1, *dims)
         dims = positions.shape[1:]
         flat = positions.expand(self.batch, *dims).reshape(self.batch, -1, 1)  # (B, N, 1)
         gathered = torch.gather(self.x, 1, flat.expand(-1, -1, self.dimension))  # (B, N, d)
-        return gathered.reshape(self.batch, *dims, self.dimension)
+        return _token_value(gathered.reshape(self.batch, *dims, self.dimension), expr)
+
+    def _TokenLiteral(self, expr: ir.TokenLiteral, scope: tuple[str, ...]) -> Tensor:
+        value = torch.tensor(float(expr.index), dtype=torch.float64, device=self.x.device)
+        return value.reshape([1] * (1 + len(scope)))
+
+    def _PositionNumber(self, expr: ir.PositionNumber, scope: tuple[str, ...]) -> Tensor:
+        return (self.position(expr.position, scope) + 1).to(torch.float64)
+
+    def _Compare(self, expr: ir.Compare, scope: tuple[str, ...]) -> Tensor:
+        return _COMPARE[expr.operator](self.value(expr.left, scope), self.value(expr.right, scope))
+
+    def _Logical(self, expr: ir.Logical, scope: tuple[str, ...]) -> Tensor:
+        left, right = self.value(expr.left, scope), self.value(expr.right, scope)
+        return left & right if expr.operator == "and" else left | right
+
+    def _Not(self, expr: ir.Not, scope: tuple[str, ...]) -> Tensor:
+        return ~self.value(expr.argument, scope)
+
+    def _Bracket(self, expr: ir.Bracket, scope: tuple[str, ...]) -> Tensor:
+        return self.value(expr.condition, scope).to(torch.float64)
 
     def _Component(self, expr: ir.Component, scope: tuple[str, ...]) -> Tensor:
         return self.value(expr.vector, scope)[..., expr.index - 1]
@@ -184,7 +221,8 @@ class ReferenceEvaluator:
 VALUE_RULES: dict[type, Callable[[ReferenceEvaluator, Any, tuple[str, ...]], Tensor]] = {
     node: getattr(ReferenceEvaluator, "_" + node.__name__)
     for node in (ir.NumberLiteral, ir.Constant, ir.Token, ir.Component, ir.Inner, ir.Norm, ir.Square, ir.Pointwise,
-                 ir.Arithmetic, ir.Negate, ir.Divide, ir.MatVec, ir.Reduce)
+                 ir.Arithmetic, ir.Negate, ir.Divide, ir.MatVec, ir.Reduce, ir.TokenLiteral, ir.PositionNumber,
+                 ir.Compare, ir.Logical, ir.Not, ir.Bracket)
 }
 
 ReferenceEvaluator.value_rules = VALUE_RULES
@@ -192,12 +230,18 @@ ReferenceEvaluator.value_rules = VALUE_RULES
 #: The rule of each position node: 0-based positions, int64.
 POSITION_RULES: dict[type, Callable[[ReferenceEvaluator, Any, tuple[str, ...]], Tensor]] = {
     node: getattr(ReferenceEvaluator, "_" + node.__name__)
-    for node in (ir.PositionVariable, ir.FixedPosition, ir.LastPosition, ir.ArgPosition)
+    for node in (ir.PositionVariable, ir.FixedPosition, ir.LastPosition, ir.ArgPosition, ir.RunLength,
+                 ir.ReflectedPosition)
 }
 
 _COMPARE = {
     "!=": torch.ne, "==": torch.eq, "<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge,
 }
+
+
+def _token_value(tokens: Tensor, expr: ir.Token) -> Tensor:
+    """A token program's token is one number (its value or its id): the trailing axis goes."""
+    return tokens if expr.type.shape else tokens[..., 0]
 
 
 def _align(value: Tensor, other: Tensor, value_type: ir.ValueType) -> Tensor:
@@ -208,8 +252,9 @@ def _align(value: Tensor, other: Tensor, value_type: ir.ValueType) -> Tensor:
 
 
 def at_length(program: ir.Program, length: int) -> ir.Program:
-    """``program`` re-checked for sequence length ``length`` (x(k), ranges depend on T)."""
-    if length == program.length:
+    """``program`` re-checked for sequence length ``length`` (x(k), ranges depend on T); a token
+    program holds at every length 1..T as it is (``len`` is the length, ``T`` the compiled one)."""
+    if length == program.length or program.over_tokens:
         return program
     return check(program.expanded, program.path, program.source, length=length, margin=program.margin)
 
@@ -221,11 +266,9 @@ def retrieval_margin(program: ir.Program, x: Tensor) -> Tensor:
 
     A model that retrieves tokens is promised accurate only where this is ≥ the margin δ.
     """
-    x = torch.as_tensor(x).to(torch.float64)
-    program = at_length(program, x.shape[1])
-    evaluator = ReferenceEvaluator(x)
+    program, evaluator = evaluator_for(program, x)
     target_value(program, evaluator)
-    batch, length = x.shape[:2]
+    batch, length = evaluator.batch, evaluator.length
     margin = torch.full((batch, length) if program.per_token else (batch,), torch.inf, dtype=torch.float64)
     for gap in evaluator.margins:  # (B, *scope dims); a per-token target's first scope axis is t
         if program.per_token:
@@ -240,6 +283,8 @@ def retrieval_margin(program: ir.Program, x: Tensor) -> Tensor:
 def target_value(program: ir.Program, evaluator: ReferenceEvaluator) -> Tensor:
     """The target on the evaluator's batch: (B, *value shape) for a sequence target; for a
     per-token target (B, T, *value shape), NaN at the positions where its condition fails."""
+    if program.token_output:
+        return _token_ids(program, evaluator)
     if not program.per_token:
         result = evaluator.value(program.target, ())  # (B or 1, *value shape)
         return result.expand(evaluator.batch, *result.shape[1:])
@@ -258,15 +303,41 @@ def defined_positions(program: ir.Program, length: int) -> Tensor:
     return evaluator.mask(program.token_conditions, (program.token_variable or "t",)).reshape(-1).expand(length)
 
 
+def _token_ids(program: ir.Program, evaluator: ReferenceEvaluator) -> Tensor:
+    """A token output: the id at the position the target reads, (B,) or (B, T') int64;
+    ``UNDEFINED_ID`` where a per-token target's condition fails."""
+    assert isinstance(program.target, ir.Token) and evaluator.ids is not None
+    scope = (program.token_variable,) if program.per_token else ()
+    positions = evaluator.position(program.target.position, scope)  # (B or 1, T' or 1) or (B or 1,)
+    positions = positions.expand(evaluator.batch, *([evaluator.length] if scope else []))
+    ids = torch.gather(evaluator.ids, 1, positions.clamp(0, evaluator.length - 1).reshape(evaluator.batch, -1))
+    if not program.per_token:
+        return ids.reshape(evaluator.batch)
+    defined = evaluator.mask(program.token_conditions, scope).reshape(1, -1)  # (1, T' or 1)
+    return torch.where(defined, ids, UNDEFINED_ID)
+
+
+def evaluator_for(program: ir.Program, x: Tensor) -> tuple[ir.Program, ReferenceEvaluator]:
+    """The program at the batch's length and an evaluator on it: x (B, T, d) for a program over
+    vectors (re-checked at that T), token ids (B, T') for a token program (any T' in 1..T)."""
+    if program.over_tokens:
+        ids = check_ids(program, torch.as_tensor(x))
+        evaluator = ReferenceEvaluator(token_values(program, ids), last=program.length)
+        evaluator.ids = ids
+        return program, evaluator
+    x = torch.as_tensor(x)
+    if x.dim() != 3 or x.shape[2] != program.dimension or x.shape[1] < 1:
+        raise ValueError(f"evaluate expects x of shape (batch, T, {program.dimension}), got {tuple(x.shape)}")
+    return at_length(program, x.shape[1]), ReferenceEvaluator(x.to(torch.float64))
+
+
 def evaluate(program: ir.Program, x: Tensor) -> Tensor:
     """The exact target on a batch, float64: x (B, T, d) -> (B,) or (B, k) for a sequence
     target; (B, T) or (B, T, k) for a per-token target, NaN where its condition fails.
 
-    T may differ from the program's declared length: the program is re-checked for it.
+    T may differ from the program's declared length: the program is re-checked for it. A
+    token program takes ids (B, T') int64 for any T' in 1..T (``len`` = T'); a token output
+    is int64 ids, ``UNDEFINED_ID`` (−1) where a per-token target is undefined.
     """
-    x = torch.as_tensor(x)
-    if x.dim() != 3 or x.shape[2] != program.dimension or x.shape[1] < 1:
-        raise ValueError(f"evaluate expects x of shape (batch, T, {program.dimension}), got {tuple(x.shape)}")
-    program = at_length(program, x.shape[1])
-    x = x.to(torch.float64)
-    return target_value(program, ReferenceEvaluator(x)).clone()
+    program, evaluator = evaluator_for(program, x)
+    return target_value(program, evaluator).clone()

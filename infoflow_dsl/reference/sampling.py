@@ -10,10 +10,14 @@ from __future__ import annotations
 import torch
 
 from ..language.typed import Ball, Box, Program
+from .tokens import random_ids
 
 
 def sample_inputs(program: Program, count: int, seed: int = 0, length: int | None = None) -> torch.Tensor:
-    """``count`` sequences from the domain: shape (count, T, d), float64."""
+    """``count`` sequences from the domain: shape (count, T, d), float64; for a token program
+    uniformly random token ids, (count, length) int64 (``length`` in 1..T, default T)."""
+    if program.over_tokens:
+        return random_ids(program, count, seed, length)
     length = program.length if length is None else length
     generator = torch.Generator().manual_seed(seed)
     shape = (count, length, program.dimension)

@@ -218,6 +218,9 @@ def _init_sizes(init: CompiledTransformer, settings: TrainSettings) -> dict[str,
 def build_model(program: ir.Program, settings: TrainSettings,
                 init: CompiledTransformer | None = None) -> tuple[CompiledTransformer, list[Tensor]]:
     """The trainable model and the tensors to optimise (every parameter; W_pos when learned)."""
+    from ..pipeline import refuse_v3
+
+    refuse_v3(program, "trained")  # the model family reads vectors: no token embedding yet
     learn_positions = reads_positions(program)
     masks: dict[tuple[int, int], list[Any]] = {}
     widths = _widths(settings)

@@ -4,7 +4,7 @@ comments, several syntax errors at once."""
 from __future__ import annotations
 
 import pytest
-from programs import ALL
+from programs import ALL, TOKENS
 from syntax_trees import N, V, add, reduction, target_of
 
 from infoflow_dsl.errors import ProgramError
@@ -21,7 +21,7 @@ def diagnostics_of(source: str) -> list[tuple[int, int, str]]:
 # ----------------------------------------------------------------------------- the table programs
 
 
-@pytest.mark.parametrize("example", ALL, ids=lambda e: e.name)
+@pytest.mark.parametrize("example", ALL + TOKENS, ids=lambda e: e.name)
 def test_every_table_program_parses(example) -> None:
     program = parse(example.source, example.path)
     kinds = [type(d) for d in program.declarations]
@@ -291,3 +291,17 @@ def test_a_statement_nested_too_deeply_is_refused_not_a_crash() -> None:
     source = "target " + "-" * 5000 + "1\n"
     assert diagnostics_of(source) == [(1, 108, "the expression is nested too deeply (more than 100 levels)")]
     assert isinstance(target_of("-" * 90 + "1"), ast.Negate)
+
+
+def test_a_token_literal_may_hold_brackets_and_hashes() -> None:
+    """Statements are cut outside quoted tokens: "(" opens no bracket, "#" starts no comment."""
+    source = 'input x : token {"(", "#", ")"}\nlength T = 4\ntarget(t) = [x(t) == "("] + [x(t) == "#"]\n'
+    input_decl, _, target = parse(source).declarations
+    assert [e.text for e in input_decl.space.entries] == ["(", "#", ")"]  # type: ignore[union-attr]
+    assert target.span.line == 3 and target.variable is not None  # type: ignore[union-attr]
+
+
+def test_a_bracket_is_not_an_index() -> None:
+    assert target_of("x(1)[2]") == ast.Index(ast.Call("x", (N("1"),)), N("2"))
+    assert target_of("2 * [a < b]") == ast.Binary("*", N("2"), ast.Bracket(ast.Compare("<", V("a"), V("b"))))
+    assert target_of("[a < b][1]") == ast.Index(ast.Bracket(ast.Compare("<", V("a"), V("b"))), N("1"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from programs import ALL
+from programs import ALL, TOKENS
 from strategies import declaration_strategy, expression_strategy
 from syntax_trees import N, V, add, reduction, target_of
 
@@ -60,8 +60,11 @@ def test_the_ast_and_the_typed_ir_read_the_same_levels() -> None:
 
 def grouping_parentheses(text: str) -> list[tuple[int, int]]:
     """The (open, close) indices of the parentheses in ``text`` that group (not a call's, not top(k)'s)."""
-    pairs, stack = [], []
+    pairs, stack, quoted = [], [], False
     for i, char in enumerate(text):
+        quoted ^= char == '"'  # a token literal's text is not grouping
+        if quoted or char == '"':
+            continue
         if char == "(":
             stack.append((i, i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_)")))
         elif char == ")":
@@ -73,6 +76,7 @@ def grouping_parentheses(text: str) -> list[tuple[int, int]]:
 
 def test_grouping_parentheses_are_told_from_calls() -> None:
     assert grouping_parentheses("f(a) + (top(2)_<t> (b))") == [(19, 21), (7, 22)]
+    assert grouping_parentheses('[(x(1) == "(") or a < b]') == [(1, 13)]
 
 
 @settings(max_examples=300, deadline=None)
@@ -119,7 +123,7 @@ def test_printed_text(tree: ast.Expr, text: str) -> None:
 # ----------------------------------------------------------------------------- the AST printer round trip
 
 
-@pytest.mark.parametrize("example", ALL, ids=lambda e: e.name)
+@pytest.mark.parametrize("example", ALL + TOKENS, ids=lambda e: e.name)
 def test_printing_a_table_program_round_trips(example) -> None:
     program = parse(example.source, example.path)
     printed = print_program(program)
@@ -173,6 +177,10 @@ def test_printed_programs_parse_back_to_the_same_ast(program: ast.SourceProgram)
         ast.Binary("/", V("a"), ast.Binary("*", V("b"), V("c"))),
         ast.Binary("@", V("A"), ast.Binary("@", V("B"), V("v"))),
         ast.InnerProduct(ast.InnerProduct(V("a"), V("b")), ast.InnerProduct(V("c"), V("d"))),
+        ast.Bracket(ast.Logical("and", ast.Logical("or", ast.Compare("<", V("a"), V("b")), ast.Compare("==", V("c"),
+                    ast.String("("))), ast.Not(ast.Not(ast.Compare(">=", reduction("min", "t", V("a")), N("0")))))),
+        ast.Bracket(ast.Compare("<", ast.Bracket(ast.Compare("!=", V("a"), V("b"))), add(V("len"), N("1")))),
+        ast.Index(ast.Bracket(ast.Compare("<", V("a"), V("b"))), N("1")),
     ],
     ids=print_expr,
 )
@@ -216,6 +224,7 @@ def examples_of_every_typed_class() -> dict[type, object]:
     one, t = ir.NumberLiteral(1.0), ir.PositionVariable("t")
     token = ir.Token(t, ir.vector(2))
     condition = ir.PositionCondition(t, "!=", ir.FixedPosition(1))
+    compare = ir.Compare("==", ir.Token(t, ir.TOKEN), ir.TokenLiteral(1, "b"))
     return {
         ir.NumberLiteral: ir.NumberLiteral(0.5),
         ir.Constant: ir.Constant("w", (1.0, 2.0), ir.vector(2)),
@@ -235,6 +244,14 @@ def examples_of_every_typed_class() -> dict[type, object]:
         ir.LastPosition: ir.LastPosition(),
         ir.ArgPosition: ir.ArgPosition("argmin", "t", (condition,), ir.Component(token, 1)),
         ir.Presence: ir.Presence(2, (ir.PositionCondition(ir.FixedPosition(2), "<", t),)),
+        ir.RunLength: ir.RunLength(offset=-1),
+        ir.ReflectedPosition: ir.ReflectedPosition(t, 1),
+        ir.TokenLiteral: ir.TokenLiteral(0, "a"),
+        ir.PositionNumber: ir.PositionNumber(ir.ReflectedPosition(t, 1, from_length=False)),
+        ir.Compare: compare,
+        ir.Logical: ir.Logical("or", compare, ir.Not(compare)),
+        ir.Not: ir.Not(ir.Logical("and", compare, compare)),
+        ir.Bracket: ir.Bracket(compare),
     }
 
 
@@ -260,6 +277,14 @@ def test_every_typed_class_is_described() -> None:
         "LastPosition": "T",
         "ArgPosition": "argmin_<t : t != 1> x(t)[1]",
         "Presence": "present(2 : 2 < t)",
+        "RunLength": "len - 1",
+        "ReflectedPosition": "len + 1 - t",
+        "TokenLiteral": '"a"',
+        "PositionNumber": "1 - t",
+        "Compare": 'x(t) == "b"',
+        "Logical": 'x(t) == "b" or (not x(t) == "b")',
+        "Not": 'not (x(t) == "b" and x(t) == "b")',
+        "Bracket": '[x(t) == "b"]',
     }
 
 

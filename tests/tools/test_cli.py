@@ -184,6 +184,7 @@ FRAGMENTS = [
     "relu", "min", "max", "x(", "x(t)", "x(1)", "x(T)", "||", "!=", "<=", ">=", "==", "^2", "1e3", ".5", "0.25",
     "input x : R^2\n", "length T = 4\n", "target ", "const w : R^2 = [1, 2]\n", "const A : R^{2 x 2} = ",
     "let f(a) = ", "{2 x 2}", "é", "‖", "\x00", "\x0c", "\u2028",
+    "token", "len", "or", "not", '"a"', '"("', '"', "[x(t) == ", 'input x : token {"a", "b"}\n', "len + 1 - t",
 ]
 
 

@@ -216,3 +216,13 @@ def test_a_per_token_target_trains_on_its_defined_positions_and_checks(tmp_path)
 
 def evaluate_shape(program: ifl.Program, x: torch.Tensor) -> torch.Size:
     return ifl.evaluate(program, x).shape
+
+
+def test_a_token_program_is_refused_with_a_located_reason(tmp_path) -> None:
+    """The trained family reads vectors: a token program exits 2 at its input line, no traceback."""
+    path = tmp_path / "hist.iflow"
+    path.write_text('input x : token {"a", "b"}\nlength T = 4\ntarget(t) = sum_<s> [x(s) == x(t)]\n', encoding="utf-8")
+    model = str(tmp_path / "m.safetensors")
+    code, _out, err = run_cli(["train", str(path), "--heads", "1", "--steps", "1", "-o", model])
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith(f"{path}:1:1: error: token programs are not trained yet: ")

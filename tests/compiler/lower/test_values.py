@@ -15,6 +15,8 @@ from infoflow_dsl.language import typed as ir
 #: Node classes the comparison tree removes (reductions become NodeResult leaves) or that only
 #: stand inside tokens and conditions (positions).
 NOT_LOWERED = {ir.Reduce, ir.ArgPosition, ir.PositionVariable, ir.FixedPosition, ir.LastPosition}
+#: Language v3's classes: compile refuses a program that holds one (pipeline.refuse_v3; see tests/test_rules.py).
+NOT_LOWERED |= set(ir.V3_NODES)
 
 
 def test_every_node_class_of_the_typed_ir_has_a_rule():
