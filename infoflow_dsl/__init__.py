@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .reference.tokens import decode, encode
     from .tools.report import report
     from .transformer.export.directory import export, export_inputs, export_outputs, load_exported
-    from .transformer.io import load, save
+    from .transformer.io import load
     from .transformer.lens import hooked
     from .transformer.model import CompiledTransformer
 
@@ -52,7 +52,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "transformer.export.directory": ("export", "export_inputs", "export_outputs", "load_exported"),
     "tools.report": ("report",),
     "reference.tokens": ("decode", "encode"),
-    "transformer.io": ("load", "save"),
+    "transformer.io": ("load",),
     "transformer.lens": ("hooked",),
     "transformer.model": ("CompiledTransformer",),
 }
@@ -117,3 +117,13 @@ def load_program(path: str | Path, length: int | None = None, margin: float | No
     in the program, ``OSError`` when the file cannot be read."""
     source = Path(path).read_text(encoding="utf-8")
     return parse_program(source, str(path), length=length, margin=margin)
+
+
+def save(model: CompiledTransformer, path: str | Path, dense: bool = False) -> None:
+    """Write a model to one ``.safetensors`` file (:func:`infoflow_dsl.transformer.io.save`).
+
+    Defined here rather than resolved lazily: nnsight (>= 0.5) gives every object a ``save``
+    method, which a module's lazy ``__getattr__`` would never get to override."""
+    from .transformer.io import save as save_file
+
+    save_file(model, path, dense)

@@ -60,12 +60,6 @@ def reader_scale(layout: ExportLayout, constant: float, eps: float) -> float:
     return math.sqrt(2 * constant**2 / layout.width + eps)
 
 
-def _io(model: CompiledTransformer, layout: ExportLayout, w_x: torch.Tensor, cls: torch.Tensor) -> ExportIO:
-    return ExportIO(T=model.T, d=model.d, min_length=model.min_length, exact_length_only=model.exact_length_only,
-                    per_token=model.per_token, output_shape=model.output_shape, slot_masks=layout.slot_masks,
-                    self_contained=False, w_x=w_x, cls=cls)
-
-
 def outputs_at(model: CompiledTransformer, layout: ExportLayout, x: torch.Tensor, constant: float | None,
                eps: float, hidden: bool = False) -> torch.Tensor | tuple[torch.Tensor, float]:
     """The float64 export's outputs on x: with the active LayerNorm at ``constant``, or exact (None)."""
@@ -76,7 +70,7 @@ def outputs_at(model: CompiledTransformer, layout: ExportLayout, x: torch.Tensor
     else:
         tensors, w_x, cls = gpt2_state_dict(model, layout, dtype, 1.0, constant, reader_scale(layout, constant, eps))
         hf = in_memory(layout, tensors, dtype, eps)
-    return forward_in_batches(hf, _io(model, layout, w_x, cls), x, hidden)
+    return forward_in_batches(hf, ExportIO.of(model, layout.slot_masks, w_x, cls), x, hidden)
 
 
 def choose(model: CompiledTransformer, layout: ExportLayout, eps: float = STANDARD_LN_EPS,

@@ -44,7 +44,7 @@ def _layout_json(layout: ExportLayout) -> dict[str, Any]:
                    "one_pos": layout.one_pos, "one_neg": layout.one_neg, "write_balance": layout.write_balance,
                    "read_balance": layout.read_balance}
     return {"width": layout.width, "n_head": layout.n_head, "head_dim": layout.head_dim, "n_inner": layout.n_inner,
-            "n_layers": layout.n_layers, "embedding_layer": 0 if layout.offset else None,
+            "n_layers": layout.n_layers, "embedding_layer": layout.embedding_layer,
             "layer_of_compiled": [layer + layout.offset for layer in range(layout.n_layers - layout.offset)],
             "bias_units": list(layout.bias_units), "coordinates": coordinates}
 
@@ -52,13 +52,12 @@ def _layout_json(layout: ExportLayout) -> dict[str, Any]:
 def _heads_json(layout: ExportLayout, model: CompiledTransformer) -> list[dict[str, Any]]:
     out = []
     for head in layout.heads:
-        width = int(model.blocks[head.compiled_layer].attn.W_V.shape[2])
-        start = head.slot * layout.head_dim
+        start, stop = layout.slot_columns(head.slot, int(model.blocks[head.compiled_layer].attn.W_V.shape[2]))
         out.append({"name": head.name, "compiled_layer": head.compiled_layer, "compiled_index": head.compiled_index,
                     "layer": head.layer, "slot": head.slot, "hook_z": f"blocks.{head.layer}.attn.hook_z",
                     "hook_pattern": f"blocks.{head.layer}.attn.hook_pattern",
                     "module": f"transformer.h.{head.layer}.attn.c_proj",
-                    "module_input_columns": [start, start + width]})
+                    "module_input_columns": [start, stop]})
     return out
 
 
@@ -74,7 +73,7 @@ def export_info(model: CompiledTransformer, layout: ExportLayout, io: ExportIO, 
         "measured_error": config.get("measured_error"), "trained": config.get("trained"),
         "compiled": {key: config[key] for key in ("dtype", "ffn", "route") if key in config},
         "dtype": str(io.w_x.dtype).removeprefix("torch."), "layernorm": layernorm,
-        "input": io.json(), "self_contained": io.self_contained,
+        "input": io.json(),
         "positions": {"sink": 0, "tokens": "1..T'", "readout": "T'+1", "length_of_sequence": "T'+2"},
         "layout": _layout_json(layout),
         "slots": [{"slot": j, "mask": [list(c) for c in mask]} for j, mask in enumerate(layout.slot_masks)],
@@ -127,9 +126,7 @@ def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: st
     else:
         tensors, w_x, cls = gpt2_state_dict(model, layout, dtype, EXACT_LN_GAIN)
         ln, ln_eps = {"mode": "exact", "eps": EXACT_LN_EPS, "gain": EXACT_LN_GAIN, "constant": 1.0}, EXACT_LN_EPS
-    io = ExportIO(T=model.T, d=model.d, min_length=model.min_length, exact_length_only=model.exact_length_only,
-                  per_token=model.per_token, output_shape=model.output_shape, slot_masks=layout.slot_masks,
-                  self_contained=False, w_x=w_x, cls=cls)
+    io = ExportIO.of(model, layout.slot_masks, w_x, cls)
     from .circuit import exported_circuit
 
     info = export_info(model, layout, io, ln, to, exported_circuit(model, layout))
@@ -187,10 +184,7 @@ def export_io(target: Any) -> ExportIO:
         from .weights import embedding_of
 
         w_x, cls = embedding_of(target, layout)
-        return ExportIO(T=target.T, d=target.d, min_length=target.min_length,
-                        exact_length_only=target.exact_length_only, per_token=target.per_token,
-                        output_shape=target.output_shape, slot_masks=layout.slot_masks, self_contained=False,
-                        w_x=w_x.to(target.dtype), cls=cls.to(target.dtype))
+        return ExportIO.of(target, layout.slot_masks, w_x.to(target.dtype), cls.to(target.dtype))
     return ExportIO.from_json(read_info(target))
 
 

@@ -11,8 +11,7 @@ GPT-2 adds its position embedding itself. The attention mask is additive, (B, n_
                             the sink's own row): their attention is all on the sink, value 0
     the readout p' = T'+1   never a key.
 
-A self-contained export (score penalties in its weights) needs no mask: ``attention_mask`` is
-then None. The output: y = logits[:, T'+1, :K] (readout models; (B,) for a scalar target) or
+The output: y = logits[:, T'+1, :K] (readout models; (B,) for a scalar target) or
 logits[:, 1:T'+1, :K] (per-token models); logits K..2K-1 are the negations.
 """
 
@@ -25,6 +24,7 @@ from typing import Any
 import torch
 
 from ..masks import HeadMask, allowed_pairs, check_mask
+from ..model import CompiledTransformer
 
 Tensor = torch.Tensor
 
@@ -37,12 +37,23 @@ class ExportIO:
     d: int
     min_length: int
     exact_length_only: bool
+    """the compiled model's input spec: longest input, token dimension, allowed lengths"""
+
+    @classmethod
+    def of(cls, model: CompiledTransformer, slot_masks: tuple[HeadMask, ...], w_x: Tensor, cls_x: Tensor) -> ExportIO:
+        """The helper of ``model``'s export, whose slots have ``slot_masks`` and embedding (w_x, cls_x)."""
+        return cls(T=model.T, d=model.d, min_length=model.min_length, exact_length_only=model.exact_length_only,
+                   per_token=model.per_token, output_shape=model.output_shape, slot_masks=slot_masks, w_x=w_x,
+                   cls=cls_x)
+
     per_token: bool
     output_shape: tuple[int, ...]
+    """where y is read: every token (per-token models) or the readout; () or (K,)"""
     slot_masks: tuple[HeadMask, ...]
-    self_contained: bool
+    """each head slot's structural mask (:mod:`~infoflow_dsl.transformer.masks`)"""
     w_x: Tensor
     cls: Tensor
+    """the embedding: inputs_embeds = [x(t); 1] w_x at a token, cls at the readout"""
 
     @classmethod
     def from_json(cls, info: Mapping[str, Any]) -> ExportIO:
@@ -53,7 +64,6 @@ class ExportIO:
         return cls(T=spec["T"], d=spec["d"], min_length=spec["min_length"],
                    exact_length_only=spec["exact_length_only"], per_token=spec["output"] == "token",
                    output_shape=tuple(spec["output_shape"]), slot_masks=masks,
-                   self_contained=bool(info.get("self_contained", False)),
                    w_x=torch.tensor(embedding["W_x"], dtype=torch.float64).to(dtype),
                    cls=torch.tensor(embedding["cls"], dtype=torch.float64).to(dtype))
 
@@ -92,16 +102,14 @@ class ExportIO:
         out[:, 0, 0] = True
         return out
 
-    def attention_mask(self, x: Tensor) -> Tensor | None:
-        """The additive (B, n_head, T'+2, T'+2) mask of x's length, None when self-contained."""
-        if self.self_contained:
-            return None
+    def attention_mask(self, x: Tensor) -> Tensor:
+        """The additive (B, n_head, T'+2, T'+2) mask of x's length."""
         allowed = self.allowed(x.shape[1]).to(x.device)
         dtype = self.w_x.dtype
         mask = torch.where(allowed, torch.zeros((), dtype=dtype), torch.tensor(torch.finfo(dtype).min, dtype=dtype))
         return mask.expand(x.shape[0], *mask.shape)
 
-    def arguments(self, x: Tensor) -> dict[str, Tensor | None]:
+    def arguments(self, x: Tensor) -> dict[str, Tensor]:
         """``model(**arguments)``: inputs_embeds and attention_mask."""
         return {"inputs_embeds": self.inputs_embeds(x), "attention_mask": self.attention_mask(x)}
 

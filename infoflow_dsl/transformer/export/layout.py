@@ -61,21 +61,7 @@ class ExportLayout:
     d: int
     outputs: int
     length: int
-    width: int
-    n_head: int
-    head_dim: int
-    n_inner: int
-    n_layers: int
-    offset: int
-    raw_input: int | None
-    token_flag: int | None
-    one_pos: int
-    one_neg: int
-    write_balance: int
-    read_balance: int
-    heads: tuple[HeadSlot, ...]
-    slot_masks: tuple[HeadMask, ...]
-    bias_units: tuple[int | None, ...]
+    """the compiled model's residual width D, token dimension d, outputs K, longest input T"""
 
     @property
     def vocab(self) -> int:
@@ -87,11 +73,37 @@ class ExportLayout:
         """The sink, T tokens and the readout token."""
         return self.length + 2
 
-    def slot_of(self, compiled_layer: int, compiled_index: int) -> HeadSlot:
-        for head in self.heads:
-            if (head.compiled_layer, head.compiled_index) == (compiled_layer, compiled_index):
-                return head
-        raise KeyError((compiled_layer, compiled_index))
+    width: int
+    n_head: int
+    head_dim: int
+    n_inner: int
+    n_layers: int
+    """the GPT-2's shape: n_embd = n_head · head_dim, n_inner, n_layer"""
+
+    @property
+    def embedding_layer(self) -> int | None:
+        """The exported layer of the embedding's ReLU block (0), None without one."""
+        return 0 if self.offset else None
+
+    offset: int
+    """1 with an embedding layer: compiled layer l is exported layer l + offset"""
+    raw_input: int | None
+    token_flag: int | None
+    one_pos: int
+    one_neg: int
+    """residual coordinates beyond the compiled ones: x(t), the token flag, the constant pair"""
+
+    def slot_columns(self, slot: int, width: int) -> tuple[int, int]:
+        """The columns [start, stop) of a slot's first ``width`` entries in q, k, v or z."""
+        return slot * self.head_dim, slot * self.head_dim + width
+
+    write_balance: int
+    read_balance: int
+    """the balance coordinates of written vectors and of reader columns"""
+    heads: tuple[HeadSlot, ...]
+    slot_masks: tuple[HeadMask, ...]
+    bias_units: tuple[int | None, ...]
+    """every compiled head's slot, each slot's mask, each exported layer's b_out unit (None: no b_out)"""
 
 
 def power_of_four_at_least(n: int) -> int:
