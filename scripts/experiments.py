@@ -36,8 +36,7 @@ OUT = ROOT / "experiments"
 COMPILED = OUT / "compiled"
 THROUGHPUT = OUT / "throughput.json"
 PILOT = OUT / "paper_pilot.json"
-COMMON = ("--d-head", "8", "--batch", "256", "--lr", "1e-3", "--workers", "1")
-EARLIER_COMMON = ("--d-head", "8", "--batch", "256", "--lr", "3e-3", "--workers", "1")
+STREAM = OUT / "stream.json"  # each current sweep's start and measured wall time, one after the other
 BOX3 = "experiments/compiled/intrinsic_2_box3.iflow"  # intrinsic_2 declared on [-3, 3]^4
 BOX3_EPS = 0.3
 INIT_MODEL = "experiments/compiled/models/intrinsic_2_box3_t16_eps0.3.safetensors"  # built by --references
@@ -46,17 +45,19 @@ MEASURE_STEPS = 200
 
 @dataclass(frozen=True)
 class Sweep:
-    """One ``infoflowc sweep`` command; ``earlier``: run under the earlier protocol (lr 3e-3, the
-    last step's NMSE only), kept as committed data and not rerun."""
+    """One ``infoflowc sweep`` command (d_head 8, batch 256, peak lr ``lr``, in one process);
+    ``earlier``: run under the earlier protocol (lr 3e-3, the last step's NMSE only), kept as
+    committed data and not rerun."""
 
     name: str
     program: str
     flags: tuple[str, ...]
     earlier: bool = False
+    lr: str = "1e-3"
 
     def argv(self) -> list[str]:
-        return ["sweep", self.program, *self.flags, *(EARLIER_COMMON if self.earlier else COMMON), "-o",
-                f"experiments/{self.name}"]
+        return ["sweep", self.program, *self.flags, "--d-head", "8", "--batch", "256", "--lr",
+                "3e-3" if self.earlier else self.lr, "--workers", "1", "-o", f"experiments/{self.name}"]
 
     def command(self) -> str:
         return "infoflowc " + " ".join(self.argv())
@@ -68,16 +69,22 @@ class Sweep:
 INTRINSIC = "compiled_examples/intrinsic_2.iflow"
 D_RETRIEVAL = "compiled_examples/d_retrieval.iflow"
 INTRINSIC_HEADS = ("--heads", "2,2", "--heads", "1,2", "--heads", "2,1")
-SWEEPS = [
-    Sweep("intrinsic2_t16_mlp512", INTRINSIC, ("--T", "16", *INTRINSIC_HEADS, "--d-model", "32", "--d-mlp", "512",
-                                               "--steps", "8000", "--dist", "normal", "--seeds", "1",
-                                               "--compare-eps", "0.1")),
-    Sweep("intrinsic2_t16_compiled_start", INTRINSIC, ("--T", "16", "--heads", "2,2", "--d-model", "32", "--d-mlp",
-                                                       "512", "--steps", "2000", "--dist", "normal", "--seeds", "1",
-                                                       "--compare-eps", "0.1", "--init", INIT_MODEL)),
-    Sweep("hc_d4_t32", D_RETRIEVAL, ("--T", "32", "--heads", "3", "--heads", "4", "--layers", "1", "--d-model", "32",
-                                     "--d-mlp", "32", "--steps", "6000", "--dist", "normal", "--seeds", "1")),
-]
+INTRINSIC_SWEEP = Sweep("intrinsic2_t16_mlp512", INTRINSIC, ("--T", "16", *INTRINSIC_HEADS, "--d-model", "32",
+                                                             "--d-mlp", "512", "--steps", "3000", "--dist", "normal",
+                                                             "--seeds", "1", "--compare-eps", "0.1"))
+START_SWEEP = Sweep("intrinsic2_t16_compiled_start", INTRINSIC, ("--T", "16", "--heads", "2,2", "--d-model", "32",
+                                                                 "--d-mlp", "512", "--steps", "1000", "--dist",
+                                                                 "normal", "--seeds", "1", "--compare-eps", "0.1",
+                                                                 "--init", INIT_MODEL))
+HC_SWEEP = Sweep("hc_d4_t32", D_RETRIEVAL, ("--T", "32", "--heads", "3", "--heads", "4", "--layers", "1", "--d-model",
+                                            "32", "--d-mlp", "32", "--steps", "3000", "--dist", "normal", "--seeds",
+                                            "1"))
+#: the compiled start again at a peak lr of 1e-5: at 1e-3 AdamW moves every weight by about 1e-3 a step
+START_SMALL_LR_SWEEP = Sweep("intrinsic2_t16_compiled_start_lr1e-5", INTRINSIC,
+                             ("--T", "16", "--heads", "2,2", "--d-model", "32", "--d-mlp", "512", "--steps", "2000",
+                              "--dist", "normal", "--seeds", "1", "--compare-eps", "0.1", "--init", INIT_MODEL),
+                             lr="1e-5")
+SWEEPS = [START_SWEEP, HC_SWEEP, INTRINSIC_SWEEP, START_SMALL_LR_SWEEP]  # in the order they run
 EARLIER = [
     Sweep("hc_d4_t32_40k", D_RETRIEVAL, ("--T", "32", "--heads", "3", "--heads", "4", "--layers", "1", "--d-model",
                                          "32", "--d-mlp", "32", "--steps", "40000", "--dist", "normal", "--seeds",
@@ -95,7 +102,7 @@ EARLIER = [
 
 #: What issue 22 asks for, per sweep: (steps, seeds) of every configuration.
 FULL_PROTOCOL = {"intrinsic2_t16_mlp512": (40_000, 2), "intrinsic2_t16_compiled_start": (40_000, 1),
-                 "hc_d4_t32": (40_000, 1)}
+                 "intrinsic2_t16_compiled_start_lr1e-5": (40_000, 1), "hc_d4_t32": (40_000, 1)}
 
 # ---------------------------------------------------------------------------- steps per second
 
@@ -145,7 +152,7 @@ def measure_all() -> None:
 
 def rate_of(sweep: str, heads: str, records: Sequence[dict[str, Any]]) -> float | None:
     """Measured CPU steps/s of a configuration (a compiled-start sweep: its heads in another sweep)."""
-    measured_as = "intrinsic2_t16_mlp512" if sweep.endswith("compiled_start") else sweep
+    measured_as = INTRINSIC_SWEEP.name if "compiled_start" in sweep else sweep
     matching = [r for r in records if r["heads"] == heads and r["sweep"] == measured_as]
     return matching[0]["steps_per_second_cpu"] if matching else None
 
@@ -219,10 +226,15 @@ def run_all() -> None:
     measure_all()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "OMP_NUM_THREADS": "1"}
+    timings = []
     for sweep in SWEEPS:
         command = ["nice", "-n", "19", sys.executable, "-m", "infoflow_dsl.tools.cli", *sweep.argv()]
+        started = time.time()
         if subprocess.run(command, cwd=ROOT, env=env, check=False).returncode:
             sys.exit(f"the sweep {sweep.name} failed")
+        timings.append({"sweep": sweep.name, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+                        "wall_seconds": round(time.time() - started)})
+        STREAM.write_text(json.dumps(timings, indent=1) + "\n", encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------- the paper-scale pilot
@@ -355,6 +367,17 @@ def heads_table(name: str, program: str, length: int, budgets: Sequence[str], la
     return lines
 
 
+def stream_lines() -> list[str]:
+    """The current sweeps' stream: each sweep's wall time from its start to its end, measured."""
+    if not STREAM.exists():
+        return ["The stream's own wall time has not been recorded (experiments/stream.json is absent)."]
+    timings = json.loads(STREAM.read_text(encoding="utf-8"))
+    parts = ", ".join(f"{t['sweep']} {t['wall_seconds'] / 60:.0f} min (from {t['started']})" for t in timings)
+    total = sum(t["wall_seconds"] for t in timings) / 60
+    return [f"The stream, measured sweep by sweep from start to end (experiments/stream.json): {parts}; in all",
+            f"**{total:.0f} minutes** of wall time."]
+
+
 def stream_minutes(sweeps: Sequence[Sweep]) -> tuple[float, float, int]:
     """(wall minutes, CPU minutes, runs) of the finished runs of ``sweeps``, which ran one after
     the other in one stream: the sum of the runs' measured wall times is the stream's training time."""
@@ -386,7 +409,7 @@ def cost_lines() -> list[str]:
 
 
 def intrinsic_lines() -> list[str]:
-    name, program = SWEEPS[0].name, INTRINSIC
+    name, program = INTRINSIC_SWEEP.name, INTRINSIC
     lines = heads_table(name, program, 16, ("2,2", "1,2", "2,1"), "infoflow, T = 16, d_model 32, d_mlp 512")
     f22, f12, f21 = (found(name, heads=h) for h in ("2,2", "1,2", "2,1"))
     if f22 and f12:
@@ -416,15 +439,18 @@ def intrinsic_lines() -> list[str]:
                   f"{plain['parameters']} parameters, {plain['nonzero']} nonzero) has NMSE {_g(plain['nmse_declared'])}"
                   " there; it is not",
                   f"shown on N(0, I₄), of which {plain['outside_fraction']:.3f} of the sequences leave [-1, 1]⁴."]
-    start = found(SWEEPS[1].name, heads="2,2")
-    if start and box3:
-        row = start.best_row
-        met = "met" if best_nmse(row) <= box3["nmse_normal"] else "NOT met"
-        lines += ["", "Compiled start (`--init` from that compiled model, heads (2,2), d_mlp 512, "
-                  f"{row['steps']} steps,",
-                  f"{start.seeds} seed): best NMSE **{_g(best_nmse(row))}** at step {row['best_step']}, last step "
-                  f"{_g(final_nmse(row))}, against the compiled model's own {_g(box3['nmse_normal'])} on N(0, I₄)",
-                  f"(acceptance: best at or below it; {met})."]
+    if box3:
+        lines += ["", "Compiled start: `--init` from that compiled model (heads (2,2), d_mlp 512; the added units read",
+                  "at random and write 0, so step 0 is the compiled model), against the compiled model's own NMSE",
+                  f"{_g(box3['nmse_normal'])} on N(0, I₄) (acceptance: best at or below it):", "",
+                  "| peak lr | steps | seeds | best NMSE (at step) | last step | acceptance |",
+                  "|---|---|---|---|---|---|"]
+        for sweep in (START_SWEEP, START_SMALL_LR_SWEEP):
+            if start := found(sweep.name, heads="2,2"):
+                row = start.best_row
+                met = "met" if best_nmse(row) <= box3["nmse_normal"] else "NOT met"
+                lines.append(f"| {sweep.lr} | {row['steps']} | {start.seeds} | {_g(best_nmse(row))} "
+                             f"({row['best_step']}) | {_g(final_nmse(row))} | {met} |")
     earlier = EARLIER[1].name
     lines += ["", "Earlier protocol (lr 3e-3, targets not standardised, the last step's NMSE; d_mlp 128, 40,000 "
               "steps):",
@@ -434,7 +460,7 @@ def intrinsic_lines() -> list[str]:
 
 def hc_lines() -> list[str]:
     lines: list[str] = []
-    for sweep, label in ((SWEEPS[2], "infoflow, T = 32, d_model 32, d_mlp 32"),
+    for sweep, label in ((HC_SWEEP, "infoflow, T = 32, d_model 32, d_mlp 32"),
                          (EARLIER[0], "earlier protocol (lr 3e-3), T = 32, 40,000 steps")):
         lines += [*heads_table(sweep.name, D_RETRIEVAL, 32, ("3", "4"), label, sweep.earlier)]
         f3, f4 = found(sweep.name, heads="3"), found(sweep.name, heads="4")
@@ -450,7 +476,7 @@ def hc_lines() -> list[str]:
                   "trained models (current protocol, the last step's model) on both:", "",
                   "| heads | NMSE, N(0, I₄) (last step) | NMSE, uniform on [-1, 1]⁴ |", "|---|---|---|"]
         for heads in ("3", "4"):
-            f = found(SWEEPS[2].name, heads=heads)
+            f = found(HC_SWEEP.name, heads=heads)
             if f:
                 lines.append(f"| {heads} | {_g(final_nmse(f.best_row))} | {_g(float(f.best_row['declared_nmse']))} |")
     return lines
@@ -516,15 +542,17 @@ def render() -> str:
         "Regenerate: `PYTHONPATH=. python scripts/experiments.py` runs the compiled references, the steps/s",
         "measurement and every current sweep below (resuming finished runs), then rewrites this file;",
         "`PYTHONPATH=. python scripts/experiments.py --render-only` rewrites it from the committed files in",
-        "`experiments/` alone (per sweep `results.csv` and `summary.md`, `compiled/*.json`, `throughput.json`),",
-        "and CI checks that this gives this file byte for byte. No figure here is read from a model file.",
+        "`experiments/` alone (per sweep `results.csv` and `summary.md`, `compiled/*.json`, `throughput.json`,",
+        "`stream.json`), and CI checks that this gives this file byte for byte. No figure here is read from a",
+        "model file.",
         "",
         "Machine: 2 CPU cores shared with other work, no GPU; one thread a run. The current sweeps ran in one",
         f"stream, one run at a time: {current[2]} runs, {current[0]:.0f} minutes of wall time (the sum of the runs'",
         f"measured wall times), {current[1]:.0f} minutes of CPU time; the wall time is longer because the cores",
-        f"were shared. The earlier-protocol sweeps: {earlier[2]} runs, {earlier[0]:.0f} minutes of wall time summed "
-        "over",
-        "runs that ran in two streams at once (their streams' own wall times were not recorded).",
+        "were shared (at `nice -n 19`).",
+        *stream_lines(),
+        f"The earlier-protocol sweeps: {earlier[2]} runs, {earlier[0]:.0f} minutes of wall time summed over runs",
+        "that ran in two streams at once (their streams' own wall times were not recorded).",
         "",
         "Protocol (current sweeps): AdamW, peak lr 1e-3, weight decay 1e-2, linear warm-up over the first 5% of",
         "the steps then cosine decay to 0, batch 256, fresh inputs every step, exact targets from the reference",
