@@ -12,9 +12,10 @@ both on the training device (the reference evaluator is torch code: float64 ther
 is trained on standardised targets z = (y − μ_k)/σ, μ_k the mean of output component k and σ² the
 variance of :func:`target_variance`, both estimated once from a fixed draw of 4,096 inputs (the
 same for every seed: ``STANDARDISATION_SEED``, never a training or validation seed); at the end μ
-and σ are folded into the readout (W_U ← σ W_U, b_U ← σ b_U + μ), so the saved model outputs y. The NMSE is unchanged by
-the standardisation: ŷ = σ ẑ + μ gives MSE(ŷ, y) = σ² MSE(ẑ, z) and Var(y) = σ² Var(z), one σ
-for every component, and the shift μ_k moves neither the error nor the centred variance.
+and σ are folded into the readout (W_U ← σ W_U, b_U ← σ b_U + μ), so the saved model outputs y.
+The NMSE is unchanged by the standardisation: ŷ = σ ẑ + μ gives MSE(ŷ, y) = σ² MSE(ẑ, z) and
+Var(y) = σ² Var(z), one σ for every component, and the shift μ_k moves neither the error nor the
+centred variance.
 The loss is the mean squared error over the defined targets (per-token targets are NaN where
 undefined). AdamW (lr 1e-3, weight decay 1e-2 by default), linear warm-up over the first 5% of
 the steps, then cosine decay to 0. Validation: NMSE = MSE / Var(target) on a fixed held-out set
