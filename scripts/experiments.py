@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,11 @@ START_SMALL_LR_SWEEP = Sweep("intrinsic2_t16_compiled_start_lr1e-5", INTRINSIC,
 HC_10K_SWEEP = Sweep("hc_d4_t32_10k", D_RETRIEVAL, ("--T", "32", "--heads", "3", "--heads", "4", "--layers", "1",
                                                     "--d-model", "32", "--d-mlp", "32", "--steps", "10000", "--dist",
                                                     "normal", "--seeds", "1"))
-SWEEPS = [START_SWEEP, HC_SWEEP, INTRINSIC_SWEEP, START_SMALL_LR_SWEEP, HC_10K_SWEEP]  # in the order they run
+#: h = 4 again at the earlier protocol's peak lr, everything else as now: is it the lr or the steps?
+HC_10K_LR3_SWEEP = Sweep("hc_d4_t32_10k_lr3e-3", D_RETRIEVAL, ("--T", "32", "--heads", "4", "--layers", "1",
+                                                              "--d-model", "32", "--d-mlp", "32", "--steps", "10000",
+                                                              "--dist", "normal", "--seeds", "1"), lr="3e-3")
+SWEEPS = [START_SWEEP, HC_SWEEP, INTRINSIC_SWEEP, START_SMALL_LR_SWEEP, HC_10K_SWEEP, HC_10K_LR3_SWEEP]  # run order
 EARLIER = [
     Sweep("hc_d4_t32_40k", D_RETRIEVAL, ("--T", "32", "--heads", "3", "--heads", "4", "--layers", "1", "--d-model",
                                          "32", "--d-mlp", "32", "--steps", "40000", "--dist", "normal", "--seeds",
@@ -103,10 +108,10 @@ EARLIER = [
                                                                        "4000", "--seeds", "1"), earlier=True),
 ]
 
-#: What issue 22 asks for, per sweep: (steps, seeds) of every configuration.
-FULL_PROTOCOL = {"intrinsic2_t16_mlp512": (40_000, 2), "intrinsic2_t16_compiled_start": (40_000, 1),
-                 "intrinsic2_t16_compiled_start_lr1e-5": (40_000, 1), "hc_d4_t32": (40_000, 1),
-                 "hc_d4_t32_10k": (40_000, 1)}
+#: What issue 22 asks for: (label, the sweep whose configurations were measured, heads, steps, seeds).
+FULL_PROTOCOL = (("intrinsic_2, T = 16, d_mlp 512", "intrinsic2_t16_mlp512", ("2,2", "1,2", "2,1"), 40_000, 2),
+                 ("compiled start", "intrinsic2_t16_mlp512", ("2,2",), 40_000, 1),
+                 ("HC, T = 32", "hc_d4_t32", ("3", "4"), 40_000, 1))
 
 # ---------------------------------------------------------------------------- steps per second
 
@@ -152,13 +157,6 @@ def measure_all() -> None:
             records.append({"sweep": sweep.name, **measure_rate(sweep.program, length, heads, d_model, d_mlp, "cpu")})
             print(records[-1], flush=True)
     THROUGHPUT.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
-
-
-def rate_of(sweep: str, heads: str, records: Sequence[dict[str, Any]]) -> float | None:
-    """Measured CPU steps/s of a configuration (a compiled-start sweep: its heads in another sweep)."""
-    measured_as = INTRINSIC_SWEEP.name if "compiled_start" in sweep else sweep
-    matching = [r for r in records if r["heads"] == heads and r["sweep"] == measured_as]
-    return matching[0]["steps_per_second_cpu"] if matching else None
 
 
 # ---------------------------------------------------------------------------- compiled references
@@ -338,6 +336,7 @@ def found(name: str, **where: str) -> Found | None:
     return Found(matching) if matching else None
 
 
+@cache
 def verdict(program: str, length: int, heads: tuple[int, ...]) -> str:
     """analyze's verdict for the head budget (``infoflowc analyze --T length --heads ...``)."""
     import infoflow_dsl as ifl
@@ -376,10 +375,10 @@ def stream_lines() -> list[str]:
     if not STREAM.exists():
         return ["The stream's own wall time has not been recorded (experiments/stream.json is absent)."]
     timings = json.loads(STREAM.read_text(encoding="utf-8"))
-    parts = ", ".join(f"{t['sweep']} {t['wall_seconds'] / 60:.0f} min (from {t['started']})" for t in timings)
     total = sum(t["wall_seconds"] for t in timings) / 60
-    return [f"The stream, measured sweep by sweep from start to end (experiments/stream.json): {parts}; in all",
-            f"**{total:.0f} minutes** of wall time."]
+    return [f"The stream, measured sweep by sweep from start to end (`experiments/stream.json`): **{total:.0f} "
+            "minutes** of wall time in all.", "", "| sweep | started (UTC) | wall minutes |", "|---|---|---|",
+            *(f"| {t['sweep']} | {t['started']} | {t['wall_seconds'] / 60:.1f} |" for t in timings), ""]
 
 
 def stream_minutes(sweeps: Sequence[Sweep]) -> tuple[float, float, int]:
@@ -393,20 +392,28 @@ def stream_minutes(sweeps: Sequence[Sweep]) -> tuple[float, float, int]:
 def cost_lines() -> list[str]:
     """What ran, at what measured rate, and what the full protocol of issue 22 would take."""
     records = json.loads(THROUGHPUT.read_text(encoding="utf-8")) if THROUGHPUT.exists() else []
-    lines = ["| sweep | heads | steps/s (CPU, one thread) | ran: steps × seeds | full protocol: steps × seeds | "
-             "full protocol, CPU hours |", "|---|---|---|---|---|---|"]
-    total = 0.0
+    lines = ["| sweep | heads | steps × seeds run | CPU minutes | steps/s (CPU) in the run |", "|---|---|---|---|---|"]
     for sweep in SWEEPS:
-        steps, seeds = FULL_PROTOCOL[sweep.name]
         for heads, *_ in sweep_configurations(sweep):
             text = ",".join(map(str, heads))
-            rate = rate_of(sweep.name, text, records)
-            f = found(sweep.name, heads=text)
-            ran = f"{f.rows[0]['steps']} × {f.seeds}" if f else "not run"
+            if f := found(sweep.name, heads=text):
+                cpu = sum(float(r["cpu_seconds"]) for r in f.rows) / 60
+                rate = int(f.rows[0]["steps"]) * f.seeds / (60 * cpu)
+                lines.append(f"| {sweep.name} | {text} | {int(f.rows[0]['steps']):,} × {f.seeds} | {cpu:.1f} | "
+                             f"{rate:.3g} |")
+            else:
+                lines.append(f"| {sweep.name} | {text} | not run | — | — |")
+    lines += ["", "| the full protocol | heads | steps/s (CPU, one thread, measured) | steps × seeds | CPU hours |",
+              "|---|---|---|---|---|"]
+    total = 0.0
+    for label, measured, budgets, steps, seeds in FULL_PROTOCOL:
+        for heads in budgets:
+            rate = next((r["steps_per_second_cpu"] for r in records
+                         if r["sweep"] == measured and r["heads"] == heads), None)
             hours = steps * seeds / rate / 3600 if rate else math.nan
             total += 0.0 if math.isnan(hours) else hours
-            shown = "—" if math.isnan(hours) else f"{hours:.2f}"
-            lines.append(f"| {sweep.name} | {text} | {_g(rate)} | {ran} | {steps:,} × {seeds} | {shown} |")
+            lines.append(f"| {label} | {heads} | {_g(rate)} | {steps:,} × {seeds} | "
+                         f"{'—' if math.isnan(hours) else f'{hours:.2f}'} |")
     lines += ["", f"The full protocol needs about **{total:.1f} CPU hours** (one core per run); on the 2 cores of",
               f"this machine, two runs at a time, about {total / 2:.1f} hours, more while the cores are shared."]
     return lines
@@ -500,7 +507,12 @@ def hc_lines() -> list[str]:
             lines += ["", factor_line("Factor h = 3 / h = 4", f3.best / f4.best, 100) + "." + at_end]
         lines.append("")
     lines += ["The current protocol's runs are shorter than the earlier one (3,000 and 10,000 steps against",
-              "40,000): what the full protocol needs is in the cost table above.", ""]
+              "40,000): what the full protocol needs is in the cost table above."]
+    if probe := found(HC_10K_LR3_SWEEP.name, heads="4"):
+        row = probe.best_row
+        lines += [f"The same h = 4 run at the earlier protocol's peak lr 3e-3 ({int(row['steps']):,} steps, targets "
+                  f"standardised, 1 seed): best NMSE **{_g(best_nmse(row))}** at step {row['best_step']}."]
+    lines.append("")
     hc = reference("d_retrieval_t32_eps0.01")
     if hc:
         lines += [f"The compiled model (ε = {hc['eps']:g}, {hc['parameters']} parameters, {hc['nonzero']} nonzero): "
@@ -602,8 +614,10 @@ def render() -> str:
         "",
         "## What ran, and what the full protocol needs",
         "",
-        f"Steps per second measured by a {MEASURE_STEPS}-step run of each configuration "
-        "(`--measure`, `experiments/throughput.json`):",
+        "Each run's steps, seeds and CPU time (results.csv), then what the full protocol of the issue would",
+        f"take at the steps per second measured by a {MEASURE_STEPS}-step run of each configuration (`--measure`,",
+        "`experiments/throughput.json`; CPU time, less inflated than wall time by the shared cores but not free",
+        "of it: compare the rates of the runs themselves, which include validation):",
         "",
         *cost_lines(),
         "",
