@@ -70,3 +70,12 @@ def test_startup_bench_times_a_light_command_and_renders_its_table() -> None:
     assert all(0 < t.cpu and 0 < t.wall < 60 for t in timings)
     text = startup.render(cases, timings, None, 1)
     assert "| `infoflowc --help` |" in text and "best of 1 rounds" in text and "a6f9cb8" not in text
+
+
+def test_training_data_bench_measures_both_paths_and_renders_ratios() -> None:
+    import bench_training_data as data
+
+    text = data.main(["--smoke"])
+    row = next(line for line in text.splitlines() if line.startswith("| d_retrieval | 4 |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[4] == "cpu" and all(float(c) > 0 for c in cells[5:])

@@ -2,7 +2,8 @@
 
 ``in [a, b]``: every coordinate uniform on [a, b], independently. ``in ball(r)``: every token
 uniform in the Euclidean ball of radius r (a Gaussian direction times r·U^(1/d)). All draws
-come from a seeded ``torch.Generator`` on the CPU, so they are the same on every run.
+come from a seeded ``torch.Generator``, on the CPU unless a device is named, so they are the
+same on every run on that device.
 """
 
 from __future__ import annotations
@@ -13,22 +14,24 @@ from ..language.typed import Ball, Box, Program
 from .tokens import random_ids
 
 
-def sample_inputs(program: Program, count: int, seed: int = 0, length: int | None = None) -> torch.Tensor:
-    """``count`` sequences from the domain: shape (count, T, d), float64; for a token program
-    uniformly random token ids, (count, length) int64 (``length`` in 1..T, default T)."""
+def sample_inputs(program: Program, count: int, seed: int = 0, length: int | None = None,
+                  device: str | torch.device = "cpu") -> torch.Tensor:
+    """``count`` sequences from the domain: shape (count, T, d), float64, drawn on ``device``; for a
+    token program uniformly random token ids, (count, length) int64 (``length`` in 1..T, default T)."""
     if program.over_tokens:
         return random_ids(program, count, seed, length)
     length = program.length if length is None else length
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator(device=device).manual_seed(seed)
     shape = (count, length, program.dimension)
+    on = {"generator": generator, "dtype": torch.float64, "device": device}
     domain = program.domain
     if isinstance(domain, Box):
-        uniform = torch.rand(shape, generator=generator, dtype=torch.float64)
+        uniform = torch.rand(shape, **on)
         return domain.low + (domain.high - domain.low) * uniform
     assert isinstance(domain, Ball)
-    direction = torch.randn(shape, generator=generator, dtype=torch.float64)
+    direction = torch.randn(shape, **on)
     direction = direction / torch.linalg.vector_norm(direction, dim=-1, keepdim=True).clamp_min(1e-300)
-    radius = torch.rand((count, length, 1), generator=generator, dtype=torch.float64) ** (1.0 / program.dimension)
+    radius = torch.rand((count, length, 1), **on) ** (1.0 / program.dimension)
     return domain.radius * radius * direction
 
 

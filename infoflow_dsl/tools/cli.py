@@ -162,7 +162,8 @@ def _training_flags(command: argparse.ArgumentParser, grid: bool) -> None:
     command.add_argument("--dist", default="uniform", help="uniform (the declared domain) or normal[:σ] (uniform)")
     command.add_argument("--validation", type=_positive_int, default=4096, help="held-out inputs (4096)")
     command.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    command.add_argument("--init", type=Path, metavar="MODEL", help="start from this model, padded with zeros")
+    command.add_argument("--init", type=Path, metavar="MODEL",
+                         help="start from this model (added units read at random and write 0)")
 
 
 def _comma_list(item: Callable[[str], int]) -> Callable[[str], list[int]]:
@@ -461,7 +462,8 @@ def command_train(arguments: argparse.Namespace) -> int:
     print(f"{arguments.file}: trained {settings.steps} steps (T = {program.length}, heads {list(settings.heads)}, "
           f"d_model {settings.d_model}, inputs {settings.dist})")
     print(f"  parameters       {result.parameters}")
-    print(f"  validation NMSE  {result.final_nmse:.3g} (on {settings.validation} held-out inputs)")
+    print(f"  validation NMSE  {result.final_nmse:.3g} at the last step, best {result.best_nmse:.3g} at step "
+          f"{result.best_step} (on {settings.validation} held-out inputs)")
     print(f"  time             {result.seconds:.1f} s")
     write_atomically(output, model_to_bytes(result.model))
     print(f"  wrote            {output}")
@@ -489,7 +491,8 @@ def command_sweep(arguments: argparse.Namespace) -> int:
         if folder.exists() and not folder.is_dir():
             raise UsageError(f"{folder}: not a folder")
         rows = sweep.execute(runs, folder, arguments.workers, arguments.address,
-                             on_finished=lambda row: print(f"  {row['run']}: NMSE {row['nmse']}", flush=True))
+                             on_finished=lambda row: print(f"  {row['run']}: NMSE best {row['best_nmse']}, "
+                                                                 f"last {row['final_nmse']}", flush=True))
         configs = sweep.finish(folder, arguments.file.name, grid, runs, rows, program_at, arguments.compare_eps)
     except (TrainError, sweep.SweepError) as error:
         raise UsageError(f"infoflowc sweep: {error}") from None

@@ -6,9 +6,11 @@ names all its settings; when a run finishes, its model is written (atomically) t
 ``DIR/models/<id>.safetensors`` and then its row is appended to ``DIR/results.csv`` (flush +
 fsync), so a sweep killed at any moment loses at most the runs still in flight: started again
 with the same flags, it skips every run whose key is in results.csv (a torn last line is
-dropped) and runs the others. At the end it writes ``DIR/summary.md`` (best NMSE over seeds per
-configuration, analyze's verdict for that head budget, the compiled model's NMSE and size for
-reference) and ``DIR/nmse.png``.
+dropped) and runs the others. A row holds the run's best and last-step validation NMSE and the
+last step's NMSE on inputs uniform on the declared domain (``declared_nmse``). At the end it
+writes ``DIR/summary.md`` (per configuration the seed count, the best and median over the seeds
+of each seed's best NMSE, analyze's verdict for that head budget, the compiled model's NMSE and
+size for reference) and ``DIR/nmse.png``.
 
 ``workers == 1`` runs in this process without Ray. Otherwise runs are Ray tasks (one CPU each,
 and a quarter of a GPU with ``--device cuda``):
@@ -36,9 +38,13 @@ from ..transformer.io import write_bytes_atomically
 from .train import VALIDATION_SEED, Distribution, TrainSettings, draw_inputs, head_budget, model_nmse
 
 COLUMNS = ["run", "config", "heads", "layers", "T", "d_model", "d_head", "d_mlp", "steps", "batch", "lr", "dist",
-           "seed", "nmse", "parameters", "seconds", "model", "cpu_seconds"]
-#: results.csv files written before ``cpu_seconds`` existed still resume (their rows lack it).
-LEGACY_COLUMNS = COLUMNS[:-1]
+           "seed", "best_nmse", "best_step", "final_nmse", "declared_nmse", "parameters", "seconds", "cpu_seconds",
+           "model"]
+#: results.csv files of the earlier protocol (one ``nmse``: the last step's) still read and resume.
+LEGACY_COLUMNS = (["run", "config", "heads", "layers", "T", "d_model", "d_head", "d_mlp", "steps", "batch", "lr",
+                   "dist", "seed", "nmse", "parameters", "seconds", "model", "cpu_seconds"],
+                  ["run", "config", "heads", "layers", "T", "d_model", "d_head", "d_mlp", "steps", "batch", "lr",
+                   "dist", "seed", "nmse", "parameters", "seconds", "model"])
 
 
 GPU_SHARE = 0.25  # with --device cuda, four runs share one GPU (the models are small)
@@ -63,10 +69,12 @@ class Run:
 
     @property
     def config_key(self) -> str:
-        """Every setting but the seed: runs with the same config key are seeds of one configuration."""
+        """Every setting but the seed: runs with the same config key are seeds of one configuration
+        (a run started from an init model names the model's bytes by their SHA-1)."""
         s = self.settings
+        init = f";init={hashlib.sha1(self.init).hexdigest()[:12]}" if self.init is not None else ""
         return (f"heads={','.join(map(str, s.heads))};T={self.length};d_model={s.d_model};d_head={s.d_head};"
-                f"d_mlp={s.d_mlp};steps={s.steps};batch={s.batch};lr={s.lr:g};dist={s.dist}")
+                f"d_mlp={s.d_mlp};steps={s.steps};batch={s.batch};lr={s.lr:g};dist={s.dist}{init}")
 
     @property
     def key(self) -> str:
@@ -113,6 +121,7 @@ def run_one(run: Run) -> tuple[dict[str, Any], bytes]:
     import torch
 
     from .. import parse_program
+    from ..reference.sampling import sample_inputs
     from ..transformer.io import model_from_bytes, model_to_bytes
     from .train import train
 
@@ -123,12 +132,26 @@ def run_one(run: Run) -> tuple[dict[str, Any], bytes]:
     result = train(program, run.settings, init, quiet=True)
     cpu_seconds = time.process_time() - cpu_start
     s = run.settings
+    declared = sample_inputs(program, s.validation, seed=s.seed + VALIDATION_SEED, device=s.device)
+    declared_nmse = model_nmse(result.model, program, declared)  # the last step's model on the declared domain
     row = {"run": run.key, "config": run.config_key, "heads": ",".join(map(str, s.heads)), "layers": len(s.heads),
            "T": run.length, "d_model": s.d_model, "d_head": s.d_head, "d_mlp": s.d_mlp, "steps": s.steps,
            "batch": s.batch, "lr": f"{s.lr:g}", "dist": str(s.dist), "seed": s.seed,
+           "best_nmse": f"{result.best_nmse:.6g}", "best_step": result.best_step,
+           "final_nmse": f"{result.final_nmse:.6g}", "declared_nmse": f"{declared_nmse:.6g}",
            "nmse": f"{result.final_nmse:.6g}", "parameters": result.parameters, "seconds": f"{result.seconds:.1f}",
            "cpu_seconds": f"{cpu_seconds:.3f}"}
     return row, model_to_bytes(result.model)
+
+
+def best_of(row: dict[str, str]) -> float:
+    """A row's best validation NMSE; a row of the earlier protocol recorded only its last step's."""
+    return float(row.get("best_nmse") or row["nmse"])
+
+
+def final_of(row: dict[str, str]) -> float:
+    """A row's last-step validation NMSE (``nmse`` in the earlier protocol's files)."""
+    return float(row.get("final_nmse") or row["nmse"])
 
 
 # ---------------------------------------------------------------------------- results.csv
@@ -144,14 +167,14 @@ def read_results(path: Path) -> list[dict[str, str]]:
         data = data[: data.rfind(b"\n") + 1]
         write_bytes_atomically(path, data)
     reader = csv.DictReader(io.StringIO(data.decode("utf-8")))
-    if data and reader.fieldnames not in (COLUMNS, LEGACY_COLUMNS):
+    if data and reader.fieldnames not in (COLUMNS, *LEGACY_COLUMNS):
         raise SweepError(f"{path}: not a results file of this sweep (columns {reader.fieldnames})")
     return list(reader)
 
 
 def append_row(path: Path, row: dict[str, Any]) -> None:
-    """Append one row (the header first when the file is new), flushed and fsynced; a legacy file
-    keeps its columns."""
+    """Append one row (the header first when the file is new), flushed and fsynced; a file of the
+    earlier protocol keeps its columns (``nmse``: the last step's)."""
     new = not path.exists() or path.stat().st_size == 0
     columns = COLUMNS
     if not new:
@@ -234,13 +257,20 @@ class ConfigSummary:
     length: int
     d_model: int
     steps: int
-    nmse: tuple[float, ...]  # one per finished seed, in seed order
+    nmse: tuple[float, ...]  # each finished seed's best validation NMSE, in seed order
+    final: tuple[float, ...]  # each finished seed's last-step validation NMSE, in seed order
     parameters: int
     verdict: str
 
     @property
     def best(self) -> float:
+        """The best over the seeds of each seed's best validation NMSE."""
         return min(self.nmse)
+
+    @property
+    def median(self) -> float:
+        """The median over the seeds of each seed's best validation NMSE."""
+        return statistics.median(self.nmse)
 
 
 @dataclass(frozen=True)
@@ -269,9 +299,10 @@ def summarise(rows: Sequence[dict[str, str]], runs: Sequence[Run],
         seen.add(run.config_key)
         found = sorted(by_config[run.config_key], key=lambda r: int(r["seed"]))
         s = run.settings
-        out.append(ConfigSummary(run.config_key, ",".join(map(str, s.heads)), run.length, s.d_model, s.steps,
-                                 tuple(float(r["nmse"]) for r in found), int(found[0]["parameters"]),
-                                 verdict(s.heads, run.length)))
+        out.append(ConfigSummary(config=run.config_key, heads=",".join(map(str, s.heads)), length=run.length,
+                                 d_model=s.d_model, steps=s.steps, nmse=tuple(best_of(r) for r in found),
+                                 final=tuple(final_of(r) for r in found), parameters=int(found[0]["parameters"]),
+                                 verdict=verdict(s.heads, run.length)))
     return out
 
 
@@ -311,11 +342,14 @@ def render_summary(title: str, protocol: str, configs: Sequence[ConfigSummary],
                    references: Sequence[CompiledReference]) -> str:
     """summary.md: the protocol, one table row per configuration, the compiled references."""
     lines = [f"# Sweep: {title}", "", protocol, "",
-             "| heads | T | d_model | steps | seeds | best NMSE | median NMSE | parameters | analyze verdict |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "NMSE per seed: its best validation point; best and median over the seeds; last step: the median "
+             "over the seeds of the last step's NMSE.", "",
+             "| heads | T | d_model | steps | seeds | best NMSE | median NMSE | last step (median) | parameters | "
+             "analyze verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in configs:
         lines.append(f"| {c.heads} | {c.length} | {c.d_model} | {c.steps} | {len(c.nmse)} | {c.best:.3g} | "
-                     f"{statistics.median(c.nmse):.3g} | {c.parameters} | {c.verdict} |")
+                     f"{c.median:.3g} | {statistics.median(c.final):.3g} | {c.parameters} | {c.verdict} |")
     lines += ["", "Compiled model for reference (NMSE on inputs uniform on the declared domain, where its "
               "guarantee holds):", "",
               "| T | ε | NMSE | parameters | nonzero | note |", "|---|---|---|---|---|---|"]
@@ -357,10 +391,12 @@ def plot_nmse(title: str, configs: Sequence[ConfigSummary], path: Path) -> None:
 
 def protocol_text(grid: Grid) -> str:
     b = grid.base
+    init = f", started from `{b.init}` (`--init`)" if b.init else ""
     return (f"Protocol: AdamW (lr {b.lr:g}, weight decay {b.weight_decay:g}), linear warm-up over 5% of the steps "
-            f"then cosine decay, batch {b.batch}, fresh inputs each step from `{b.dist}`, d_head {b.d_head}, "
-            f"d_mlp {b.d_mlp}, {grid.seeds} seed(s) from {b.seed}, validation NMSE on {b.validation} held-out "
-            f"inputs.")
+            f"then cosine decay, batch {b.batch}, fresh inputs each step from `{b.dist}`, targets standardised "
+            f"(mean and standard deviation of a fixed draw; the NMSE is unchanged by it), d_head {b.d_head}, "
+            f"d_mlp {b.d_mlp}{init}, {grid.seeds} seed(s) from {b.seed}, validation NMSE on {b.validation} "
+            f"held-out inputs at step 0 and 20 points over the run.")
 
 
 def finish(folder: Path, title: str, grid: Grid, runs: Sequence[Run], rows: Sequence[dict[str, str]],

@@ -7,11 +7,22 @@ heads (one β per head, no masks) and FFN blocks, so it saves in the same file f
 when the target reads positions (a fixed position, ``T`` or a condition between positions) and
 is all zeros otherwise (the target is then permutation-invariant, as is the model).
 
-Each step draws a fresh batch x (B, T, d) and its exact target y = evaluate(program, x) (float64);
-the loss is the mean squared error over the defined targets (per-token targets are NaN where
+Each step draws a fresh batch x (B, T, d) and its exact target y = evaluate(program, x) (float64),
+both on the training device (the reference evaluator is torch code: float64 there too). The model
+is trained on standardised targets z = (y − μ_k)/σ, μ_k the mean of output component k and σ² the
+variance of :func:`target_variance`, both estimated once from a fixed draw of 4,096 inputs (the
+same for every seed: ``STANDARDISATION_SEED``, never a training or validation seed); at the end μ
+and σ are folded into the readout (W_U ← σ W_U, b_U ← σ b_U + μ), so the saved model outputs y.
+The NMSE is unchanged by the standardisation: ŷ = σ ẑ + μ gives MSE(ŷ, y) = σ² MSE(ẑ, z) and
+Var(y) = σ² Var(z), one σ for every component, and the shift μ_k moves neither the error nor the
+centred variance.
+The loss is the mean squared error over the defined targets (per-token targets are NaN where
 undefined). AdamW (lr 1e-3, weight decay 1e-2 by default), linear warm-up over the first 5% of
 the steps, then cosine decay to 0. Validation: NMSE = MSE / Var(target) on a fixed held-out set
-(the variance taken per output component around its mean).
+(the variance taken per output component around its mean), measured on y (the readout mapped
+back), at step 0 and ``EVALUATIONS`` times over the run. A run reports the NMSE of its best
+validation point after step 0 (``best_nmse``, as the papers report) and that of the last step
+(``final_nmse``); the model returned is the last step's.
 
 Inputs: ``uniform`` draws from the declared domain (``sampling.sample_inputs``); ``normal[:σ]``
 draws every coordinate from N(0, σ²) (σ = 1 by default), *not* projected into the domain, as in
@@ -39,6 +50,8 @@ from ..transformer.model import CompiledTransformer
 Tensor = torch.Tensor
 
 VALIDATION_SEED = 1_000_003  # the held-out set's seed offset: never a training step's seed
+STANDARDISATION_SEED = 2**40 + 1  # the fixed draw that estimates μ and σ: no run's training or validation seed
+STANDARDISATION_DRAW = 4096
 WARMUP_FRACTION = 0.05
 EVALUATIONS = 20  # validation points over a run (plus the last step)
 
@@ -185,19 +198,36 @@ def random_tensors(config: Mapping[str, Any], widths: Mapping[str, int], learn_p
     return tensors
 
 
-def padded_tensors(init: CompiledTransformer, random: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """``init``'s weights in the leading corner of zero tensors shaped like ``random``: the padded
-    model computes exactly what ``init`` computes (new heads, units, directions and layers are 0)."""
+#: Tensors whose padded entries write into the residual stream or the output (the output side of an
+#: added unit, head or value direction, or a write into an added residual direction): zero, so the
+#: padded model computes what the init model computes. The others (W_E1, W_Q, W_K, W_V, W_in, W_U)
+#: read: their padded entries keep their random values, so added units get a gradient.
+OUTPUT_SIDE = frozenset({"W_E", "W_E2", "b_E1", "cls", "W_pos", "W_O", "W_out", "b_out", "b_in", "b_U"})
+
+
+def padded_tensors(init: CompiledTransformer, random: Mapping[str, Tensor], learn: bool = True) -> dict[str, Tensor]:
+    """``init``'s weights in the leading corner of tensors shaped like ``random``.
+
+    With ``learn`` the padded entries of input-side tensors (those not in :data:`OUTPUT_SIDE`) keep
+    their random values and output-side ones are 0; the new query/key directions of ``init``'s own
+    heads are random in W_Q and 0 in W_K (q·k gains q_new·0 = 0). Every added unit, head or
+    direction then reads something but writes 0, and every added residual direction holds 0, so
+    the model's output is that of the all-zeros padding (``learn=False``) bit for bit, while the
+    output-side weights get the gradient a·δ ≠ 0 (a: the added unit's activation) and move. The
+    new heads' β is 1/√(d_head) (0 with ``learn=False``; their W_O is 0 either way)."""
     state = {name: (t.to_dense() if t.is_sparse else t).detach().to("cpu", torch.float64)
              for name, t in init.state_dict().items()}  # weights held sparse: made dense, to be trained
     out: dict[str, Tensor] = {}
     for name, like in random.items():
-        tensor = torch.zeros_like(like)
+        leaf = name.rsplit(".", 1)[1]
+        tensor = like.clone() if learn and leaf not in OUTPUT_SIDE else torch.zeros_like(like)
         if name in state:
             source = state[name]
             if any(s > t for s, t in zip(source.shape, tensor.shape, strict=True)):
                 raise TrainError(f"--init: tensor {name} has shape {list(source.shape)}, larger than the "
                                  f"requested {list(tensor.shape)}; ask for sizes at least the init model's")
+            if leaf == "W_K":
+                tensor[: source.shape[0], :, source.shape[2]:] = 0.0  # the init heads' new key directions
             tensor[tuple(slice(0, s) for s in source.shape)] = source
         out[name] = tensor
     return out
@@ -215,9 +245,10 @@ def _init_sizes(init: CompiledTransformer, settings: TrainSettings) -> dict[str,
     return widths
 
 
-def build_model(program: ir.Program, settings: TrainSettings,
-                init: CompiledTransformer | None = None) -> tuple[CompiledTransformer, list[Tensor]]:
-    """The trainable model and the tensors to optimise (every parameter; W_pos when learned)."""
+def build_model(program: ir.Program, settings: TrainSettings, init: CompiledTransformer | None = None,
+                learning_padding: bool = True) -> tuple[CompiledTransformer, list[Tensor]]:
+    """The trainable model and the tensors to optimise (every parameter; W_pos when learned);
+    ``init``'s weights padded by :func:`padded_tensors` (``learn=learning_padding``)."""
     from ..pipeline import refuse_v3
 
     refuse_v3(program, "trained")  # the model family reads vectors: no token embedding yet
@@ -233,7 +264,7 @@ def build_model(program: ir.Program, settings: TrainSettings,
     generator = torch.Generator().manual_seed(settings.seed)
     tensors = random_tensors(config, widths, learn_positions, generator)
     if init is not None:
-        tensors = padded_tensors(init, tensors)
+        tensors = padded_tensors(init, tensors, learn=learning_padding)
     model = CompiledTransformer(config, tensors, device=settings.device, dtype=torch.float32, sparse=False)
     trainable = list(model.parameters())
     for p in trainable:
@@ -266,13 +297,16 @@ def trainable_parameter_count(model: CompiledTransformer) -> int:
 # ---------------------------------------------------------------------------- data and loss
 
 
-def draw_inputs(program: ir.Program, dist: Distribution, count: int, seed: int) -> Tensor:
-    """``count`` inputs (count, T, d), float64, from ``dist``; the same for the same seed."""
+def draw_inputs(program: ir.Program, dist: Distribution, count: int, seed: int,
+                device: str | torch.device = "cpu") -> Tensor:
+    """``count`` inputs (count, T, d), float64, from ``dist``, drawn on ``device`` by a generator
+    of that device seeded with ``seed``: the same for the same seed and device (on the CPU, the
+    host draw of ``sample_inputs``)."""
     if dist.kind == "uniform":
-        return sample_inputs(program, count, seed=seed)
-    generator = torch.Generator().manual_seed(seed)
+        return sample_inputs(program, count, seed=seed, device=device)
+    generator = torch.Generator(device=device).manual_seed(seed)
     return dist.sigma * torch.randn((count, program.length, program.dimension), generator=generator,
-                                    dtype=torch.float64)
+                                    dtype=torch.float64, device=device)
 
 
 def squared_error(predicted: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
@@ -285,15 +319,66 @@ def squared_error(predicted: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
     return (diff * diff).sum() / count.clamp_min(1), count
 
 
+def _component_rows(target: Tensor, components: bool) -> Tensor:
+    return target.reshape(-1, target.shape[-1]) if components else target.reshape(-1, 1)  # (N, K)
+
+
+def component_means(target: Tensor, components: bool) -> Tensor:
+    """The mean of each output component over the defined entries: (K,), K = 1 for a scalar target."""
+    flat = _component_rows(target, components)
+    count = (~torch.isnan(flat)).sum(dim=0).clamp_min(1)
+    return torch.nan_to_num(flat).sum(dim=0) / count
+
+
 def target_variance(target: Tensor, components: bool) -> float:
     """Var(target) over the defined entries, per output component (last axis when ``components``)
     around that component's mean, then averaged over the components."""
-    flat = target.reshape(-1, target.shape[-1]) if components else target.reshape(-1, 1)  # (N, K)
+    flat = _component_rows(target, components)
     defined = ~torch.isnan(flat)
     count = defined.sum(dim=0).clamp_min(1)
-    mean = torch.nan_to_num(flat).sum(dim=0) / count
-    centred = torch.where(defined, flat - mean, torch.zeros_like(flat))
+    centred = torch.where(defined, flat - component_means(target, components), torch.zeros_like(flat))
     return float(((centred**2).sum(dim=0) / count).mean())
+
+
+@dataclass(frozen=True)
+class Standardisation:
+    """z = (y − μ_k)/σ: per-component means μ (K,) and one scale σ (see the module docstring)."""
+
+    mean: tuple[float, ...]
+    scale: float
+
+    @staticmethod
+    def estimate(target: Tensor, components: bool) -> Standardisation:
+        """μ_k and σ = √Var(target) (:func:`target_variance`) of a draw; σ = 1 for a constant target."""
+        variance = target_variance(target, components)
+        scale = math.sqrt(variance) if variance > 0 and math.isfinite(variance) else 1.0
+        return Standardisation(tuple(float(m) for m in component_means(target, components)), scale)
+
+    def _mean(self, like: Tensor, components: bool) -> Tensor:
+        mean = torch.tensor(self.mean, dtype=like.dtype, device=like.device)
+        return mean if components else mean.reshape(())
+
+    def forward(self, y: Tensor, components: bool) -> Tensor:
+        """z = (y − μ)/σ."""
+        return (y - self._mean(y, components)) / self.scale
+
+    def inverse(self, z: Tensor, components: bool) -> Tensor:
+        """y = σ z + μ."""
+        return z * self.scale + self._mean(z, components)
+
+    def fold_into(self, model: CompiledTransformer) -> None:
+        """Make ``model`` output σ z + μ where it output z: W_U ← σ W_U, b_U ← σ b_U + μ."""
+        with torch.no_grad():
+            model.unembed.W_U.mul_(self.scale)
+            b = model.unembed.b_U
+            b.copy_(b * self.scale + torch.tensor(self.mean, dtype=b.dtype, device=b.device))
+
+    def unfold_from(self, model: CompiledTransformer) -> None:
+        """The inverse of :meth:`fold_into`: W_U ← W_U/σ, b_U ← (b_U − μ)/σ."""
+        with torch.no_grad():
+            model.unembed.W_U.div_(self.scale)
+            b = model.unembed.b_U
+            b.copy_((b - torch.tensor(self.mean, dtype=b.dtype, device=b.device)) / self.scale)
 
 
 def nmse(predicted: Tensor, target: Tensor, components: bool) -> float:
@@ -303,14 +388,18 @@ def nmse(predicted: Tensor, target: Tensor, components: bool) -> float:
     return float(mse) / variance if variance > 0 else math.inf
 
 
+def predictions(model: CompiledTransformer, x: Tensor, batch: int = 1024) -> Tensor:
+    """The model on inputs x (N, T, d), in batches, without gradients: float64 on x's device."""
+    with torch.no_grad():
+        return torch.cat([model(x[i:i + batch].to(model.device, model.dtype)).to(x.device, torch.float64)
+                          for i in range(0, x.shape[0], batch)])
+
+
 def model_nmse(model: CompiledTransformer, program: ir.Program, x: Tensor, y: Tensor | None = None,
                batch: int = 1024) -> float:
     """NMSE of ``model`` on inputs x (N, T, d) against the reference (``y`` when already known)."""
     y = evaluate(program, x) if y is None else y
-    with torch.no_grad():
-        predicted = torch.cat([model(x[i:i + batch].to(model.device, model.dtype)).to("cpu", torch.float64)
-                               for i in range(0, x.shape[0], batch)])
-    return nmse(predicted, y, bool(program.output_shape))
+    return nmse(predictions(model, x, batch), y, bool(program.output_shape))
 
 
 # ---------------------------------------------------------------------------- the loop
@@ -318,14 +407,19 @@ def model_nmse(model: CompiledTransformer, program: ir.Program, x: Tensor, y: Te
 
 @dataclass(frozen=True)
 class TrainResult:
-    """A finished run: the model (weights frozen again), its final validation NMSE, the
-    validation curve [(step, NMSE)], the wall time and the number of trained weights."""
+    """A finished run: the model of the last step (weights frozen again, outputs on y's scale), the
+    NMSE of its last validation point (``final_nmse``) and of the best one after step 0
+    (``best_nmse``, at ``best_step``), the validation curve [(step, NMSE)] from step 0, the wall
+    time, the number of trained weights and the standardisation of the targets."""
 
     model: CompiledTransformer
     final_nmse: float
+    best_nmse: float
+    best_step: int
     history: tuple[tuple[int, float], ...]
     seconds: float
     parameters: int
+    standardisation: Standardisation
 
 
 def learning_rate_factor(step: int, steps: int) -> float:
@@ -344,20 +438,31 @@ def _progress(steps: int, quiet: bool) -> Any:
                 file=sys.stderr, leave=False)
 
 
+def estimate_standardisation(program: ir.Program, dist: Distribution, device: str) -> Standardisation:
+    """μ and σ of the target on the fixed draw of ``STANDARDISATION_DRAW`` inputs from ``dist``."""
+    x = draw_inputs(program, dist, STANDARDISATION_DRAW, STANDARDISATION_SEED, device)
+    return Standardisation.estimate(evaluate(program, x), bool(program.output_shape))
+
+
 def train(program: ir.Program, settings: TrainSettings, init: CompiledTransformer | None = None,
           quiet: bool = False, on_validation: Callable[[int, float], None] | None = None) -> TrainResult:
     """Train a model of the compiled family on ``program`` (see the module docstring)."""
     start = time.monotonic()
     torch.manual_seed(settings.seed)
+    device = settings.device
+    components = bool(program.output_shape)
     model, trainable = build_model(program, settings, init)
+    standard = estimate_standardisation(program, settings.dist, device)
+    if init is not None:
+        standard.unfold_from(model)  # the init model outputs y; trained, the model outputs z
     optimizer = torch.optim.AdamW(trainable, lr=settings.lr, weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: learning_rate_factor(s, settings.steps))
-    x_val = draw_inputs(program, settings.dist, settings.validation, settings.seed + VALIDATION_SEED)
-    y_val = evaluate(program, x_val)  # (N, ...) float64
+    x_val = draw_inputs(program, settings.dist, settings.validation, settings.seed + VALIDATION_SEED, device)
+    y_val = evaluate(program, x_val)  # (N, ...) float64, on the device
     history: list[tuple[int, float]] = []
 
     def validate(step: int) -> float:
-        value = model_nmse(model, program, x_val, y_val)
+        value = nmse(standard.inverse(predictions(model, x_val), components), y_val, components)
         history.append((step, value))
         if on_validation is not None:
             on_validation(step, value)
@@ -367,9 +472,9 @@ def train(program: ir.Program, settings: TrainSettings, init: CompiledTransforme
     last = validate(0)
     bar = _progress(settings.steps, quiet)
     for step in range(settings.steps):
-        x = draw_inputs(program, settings.dist, settings.batch, settings.seed * 1_000_003 + step + 1)
-        y = evaluate(program, x).to(device=model.device, dtype=model.dtype)  # (B, ...)
-        loss, _ = squared_error(model(x.to(model.device, model.dtype)), y)
+        x = draw_inputs(program, settings.dist, settings.batch, settings.seed * 1_000_003 + step + 1, device)
+        z = standard.forward(evaluate(program, x), components).to(dtype=model.dtype)  # (B, ...)
+        loss, _ = squared_error(model(x.to(dtype=model.dtype)), z)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -382,6 +487,10 @@ def train(program: ir.Program, settings: TrainSettings, init: CompiledTransforme
     parameters = trainable_parameter_count(model)
     for tensor in trainable:
         tensor.requires_grad_(False)
-    model.config["trained"]["final_nmse"] = float(f"{last:.6g}")
-    model.config["trained"]["parameters"] = parameters
-    return TrainResult(model, last, tuple(history), time.monotonic() - start, parameters)
+    standard.fold_into(model)
+    best_step, best = min(history[1:] or history, key=lambda point: (point[1], point[0]))
+    model.config["trained"] |= {"final_nmse": float(f"{last:.6g}"), "best_nmse": float(f"{best:.6g}"),
+                                "best_step": best_step, "parameters": parameters,
+                                "target_mean": list(standard.mean), "target_scale": standard.scale}
+    return TrainResult(model=model, final_nmse=last, best_nmse=best, best_step=best_step, history=tuple(history),
+                       seconds=time.monotonic() - start, parameters=parameters, standardisation=standard)

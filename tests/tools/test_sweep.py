@@ -7,6 +7,7 @@ import csv
 import io
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from cli_runner import run_cli
 
 import infoflow_dsl as ifl
 from infoflow_dsl.tools import sweep
-from infoflow_dsl.tools.train import TrainSettings
+from infoflow_dsl.tools.train import VALIDATION_SEED, TrainSettings, model_nmse
 
 ROOT = Path(__file__).resolve().parents[2]
 D_RETRIEVAL = ROOT / "compiled_examples" / "d_retrieval.iflow"
@@ -68,17 +69,24 @@ def test_in_process_sweep_records_every_run_once_and_resumes_without_rerunning(t
     assert (tmp_path / "results.csv").read_bytes().startswith(before)
     for row in rows:
         model = ifl.load(tmp_path / row["model"])
-        assert model.config["trained"]["final_nmse"] == float(row["nmse"])
-        assert model.config["trained"]["seed"] == int(row["seed"])
+        trained = model.config["trained"]
+        assert trained["final_nmse"] == float(row["final_nmse"]) and trained["best_nmse"] == float(row["best_nmse"])
+        assert float(row["best_nmse"]) <= float(row["final_nmse"]) and 1 <= int(row["best_step"]) <= 20
+        assert trained["seed"] == int(row["seed"])
+        program = compiled.program("d_retrieval", 4)
+        declared = ifl.sample_inputs(program, 128, seed=int(row["seed"]) + VALIDATION_SEED)
+        assert float(row["declared_nmse"]) == pytest.approx(model_nmse(model, program, declared), rel=1e-5)
     program_at = lambda length: compiled.program("d_retrieval", length)  # noqa: E731
     configs = sweep.finish(tmp_path, "d_retrieval", grid, runs, rows, program_at, 1e-2)
     assert [c.heads for c in configs] == ["1", "2"]
     for c in configs:
-        found = [float(r["nmse"]) for r in rows if r["config"] == c.config]
-        assert c.best == min(found) and len(c.nmse) == 2
+        found = [float(r["best_nmse"]) for r in rows if r["config"] == c.config]
+        assert c.best == min(found) and c.median == statistics.median(found) and len(c.nmse) == 2
+        assert c.final == tuple(float(r["final_nmse"]) for r in rows if r["config"] == c.config)
         assert c.verdict == ifl.analyze(compiled.program("d_retrieval", 4), tuple(map(int, c.heads.split(",")))).verdict
     text = (tmp_path / "summary.md").read_text(encoding="utf-8")
-    assert f"| 1 | 4 | 8 | 20 | 2 | {configs[0].best:.3g} |" in text and "inefficient" in text
+    assert f"| 1 | 4 | 8 | 20 | 2 | {configs[0].best:.3g} | {configs[0].median:.3g} |" in text
+    assert "inefficient" in text and "| seeds |" in text and "targets standardised" in text
     compiled_model = compiled.model("d_retrieval", 1e-2, "float64", 4)
     assert f"| {compiled_model.parameter_count()} | {compiled_model.nonzero_parameter_count()} |" in text
     png = (tmp_path / "nmse.png").read_bytes()
@@ -103,20 +111,23 @@ def test_a_torn_last_line_is_dropped_and_a_foreign_file_refused(tmp_path) -> Non
     assert code == 2 and "not a results file" in err
 
 
-def test_a_results_file_without_cpu_seconds_resumes_and_keeps_its_columns(tmp_path) -> None:
+@pytest.mark.parametrize("legacy_columns", sweep.LEGACY_COLUMNS)
+def test_a_results_file_of_the_earlier_protocol_resumes_and_keeps_its_columns(tmp_path, legacy_columns) -> None:
     runs = toy_runs(toy_grid(((1,), (2,)), seeds=1))
     sweep.execute(runs[:1], tmp_path, workers=1)
     path = tmp_path / "results.csv"
     rows = sweep.read_results(path)
     assert float(rows[0]["cpu_seconds"]) > 0  # one thread: the run's time on a core of its own
     legacy = io.StringIO()
-    writer = csv.DictWriter(legacy, fieldnames=sweep.LEGACY_COLUMNS, lineterminator="\n", extrasaction="ignore")
+    writer = csv.DictWriter(legacy, fieldnames=legacy_columns, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(rows)
-    path.write_text(legacy.getvalue(), encoding="utf-8")  # a file from before cpu_seconds
+    writer.writerows({**row, "nmse": row["final_nmse"]} for row in rows)
+    path.write_text(legacy.getvalue(), encoding="utf-8")  # a file with one nmse, the last step's
     sweep.execute(runs, tmp_path, workers=1)
-    assert path.read_text(encoding="utf-8").splitlines()[0].split(",") == sweep.LEGACY_COLUMNS
-    assert [r["run"] for r in sweep.read_results(path)] == [r.key for r in runs]
+    assert path.read_text(encoding="utf-8").splitlines()[0].split(",") == legacy_columns
+    resumed = sweep.read_results(path)
+    assert [r["run"] for r in resumed] == [r.key for r in runs]
+    assert all(sweep.best_of(r) == sweep.final_of(r) == float(r["nmse"]) for r in resumed)
 
 
 def test_a_sweep_killed_with_sigkill_resumes_and_runs_each_configuration_once(tmp_path) -> None:
@@ -154,7 +165,8 @@ def test_two_ray_workers_give_the_same_runs_as_one_process(tmp_path) -> None:
     assert sorted(r["run"] for r in distributed) == sorted(r["run"] for r in local)
     by_run = {r["run"]: r for r in local}
     for row in distributed:
-        assert row["nmse"] == by_run[row["run"]]["nmse"]
+        assert row["best_nmse"] == by_run[row["run"]]["best_nmse"]
+        assert row["final_nmse"] == by_run[row["run"]]["final_nmse"]
         assert (tmp_path / "ray" / row["model"]).read_bytes() == (tmp_path / "local" / row["model"]).read_bytes()
 
 
@@ -178,3 +190,5 @@ def test_a_run_key_names_every_setting() -> None:
     run = toy_runs(toy_grid(((2,),), seeds=1))[0]
     other = replace(run, settings=replace(run.settings, lr=1e-2))
     assert run.key != other.key and run.file_id != other.file_id
+    started = replace(run, init=b"model bytes")
+    assert started.config_key.startswith(run.config_key + ";init=") and started.file_id != run.file_id

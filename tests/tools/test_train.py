@@ -18,7 +18,10 @@ import infoflow_dsl as ifl
 from infoflow_dsl.reference.measure import model_inputs
 from infoflow_dsl.reference.verify import check_model
 from infoflow_dsl.tools.train import (
+    OUTPUT_SIDE,
+    VALIDATION_SEED,
     Distribution,
+    Standardisation,
     TrainError,
     TrainSettings,
     build_model,
@@ -29,6 +32,7 @@ from infoflow_dsl.tools.train import (
     parse_distribution,
     reads_positions,
     squared_error,
+    target_variance,
     train,
 )
 from infoflow_dsl.transformer import sparse as sparse_module
@@ -226,3 +230,106 @@ def test_a_token_program_is_refused_with_a_located_reason(tmp_path) -> None:
     code, _out, err = run_cli(["train", str(path), "--heads", "1", "--steps", "1", "-o", model])
     assert code == 2 and "Traceback" not in err
     assert err.startswith(f"{path}:1:1: error: token programs are not trained yet: ")
+
+
+def test_the_default_peak_learning_rate_is_the_papers_1e_3() -> None:
+    assert TrainSettings(heads=(1,)).lr == 1e-3
+    from infoflow_dsl.tools.cli import build_parser
+
+    arguments = build_parser().parse_args(["train", D_RETRIEVAL, "--heads", "1"])
+    assert arguments.lr == 1e-3
+    sweep_arguments = build_parser().parse_args(["sweep", D_RETRIEVAL, "--heads", "1", "-o", "out"])
+    assert sweep_arguments.lr == 1e-3
+
+
+def test_the_nmse_is_unchanged_by_the_standardisation_and_the_model_outputs_y() -> None:
+    generator = torch.Generator().manual_seed(4)
+    y = 16.0 + 3.9 * torch.randn(2000, 3, dtype=torch.float64, generator=generator) * torch.tensor([1.0, 2.0, 0.5])
+    predicted = y + 0.3 * torch.randn(2000, 3, dtype=torch.float64, generator=generator)
+    standard = Standardisation.estimate(y, components=True)
+    z = standard.forward(y, components=True)
+    assert z.mean(dim=0).abs().max() < 1e-12 and target_variance(z, components=True) == pytest.approx(1.0)
+    assert nmse(standard.forward(predicted, True), z, True) == pytest.approx(nmse(predicted, y, True), rel=1e-12)
+    torch.testing.assert_close(standard.inverse(z, True), y)
+    program = compiled.program("intrinsic_2", 4)  # a target with mean ≈ 4 and std ≈ 2 on N(0, I)
+    settings = replace(TOY, heads=(2, 2), steps=30, dist=Distribution("normal", 1.0))
+    result = train(program, settings, quiet=True)
+    assert abs(result.standardisation.mean[0]) > 1.0 and result.standardisation.scale > 1.0
+    x_val = draw_inputs(program, settings.dist, settings.validation, settings.seed + VALIDATION_SEED)
+    assert model_nmse(result.model, program, x_val) == pytest.approx(result.final_nmse, rel=1e-4)
+    trained = result.model.config["trained"]
+    assert trained["target_scale"] == result.standardisation.scale and trained["target_mean"] == list(
+        result.standardisation.mean)
+
+
+def test_a_run_reports_its_best_validation_point_beside_its_last() -> None:
+    program = compiled.program("d_retrieval", 4)
+    points: list[tuple[int, float]] = []
+    result = train(program, replace(TOY, steps=40, lr=3e-2), quiet=True,
+                   on_validation=lambda step, value: points.append((step, value)))
+    assert tuple(points) == result.history and result.history[-1] == (40, result.final_nmse)
+    after_start = result.history[1:]
+    assert (result.best_step, result.best_nmse) == min(after_start, key=lambda p: (p[1], p[0]))
+    assert result.best_nmse <= result.final_nmse and result.best_step >= 1  # step 0 is not a training point
+    trained = result.model.config["trained"]
+    assert (trained["best_nmse"], trained["best_step"]) == (float(f"{result.best_nmse:.6g}"), result.best_step)
+
+
+def test_padding_that_learns_keeps_the_output_bit_for_bit_and_the_padded_weights_move() -> None:
+    program = compiled.program("d_retrieval", 4)
+    init = compiled.model("d_retrieval", 1e-2, "float32", 4)
+    settings = TrainSettings(heads=(6, 1), d_model=init.d_model + 4, d_head=init.blocks[0].attn.W_Q.shape[2] + 2,
+                             d_mlp=init.d_mlp[0] + 3, steps=0, validation=256)
+    learning, _ = build_model(program, settings, init)
+    zeros, _ = build_model(program, settings, init, learning_padding=False)
+    x = model_inputs(program, 300, seed=2).float()
+    with torch.no_grad():
+        assert torch.equal(learning(x), zeros(x))  # bit for bit: every added unit, head, direction writes 0
+        torch.testing.assert_close(learning(x), init(x), rtol=1e-5, atol=1e-5)
+    before = {name: t.detach().clone() for name, t in learning.state_dict().items()}
+    regions = padded_regions(init, before)
+    assert {name.rsplit(".", 1)[1] for name in regions} >= {"W_Q", "W_K", "W_V", "W_O", "W_in", "W_out", "W_E", "W_U"}
+    for name, region in regions.items():  # input side random, output side 0
+        leaf = name.rsplit(".", 1)[1]
+        if leaf in OUTPUT_SIDE:
+            assert not bool(before[name][region].any()), name
+        elif leaf != "W_K":
+            assert bool(before[name][region].all()), name
+    result = train(program, replace(settings, steps=5, lr=1e-2), init, quiet=True)
+    after = result.model.state_dict()
+    for name, region in regions.items():
+        if name.endswith(("b_U", "W_pos")):
+            continue  # b_U has no padded entries; W_pos is not learned (d_retrieval reads no position)
+        assert not torch.equal(after[name][region], before[name][region]), f"{name}: the padded weights did not move"
+
+
+def padded_regions(init: ifl.CompiledTransformer, padded: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Per tensor, a bool mask of the entries outside ``init``'s corner (tensors with any)."""
+    state = init.state_dict()
+    regions = {}
+    for name, tensor in padded.items():
+        region = torch.ones_like(tensor, dtype=torch.bool)
+        if name in state:
+            region[tuple(slice(0, s) for s in state[name].shape)] = False
+        if bool(region.any()):
+            regions[name] = region
+    return regions
+
+
+@pytest.mark.parametrize("device", ["cpu", *(["cuda"] if torch.cuda.is_available() else [])])
+def test_device_sampling_and_targets_equal_the_host_path(device) -> None:
+    for program, dist in ((compiled.program("d_retrieval", 8), Distribution()),
+                          (compiled.program("intrinsic_2", 8), Distribution("normal", 2.0)),
+                          (compiled.program("triangle_center", 4), Distribution())):  # a ball domain
+        if dist.kind == "uniform":
+            host = ifl.sample_inputs(program, 64, seed=11)
+        else:  # the host path: a CPU generator
+            host = 2.0 * torch.randn((64, program.length, program.dimension), dtype=torch.float64,
+                                     generator=torch.Generator().manual_seed(11))
+        drawn = draw_inputs(program, dist, 64, seed=11, device=device)
+        assert drawn.device.type == device and drawn.dtype == torch.float64
+        if device == "cpu":
+            assert torch.equal(drawn, host)
+        target = ifl.evaluate(program, drawn)
+        assert target.device.type == device and target.dtype == torch.float64
+        torch.testing.assert_close(target.cpu(), ifl.evaluate(program, drawn.cpu()), rtol=1e-12, atol=1e-12)
