@@ -1,9 +1,10 @@
 """Hypothesis strategies for ``.iflow`` ASTs: names, numbers, conditions, expressions and
-declarations (the parser's round-trip test and the CLI's fuzzing share them)."""
+declarations, and token mutations of whole programs (the parser's round-trip test and the fuzz tests share them)."""
 
 from __future__ import annotations
 
 import keyword
+from collections.abc import Callable, Sequence
 
 from hypothesis import strategies as st
 
@@ -111,3 +112,34 @@ def declaration_strategy(
         st.builds(lambda e, name, cs: ast.TargetDecl(e, variable=ast.Binder(name), conditions=tuple(cs)),
                   expressions, names, st.lists(condition_strategy(names), max_size=2)),
     )
+
+
+def join_tokens(tokens: list[str]) -> str:
+    """Program text from tokens: a space after each, newlines as they are."""
+    return "".join(token if token == "\n" else token + " " for token in tokens)
+
+
+MUTATIONS = ("delete", "duplicate", "swap", "insert", "replace")
+
+
+def mutate_tokens(draw: st.DrawFn, tokens: list[str], rounds: int, inserted: Callable[[], str],
+                  replaced: Callable[[str], str], kinds: Sequence[str] = MUTATIONS) -> str:
+    """``tokens`` after ``rounds`` mutations drawn from ``kinds``: delete, duplicate or swap a token,
+    insert ``inserted()`` before one, or replace one (never a newline) by ``replaced(token)``."""
+    tokens = list(tokens)
+    for _ in range(rounds):
+        kind = draw(st.sampled_from(list(kinds)))
+        i = draw(st.integers(0, len(tokens) - 1))
+        if kind == "delete" and len(tokens) > 1:
+            del tokens[i]
+        elif kind == "duplicate":
+            tokens.insert(i, tokens[i])
+        elif kind == "swap":
+            j = draw(st.integers(0, len(tokens) - 1))
+            tokens[i], tokens[j] = tokens[j], tokens[i]
+        elif kind == "insert":
+            tokens.insert(i, inserted())
+        elif kind == "replace" and tokens[i] != "\n":
+            tokens[i] = replaced(tokens[i])
+    return join_tokens(tokens)
+

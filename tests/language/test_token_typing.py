@@ -13,7 +13,7 @@ from diagnostics import BAD_TOKEN_PROGRAMS, assert_distinct, assert_the_cli_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from programs import TOKENS
-from strategies import expression_strategy
+from strategies import expression_strategy, mutate_tokens
 
 import infoflow_dsl as ifl
 from infoflow_dsl.language import syntax as ast
@@ -113,19 +113,9 @@ REPLACEMENTS = ['"a"', '"z"', '"("', "len", "t", "s", "r", "T", "1", "0", "3", "
 def mutated_token_programs(draw: st.DrawFn) -> str:
     """A token program of the table with 1-3 token mutations: delete, duplicate, swap, insert or replace."""
     tokens = [t for t in draw(st.sampled_from(TOKEN_PROGRAM_TOKENS)) if not t.startswith("#")]
-    for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["delete", "duplicate", "swap", "insert", "replace"]))
-        i = draw(st.integers(0, len(tokens) - 1))
-        if kind == "delete" and len(tokens) > 1:
-            del tokens[i]
-        elif kind == "duplicate":
-            tokens.insert(i, tokens[i])
-        elif kind == "swap":
-            j = draw(st.integers(0, len(tokens) - 1))
-            tokens[i], tokens[j] = tokens[j], tokens[i]
-        elif kind in ("insert", "replace") and tokens[i] != "\n":
-            tokens[i:i + (kind == "replace")] = [draw(st.sampled_from(REPLACEMENTS))]
-    return "".join(token if token == "\n" else token + " " for token in tokens)
+    replacement = st.sampled_from(REPLACEMENTS)
+    return mutate_tokens(draw, tokens, draw(st.integers(1, 3)), inserted=lambda: draw(replacement),
+                         replaced=lambda _token: draw(replacement))
 
 
 @settings(deadline=None, database=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])

@@ -24,7 +24,7 @@ from cli_runner import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from programs import CANONICAL, by_name
-from strategies import declaration_strategy, expression_strategy
+from strategies import MUTATIONS, declaration_strategy, expression_strategy, join_tokens, mutate_tokens
 
 from infoflow_dsl.language import syntax as ast
 from infoflow_dsl.language.printer import print_program
@@ -226,10 +226,6 @@ def kind_of(token: str) -> str:
     return "operator"
 
 
-def join_tokens(tokens: list[str]) -> str:
-    return "".join(token if token == "\n" else token + " " for token in tokens)
-
-
 def test_tokenizer_round_trips_the_canonical_programs() -> None:
     from infoflow_dsl.language.parse import parse
 
@@ -242,22 +238,10 @@ def test_tokenizer_round_trips_the_canonical_programs() -> None:
 @st.composite
 def mutated_programs(draw: st.DrawFn) -> str:
     """A canonical program with 1-4 token mutations: delete, duplicate, swap, insert or replace."""
-    tokens = list(draw(st.sampled_from(CANONICAL_TOKENS)))
-    for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["delete", "duplicate", "swap", "insert", "replace", "replace"]))
-        i = draw(st.integers(0, len(tokens) - 1))
-        if kind == "delete" and len(tokens) > 1:
-            del tokens[i]
-        elif kind == "duplicate":
-            tokens.insert(i, tokens[i])
-        elif kind == "swap":
-            j = draw(st.integers(0, len(tokens) - 1))
-            tokens[i], tokens[j] = tokens[j], tokens[i]
-        elif kind == "insert":
-            tokens.insert(i, draw(st.sampled_from(VOCABULARY)))
-        elif kind == "replace" and tokens[i] != "\n":
-            tokens[i] = draw(st.sampled_from(SAME_KIND[kind_of(tokens[i])]))
-    return join_tokens(tokens)
+    return mutate_tokens(draw, draw(st.sampled_from(CANONICAL_TOKENS)), draw(st.integers(1, 4)),
+                         inserted=lambda: draw(st.sampled_from(VOCABULARY)),
+                         replaced=lambda token: draw(st.sampled_from(SAME_KIND[kind_of(token)])),
+                         kinds=(*MUTATIONS, "replace"))
 
 
 FUZZ = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
