@@ -93,6 +93,25 @@ def _embedding(circuit: Circuit, index: dict[str, int], blocks: list[FFNBlock]) 
             "pos_embed.W_pos": positions}
 
 
+def _token_embedding(circuit: Circuit, index: dict[str, int]) -> dict[str, torch.Tensor]:
+    """A token circuit's embedding: W_E [V, D], row v the token columns' values for token v
+    (``one`` = 1 in every row); no ReLU block ([V, 0]); W_pos [T+1, D] from the position columns."""
+    assert circuit.vocabulary is not None
+    size, vocabulary = len(index), len(circuit.vocabulary[0])
+    w_e = torch.zeros(vocabulary, size, dtype=torch.float64)
+    w_e[:, index[ONE]] = 1.0
+    for direction, values in circuit.token_columns:
+        w_e[:, index[direction]] = torch.tensor(values, dtype=torch.float64)
+    positions = torch.zeros(circuit.length + 1, size, dtype=torch.float64)
+    for direction, values in circuit.position_columns:
+        positions[:, index[direction]] = torch.tensor(values, dtype=torch.float64)
+    cls = torch.zeros(size, dtype=torch.float64)
+    cls[index[ONE]] = 1.0
+    return {"embed.W_E": w_e, "embed.W_E1": torch.zeros(vocabulary, 0, dtype=torch.float64),
+            "embed.b_E1": torch.zeros(0, dtype=torch.float64), "embed.W_E2": torch.zeros(0, size, dtype=torch.float64),
+            "embed.cls": cls, "pos_embed.W_pos": positions}
+
+
 def _attention(layer: int, heads: list[AttentionHead], index: dict[str, int]) -> dict[str, torch.Tensor]:
     size = len(index)
     d_head = max((len(h.query) for h in heads), default=0)
@@ -135,7 +154,10 @@ def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
              metadata: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """(config, tensors) of the model realising ``circuit``; ``metadata`` is merged into the config."""
     index = {name: i for i, name in enumerate(circuit.directions)}
-    tensors = _embedding(circuit, index, [b for b in circuit.blocks if b.layer == 0])
+    if circuit.vocabulary is None:
+        tensors = _embedding(circuit, index, [b for b in circuit.blocks if b.layer == 0])
+    else:
+        tensors = _token_embedding(circuit, index)
     layers_config = []
     for layer in range(circuit.layers):  # block l holds the heads of schedule layer l+1 and FFN stage l+1
         heads = [h for h in circuit.heads if h.layer == layer + 1]
@@ -178,6 +200,11 @@ def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
     if circuit.output_site == "token":  # sequence targets keep their v1 config (and bytes)
         config["output"] = "token"
         config["causal"] = circuit.causal
+    if circuit.vocabulary is not None:  # a token model (DESIGN.md "Tokens"): ids in, W_E [V, D]
+        names, numbers = circuit.vocabulary
+        config["input"] = "tokens"
+        config["vocabulary"] = {"names": list(names), "values": None if numbers is None else list(numbers)}
+        config["token_output"] = circuit.token_output
     config.update(metadata or {})
     return config, {name: tensor.to(dtype).coalesce() if tensor.is_sparse else tensor.to(dtype).contiguous()
                     for name, tensor in tensors.items()}

@@ -181,3 +181,11 @@ class Circuit:
     output_site: str = "readout"  # "token": y(t) = W_U h(t) + b_U at every input token
     causal: bool = False  # a causal per-token target (its masks keep the output at t free of later tokens)
     values: tuple[NodeValue, ...] = field(default=())
+    #: a token circuit (``compiler.tokens``): the vocabulary's names and numbers (None:
+    #: categorical), the embedding's columns (direction -> its value for each token id) and the
+    #: positional code's (direction -> its value at positions 1..T+1); ``token_output``: the
+    #: output is the V tokens' scores
+    vocabulary: tuple[tuple[str, ...], tuple[float, ...] | None] | None = None
+    token_columns: tuple[tuple[str, tuple[float, ...]], ...] = field(default=())
+    position_columns: tuple[tuple[str, tuple[float, ...]], ...] = field(default=())
+    token_output: bool = False

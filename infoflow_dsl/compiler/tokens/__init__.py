@@ -1,0 +1,76 @@
+"""Stage 5 for token programs (language v3): a checked token program -> an exact circuit.
+
+Every value a token program computes takes finitely many values (``analysis.finite``), so the
+lowering does not approximate: each construction is exact in exact arithmetic on those values
+(robust steps re-quantise brackets and integers, gates multiply by indicators, uniform heads
+average exactly, sharp heads leave at most :data:`~.builder.TAIL` off their winners), and the
+a-priori bound is the softmax tails plus the dtype's rounding. Token outputs are the V tokens'
+scores: the right token's is within the bound of 1, every other's within it of 0, so the
+margin is 1 − 2·bound. Modules: ``builder`` (features, columns, stages), ``ffn`` (units),
+``heads`` (attention, len), ``separate`` (bodies as products of per-position features, key
+classes), ``counts`` (how many keys a mask leaves), ``lower`` (the walker and its rule table).
+
+The model reads token ids of any length T' ≤ T (DESIGN.md "Tokens"): masks read only the
+query's and the key's positions, ``len`` is computed (a uniform head and a table of 2(T − 1)
+units), and sums are count × mean, the count an exact feature of the position and len.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...analysis.causality import is_causal
+from ...analysis.finite import finite_domain
+from ...errors import CompileError
+from ...language import typed as ir
+from ..circuit import Circuit, ErrorBudget, LinearForm
+from .builder import UNIT_ROUNDOFF, TokenCircuitBuilder
+from .lower import RULES, TokenLowering
+
+SEQUENCE_ROW = "@"  # a sequence target's row: the readout token, which no expression reads as a position
+
+__all__ = ["RULES", "lower_tokens"]
+
+
+def _readout_rounding(form: LinearForm, magnitude: float, unit_roundoff: float) -> float:
+    """The unembedding's sum: (|y| + Σ|coefficients|)·√(terms + 1)·ϱ."""
+    return unit_roundoff * (magnitude + sum(abs(c) for _, c in form.terms)) * (len(form.terms) + 1) ** 0.5
+
+
+def lower_tokens(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit:
+    """The circuit of a token program; CompileError (exit 2) for a construct it cannot build or
+    a numeric bound above ``eps``."""
+    domain = finite_domain(program)
+    assert domain is not None and program.vocabulary is not None
+    if program.target.type.shape:
+        raise CompileError("a vector-valued target over tokens is not compiled yet")
+    builder = TokenCircuitBuilder(program, UNIT_ROUNDOFF[dtype])
+    lowering = TokenLowering(builder, domain)
+    row = program.token_variable or SEQUENCE_ROW
+    if program.token_output:
+        assert isinstance(program.target, ir.Token)
+        token = lowering.token(program.target.position, row)
+        output = token.onehot
+        bound = token.error + max(_readout_rounding(f, 1.0, builder.unit_roundoff) for f in output)
+        shape: tuple[int, ...] = (program.vocabulary.size,)
+        if bound >= 0.25:
+            raise CompileError(f"the token scores are within {bound:.3g} of 0/1, not a safe margin")
+    else:
+        value = lowering.feature(program.target, row)
+        output = (value.form,)
+        bound = value.error + _readout_rounding(value.form, value.magnitude, builder.unit_roundoff)
+        shape = ()
+        if bound > eps:
+            raise CompileError(f"the a-priori bound {bound:.3g} of this token program in {str(dtype)[6:]} is above "
+                               f"ε = {eps:g} (the dtype's rounding through {builder.layers} layers); raise ε or use "
+                               "float64")
+    vocabulary = program.vocabulary
+    return Circuit(
+        dimension=vocabulary.size, length=program.length, directions=tuple(builder.directions),
+        heads=tuple(builder.heads), blocks=tuple(builder.blocks), output=tuple(output), output_shape=shape,
+        layers=max(builder.layers, 1), theta=0.0,
+        budget=ErrorBudget(eps=eps, shares=(("exact construction: softmax tails and rounding", bound),),
+                           rounding=bound, bound=bound),
+        output_site="token" if program.per_token else "readout", causal=program.per_token and is_causal(program),
+        vocabulary=(vocabulary.names, vocabulary.values), token_columns=tuple(builder.token_columns.items()),
+        position_columns=tuple(builder.position_columns.items()), token_output=program.token_output)

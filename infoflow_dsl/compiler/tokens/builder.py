@@ -1,0 +1,170 @@
+"""The token circuit under construction: features, tables, heads and FFN units.
+
+A token program's every intermediate value takes finitely many values (``analysis.finite``), so
+its lowering keeps, for each value it computes, a :class:`Feature`: where it lives (a linear
+form over named residual directions), the exact values it can take, the a-priori error of the
+computed value (exact arithmetic gives 0 for every construction but a softmax's tail; the
+rest is the dtype's rounding, estimated per construction), and the **stage** after which it is
+in the residual stream: 0 after the embedding, 2l − 1 after layer l's attention, 2l after its
+FFN. A head of layer l reads stage ≤ 2l − 2, an FFN of layer l stage ≤ 2l − 1
+(:func:`head_layer`, :func:`ffn_layer`), so a feature's stage fixes where what reads it goes.
+
+Functions of a position's own token are table lookups: a **token column** is a direction
+whose value for token v is written in row v of ``embed.W_E`` (one-hot indicators ``x=a``, a
+numeric token's value, any expression of x(t) alone). Functions of the own position alone
+(``pos:t``, ``pos:t^2``, ``pos:first`` = [t = 1]) are **position columns** of the fixed
+positional code W_pos, whose width does not grow with T.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import torch
+
+from ...errors import CompileError
+from ...language import typed as ir
+from ..circuit import ONE, AttentionHead, FFNBlock, LinearForm, ReLUUnit
+
+#: Every softmax tail (the weight a head leaves off its winners) is made at most this.
+TAIL = 1e-9
+#: The most hidden units a token circuit may use.
+MAX_UNITS = 1_000_000
+UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24}
+
+Values = frozenset[Fraction] | None
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A scalar the circuit computes at every row: value ``form`` (over residual directions),
+    one of ``values`` (None: not finite), within ``error`` of the exact value, from ``stage`` on."""
+
+    form: LinearForm
+    values: Values
+    stage: int
+    error: float = 0.0
+
+    @property
+    def low(self) -> float:
+        return float(min(self.values)) if self.values else 0.0
+
+    @property
+    def high(self) -> float:
+        return float(max(self.values)) if self.values else 0.0
+
+    @property
+    def magnitude(self) -> float:
+        return max(abs(self.low), abs(self.high))
+
+    @property
+    def is_indicator(self) -> bool:
+        return self.values is not None and self.values <= {Fraction(0), Fraction(1)}
+
+    @property
+    def constant(self) -> Fraction | None:
+        """The one value of a constant feature (its form has no direction), else None."""
+        if self.form.is_constant and self.values is not None and len(self.values) == 1:
+            return next(iter(self.values))
+        return None
+
+
+@dataclass(frozen=True)
+class TokenFeature:
+    """A token the circuit holds at every row as V indicator forms: ``onehot[v]`` is 1 where the
+    token is v (within ``error`` of it), from ``stage`` on."""
+
+    onehot: tuple[LinearForm, ...]
+    stage: int
+    error: float = 0.0
+
+
+def constant_feature(value: Fraction) -> Feature:
+    return Feature(LinearForm.const(float(value)), frozenset({value}), 0)
+
+
+def head_layer(stage: int) -> int:
+    """The first layer whose heads can read a value of ``stage``: 2l − 2 ≥ stage."""
+    return (stage + 1) // 2 + 1
+
+
+def ffn_layer(stage: int) -> int:
+    """The first layer whose FFN can read a value of ``stage``: 2l − 1 ≥ stage."""
+    return stage // 2 + 1
+
+
+@dataclass
+class TokenCircuitBuilder:
+    """Directions, columns, heads and FFN blocks of one token circuit being lowered."""
+
+    program: ir.Program
+    unit_roundoff: float
+    directions: list[str] = field(default_factory=list)
+    token_columns: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    position_columns: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    heads: list[AttentionHead] = field(default_factory=list)
+    blocks: list[FFNBlock] = field(default_factory=list)
+    steps: dict[tuple[LinearForm, Fraction], Feature] = field(default_factory=dict)
+    cache: dict[object, object] = field(default_factory=dict)
+    units: int = 0
+    counter: int = 0
+
+    def __post_init__(self) -> None:
+        self.direction(ONE)
+
+    @property
+    def length(self) -> int:
+        return self.program.length
+
+    @property
+    def vocabulary(self) -> ir.Vocabulary:
+        assert self.program.vocabulary is not None
+        return self.program.vocabulary
+
+    def direction(self, name: str) -> str:
+        if name not in self.directions:
+            self.directions.append(name)
+        return name
+
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return self.direction(f"{stem}#{self.counter}")
+
+    def token_column(self, name: str, values: tuple[float, ...]) -> str:
+        """Direction ``name`` written by the embedding: value ``values[v]`` for token id v."""
+        self.token_columns.setdefault(name, values)
+        return self.direction(name)
+
+    def position_column(self, name: str, values: tuple[float, ...]) -> str:
+        """Direction ``name`` of the positional code: ``values[p − 1]`` at position p = 1..T+1."""
+        self.position_columns.setdefault(name, values)
+        return self.direction(name)
+
+    def position_number(self) -> str:
+        """``pos:t``: the position p itself."""
+        return self.position_column("pos:t", tuple(float(p) for p in range(1, self.length + 2)))
+
+    def position_square(self) -> str:
+        """``pos:t^2``: p², for fetches by score −(s − p)²."""
+        return self.position_column("pos:t^2", tuple(float(p * p) for p in range(1, self.length + 2)))
+
+    def first_position(self) -> str:
+        """``pos:first``: [p = 1], whose mean over the T' keys is 1/T'."""
+        return self.position_column("pos:first", tuple(1.0 if p == 1 else 0.0 for p in range(1, self.length + 2)))
+
+    def add_units(self, *, name: str, layer: int, output: str, formula: str, units: list[ReLUUnit],
+                  error: float = 0.0) -> None:
+        """One FFN block of ``units`` at ``layer`` (1-based), computing ``formula`` into ``output``."""
+        if self.units + len(units) > MAX_UNITS:
+            raise CompileError(f"the token circuit would need more than {MAX_UNITS:,} hidden units")
+        self.units += len(units)
+        self.blocks.append(FFNBlock(name=name, layer=layer, output=output, formula=formula, units=tuple(units),
+                                    error=error))
+
+    def add_head(self, head: AttentionHead) -> None:
+        self.heads.append(head)
+
+    @property
+    def layers(self) -> int:
+        return max([h.layer for h in self.heads] + [b.layer for b in self.blocks] + [0])

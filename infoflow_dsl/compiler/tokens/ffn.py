@@ -1,0 +1,339 @@
+"""FFN constructions on finite-valued features: steps, gates, logic, tables and products.
+
+Every construction is exact in exact arithmetic on the values its inputs can take; what it
+adds is the dtype's rounding (estimated as 4ϱ times the largest pre-activation a unit can see,
+ϱ the unit roundoff), and what it passes on is its inputs' error, as stated per function.
+
+- **Robust step** [z ≥ c] when no value of z lies in (lo, c) (lo = the largest value below c):
+  relu((z − a₀)/w) − relu((z − a₁)/w) with a₀ = lo + g/4, a₁ = c − g/4, w = a₁ − a₀ = g/2
+  (g = c − lo). For a computed z within g/4 of its value the output is exactly 1 or 0: a step
+  **re-quantises**, so errors never accumulate through brackets. 2 units.
+- **Gate** a·b for an indicator a and b ∈ [lo, hi]: relu(b − lo + (hi − lo)(a − 1)) + lo·a.
+  1 unit; error: b's, plus (hi − lo) times a's.
+- **and** of n indicators relu(Σ aᵢ − (n − 1)); **or** 1 − relu(1 − Σ aᵢ); 1 unit each, exact on
+  0/1 inputs. **not** is 1 − a (no unit).
+- **relu**, |z| = relu(z) + relu(−z), min(a, b) = a − relu(a − b), max(a, b) = a + relu(b − a):
+  exact for every real input (Lipschitz 1).
+- **Table** φ(f) on f's values a₀ < … < aₙ: φ(a₀) + Σₖ (φ(aₖ) − φ(aₖ₋₁))·[f ≥ aₖ]: n robust
+  steps, exact.
+- **Product** f·g of two features: a constant scales; an indicator gates; otherwise the side
+  with fewer values is stepped, f·g = a₀·g + Σₖ (aₖ − aₖ₋₁)·[f ≥ aₖ]·g: n steps, then n gates one
+  FFN later.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ...errors import CompileError
+from ..circuit import LinearForm, ReLUUnit
+from .builder import Feature, TokenCircuitBuilder, constant_feature, ffn_layer
+
+ZERO, ONE_VALUE = Fraction(0), Fraction(1)
+INDICATOR = frozenset({ZERO, ONE_VALUE})
+NO_TERMS = LinearForm()
+
+
+def _stage(*features: Feature) -> int:
+    return max(f.stage for f in features)
+
+
+#: A hidden unit as built here: (pre-activation form, output coefficient, reach: a bound on the
+#: sizes Σ|cᵢxᵢ| + |b| its pre-activation sums wherever the unit is active, for the rounding).
+Unit = tuple[LinearForm, float, float]
+
+
+def _unit_feature(builder: TokenCircuitBuilder, *, stem: str, formula: str, inputs: Sequence[Feature],
+                  units: list[Unit], values: frozenset[Fraction] | None, error: float,
+                  extra: LinearForm = NO_TERMS, rounding: float | None = None) -> Feature:
+    """Units Σ cₖ·relu(formₖ) into one fresh direction (plus the linear ``extra``), one FFN after
+    the inputs; the result's error is ``error`` plus the units' rounding: ``rounding`` where the
+    caller knows which units can be active together, else 2ϱ·Σₖ |cₖ|·reachₖ (an inactive unit
+    adds exactly 0)."""
+    layer = ffn_layer(_stage(*inputs))
+    output = builder.fresh(stem)
+    if rounding is None:
+        rounding = 2 * builder.unit_roundoff * sum(abs(c) * reach for _, c, reach in units)
+    builder.add_units(name=output, layer=layer, output=output, formula=formula,
+                      units=[ReLUUnit(form, output, c) for form, c, _ in units], error=error + rounding)
+    return Feature(LinearForm.of(output).plus(extra), values, 2 * layer, error + rounding)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A cut of f's values at ``cut``: none lies in (below, cut); the robust ramp runs over
+    [start, end] = [below + g/4, cut − g/4], g = cut − below. ``upward``: the units are active
+    above the ramp (they compute [f ≥ cut]), else below it (1 − [f ≥ cut]); the side whose
+    values lie nearer the ramp is chosen, so the active pre-activations stay small."""
+
+    below: Fraction
+    cut: Fraction
+    upward: bool
+    reach: float  # max |f| over the active side, plus |ramp end|
+
+    @property
+    def gap(self) -> float:
+        return float(self.cut - self.below)
+
+    @property
+    def start(self) -> float:
+        return float(self.below) + self.gap / 4
+
+    @property
+    def end(self) -> float:
+        return float(self.cut) - self.gap / 4
+
+    @property
+    def width(self) -> float:
+        return self.end - self.start
+
+
+def threshold(f: Feature, cut: Fraction, text: str) -> Threshold:
+    """The cut of f at ``cut`` (a value of f above its least), checked against f's error."""
+    assert f.values is not None
+    below = max(v for v in f.values if v < cut)
+    gap = float(cut - below)
+    if f.error >= gap / 4:
+        raise CompileError(f"{text}: the compared value's error {f.error:.3g} is not below a quarter of its gap "
+                           f"{gap:.3g}, so the step cannot be exact")
+    up = max(abs(float(v)) for v in f.values if v >= cut) + abs(float(cut))
+    down = max(abs(float(v)) for v in f.values if v < cut) + abs(float(cut))
+    return Threshold(below, cut, up <= down, min(up, down))
+
+
+def step_units(f: Feature, cut: Threshold, coefficient: float) -> tuple[list[Unit], float]:
+    """coefficient·[f ≥ cut] as (units, constant): upward relu((f − a₀)/w) − relu((f − a₁)/w);
+    downward, coefficient·(1 − [relu((a₁ − f)/w) − relu((a₀ − f)/w)])."""
+    reach = cut.reach / cut.width + 1.0
+    if cut.upward:
+        return [(f.form.plus(LinearForm.const(-cut.start)).scaled(1 / cut.width), coefficient, reach),
+                (f.form.plus(LinearForm.const(-cut.end)).scaled(1 / cut.width), -coefficient, reach)], 0.0
+    rising = f.form.scaled(-1.0)
+    return [(rising.plus(LinearForm.const(cut.end)).scaled(1 / cut.width), -coefficient, reach),
+            (rising.plus(LinearForm.const(cut.start)).scaled(1 / cut.width), coefficient, reach)], coefficient
+
+
+def gated_units(f: Feature, cut: Threshold, m: Feature, coefficient: float) -> tuple[list[Unit], LinearForm]:
+    """coefficient·[f ≥ cut]·m for m ∈ [lo, hi] (span S) in one stage, as (units, linear part):
+    [f ≥ cut]·(m − lo) = relu((m − lo) + K(f − a₁)) − relu(K(f − a₁)), K = S/w (upward), or
+    (m − lo) − [relu((m − lo) + K(a₀ − f)) − relu(K(a₀ − f))] (downward); plus lo·[f ≥ cut] by
+    a step. Exact for f within g/4 of its value and m in [lo, hi]."""
+    low, high = m.low - m.error, m.high + m.error
+    span = max(high - low, 1e-300)
+    k = span / cut.width
+    shifted = m.form.plus(LinearForm.const(-low))
+    reach = k * cut.reach + span + m.magnitude
+    if cut.upward:
+        lever = f.form.plus(LinearForm.const(-cut.end)).scaled(k)
+        units = [(shifted.plus(lever), coefficient, reach), (lever, -coefficient, reach)]
+        linear_part = LinearForm()
+    else:
+        lever = f.form.scaled(-1.0).plus(LinearForm.const(cut.start)).scaled(k)
+        units = [(shifted.plus(lever), -coefficient, reach), (lever, coefficient, reach)]
+        linear_part = shifted.scaled(coefficient)
+    if low != 0.0:
+        more, constant = step_units(f, cut, coefficient * low)
+        units += more
+        linear_part = linear_part.plus(LinearForm.const(constant))
+    return units, linear_part
+
+
+def at_least(builder: TokenCircuitBuilder, z: Feature, cut: Fraction, text: str) -> Feature:
+    """[z ≥ cut] by a robust step; a constant where every value of z is on one side."""
+    if z.values is None:
+        raise CompileError(f"{text}: the compared value is not finite, so no step is exact (declare a margin)")
+    if all(v >= cut for v in z.values) or all(v < cut for v in z.values):
+        return constant_feature(ONE_VALUE if all(v >= cut for v in z.values) else ZERO)
+    cache_key = (z.form, cut)
+    cached = builder.steps.get(cache_key)
+    if cached is not None:
+        return cached
+    units, constant = step_units(z, threshold(z, cut, text), 1.0)
+    feature = _unit_feature(builder, stem="step", formula=f"[{text} ≥ {cut}]", inputs=[z], units=units,
+                            values=INDICATOR, error=0.0, extra=LinearForm.const(constant))
+    builder.steps[cache_key] = feature
+    return feature
+
+
+def negation(a: Feature) -> Feature:
+    """1 − a."""
+    values = None if a.values is None else frozenset(ONE_VALUE - v for v in a.values)
+    return Feature(LinearForm.const(1.0).plus(a.form, -1.0), values, a.stage, a.error)
+
+
+def compare(builder: TokenCircuitBuilder, z: Feature, operator: str, text: str) -> Feature:
+    """[z op 0] for a finite-valued difference z (op one of ==, !=, <, <=, >, >=)."""
+    if operator in ("<", "<="):
+        return negation(compare(builder, z, ">=" if operator == "<" else ">", text))
+    if operator == "!=":
+        return negation(compare(builder, z, "==", text))
+    if z.values is None:
+        raise CompileError(f"{text}: the compared value is not finite, so no step is exact (declare a margin)")
+    positive = [v for v in z.values if v > 0]
+    strictly = at_least(builder, z, min(positive), text) if positive else constant_feature(ZERO)
+    if operator == ">":
+        return strictly
+    at_zero = at_least(builder, z, ZERO, text)
+    if operator == ">=":
+        return at_zero
+    return linear([(1.0, at_zero), (-1.0, strictly)], INDICATOR)
+
+
+def linear(terms: Sequence[tuple[float, Feature]], values: frozenset[Fraction] | None,
+           constant: float = 0.0) -> Feature:
+    """Σ cᵢ·fᵢ + constant: no unit; errors add with |cᵢ|."""
+    form = LinearForm.const(constant)
+    for coefficient, feature in terms:
+        form = form.plus(feature.form, coefficient)
+    stage = max((f.stage for _, f in terms), default=0)
+    return Feature(form, values, stage, sum(abs(c) * f.error for c, f in terms))
+
+
+def gate(builder: TokenCircuitBuilder, a: Feature, b: Feature, text: str) -> Feature:
+    """a·b for an indicator a and a bounded b (1 unit)."""
+    if b.values is None:
+        raise CompileError(f"{text}: a product needs a bounded factor")
+    low, high = b.low - b.error, b.high + b.error
+    span = high - low
+    form = b.form.plus(LinearForm.const(-low)).plus(a.form.plus(LinearForm.const(-1.0)), span)
+    values = _products(a.values or INDICATOR, b.values)
+    return _unit_feature(builder, stem="gate", formula=f"{text}", inputs=[a, b],
+                         units=[(form, 1.0, 2 * span + b.magnitude)],
+                         values=values, error=b.error + span * a.error, extra=a.form.scaled(low))
+
+
+def conjunction(builder: TokenCircuitBuilder, parts: Sequence[Feature], text: str) -> Feature:
+    """[all parts]: relu(Σ aᵢ − (n − 1)) (1 unit)."""
+    if len(parts) == 1:
+        return parts[0]
+    form = LinearForm.const(-(len(parts) - 1.0))
+    for part in parts:
+        form = form.plus(part.form)
+    return _unit_feature(builder, stem="and", formula=text, inputs=parts, units=[(form, 1.0, 2.0 * len(parts))],
+                         values=INDICATOR,
+                         error=sum(p.error for p in parts))
+
+
+def disjunction(builder: TokenCircuitBuilder, parts: Sequence[Feature], text: str) -> Feature:
+    """[any part]: 1 − relu(1 − Σ aᵢ) (1 unit)."""
+    if len(parts) == 1:
+        return parts[0]
+    form = LinearForm.const(1.0)
+    for part in parts:
+        form = form.plus(part.form, -1.0)
+    return _unit_feature(builder, stem="or", formula=text, inputs=parts, units=[(form, -1.0, 2.0 * len(parts))],
+                         values=INDICATOR,
+                         error=sum(p.error for p in parts), extra=LinearForm.const(1.0))
+
+
+def rectified(builder: TokenCircuitBuilder, z: Feature, values: frozenset[Fraction] | None, text: str) -> Feature:
+    """relu(z) (1 unit)."""
+    return _unit_feature(builder, stem="relu", formula=text, inputs=[z], units=[(z.form, 1.0, _reach(z))],
+                         values=values, error=z.error)
+
+
+def absolute(builder: TokenCircuitBuilder, z: Feature, values: frozenset[Fraction] | None, text: str) -> Feature:
+    """|z| = relu(z) + relu(−z) (2 units)."""
+    return _unit_feature(builder, stem="abs", formula=text, inputs=[z],
+                         units=[(z.form, 1.0, _reach(z)), (z.form.scaled(-1.0), 1.0, _reach(z))], values=values,
+                         error=z.error)
+
+
+def extreme(builder: TokenCircuitBuilder, a: Feature, b: Feature, kind: str,
+            values: frozenset[Fraction] | None, text: str) -> Feature:
+    """min(a, b) = a − relu(a − b), max(a, b) = a + relu(b − a) (1 unit)."""
+    sign = -1.0 if kind == "min" else 1.0
+    difference = a.form.plus(b.form, -1.0).scaled(-sign)
+    units: list[Unit] = [(difference, sign, _reach(a) + _reach(b))]
+    return _unit_feature(builder, stem=kind, formula=text, inputs=[a, b], units=units, values=values,
+                         error=a.error + b.error, extra=a.form)
+
+
+def _reach(f: Feature) -> float:
+    return f.magnitude + abs(f.form.constant) + sum(abs(c) for _, c in f.form.terms)
+
+
+def _products(a: frozenset[Fraction], b: frozenset[Fraction] | None) -> frozenset[Fraction] | None:
+    if b is None or len(a) * len(b) > 1_000_000:
+        return None
+    return frozenset(u * v for u in a for v in b)
+
+
+def _cut_rounding(builder: TokenCircuitBuilder, f: Feature, cuts: Sequence[tuple[Threshold, float, float]]) -> float:
+    """The rounding of units cut at ``cuts`` (threshold, |coefficient|, extra reach per unit)
+    for the worst value of f: 2ϱ·max_v Σ over the cuts active at v of 2·|c|·((|v| + |cut|)/w + 1 + extra)."""
+    assert f.values is not None
+    worst = 0.0
+    for v in f.values:
+        total = 0.0
+        for cut, coefficient, extra in cuts:
+            if (v >= cut.cut) == cut.upward:
+                total += 2 * coefficient * ((abs(float(v)) + abs(float(cut.cut))) / cut.width + 1 + extra)
+        worst = max(worst, total)
+    return 2 * builder.unit_roundoff * worst
+
+
+def table(builder: TokenCircuitBuilder, f: Feature, function: Callable[[Fraction], Fraction], text: str) -> Feature:
+    """φ(f) on f's finite values by robust steps, all into one direction (2 units per value
+    past the first), exact for f within a quarter gap of its value."""
+    if f.values is None:
+        raise CompileError(f"{text}: its argument is not finite-valued")
+    ordered = sorted(f.values)
+    units: list[Unit] = []
+    cuts: list[tuple[Threshold, float, float]] = []
+    constant = float(function(ordered[0]))
+    for low, high in itertools.pairwise(ordered):
+        change = float(function(high) - function(low))
+        if change:
+            cut = threshold(f, high, text)
+            more, shift = step_units(f, cut, change)
+            units += more
+            constant += shift
+            cuts.append((cut, abs(change), 0.0))
+    values = frozenset(function(v) for v in ordered)
+    if not units:
+        return Feature(LinearForm.const(constant), values, f.stage)
+    return _unit_feature(builder, stem="table", formula=text, inputs=[f], units=units, values=values, error=0.0,
+                         extra=LinearForm.const(constant), rounding=_cut_rounding(builder, f, cuts))
+
+
+def requantised(builder: TokenCircuitBuilder, f: Feature, text: str) -> Feature:
+    """f through the identity table: the same value with the error reset to rounding."""
+    if f.error == 0.0 or f.values is None or len(f.values) < 2:
+        return f
+    return table(builder, f, lambda v: v, f"{text} (re-quantised)")
+
+
+def product(builder: TokenCircuitBuilder, f: Feature, g: Feature, text: str) -> Feature:
+    """f·g: a constant scales, an indicator gates, else the side with fewer values is cut and
+    each cut gates the other side in the same stage (:func:`gated_units`), into one direction."""
+    for first, second in ((f, g), (g, f)):
+        value = first.constant
+        if value is not None:
+            values = None if second.values is None else frozenset(value * v for v in second.values)
+            return Feature(second.form.scaled(float(value)), values, second.stage, abs(float(value)) * second.error)
+    for first, second in ((f, g), (g, f)):
+        if first.is_indicator:
+            return gate(builder, first, second, text)
+    if f.values is None or g.values is None:
+        raise CompileError(f"{text}: a product of two features needs one with finitely many values")
+    cut_side, other = (f, g) if len(f.values) <= len(g.values) else (g, f)
+    ordered = sorted(cut_side.values)
+    units: list[Unit] = []
+    cuts: list[tuple[Threshold, float, float]] = []
+    linear_part = other.form.scaled(float(ordered[0]))
+    span = other.high - other.low + 2 * other.error
+    for low, high in itertools.pairwise(ordered):
+        cut = threshold(cut_side, high, text)
+        more, part = gated_units(cut_side, cut, other, float(high - low))
+        units += more
+        linear_part = linear_part.plus(part)
+        cuts.append((cut, float(high - low) * max(span, abs(other.low) + other.error, 1e-300),
+                     (2 * other.magnitude + span) / max(span, 1e-300)))
+    error = other.error * max(abs(float(v)) for v in ordered)
+    return _unit_feature(builder, stem="product", formula=text, inputs=[f, g], units=units,
+                         values=_products(f.values, g.values), error=error, extra=linear_part,
+                         rounding=_cut_rounding(builder, cut_side, cuts))

@@ -1,0 +1,82 @@
+"""Attention constructions of the token circuit: uniform means, sharp retrievals, fetches, len.
+
+- **Uniform mean** over the keys a structural mask leaves (score 0): z(t) = (1/n) Σ_s v(s),
+  exact but for rounding (ϱ·T·max|v|); a query with no key gets 0.
+- **Retrieval** softmax_s(β·score(t, s)) · v(s): when the winners' score beats every other
+  key's by at least γ, the weight off the winners is at most (T − 1)·e^(−βγ); β is chosen to
+  make that :data:`~.builder.TAIL`, so the retrieved value is within TAIL·max|v| of the
+  winners' mean (one winner where a tie-break separates them). Scores are bilinear:
+  Σₖ qₖ(t)·kₖ(s), each factor a feature of its own position.
+- **Fetch** of a token at a position the query computes (``x(len + 1 − t)``, ``x(len)``):
+  score 2p·s − s² = p² − (s − p)², maximal at s = p with gap 1 to every other key.
+- **len**: a uniform head over every key reads [s = 1] and gives u = 1/T' (exact: the weights
+  are 1/T'); a table of robust steps on u's values {1, 1/2, …, 1/T} gives T' exactly: 2(T − 1)
+  units, the one cost of a run-time length that grows with T.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+from ...transformer.masks import HeadMask
+from ..circuit import AttentionHead, LinearForm
+from .builder import TAIL, Feature, TokenCircuitBuilder, head_layer
+from .ffn import table
+
+
+def _head(builder: TokenCircuitBuilder, *, kind: str, stage: int, score: Sequence[tuple[LinearForm, LinearForm]],
+          values: Sequence[LinearForm], beta: float, mask: HeadMask, error: float, formula: str) -> tuple[str, ...]:
+    """A head at the first layer that can read ``stage``; its value rows go to fresh directions."""
+    layer = head_layer(stage)
+    name = f"h{len(builder.heads) + 1}"
+    outputs = tuple(builder.fresh(f"{name}:{kind}[{i + 1}]") for i in range(len(values)))
+    query = tuple(q for q, _ in score) or (LinearForm(),)
+    key = tuple(k for _, k in score) or (LinearForm(),)
+    builder.add_head(AttentionHead(name=name, layer=layer, kind=kind, site="token", query=query, key=key,
+                                   value=tuple(values), outputs=outputs, beta=beta, mask=mask, error=error,
+                                   formula=formula))
+    return outputs
+
+
+def uniform_mean(builder: TokenCircuitBuilder, features: Sequence[Feature],
+                 values: Sequence[frozenset[Fraction] | None], mask: HeadMask, formula: str) -> list[Feature]:
+    """The mean of each feature over the keys ``mask`` leaves (one head for all of them)."""
+    stage = max(f.stage for f in features)
+    rounding = builder.unit_roundoff * builder.length * max((f.magnitude for f in features), default=0.0) * 2
+    error = max(f.error for f in features) + rounding
+    outputs = _head(builder, kind="mean", stage=stage, score=(), values=[f.form for f in features], beta=0.0,
+                    mask=mask, error=error, formula=formula)
+    layer = head_layer(stage)
+    return [Feature(LinearForm.of(out), value_set, 2 * layer - 1, error) for out, value_set in zip(outputs, values,
+                                                                                                   strict=True)]
+
+
+def sharp_beta(length: int, gap: float) -> float:
+    """β with (T − 1)·e^(−β·gap) ≤ TAIL/2."""
+    return math.log(2 * max(length - 1, 1) / TAIL) / gap
+
+
+def retrieve(builder: TokenCircuitBuilder, *, score: Sequence[tuple[LinearForm, LinearForm]], stage: int,
+             values: Sequence[LinearForm], gap: float, mask: HeadMask, value_error: float,
+             formula: str) -> tuple[tuple[str, ...], int, float]:
+    """A sharp head whose winners beat other keys by ``gap``: (output directions, stage, error
+    per unit of value magnitude beyond ``value_error``)."""
+    beta = sharp_beta(builder.length, gap)
+    outputs = _head(builder, kind="retrieve", stage=stage, score=score, values=values, beta=beta, mask=mask,
+                    error=TAIL + value_error, formula=formula)
+    return outputs, 2 * head_layer(stage) - 1, TAIL
+
+
+def length(builder: TokenCircuitBuilder) -> Feature:
+    """T' at every row (cached): a uniform head reads 1/T', a step table decodes it."""
+    cached = builder.cache.get("len")
+    if isinstance(cached, Feature):
+        return cached
+    first = Feature(LinearForm.of(builder.first_position()), frozenset({Fraction(0), Fraction(1)}), 0)
+    reciprocals = frozenset(Fraction(1, n) for n in range(1, builder.length + 1))
+    (inverse,) = uniform_mean(builder, [first], [reciprocals], (), "1/len = mean_<s> [s == 1]")
+    decoded = table(builder, inverse, lambda u: 1 / u, "len = 1 / (1/len)")
+    builder.cache["len"] = decoded
+    return decoded
