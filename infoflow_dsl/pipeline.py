@@ -23,6 +23,7 @@ from .analysis.schedule import Schedule, build_schedule
 from .compiler.assemble import assemble
 from .compiler.circuit import Circuit
 from .compiler.lower import lower
+from .compiler.tokens import lower_tokens
 from .errors import CompileError, ProgramError, single_error
 from .language import syntax as ast
 from .language import typed as ir
@@ -120,6 +121,9 @@ def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_ine
     (``approximations``; None: :func:`square_route`'s default)."""
     refuse_v3(program)
     schedule = build_schedule(build_tree(program), None, program.margin)
+    if program.over_tokens:  # exact constructions on finite values (compiler.tokens); no routes
+        circuit = lower_tokens(program, eps, dtype)
+        return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="efficient")
     if not (schedule.problems and allow_inefficient):
         circuit = lower(program, schedule, eps, dtype, square_route(ffn, "efficient"))
         return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="efficient")
@@ -135,14 +139,17 @@ def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_ine
 
 def refuse_v3(program: ir.Program, action: str = "compiled") -> None:
     """Raise a located :class:`ProgramError` (exit 2) for a program the lowering (``action``
-    "compiled") or the trained model family ("trained") cannot build yet: one over a token
-    vocabulary, or one that holds a bracket or another language-v3 construct."""
+    "compiled") or the trained model family ("trained") cannot build: the trained family reads
+    vectors, so it refuses token programs; both refuse a language-v3 construct (a bracket, a
+    position as a number) in a program over vectors, whose values have no finite gap."""
     first = next((n for n in (program.target, *ir.sub_nodes(program.target)) if isinstance(n, ir.V3_NODES)), None)
+    if program.over_tokens and action == "compiled":
+        return
     if program.over_tokens:
         declaration = next(d for d in program.expanded.declarations if isinstance(d, ast.InputDecl))
         span, message = declaration.span, (
-            f"token programs are not {action} yet: the model has no token embedding and no construction for "
-            f"brackets [...] or len; parse, analyze and the reference evaluator (ifl.evaluate) support them")
+            f"token programs are not {action} yet: the trained model family reads vectors, not token ids; "
+            f"compile builds them exactly (infoflowc compile)")
     elif first is not None:
         span, message = first.span, (  # type: ignore[union-attr]
             f"this construct of language v3 (a bracket [...] or a position used as a number) is not {action} "

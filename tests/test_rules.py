@@ -15,6 +15,7 @@ from infoflow_dsl.analysis.finite import VALUE_SET_RULES
 from infoflow_dsl.analysis.ranges import RANGE_RULES
 from infoflow_dsl.analysis.schedule import STAGE_RULES
 from infoflow_dsl.compiler.lower import values as lowering
+from infoflow_dsl.compiler.tokens import lower as token_lowering
 from infoflow_dsl.language import syntax as ast
 from infoflow_dsl.language import typed as ir
 from infoflow_dsl.language.check import TYPING_RULES
@@ -29,11 +30,15 @@ REFERENCE_VALUES = tuple(n for n in ir.VALUE_NODES if n not in ir.COMPILE_ONLY_N
 #: The expression classes of the source AST (what the checker types).
 AST_EXPRESSIONS = tuple(ast.Expr.__args__)
 
-#: The lowering builds no language-v3 construct yet: ``compile`` refuses a program holding one
-#: (pipeline.refuse_v3: "token programs are not compiled yet: ..."), so its table leaves them out
-#: on purpose, and test_v3_programs_are_refused_by_compile_with_a_located_reason checks the refusal.
+#: The lowering of programs over vectors builds no language-v3 construct: ``compile`` refuses a
+#: bracket over continuous values (pipeline.refuse_v3), so its table leaves them out on purpose,
+#: and test_v3_constructs_over_vectors_are_refused_with_a_located_reason checks the refusal.
+#: Token programs have their own lowering (compiler/tokens), whose table covers every value node
+#: a token program can hold: a token is one value, so no vector operation, and no gather node.
 LOWERING_REFUSES = ir.V3_NODES
 LOWERED = tuple(n for n in AFTER_COMPARISONS if n not in LOWERING_REFUSES)
+TOKEN_LOWERED = tuple(n for n in ir.VALUE_NODES
+                      if n not in (ir.Component, ir.Inner, ir.Norm, ir.MatVec, *ir.COMPILE_ONLY_NODES))
 
 #: (stage, its table, the node classes it must handle).
 STAGE_TABLES = [
@@ -45,6 +50,7 @@ STAGE_TABLES = [
     ("schedule stages (analysis/schedule.py STAGE_RULES)", STAGE_RULES, AFTER_COMPARISONS),
     ("value sets (analysis/finite.py VALUE_SET_RULES)", VALUE_SET_RULES, (*ir.VALUE_NODES, NodeResult)),
     ("lowering (compiler/lower/values.py RULES)", lowering.RULES, LOWERED),
+    ("token lowering (compiler/tokens/lower.py RULES)", token_lowering.RULES, TOKEN_LOWERED),
 ]
 
 #: (stage, the rule every pointwise function needs there).
@@ -90,24 +96,14 @@ def test_the_typed_ir_partition_covers_every_expression_class() -> None:
     assert not set(ir.VALUE_NODES) & set(ir.POSITION_NODES)
 
 
-V3_REFUSED = [
-    'input x : token {"a", "b"}\nlength T = 4\ntarget(t) = sum_<s> [x(s) == x(t)]\n',
-    "input x : R^2\nlength T = 4\nmargin 0.1\ntarget sum_<s> [x(s)[1] < 0]\n",
-]
-
-
-@pytest.mark.parametrize("source", V3_REFUSED, ids=["token-program", "bracket-over-vectors"])
-def test_v3_programs_are_refused_by_compile_with_a_located_reason(source: str, tmp_path) -> None:
-    """The lowering's table has no rule for the v3 classes: compile refuses them, located, exit 2."""
+def test_v3_constructs_over_vectors_are_refused_with_a_located_reason(tmp_path) -> None:
+    """A bracket over continuous values has no finite gap: compile refuses it, located, exit 2."""
     from cli_runner import run_cli
 
     path = tmp_path / "v3.iflow"
-    path.write_text(source, encoding="utf-8")
+    path.write_text("input x : R^2\nlength T = 4\nmargin 0.1\ntarget sum_<s> [x(s)[1] < 0]\n", encoding="utf-8")
     code, _out, err = run_cli(["compile", str(path), "-o", str(tmp_path / "m.safetensors")])
     assert code == 2 and "Traceback" not in err
-    line = 1 if "token" in source else 4
-    column = 1 if "token" in source else 16  # the input declaration; the bracket
-    assert err.startswith(f"{path}:{line}:{column}: error: ")
-    assert ("token programs are not compiled yet: " in err) == ("token" in source)
-    assert "not compiled yet" in err
+    assert err.startswith(f"{path}:4:16: error: ")  # the bracket
+    assert "is not compiled yet" in err
     assert not (tmp_path / "m.safetensors").exists()

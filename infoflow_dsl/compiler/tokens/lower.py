@@ -576,7 +576,20 @@ def _locality(expr: object, row: str) -> str | None:
     return found.pop() if found else "constant"
 
 
+def _literal_rule(lowering: TokenLowering, expr: ir.NumberLiteral | ir.Constant | ir.TokenLiteral, row: str) -> Feature:
+    (value,) = lowering.values(expr) or (None,)
+    if value is None:
+        raise lowering.refuse(expr, "a constant without one value")
+    return constant_feature(value)
+
+
+#: The rule of each value node a token program can hold (vector operations cannot occur: a
+#: token is one value; ``Presence`` is the gather route's). A sub-expression of the row's own
+#: token or position alone never reaches its rule: it is a column (:func:`_locality`).
 RULES: dict[type, Callable[[TokenLowering, Any, str], Feature]] = {
+    ir.NumberLiteral: _literal_rule,
+    ir.Constant: _literal_rule,
+    ir.TokenLiteral: _literal_rule,
     ir.Token: _token_rule,
     ir.Compare: _compare_rule,
     ir.Logical: _logical_rule,

@@ -15,7 +15,8 @@ from infoflow_dsl.language import typed as ir
 #: Node classes the comparison tree removes (reductions become NodeResult leaves) or that only
 #: stand inside tokens and conditions (positions).
 NOT_LOWERED = {ir.Reduce, ir.ArgPosition, ir.PositionVariable, ir.FixedPosition, ir.LastPosition}
-#: Language v3's classes: compile refuses a program that holds one (pipeline.refuse_v3; see tests/test_rules.py).
+#: Language v3's classes: the lowering over vectors refuses them (pipeline.refuse_v3); token programs have
+#: their own lowering (compiler/tokens, whose table tests/test_rules.py checks).
 NOT_LOWERED |= set(ir.V3_NODES)
 
 
