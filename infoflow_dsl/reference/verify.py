@@ -316,7 +316,7 @@ def _trace_layers(model: CompiledTransformer, reference: CompiledTransformer, x:
     """The body of :func:`trace`, with the model's attention computed explicitly."""
     raw = model.residual_stream(x)  # L+1 streams (B, T'+1, D) in the model's dtype
     actual = [h.to(torch.float64) for h in raw]
-    embedded = reference._embed(reference._check_input(x.to(torch.float64)))
+    embedded = reference._embed(reference._check_input(x if model.token_input else x.to(torch.float64)))
     found = _first_gap(actual[0], embedded, slack, labels, 0, who)
     if found is not None:
         return found
