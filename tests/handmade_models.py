@@ -130,14 +130,18 @@ def mask_allows(conds: list[list[Any]], key: int, query: int, last: int) -> bool
 
 
 def reference_streams(model: CompiledTransformer, x: torch.Tensor) -> list[torch.Tensor]:
-    """The residual stream after the embedding and each layer, by loops over tokens (float64)."""
+    """The residual stream after the embedding and each layer, by loops over tokens (float64); a
+    token model's x is its ids (B, T')."""
     w = {name: t.detach().to(torch.float64) for name, t in model.state_dict().items()}
     cfg = model.config
-    batch, length, _ = x.shape
-    x = x.to(torch.float64)
+    batch, length = x.shape[:2]
+    x = x if model.token_input else x.to(torch.float64)
     h = torch.zeros(batch, length + 1, cfg["d_model"], dtype=torch.float64)
     for b in range(batch):
         for t in range(length):
+            if model.token_input:  # x: ids (B, T'); the id's row of the table
+                h[b, t] = w["embed.W_E"][int(x[b, t])] + w["pos_embed.W_pos"][t]
+                continue
             xe = torch.cat([x[b, t], torch.ones(1, dtype=torch.float64)])
             hidden = torch.clamp(xe @ w["embed.W_E1"] + w["embed.b_E1"], min=0)
             h[b, t] = xe @ w["embed.W_E"] + hidden @ w["embed.W_E2"] + w["pos_embed.W_pos"][t]
@@ -170,10 +174,13 @@ def reference_streams(model: CompiledTransformer, x: torch.Tensor) -> list[torch
 
 
 def reference_forward(model: CompiledTransformer, x: torch.Tensor) -> torch.Tensor:
+    """The output read at the readout token, or at every token for a per-token model."""
     h = reference_streams(model, x)[-1]
-    y = torch.stack([h[b, -1] @ model.unembed.W_U.detach().double() + model.unembed.b_U.detach().double()
-                     for b in range(h.shape[0])])
-    return y[:, 0] if not model.config["output_shape"] else y
+    w_u, b_u = model.unembed.W_U.detach().double(), model.unembed.b_U.detach().double()
+    rows = range(h.shape[1] - 1) if model.per_token else [h.shape[1] - 1]
+    y = torch.stack([torch.stack([h[b, t] @ w_u + b_u for t in rows]) for b in range(h.shape[0])])  # (B, rows, K)
+    y = y if model.per_token else y[:, 0]
+    return y[..., 0] if not model.config["output_shape"] else y
 
 
 # ---------------------------------------------------------------------------- a head nothing reads
@@ -321,3 +328,29 @@ def token_model(name: str, dtype: torch.dtype = torch.float64, shuffle_output: b
     if shuffle_output:
         reads = reads[1:] + reads[:1]
     return CompiledTransformer(config, tensors | _reading(d_model, reads), dtype=dtype)
+
+
+#: the masks of :data:`MASKS` that do not read the run-time length (a token model's)
+LENGTH_FREE_MASKS = [m for m in MASKS if not any(isinstance(side, str) and side.startswith("last")
+                                                   for c in m for side in (c[0], c[2]))]
+
+
+def random_token_model(seed: int = 0, names: tuple[str, ...] = ("a", "b", "c", "d"), t: int = 6, d_model: int = 8,
+                       token_output: bool = True, per_token: bool = True,
+                       values: tuple[float, ...] | None = None,
+                       dtype: torch.dtype = torch.float64) -> CompiledTransformer:
+    """A random token model over ``names`` (a numeric vocabulary with ``values``): the random
+    layers of :func:`random_model` with the masks that do not read the length, and a random
+    table W_E [V, d_model] with no ReLU block; V scores per output site with ``token_output``."""
+    size = len(names)
+    masks = [LENGTH_FREE_MASKS[:5], LENGTH_FREE_MASKS[5:], []]
+    config = random_config(masks, t=t, d=size, d_model=d_model, output_shape=[size] if token_output else [])
+    config |= {"input": "tokens", "vocabulary": {"names": list(names), "values": None if values is None else
+                                                 list(values)}, "token_output": token_output}
+    if per_token:
+        config["output"] = "token"
+    tensors = random_tensors(config, seed, m_embed=0)
+    gen = torch.Generator().manual_seed(seed + 1)
+    tensors["embed.W_E"] = torch.randn(size, d_model, generator=gen, dtype=torch.float64)
+    tensors["embed.W_E1"] = torch.zeros(size, 0, dtype=torch.float64)
+    return CompiledTransformer(config, tensors, dtype=dtype)

@@ -28,7 +28,9 @@ def command_check_tokens(arguments: argparse.Namespace, model: Any, program: Any
         arguments.eps if arguments.eps is not None else model.config.get("eps", 0.0))
     result = measure_tokens(model, program, arguments.samples, arguments.seed)
     print(header(arguments, model, program, eps, trained))
-    short = (f", and all {result.exhaustive} of lengths 1..{result.exhaustive_length}" if result.exhaustive else "")
+    every = " (every input)" if result.exhaustive_length == program.length else ""
+    short = (f", and all {result.exhaustive} of lengths 1..{result.exhaustive_length}{every}"
+             if result.exhaustive else "")
     print(f"  evaluated        {result.inputs} inputs ({result.samples} random ids of random lengths 1.."
           f"{program.length}{short}), {result.sites} outputs")
     for line in (answer_lines(result, program) if result.token_output else error_lines(result, program)):

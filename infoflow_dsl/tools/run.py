@@ -141,6 +141,9 @@ def command_run(arguments: argparse.Namespace) -> int:
     if not model.token_input or not program.over_tokens:
         raise UsageError(f"{arguments.model}: a model over vectors (R^{model.d}); infoflowc run takes a token model "
                          f"(language v3), whose input is a sequence of tokens")
+    if len(arguments.tokens) > program.length:
+        raise UsageError(f"{arguments.model}: {len(arguments.tokens)} tokens, but the model takes at most "
+                         f"T = {program.length}")
     try:
         ids = encode(program, list(arguments.tokens))
     except ValueError as error:
