@@ -76,8 +76,10 @@ def output_rows(program: Any, model: Any, ids: Any, eps: float | None) -> list[R
     from ..reference.tokens import UNDEFINED_ID, answers, token_names
 
     with torch.no_grad():
-        y = model(ids.to(model.device)).to("cpu", torch.float64)[0]  # (T'[, K or V]) or ([K or V])
-    reference = evaluate(program, ids)[0]  # (T'[, K]) or ([K]); token output: ids, -1 where undefined
+        y = model(ids.to(model.device)).to("cpu", torch.float64)  # (1, T'[, K or V]) or (1[, K or V])
+    if program.token_output:
+        y = answers(program, y)  # (1, T') or (1,) ids: the argmax token, -1 where undefined
+    y, reference = y[0], evaluate(program, ids)[0]  # reference: (T'[, K]) or ([K]); a token output's ids
     tokens = token_names(program, ids[0])
     decimals = decimals_for(eps)
 
@@ -86,9 +88,7 @@ def output_rows(program: Any, model: Any, ids: Any, eps: float | None) -> list[R
 
     def row(position: int | None, token: str, out: Any, want: Any) -> Row:
         if program.token_output:
-            shown = show_token(int(answers(program, out.reshape(1, *([1] if program.per_token else []), -1))
-                                   .reshape(-1)[0]))
-            expected = show_token(int(want))
+            shown, expected = show_token(int(out)), show_token(int(want))
             if expected == UNDEFINED:
                 return Row(position, token, UNDEFINED, UNDEFINED, True)
             return Row(position, token, shown, expected, shown == expected)

@@ -49,3 +49,25 @@ def test_forward_and_reference_batches_of_other_sizes_give_the_same_errors(monke
         expected = (compiled(x) - ifl.evaluate(target, x)).abs()
     assert bool(kept.all()) and error.shape == (42,)
     torch.testing.assert_close(error, expected, rtol=0, atol=1e-12)
+
+
+def test_token_answers_and_margins_against_a_loop() -> None:
+    """wrong_answers and answer_margins on random scores (B, T', V), with ties and undefined
+    sites, against a loop over the sites (the first maximum is the answer)."""
+    from infoflow_dsl.reference.measure import answer_margins, wrong_answers
+    from infoflow_dsl.reference.tokens import UNDEFINED_ID
+
+    gen = torch.Generator().manual_seed(4)
+    scores = torch.randint(0, 3, (6, 5, 4), generator=gen).to(torch.float64)  # small integers: many ties
+    truth = torch.randint(-1, 4, (6, 5), generator=gen)  # -1: undefined
+    wrong, defined = wrong_answers(scores, truth)
+    margin = answer_margins(scores, truth)
+    for b in range(6):
+        for t in range(5):
+            row, want = scores[b, t].tolist(), int(truth[b, t])
+            assert bool(defined[b, t]) == (want != UNDEFINED_ID)
+            if want == UNDEFINED_ID:
+                assert not wrong[b, t] and margin[b, t] == float("inf")
+                continue
+            assert bool(wrong[b, t]) == (row.index(max(row)) != want)
+            assert float(margin[b, t]) == row[want] - max(v for i, v in enumerate(row) if i != want)
