@@ -201,3 +201,9 @@ def describe_measurement(measured: dict[str, Any]) -> str:
     left_out = measured["excluded_by_margin"]
     excluded = f", {left_out} under the margin left out" if left_out else ""
     return f"max over {measured['samples']} random inputs and {measured['corners']} corners{excluded}"
+
+
+def measurement_passes(measured: dict[str, Any], eps: float) -> bool:
+    """Whether a stored ``measured_error`` is within the guarantee: a token output's answers all
+    right (``wrong`` 0, whatever ε), any other output's ``max_error`` ≤ ε."""
+    return measured["wrong"] == 0 if "wrong" in measured else measured["max_error"] <= eps

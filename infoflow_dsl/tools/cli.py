@@ -294,11 +294,11 @@ def command_compile(arguments: argparse.Namespace) -> int:
     print(f"  parameters       {model.parameter_count()} total, {model.nonzero_parameter_count()} nonzero")
     print(f"  a-priori bound   {config['a_priori_bound']:.3g}")
     if measured is not None:
-        from ..reference.measure import describe_measurement
+        from ..reference.measure import describe_measurement, measurement_passes
 
         budget = " (the default budget; --samples N for more)" if arguments.samples is None else ""
         print(f"  measured error   {measured['max_error']:.3g} ({describe_measurement(measured)}){budget}")
-        if measured["max_error"] > arguments.eps:
+        if not measurement_passes(measured, arguments.eps):
             print(f"{arguments.file}: the measured error exceeds ε (a compiler bug); nothing written", file=sys.stderr)
             return EXIT_ABOVE_EPS
     write_atomically(output, model_to_bytes(model, dense=arguments.dense))

@@ -71,3 +71,23 @@ def test_token_answers_and_margins_against_a_loop() -> None:
                 continue
             assert bool(wrong[b, t]) == (row.index(max(row)) != want)
             assert float(margin[b, t]) == row[want] - max(v for i, v in enumerate(row) if i != want)
+
+
+def test_describe_and_judge_a_stored_measurement() -> None:
+    """compile's line and verdict from a stored measured_error: a model over vectors as before; a
+    token model's inputs and answers; a token output passes only with every answer right."""
+    from handmade_models import token_model, token_program
+
+    from infoflow_dsl.reference.measure import describe_measurement, measure_error, measurement_passes
+
+    vectors = {"max_error": 1e-4, "samples": 300, "corners": 256, "seed": 0, "excluded_by_margin": 2}
+    assert describe_measurement(vectors) == "max over 300 random inputs and 256 corners, 2 under the margin left out"
+    assert measurement_passes(vectors, 1e-3) and not measurement_passes(vectors, 1e-5)
+    right = measure_error(token_model("first"), token_program("first"), 100)
+    assert describe_measurement(right) == ("over 220 inputs: 100 random ids of random lengths, and all 120 of lengths "
+                                           "≤ 4; 0 of 220 token answers wrong, smallest score margin 1.0")
+    wrong = measure_error(token_model("identity", shuffle_output=True), token_program("identity"), 100)
+    assert measurement_passes(right, 1e-9) and not measurement_passes(wrong, 2.0)
+    numeric = measure_error(token_model("mean"), token_program("mean"), 100)
+    assert describe_measurement(numeric) == ("over 220 inputs: 100 random ids of random lengths, and all 120 of "
+                                             "lengths ≤ 4")
