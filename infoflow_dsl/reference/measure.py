@@ -188,12 +188,15 @@ def measure_error(model: CompiledTransformer, program: ir.Program, samples: int 
 
 def describe_measurement(measured: dict[str, Any]) -> str:
     """What a stored ``measured_error`` covers, as compile prints it after the error: "max over
-    N random inputs and M corners" (a token model: "over N inputs: S random ids of lengths
-    1..T, and all E of lengths ≤ L"), and how many inputs the margin left out."""
+    N random inputs and M corners" and how many inputs the margin left out (a token model:
+    "over N inputs: S random ids of random lengths, all E of lengths ≤ L, C constant sequences",
+    and a token output's wrong answers and smallest margin)."""
     if "exhaustive" in measured:
-        short = (f", and all {measured['exhaustive']} of lengths ≤ {measured['exhaustive_length']}"
+        short = (f", all {measured['exhaustive']} of lengths ≤ {measured['exhaustive_length']}"
                  if measured["exhaustive"] else "")
-        text = f"over {measured['inputs']} inputs: {measured['samples']} random ids of random lengths{short}"
+        constant = f", {measured['corners']} constant sequences" if measured["corners"] else ""
+        text = (f"over {measured['inputs']} inputs: {measured['samples']} random ids of random lengths{short}"
+                f"{constant}")
         if "wrong" in measured:
             text += (f"; {measured['wrong']} of {measured['sites']} token answers wrong, smallest score margin "
                      f"{measured['min_margin']}")

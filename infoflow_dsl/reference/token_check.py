@@ -3,7 +3,10 @@
 A token program's inputs are finite: sequences of ids of any length 1..T. The measurement runs
 
 - every sequence of the shortest lengths, 1, 2, ..., as long as they fit EXHAUSTIVE sequences
-  in all (V = 3, T ≥ 4: the 3 + 9 + 27 + 81 = 120 sequences of lengths 1..4), and
+  in all (V = 3, T ≥ 4: the 3 + 9 + 27 + 81 = 120 sequences of lengths 1..4),
+- the **constant** sequences of every longer length (one token repeated: V per length), the
+  token analogue of the domain's corners: every count at its extreme, every score tied, every
+  retrieval's tie-break on the smallest position at work, and
 - ``samples`` uniformly random sequences (:func:`~infoflow_dsl.reference.tokens.random_ids`),
   their lengths drawn uniformly from 1..T, so that every length is tried and lengths mix;
 
@@ -38,13 +41,16 @@ EXHAUSTIVE = 256  # the most sequences of the exhaustive short lengths
 CHUNK_TOKENS = 1 << 20  # ids (sequences × length) per measured chunk
 
 
+INPUT_KINDS = ("exhaustive", "constant", "random")
+
+
 @dataclass(frozen=True)
 class TokenInputs:
-    """The sequences of one length measured together: ids (N, length) int64, and whether they
-    are all the sequences of that length (``exhaustive``) or random ones."""
+    """The sequences of one length measured together: ids (N, length) int64, and their ``kind``
+    (:data:`INPUT_KINDS`): all the sequences of that length, its V constant ones, or random ones."""
 
     ids: torch.Tensor
-    exhaustive: bool
+    kind: str
 
 
 def exhaustive_lengths(program: ir.Program, limit: int = EXHAUSTIVE) -> int:
@@ -64,6 +70,11 @@ def every_sequence(size: int, length: int) -> torch.Tensor:
     return (digits // powers) % size
 
 
+def constant_sequences(size: int, length: int) -> torch.Tensor:
+    """The V sequences that repeat one token: (V, length) int64, row v all v."""
+    return torch.arange(size, dtype=torch.int64).unsqueeze(1).expand(size, length).contiguous()
+
+
 def random_lengths(program: ir.Program, samples: int, seed: int) -> list[int]:
     """How many of ``samples`` random sequences have each length 1..T (index L−1): lengths drawn
     uniformly and independently, seeded."""
@@ -74,16 +85,18 @@ def random_lengths(program: ir.Program, samples: int, seed: int) -> list[int]:
 
 def token_inputs(program: ir.Program, samples: int, seed: int, limit: int = EXHAUSTIVE) -> list[TokenInputs]:
     """What :func:`measure_tokens` runs (see the module docstring), in chunks of at most
-    CHUNK_TOKENS ids: the exhaustive short lengths first, then the random sequences by length
-    (each length's chunks from seeds derived from ``seed`` and the length)."""
-    size = program.vocabulary.size
-    parts = [TokenInputs(every_sequence(size, length), True)
-             for length in range(1, exhaustive_lengths(program, limit) + 1)]
+    CHUNK_TOKENS ids: the exhaustive short lengths first, the constant sequences of the longer
+    lengths, then the random sequences by length (each length's chunks from seeds derived from
+    ``seed`` and the length)."""
+    size, short = program.vocabulary.size, exhaustive_lengths(program, limit)
+    parts = [TokenInputs(every_sequence(size, length), "exhaustive") for length in range(1, short + 1)]
+    parts += [TokenInputs(constant_sequences(size, length), "constant")
+              for length in range(short + 1, program.length + 1)]
     for length, count in enumerate(random_lengths(program, samples, seed), start=1):
         step = max(1, CHUNK_TOKENS // length)
         for index, start in enumerate(range(0, count, step)):
             chunk_seed = seed + 1_000_003 * length + 7_919 * index
-            parts.append(TokenInputs(random_ids(program, min(step, count - start), chunk_seed, length), False))
+            parts.append(TokenInputs(random_ids(program, min(step, count - start), chunk_seed, length), "random"))
     return parts
 
 
@@ -91,7 +104,8 @@ def token_inputs(program: ir.Program, samples: int, seed: int, limit: int = EXHA
 class TokenMeasurement:
     """A token model measured on :func:`token_inputs`.
 
-    ``inputs`` sequences (``exhaustive`` of them every sequence of lengths 1..``exhaustive_length``),
+    ``inputs`` sequences (``exhaustive`` of them every sequence of lengths 1..``exhaustive_length``,
+    ``constant`` the constant sequences of the longer lengths, ``samples`` random ones),
     ``sites`` output sites where the target is defined. ``max_error``: the worst error over the
     sites (a token output: 1 if any answer is wrong, else 0); for a token output, ``wrong``
     sites answered wrong (on ``wrong_inputs`` sequences) and ``min_margin``, the smallest margin
@@ -104,6 +118,7 @@ class TokenMeasurement:
     inputs: int
     exhaustive: int
     exhaustive_length: int
+    constant: int
     samples: int
     seed: int
     sites: int
@@ -127,10 +142,11 @@ class TokenMeasurement:
 
     def to_json(self) -> dict[str, Any]:
         """What a model's config stores as its ``measured_error``: the keys of a model over
-        vectors (``max_error``, ``samples``, ``seed``, ``excluded_by_margin``; ``corners`` 0, as
-        the exhaustive short sequences take their place) and the token measurement's."""
+        vectors (``max_error``, ``samples``, ``seed``, ``excluded_by_margin``; ``corners`` the
+        constant sequences, the corners' analogue) and the token measurement's."""
         record: dict[str, Any] = {
-            "max_error": float(f"{self.max_error:.3g}"), "samples": self.samples, "corners": 0, "seed": self.seed,
+            "max_error": float(f"{self.max_error:.3g}"), "samples": self.samples, "corners": self.constant,
+            "seed": self.seed,
             "excluded_by_margin": 0, "inputs": self.inputs, "exhaustive": self.exhaustive,
             "exhaustive_length": self.exhaustive_length, "sites": self.sites,
         }
@@ -179,13 +195,14 @@ def measure_tokens(model: CompiledTransformer, program: ir.Program, samples: int
     """Measure a token model on :func:`token_inputs` (see the module docstring)."""
     if not program.over_tokens or not model.token_input:
         raise ValueError("measure_tokens measures a token model of a token program")
-    inputs = sites = wrong = wrong_inputs = exhaustive = 0
+    inputs = sites = wrong = wrong_inputs = 0
+    counts = dict.fromkeys(INPUT_KINDS, 0)
     max_error, min_margin, worst = 0.0, math.inf, _Worst()
     for part in token_inputs(program, samples, seed, limit):
         predicted, truth = model_and_reference(model, program, part.ids)
         error, defined, margin, badness, answer = _site_keys(program, predicted, truth)
         inputs += part.ids.shape[0]
-        exhaustive += part.ids.shape[0] if part.exhaustive else 0
+        counts[part.kind] += part.ids.shape[0]
         sites += int(defined.sum())
         if bool(defined.any()):
             max_error = max(max_error, float(error[defined].max()))
@@ -202,8 +219,9 @@ def measure_tokens(model: CompiledTransformer, program: ir.Program, samples: int
                            None if position is None else position + 1, float(answer[site]), float(reference))
     has_margin = program.token_output and sites > 0
     return TokenMeasurement(
-        token_output=program.token_output, inputs=inputs, exhaustive=exhaustive,
-        exhaustive_length=exhaustive_lengths(program, limit), samples=samples, seed=seed, sites=sites,
+        token_output=program.token_output, inputs=inputs, exhaustive=counts["exhaustive"],
+        exhaustive_length=exhaustive_lengths(program, limit), constant=counts["constant"], samples=samples,
+        seed=seed, sites=sites,
         max_error=max_error, wrong=wrong, wrong_inputs=wrong_inputs, min_margin=min_margin if has_margin else None,
         worst_ids=worst.ids if worst.ids is not None else torch.zeros(0, dtype=torch.int64),
         worst_position=worst.position, worst_answer=worst.answer, worst_reference=worst.reference)

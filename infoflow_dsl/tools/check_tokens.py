@@ -1,5 +1,5 @@
 """``infoflowc check MODEL`` for a token model (language v3): the model against the reference on
-random ids of random lengths 1..T and every short sequence
+random ids of random lengths 1..T, every short sequence and the constant sequences
 (:func:`~infoflow_dsl.reference.token_check.measure_tokens`).
 
 A numeric output passes within ε (max |model − reference| over the defined positions); a token
@@ -29,8 +29,9 @@ def command_check_tokens(arguments: argparse.Namespace, model: Any, program: Any
     result = measure_tokens(model, program, arguments.samples, arguments.seed)
     print(header(arguments, model, program, eps, trained))
     every = " (every input)" if result.exhaustive_length == program.length else ""
-    short = (f", and all {result.exhaustive} of lengths 1..{result.exhaustive_length}{every}"
+    short = (f", all {result.exhaustive} of lengths 1..{result.exhaustive_length}{every}"
              if result.exhaustive else "")
+    short += f", {result.constant} constant sequences" if result.constant else ""
     print(f"  evaluated        {result.inputs} inputs ({result.samples} random ids of random lengths 1.."
           f"{program.length}{short}), {result.sites} outputs")
     for line in (answer_lines(result, program) if result.token_output else error_lines(result, program)):

@@ -84,10 +84,11 @@ def test_describe_and_judge_a_stored_measurement() -> None:
     assert describe_measurement(vectors) == "max over 300 random inputs and 256 corners, 2 under the margin left out"
     assert measurement_passes(vectors, 1e-3) and not measurement_passes(vectors, 1e-5)
     right = measure_error(token_model("first"), token_program("first"), 100)
-    assert describe_measurement(right) == ("over 220 inputs: 100 random ids of random lengths, and all 120 of lengths "
-                                           "≤ 4; 0 of 220 token answers wrong, smallest score margin 1.0")
+    assert describe_measurement(right) == ("over 223 inputs: 100 random ids of random lengths, all 120 of lengths ≤ 4, "
+                                           "3 constant sequences; 0 of 223 token answers wrong, smallest score "
+                                           "margin 1.0")
     wrong = measure_error(token_model("identity", shuffle_output=True), token_program("identity"), 100)
     assert measurement_passes(right, 1e-9) and not measurement_passes(wrong, 2.0)
     numeric = measure_error(token_model("mean"), token_program("mean"), 100)
-    assert describe_measurement(numeric) == ("over 220 inputs: 100 random ids of random lengths, and all 120 of "
-                                             "lengths ≤ 4")
+    assert describe_measurement(numeric) == ("over 223 inputs: 100 random ids of random lengths, all 120 of "
+                                             "lengths ≤ 4, 3 constant sequences")

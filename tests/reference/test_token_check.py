@@ -43,12 +43,14 @@ def test_random_lengths_cover_every_length_and_are_seeded() -> None:
     assert counts == random_lengths(program, 1000, seed=3) and counts != random_lengths(program, 1000, seed=4)
 
 
-def test_token_inputs_are_the_short_sequences_then_random_ids_by_length() -> None:
-    program = token_program("identity")
+def test_token_inputs_are_the_short_sequences_the_constant_ones_then_random_ids_by_length() -> None:
+    program = token_program("identity")  # V = 3, T = 5: every sequence of lengths 1..4, constant ones of length 5
     parts = token_inputs(program, 500, seed=0)
-    exhaustive = [p for p in parts if p.exhaustive]
+    exhaustive = [p for p in parts if p.kind == "exhaustive"]
     assert [p.ids.shape for p in exhaustive] == [(3**n, n) for n in range(1, 5)]
-    random = [p for p in parts if not p.exhaustive]
+    constant = [p for p in parts if p.kind == "constant"]
+    assert [p.ids.tolist() for p in constant] == [[[v] * 5 for v in range(3)]]
+    random = [p for p in parts if p.kind == "random"]
     assert sum(p.ids.shape[0] for p in random) == 500
     assert {p.ids.shape[1] for p in random} == set(range(1, 6))
     assert all(p.ids.dtype == torch.int64 and int(p.ids.max()) < 3 for p in parts)
@@ -72,7 +74,8 @@ def test_hand_built_models_measure_exact(name: str) -> None:
     program = token_program(name)
     result = measure_tokens(token_model(name), program, 300)
     sites, inputs = _sites(program)
-    assert (result.sites, result.inputs, result.exhaustive) == (sites, inputs, 120)
+    constant = 3 * (program.length - 4)  # V = 3: lengths 1..4 exhaustive, the V constant sequences of each longer one
+    assert (result.sites, result.inputs, result.exhaustive, result.constant) == (sites, inputs, 120, constant)
     assert result.passes(1e-12) and result.accuracy == 1.0 and result.wrong == 0
     if program.token_output:
         assert result.max_error == 0.0 and result.min_margin == 1.0  # one-hot scores: the right one ahead by 1
@@ -119,8 +122,8 @@ def test_measure_error_of_a_token_model_is_the_token_measurement() -> None:
     program = token_program("first")
     stored = measure_error(token_model("first"), program, 100, seed=2)
     assert stored == measure_tokens(token_model("first"), program, 100, seed=2).to_json()
-    assert stored["max_error"] == 0.0 and stored["corners"] == 0 and stored["excluded_by_margin"] == 0
-    assert (stored["samples"], stored["seed"], stored["inputs"], stored["exhaustive"]) == (100, 2, 220, 120)
+    assert stored["max_error"] == 0.0 and stored["corners"] == 3 and stored["excluded_by_margin"] == 0
+    assert (stored["samples"], stored["seed"], stored["inputs"], stored["exhaustive"]) == (100, 2, 223, 120)
     assert (stored["wrong"], stored["accuracy"], stored["min_margin"]) == (0, 1.0, 1.0)
     numeric = measure_error(token_model("mean"), token_program("mean"), 100)
     assert "wrong" not in numeric and numeric["max_error"] <= 1e-15
