@@ -138,7 +138,12 @@ def _chunk_seed(seed: int, index: int) -> int:
 
 def check_model(model: CompiledTransformer, program: ir.Program, samples: int = 10_000, eps: float | None = None,
                 seed: int = 0, adversarial: int = 0, progress: bool = True) -> CheckResult:
-    """Measure ``model`` against ``program``'s reference (see the module docstring)."""
+    """Measure ``model`` against ``program``'s reference (see the module docstring). A token
+    program's inputs are finite (no corners, near ties or continuous search): its models are
+    measured by :func:`~infoflow_dsl.reference.token_check.measure_tokens` (ValueError here)."""
+    if program.over_tokens:
+        raise ValueError("check_model draws continuous inputs; a token model is checked by "
+                         "infoflow_dsl.reference.token_check.measure_tokens")
     eps = float(model.config.get("eps", 0.0) if eps is None else eps)
     total = samples + CORNERS + max(samples // 10, 16)
     bar = Progress(total, "checking") if progress else None
