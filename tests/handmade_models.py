@@ -130,14 +130,18 @@ def mask_allows(conds: list[list[Any]], key: int, query: int, last: int) -> bool
 
 
 def reference_streams(model: CompiledTransformer, x: torch.Tensor) -> list[torch.Tensor]:
-    """The residual stream after the embedding and each layer, by loops over tokens (float64)."""
+    """The residual stream after the embedding and each layer, by loops over tokens (float64); a
+    token model's x is its ids (B, T')."""
     w = {name: t.detach().to(torch.float64) for name, t in model.state_dict().items()}
     cfg = model.config
-    batch, length, _ = x.shape
-    x = x.to(torch.float64)
+    batch, length = x.shape[:2]
+    x = x if model.token_input else x.to(torch.float64)
     h = torch.zeros(batch, length + 1, cfg["d_model"], dtype=torch.float64)
     for b in range(batch):
         for t in range(length):
+            if model.token_input:  # x: ids (B, T'); the id's row of the table
+                h[b, t] = w["embed.W_E"][int(x[b, t])] + w["pos_embed.W_pos"][t]
+                continue
             xe = torch.cat([x[b, t], torch.ones(1, dtype=torch.float64)])
             hidden = torch.clamp(xe @ w["embed.W_E1"] + w["embed.b_E1"], min=0)
             h[b, t] = xe @ w["embed.W_E"] + hidden @ w["embed.W_E2"] + w["pos_embed.W_pos"][t]
@@ -170,10 +174,13 @@ def reference_streams(model: CompiledTransformer, x: torch.Tensor) -> list[torch
 
 
 def reference_forward(model: CompiledTransformer, x: torch.Tensor) -> torch.Tensor:
+    """The output read at the readout token, or at every token for a per-token model."""
     h = reference_streams(model, x)[-1]
-    y = torch.stack([h[b, -1] @ model.unembed.W_U.detach().double() + model.unembed.b_U.detach().double()
-                     for b in range(h.shape[0])])
-    return y[:, 0] if not model.config["output_shape"] else y
+    w_u, b_u = model.unembed.W_U.detach().double(), model.unembed.b_U.detach().double()
+    rows = range(h.shape[1] - 1) if model.per_token else [h.shape[1] - 1]
+    y = torch.stack([torch.stack([h[b, t] @ w_u + b_u for t in rows]) for b in range(h.shape[0])])  # (B, rows, K)
+    y = y if model.per_token else y[:, 0]
+    return y[..., 0] if not model.config["output_shape"] else y
 
 
 # ---------------------------------------------------------------------------- a head nothing reads
@@ -199,3 +206,151 @@ def unread_head_model(seed: int = 3) -> CompiledTransformer:
     unread.zero_()
     unread[:, UNREAD] = 1.0
     return CompiledTransformer(config, tensors)
+
+
+# ---------------------------------------------------------------------------- token models (language v3)
+#
+# Small token models built by hand from their programs' meaning (not from expected outputs):
+# the residual stream holds V one-hot directions (x(t) == token k), a constant, the answer
+# directions and a 2-d positional code. Tests compare them with the reference evaluator.
+
+TOKEN_SOURCES: dict[str, str] = {
+    "identity": 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t) = x(t)\n',
+    "fraction": 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t) = mean_<s : s <= t> [x(s) == "a"]\n',
+    "mean": 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget mean_<s> [x(s) == "a"]\n',
+    "first": 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget x(1)\n',
+    "numeric": "input x : token {1, 2.5, 4}\nlength T = 4\ntarget(t) = 2 * x(t)\n",
+}
+
+
+def token_program(name: str) -> Any:
+    """The checked program of one of :data:`TOKEN_SOURCES`."""
+    from infoflow_dsl import parse_program
+
+    return parse_program(TOKEN_SOURCES[name], f"{name}.iflow")
+
+
+def token_config(name: str, d_model: int, answer: int, heads: list[list[Any]]) -> dict[str, Any]:
+    """The config of a token model for program ``name``: ``answer`` output components (V for a
+    token output), one layer per entry of ``heads`` (each a list of masks)."""
+    program = token_program(name)
+    vocabulary = program.vocabulary
+    return {
+        "T": program.length, "d": vocabulary.size, "d_model": d_model, "input": "tokens",
+        "vocabulary": {"names": list(vocabulary.names),
+                       "values": None if vocabulary.values is None else list(vocabulary.values)},
+        "token_output": program.token_output,
+        "output_shape": [answer] if program.token_output else [],
+        "output": "token" if program.per_token else "readout",
+        "layers": [{"heads": [{"name": f"h{i}.{j}", "mask": mask} for j, mask in enumerate(masks)]}
+                   for i, masks in enumerate(heads)],
+        "eps": 1e-9, "dtype": "float64", "a_priori_bound": 0.0, "measured_error": None,
+        "residual_labels": [f"r{i}" for i in range(d_model)],
+        "program": {"name": f"{name}.iflow", "source": program.source, "margin": program.margin},
+    }
+
+
+def _token_table(size: int, d_model: int, t: int) -> dict[str, torch.Tensor]:
+    """Embedding tensors: W_E one-hot in directions 0..V−1 and 1 in direction V (the constant);
+    the positional code (cos, sin) in the last two; an empty ReLU block; cls = the constant."""
+    w_e = torch.zeros(size, d_model, dtype=torch.float64)
+    w_e[torch.arange(size), torch.arange(size)] = 1.0
+    w_e[:, size] = 1.0
+    angles = torch.arange(1, t + 2, dtype=torch.float64) * 0.3
+    w_pos = torch.zeros(t + 1, d_model, dtype=torch.float64)
+    w_pos[:, -2], w_pos[:, -1] = torch.cos(angles), torch.sin(angles)
+    cls = torch.zeros(d_model, dtype=torch.float64)
+    cls[size] = 1.0
+    empty = {"embed.W_E1": (size, 0), "embed.b_E1": (0,), "embed.W_E2": (0, d_model)}
+    return {"embed.W_E": w_e, **{name: torch.zeros(shape, dtype=torch.float64) for name, shape in empty.items()},
+            "embed.cls": cls, "pos_embed.W_pos": w_pos}
+
+
+def _copy_head(d_model: int, reads: list[int], writes: list[int]) -> dict[str, torch.Tensor]:
+    """A layer with one uniform head (β = 0) whose value copies directions ``reads`` into
+    ``writes``, and an FFN of zero units."""
+    width = len(reads)
+    w_v, w_o = torch.zeros(1, d_model, width, dtype=torch.float64), torch.zeros(1, width, d_model, dtype=torch.float64)
+    w_v[0, reads, torch.arange(width)] = 1.0
+    w_o[0, torch.arange(width), writes] = 1.0
+    z = torch.zeros
+    return {"attn.W_Q": z(1, d_model, 1, dtype=torch.float64), "attn.W_K": z(1, d_model, 1, dtype=torch.float64),
+            "attn.W_V": w_v, "attn.W_O": w_o, "attn.beta": z(1, dtype=torch.float64),
+            "mlp.W_in": z(d_model, 0, dtype=torch.float64), "mlp.b_in": z(0, dtype=torch.float64),
+            "mlp.W_out": z(0, d_model, dtype=torch.float64), "mlp.b_out": z(d_model, dtype=torch.float64)}
+
+
+def _reading(d_model: int, reads: list[int]) -> dict[str, torch.Tensor]:
+    """The unembedding that outputs directions ``reads`` (one output component each)."""
+    w_u = torch.zeros(d_model, len(reads), dtype=torch.float64)
+    w_u[reads, torch.arange(len(reads))] = 1.0
+    return {"unembed.W_U": w_u, "unembed.b_U": torch.zeros(len(reads), dtype=torch.float64)}
+
+
+def token_model(name: str, dtype: torch.dtype = torch.float64, shuffle_output: bool = False) -> CompiledTransformer:
+    """The hand-built model of program ``name`` (:data:`TOKEN_SOURCES`):
+
+    - ``identity`` (x(t), a per-token token output): no layer; W_U reads the V one-hot directions.
+    - ``numeric`` (2 x(t) over the vocabulary {1, 2.5, 4}): no layer; W_E writes twice each
+      token's number into the answer direction, which W_U reads.
+    - ``fraction`` (mean_<s : s <= t> [x(s) == "a"]): one uniform head over keys s <= t copies the
+      indicator of "a" (one-hot direction 0) into the answer direction: the mean over s <= t.
+    - ``mean`` (mean_<s> [x(s) == "a"], a sequence target): the same head, unmasked, read at the readout.
+    - ``first`` (x(1), a sequence token output): one head with mask key == 1 copies the V one-hot
+      directions into V answer directions, which W_U reads as the scores.
+
+    ``shuffle_output`` rotates the token scores by one (a wrong model, for the checks' failures)."""
+    program = token_program(name)
+    size, t = program.vocabulary.size, program.length
+    if name in ("identity", "numeric"):
+        d_model = size + 4  # one-hot, constant, answer, positional code
+        config = token_config(name, d_model, size, [])
+        tensors = _token_table(size, d_model, t)
+        if name == "numeric":
+            tensors["embed.W_E"][:, size + 1] = 2.0 * torch.tensor(program.vocabulary.values, dtype=torch.float64)
+        reads = list(range(size)) if name == "identity" else [size + 1]
+    elif name in ("fraction", "mean"):
+        d_model = size + 4
+        mask = [["key", "<=", "query"]] if name == "fraction" else []
+        config = token_config(name, d_model, 1, [[mask]])
+        tensors = _token_table(size, d_model, t) | {f"blocks.0.{k}": v
+                                                    for k, v in _copy_head(d_model, [0], [size + 1]).items()}
+        reads = [size + 1]
+    elif name == "first":
+        d_model = 2 * size + 3  # one-hot, constant, V answer directions, positional code
+        config = token_config(name, d_model, size, [[[["key", "==", 1]]]])
+        answer = list(range(size + 1, 2 * size + 1))
+        tensors = _token_table(size, d_model, t) | {f"blocks.0.{k}": v for k, v in
+                                                    _copy_head(d_model, list(range(size)), answer).items()}
+        reads = answer
+    else:
+        raise ValueError(f"no hand-built token model {name!r}")
+    if shuffle_output:
+        reads = reads[1:] + reads[:1]
+    return CompiledTransformer(config, tensors | _reading(d_model, reads), dtype=dtype)
+
+
+#: the masks of :data:`MASKS` that do not read the run-time length (a token model's)
+LENGTH_FREE_MASKS = [m for m in MASKS if not any(isinstance(side, str) and side.startswith("last")
+                                                   for c in m for side in (c[0], c[2]))]
+
+
+def random_token_model(seed: int = 0, names: tuple[str, ...] = ("a", "b", "c", "d"), t: int = 6, d_model: int = 8,
+                       token_output: bool = True, per_token: bool = True,
+                       values: tuple[float, ...] | None = None,
+                       dtype: torch.dtype = torch.float64) -> CompiledTransformer:
+    """A random token model over ``names`` (a numeric vocabulary with ``values``): the random
+    layers of :func:`random_model` with the masks that do not read the length, and a random
+    table W_E [V, d_model] with no ReLU block; V scores per output site with ``token_output``."""
+    size = len(names)
+    masks = [LENGTH_FREE_MASKS[:5], LENGTH_FREE_MASKS[5:], []]
+    config = random_config(masks, t=t, d=size, d_model=d_model, output_shape=[size] if token_output else [])
+    config |= {"input": "tokens", "vocabulary": {"names": list(names), "values": None if values is None else
+                                                 list(values)}, "token_output": token_output}
+    if per_token:
+        config["output"] = "token"
+    tensors = random_tensors(config, seed, m_embed=0)
+    gen = torch.Generator().manual_seed(seed + 1)
+    tensors["embed.W_E"] = torch.randn(size, d_model, generator=gen, dtype=torch.float64)
+    tensors["embed.W_E1"] = torch.zeros(size, 0, dtype=torch.float64)
+    return CompiledTransformer(config, tensors, dtype=dtype)

@@ -297,9 +297,11 @@ def target_value(program: ir.Program, evaluator: ReferenceEvaluator) -> Tensor:
 
 
 def defined_positions(program: ir.Program, length: int) -> Tensor:
-    """Where a per-token target is defined at sequence length ``length``: bool (length,)."""
+    """Where a per-token target is defined at sequence length ``length``: bool (length,) (a
+    token program's ``T`` stays its compiled length, ``len`` is ``length``)."""
     program = at_length(program, length)
-    evaluator = ReferenceEvaluator(torch.zeros(1, length, program.dimension, dtype=torch.float64))
+    evaluator = ReferenceEvaluator(torch.zeros(1, length, program.dimension, dtype=torch.float64),
+                                   last=program.length if program.over_tokens else None)
     return evaluator.mask(program.token_conditions, (program.token_variable or "t",)).reshape(-1).expand(length)
 
 

@@ -15,6 +15,7 @@ from ..language import typed as ir
 from ..transformer.model import CompiledTransformer
 from .evaluate import evaluate, retrieval_margin
 from .sampling import domain_corners, sample_inputs
+from .tokens import UNDEFINED_ID
 
 DEFAULT_SAMPLES = 10_000  # the most random inputs a budgeted measurement takes (and check's default)
 MIN_SAMPLES = 256  # the fewest random inputs a budgeted measurement takes
@@ -94,20 +95,22 @@ def errors_on(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) 
     return torch.where(kept, error, 0.0).amax(dim=1), kept.any(dim=1)
 
 
-def position_errors(model: CompiledTransformer, program: ir.Program,
-                    x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Like :func:`errors_on`, but a per-token target's errors and coverage per position:
-    (N, T) each (an undefined position has error 0 and is not kept); (N,) for sequence targets."""
+def model_and_reference(model: CompiledTransformer, program: ir.Program,
+                        x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the model's outputs in float64 on the CPU, the reference's) on inputs x: vectors
+    (N, T, d), or a token program's ids (N, T'), which the model reads as they are (int64).
+
+    Both in batches (:func:`measurement_batches`), written in place into one (N, ...) tensor
+    each: kept in lists, the small results interleaved with the batches' large temporaries
+    fragmented the heap (+3 MB an input at T = 4096)."""
     length = max(x.shape[1], 1)
     forward_batch, reference_batch = measurement_batches(model, length)
-    # both in batches, written in place into one (N, ...) tensor each: kept in lists, the small
-    # results interleaved with the batches' large temporaries fragmented the heap (+3 MB an input
-    # at T = 4096)
     predicted = truth = torch.empty(0)
     with torch.no_grad():
         for start in range(0, x.shape[0], forward_batch):
             chunk = x[start:start + forward_batch]
-            y = model(chunk.to(model.device, model.dtype)).to("cpu", torch.float64)
+            inputs = chunk.to(model.device) if program.over_tokens else chunk.to(model.device, model.dtype)
+            y = model(inputs).to("cpu", torch.float64)
             if start == 0:
                 predicted = y.new_empty(x.shape[0], *y.shape[1:])
             predicted[start:start + forward_batch] = y
@@ -116,6 +119,43 @@ def position_errors(model: CompiledTransformer, program: ir.Program,
                 if part == 0:
                     truth = r.new_empty(x.shape[0], *r.shape[1:])
                 truth[part:part + r.shape[0]] = r
+    return predicted, truth
+
+
+def wrong_answers(scores: torch.Tensor, truth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A token output's (wrong, defined), bool, each shaped as ``truth``: the model's answer is
+    the argmax of its V scores (``scores`` (..., V); the smallest id on a tie, as ``argmax``
+    returns the first maximum), wrong where it differs from the reference's id ``truth`` (...)
+    at a defined site (``truth`` ≠ UNDEFINED_ID)."""
+    defined = truth != UNDEFINED_ID
+    return defined & (scores.argmax(dim=-1) != truth), defined
+
+
+def answer_margins(scores: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
+    """A token output's margin at every site: the reference token's score minus the best other
+    token's, float64 shaped as ``truth`` (+inf where undefined, or with V = 1; −inf where a
+    score is NaN). Positive everywhere iff every answer is right with no tie."""
+    defined = truth != UNDEFINED_ID
+    index = truth.clamp_min(0).unsqueeze(-1)  # (..., 1)
+    right = scores.gather(-1, index)  # (..., 1)
+    others = scores.scatter(-1, index, -torch.inf).amax(dim=-1)  # (...,)
+    margin = (right.squeeze(-1) - others).nan_to_num(nan=-torch.inf, posinf=torch.inf)
+    return torch.where(defined, margin, torch.inf)
+
+
+def position_errors(model: CompiledTransformer, program: ir.Program,
+                    x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Like :func:`errors_on`, but a per-token target's errors and coverage per position:
+    (N, T) each (an undefined position has error 0 and is not kept); (N,) for sequence targets.
+
+    A token output's error at a site is 0 where the answer (argmax of the scores) is the
+    reference's token and 1 where it is not (:func:`wrong_answers`): the distance between two
+    tokens of a categorical vocabulary, so the error is at most any ε < 1 exactly when every
+    answer is right."""
+    predicted, truth = model_and_reference(model, program, x)
+    if program.token_output:
+        wrong, defined = wrong_answers(predicted, truth)
+        return wrong.to(torch.float64), defined
     error = (predicted - truth).abs()
     if program.per_token:
         defined = ~truth.isnan()
@@ -132,9 +172,41 @@ def position_errors(model: CompiledTransformer, program: ir.Program,
 
 def measure_error(model: CompiledTransformer, program: ir.Program, samples: int = DEFAULT_SAMPLES,
                   seed: int = 0) -> dict[str, Any]:
-    """The worst error on random inputs and corners, as stored in a model's config."""
+    """The worst error on random inputs and corners, as stored in a model's config. A token
+    model is measured on random ids of every length and every short sequence instead
+    (:func:`~infoflow_dsl.reference.token_check.measure_tokens`)."""
+    if program.over_tokens:
+        from .token_check import measure_tokens
+
+        return measure_tokens(model, program, samples, seed).to_json()
     x = model_inputs(program, samples, seed)
     error, kept = errors_on(model, program, x)
     worst = float(error[kept].max()) if bool(kept.any()) else 0.0
     return {"max_error": float(f"{worst:.3g}"), "samples": samples, "corners": CORNERS, "seed": seed,
             "excluded_by_margin": int((~kept).sum())}
+
+
+def describe_measurement(measured: dict[str, Any]) -> str:
+    """What a stored ``measured_error`` covers, as compile prints it after the error: "max over
+    N random inputs and M corners" and how many inputs the margin left out (a token model:
+    "over N inputs: S random ids of random lengths, all E of lengths ≤ L, C constant sequences",
+    and a token output's wrong answers and smallest margin)."""
+    if "exhaustive" in measured:
+        short = (f", all {measured['exhaustive']} of lengths ≤ {measured['exhaustive_length']}"
+                 if measured["exhaustive"] else "")
+        constant = f", {measured['corners']} constant sequences" if measured["corners"] else ""
+        text = (f"over {measured['inputs']} inputs: {measured['samples']} random ids of random lengths{short}"
+                f"{constant}")
+        if "wrong" in measured:
+            text += (f"; {measured['wrong']} of {measured['sites']} token answers wrong, smallest score margin "
+                     f"{measured['min_margin']}")
+        return text
+    left_out = measured["excluded_by_margin"]
+    excluded = f", {left_out} under the margin left out" if left_out else ""
+    return f"max over {measured['samples']} random inputs and {measured['corners']} corners{excluded}"
+
+
+def measurement_passes(measured: dict[str, Any], eps: float) -> bool:
+    """Whether a stored ``measured_error`` is within the guarantee: a token output's answers all
+    right (``wrong`` 0, whatever ε), any other output's ``max_error`` ≤ ε."""
+    return measured["wrong"] == 0 if "wrong" in measured else measured["max_error"] <= eps

@@ -85,13 +85,43 @@ def token_values(program: ir.Program, ids: Tensor) -> Tensor:
 def decode(program: ir.Program, values: Tensor) -> list[Any]:
     """Outputs as Python values, nested as the tensor is: a token output's ids become the
     vocabulary's tokens (names, or numbers for a numeric vocabulary), and None where the
-    target is undefined; numeric outputs become floats (None for NaN)."""
+    target is undefined; numeric outputs become floats (None for NaN).
+
+    A token output may also be given as a model's **scores**, a floating tensor (B, V) or
+    (B, T', V) (the reference's ids are int64): each site's token is the argmax of its V
+    scores (the smallest id on a tie), None where a per-token target is undefined."""
     vocabulary = _vocabulary(program)
     values = torch.as_tensor(values).detach().cpu()
+    if program.token_output and values.dtype.is_floating_point:
+        values = answers(program, values)
     if program.token_output:
         tokens = vocabulary.names if vocabulary.values is None else vocabulary.values
         return _nested(values.tolist(), lambda i: None if i == UNDEFINED_ID else _number(tokens[int(i)]))
     return _nested(values.to(torch.float64).tolist(), lambda v: None if math.isnan(v) else v)
+
+
+def token_names(program: ir.Program, ids: Tensor | Sequence[int]) -> list[str]:
+    """The tokens of a sequence of ids (T',), as written in the vocabulary (``a``, ``2.5``)."""
+    names = _vocabulary(program).names
+    return [names[int(i)] for i in torch.as_tensor(ids).reshape(-1).tolist()]
+
+
+def answers(program: ir.Program, scores: Tensor) -> Tensor:
+    """A token output's ids from a model's scores (B, V) or (B, T', V): the argmax over the V
+    scores (the first, i.e. the smallest id, on a tie), ``UNDEFINED_ID`` where a per-token
+    target is undefined at that length: (B,) or (B, T') int64."""
+    size = _vocabulary(program).size
+    scores = torch.as_tensor(scores)
+    if scores.dim() != (3 if program.per_token else 2) or scores.shape[-1] != size:
+        want = "(batch, length, V)" if program.per_token else "(batch, V)"
+        raise ValueError(f"a token output's scores have shape {want} with V = {size}, got {tuple(scores.shape)}")
+    ids = scores.argmax(dim=-1)  # (B,) or (B, T')
+    if not program.per_token:
+        return ids
+    from .evaluate import defined_positions  # evaluate imports this module
+
+    defined = defined_positions(program, scores.shape[1]).to(ids.device)  # (T',)
+    return torch.where(defined, ids, UNDEFINED_ID)
 
 
 def _number(value: Any) -> Any:

@@ -138,7 +138,12 @@ def _chunk_seed(seed: int, index: int) -> int:
 
 def check_model(model: CompiledTransformer, program: ir.Program, samples: int = 10_000, eps: float | None = None,
                 seed: int = 0, adversarial: int = 0, progress: bool = True) -> CheckResult:
-    """Measure ``model`` against ``program``'s reference (see the module docstring)."""
+    """Measure ``model`` against ``program``'s reference (see the module docstring). A token
+    program's inputs are finite (no corners, near ties or continuous search): its models are
+    measured by :func:`~infoflow_dsl.reference.token_check.measure_tokens` (ValueError here)."""
+    if program.over_tokens:
+        raise ValueError("check_model draws continuous inputs; a token model is checked by "
+                         "infoflow_dsl.reference.token_check.measure_tokens")
     eps = float(model.config.get("eps", 0.0) if eps is None else eps)
     total = samples + CORNERS + max(samples // 10, 16)
     bar = Progress(total, "checking") if progress else None
@@ -316,7 +321,7 @@ def _trace_layers(model: CompiledTransformer, reference: CompiledTransformer, x:
     """The body of :func:`trace`, with the model's attention computed explicitly."""
     raw = model.residual_stream(x)  # L+1 streams (B, T'+1, D) in the model's dtype
     actual = [h.to(torch.float64) for h in raw]
-    embedded = reference._embed(reference._check_input(x.to(torch.float64)))
+    embedded = reference._embed(reference._check_input(x if model.token_input else x.to(torch.float64)))
     found = _first_gap(actual[0], embedded, slack, labels, 0, who)
     if found is not None:
         return found

@@ -124,8 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.add_argument("-o", "--output", type=Path, help="the page (default: MODEL with .html)")
 
     from .export import add_export_parser
+    from .run import add_run_parser
 
     add_export_parser(commands)
+    add_run_parser(commands)
     train_cmd = commands.add_parser("train", help="train a model of the compiled family on the target")
     _training_flags(train_cmd, grid=False)
     train_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .trained.safetensors)")
@@ -292,12 +294,11 @@ def command_compile(arguments: argparse.Namespace) -> int:
     print(f"  parameters       {model.parameter_count()} total, {model.nonzero_parameter_count()} nonzero")
     print(f"  a-priori bound   {config['a_priori_bound']:.3g}")
     if measured is not None:
-        left_out = measured["excluded_by_margin"]
-        excluded = f", {left_out} under the margin left out" if left_out else ""
+        from ..reference.measure import describe_measurement, measurement_passes
+
         budget = " (the default budget; --samples N for more)" if arguments.samples is None else ""
-        print(f"  measured error   {measured['max_error']:.3g} (max over {measured['samples']} random inputs "
-              f"and {measured['corners']} corners{excluded}){budget}")
-        if measured["max_error"] > arguments.eps:
+        print(f"  measured error   {measured['max_error']:.3g} ({describe_measurement(measured)}){budget}")
+        if not measurement_passes(measured, arguments.eps):
             print(f"{arguments.file}: the measured error exceeds ε (a compiler bug); nothing written", file=sys.stderr)
             return EXIT_ABOVE_EPS
     write_atomically(output, model_to_bytes(model, dense=arguments.dense))
@@ -315,6 +316,10 @@ def command_check(arguments: argparse.Namespace) -> int:
         program = program_of(model)
     except StoredProgramError as error:
         raise UsageError(f"{arguments.model}: {error}") from None
+    if program.over_tokens:
+        from .check_tokens import command_check_tokens
+
+        return command_check_tokens(arguments, model, program)
     trained = "trained" in model.config
     if trained and arguments.trace:
         raise UsageError(f"{arguments.model}: --trace needs a compiled model, this one was trained")
@@ -395,6 +400,12 @@ def command_export(arguments: argparse.Namespace) -> int:
     from .export import command_export as run_export
 
     return run_export(arguments)
+
+
+def command_run(arguments: argparse.Namespace) -> int:
+    from .run import command_run as run_model
+
+    return run_model(arguments)
 
 
 def command_report(arguments: argparse.Namespace) -> int:
@@ -506,7 +517,7 @@ def command_sweep(arguments: argparse.Namespace) -> int:
 
 COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check,
             "circuit": command_circuit, "report": command_report, "train": command_train, "sweep": command_sweep,
-            "export": command_export}
+            "export": command_export, "run": command_run}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

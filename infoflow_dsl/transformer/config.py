@@ -6,17 +6,30 @@ that dict as it was given (so a file is rewritten byte for byte) and reads its f
 ``T``, ``d``, ``d_model``, ``output_shape`` ([] or [K]), ``min_length`` (default 1),
 ``output`` (``readout`` or ``token``), ``exact_length_only`` (default false) and ``layers``
 (each with its ``heads``: a ``name`` and a ``mask``, :mod:`~infoflow_dsl.transformer.masks`).
+
+A **token model** (language v3, DESIGN.md "Tokens (v3)") has ``"input": "tokens"``: it reads
+token ids (B, T') in 0..V−1, and its config also holds ``"vocabulary": {"names": [...],
+"values": [...] or null}`` (the program's :class:`~infoflow_dsl.language.typed.Vocabulary`,
+V names) with ``"d": V``; ``"token_output": true`` (default false) when the target's value is
+a token, and then ``output_shape`` is [V] (a score per token). Its embedding is a table, one
+row per id: ``embed.W_E`` is [V, d_model] (the constant direction already in each row) and the
+ReLU block is empty (``embed.W_E1`` [V, 0]: any function of the own token is a row of the
+table). Its masks never read the run-time length (no ``last``): a real transformer cannot see
+T' in a mask, and the compiler computes the length from the input where it needs it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..language.typed import Vocabulary
 from .masks import HeadMask, check_mask
 
 OUTPUT_SITES = ("readout", "token")
+INPUT_KINDS = ("vectors", "tokens")
 
 # A dimension in an expected shape: an int fixed by the config, or a symbol (str) that every
 # tensor using it must agree on (the head widths E_l, V_l, the FFN widths M0, M_l).
@@ -31,7 +44,9 @@ class ModelConfig:
     ``output_shape`` is () for a scalar output or (K,); inputs have lengths ``min_length``..T
     (exactly T with ``exact_length_only``); ``per_token`` models read out every token
     (``"output": "token"``) rather than the readout token; ``head_names[l]`` and ``masks[l]``
-    are the names and the masks of layer l's heads (a layer without heads: FFN only)."""
+    are the names and the masks of layer l's heads (a layer without heads: FFN only).
+    ``vocabulary`` is a token model's vocabulary (None for a model over vectors; ``d`` is then
+    V), and ``token_output`` says its outputs are V scores, one per token."""
 
     T: int
     d: int
@@ -42,6 +57,13 @@ class ModelConfig:
     per_token: bool
     head_names: tuple[tuple[str, ...], ...]
     masks: tuple[tuple[HeadMask, ...], ...]
+    vocabulary: Vocabulary | None = None
+    token_output: bool = False
+
+    @property
+    def token_input(self) -> bool:
+        """The model reads token ids (B, T'), not vectors (B, T', d)."""
+        return self.vocabulary is not None
 
     @classmethod
     def from_json(cls, config: Any) -> ModelConfig:
@@ -66,18 +88,24 @@ class ModelConfig:
         if not isinstance(layers, (list, tuple)):
             raise ValueError(f"config['layers'] must be a list, got {layers!r}")
         heads = [_heads(layer, i) for i, layer in enumerate(layers)]
+        vocabulary, token_output = _token_fields(config, d, tuple(shape))
+        if vocabulary is not None:
+            _check_length_free(heads)
         return cls(T=length, d=d, d_model=d_model, output_shape=tuple(shape), min_length=min_length,
                    exact_length_only=exact_length_only, per_token=config.get("output", "readout") == "token",
                    head_names=tuple(tuple(heads_of) for heads_of, _ in heads),
-                   masks=tuple(tuple(masks_of) for _, masks_of in heads))
+                   masks=tuple(tuple(masks_of) for _, masks_of in heads),
+                   vocabulary=vocabulary, token_output=token_output)
 
     def expected_shapes(self) -> dict[str, tuple[Dim, ...]]:
         """Every tensor a model with this config holds, with its shape; str dims are free widths."""
         d, dm, t = self.d, self.d_model, self.T
         k = self.output_shape[0] if self.output_shape else 1
+        # a token model's embedding: a table of V rows (d = V), no ReLU block (M_embed = 0)
+        rows, m0 = (d, 0) if self.token_input else (d + 1, "M_embed")
         shapes: dict[str, tuple[Dim, ...]] = {
-            "embed.W_E": (d + 1, dm), "embed.W_E1": (d + 1, "M_embed"), "embed.b_E1": ("M_embed",),
-            "embed.W_E2": ("M_embed", dm), "embed.cls": (dm,), "pos_embed.W_pos": (t + 1, dm),
+            "embed.W_E": (rows, dm), "embed.W_E1": (rows, m0), "embed.b_E1": (m0,),
+            "embed.W_E2": (m0, dm), "embed.cls": (dm,), "pos_embed.W_pos": (t + 1, dm),
         }
         for i, heads in enumerate(self.masks):
             h, e, v, m = len(heads), f"E_{i}", f"V_{i}", f"M_{i}"  # heads, query/key, value, FFN widths
@@ -122,6 +150,57 @@ def _positive_int(config: Mapping[str, Any], key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"config[{key!r}] must be a positive integer, got {value!r}")
     return value
+
+
+def _token_fields(config: Mapping[str, Any], d: int, shape: tuple[int, ...]) -> tuple[Vocabulary | None, bool]:
+    """(vocabulary, token_output) of a token model (``"input": "tokens"``), (None, False) for a
+    model over vectors; raises ValueError naming the fault (see the module docstring)."""
+    kind = config.get("input", "vectors")
+    if kind not in INPUT_KINDS:
+        raise ValueError(f"config['input'] must be 'vectors' or 'tokens', got {kind!r}")
+    token_output = config.get("token_output", False)
+    if not isinstance(token_output, bool):
+        raise ValueError(f"config['token_output'] must be true or false, got {token_output!r}")
+    if kind == "vectors":
+        if token_output or "vocabulary" in config:
+            raise ValueError("config['token_output'] and config['vocabulary'] need \"input\": \"tokens\"")
+        return None, False
+    vocabulary = _vocabulary(config.get("vocabulary"))
+    if vocabulary.size != d:
+        raise ValueError(f"a token model's d is its vocabulary's size {vocabulary.size}, got d = {d}")
+    if token_output and shape != (d,):
+        raise ValueError(f"a token output scores the V = {d} tokens: config['output_shape'] must be [{d}], "
+                         f"got {list(shape)}")
+    return vocabulary, token_output
+
+
+def _vocabulary(entry: Any) -> Vocabulary:
+    """config['vocabulary'] as a Vocabulary: distinct string names, and for a numeric vocabulary
+    one finite number per name (JSON has no NaN or infinity to give)."""
+    names = entry.get("names") if isinstance(entry, Mapping) else None
+    if not isinstance(names, (list, tuple)) or not names or not all(isinstance(n, str) for n in names) or len(
+            set(names)) != len(names):
+        raise ValueError(f"config['vocabulary'] must be an object with 'names', a non-empty list of distinct strings, "
+                         f"got {entry!r}")
+    values = entry.get("values")
+    if values is None:
+        return Vocabulary(tuple(names))
+    if not isinstance(values, (list, tuple)) or len(values) != len(names) or any(
+            isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) for v in values) or len(
+            set(values)) != len(values):
+        raise ValueError(f"config['vocabulary']['values'] must be null or {len(names)} distinct numbers, one per "
+                         f"name, got {values!r}")
+    return Vocabulary(tuple(names), tuple(float(v) for v in values))
+
+
+def _check_length_free(heads: list[tuple[list[str], list[HeadMask]]]) -> None:
+    """A token model's masks read positions only, never the run-time length ``last``."""
+    for index, (names, masks) in enumerate(heads):
+        for head, (name, mask) in enumerate(zip(names, masks, strict=True)):
+            if any(isinstance(side, str) and side.startswith("last") for condition in mask
+                   for side in (condition[0], condition[2])):
+                raise ValueError(f"layer {index} head {head} ({name}): a token model's mask cannot read the "
+                                 f"run-time length ('last')")
 
 
 def _heads(layer: Any, index: int) -> tuple[list[str], list[HeadMask]]:

@@ -1,7 +1,7 @@
 """TransformerLens interop: a compiled model with ``HookPoint`` s at the conventional names.
 
 >>> hooked = ifl.hooked(model)                       # needs the ``lens`` extra (transformer-lens >= 4)
->>> y, cache = hooked.run_with_cache(x)              # y == model(x), bitwise
+>>> y, cache = hooked.run_with_cache(x)              # y == model(x), bitwise (a token model: x = ids (B, T'))
 >>> cache["blocks.0.attn.hook_pattern"]              # (B, H_0, T'+1, T')
 >>> hooked.run_with_hooks(x, fwd_hooks=[("blocks.0.attn.hook_z", patch)])
 
@@ -56,7 +56,9 @@ def _sub(prefix: str) -> list[str]:
 def lens_config(model: CompiledTransformer) -> Any:
     """A ``TransformerLensConfig`` for the ActivationCache helpers: no normalisation, ReLU FFNs.
 
-    Layers may differ in heads and widths; n_heads, d_head and d_mlp are the largest ones.
+    Layers may differ in heads and widths; n_heads, d_head and d_mlp are the largest ones. A
+    token model's ``d_vocab`` is its vocabulary's size V (the rows of ``embed.W_E``); a model
+    over vectors has no vocabulary (-1).
     """
     from transformer_lens.config import TransformerLensConfig
 
@@ -64,7 +66,8 @@ def lens_config(model: CompiledTransformer) -> Any:
     widths = [block.attn.W_Q.shape[2] for block in model.blocks] + [block.attn.W_V.shape[2] for block in model.blocks]
     return TransformerLensConfig(
         d_model=model.d_model, d_head=max([1, *widths]), n_layers=model.n_layers, n_ctx=model.T + 1,
-        n_heads=max([1, *heads]), d_mlp=max([1, *model.d_mlp]), d_vocab=-1, device=str(model.device),
+        n_heads=max([1, *heads]), d_mlp=max([1, *model.d_mlp]), d_vocab=model.d if model.token_input else -1,
+        device=str(model.device),
         act_fn="relu", normalization_type=None, attn_only=False, dtype=model.dtype,
     )
 
@@ -128,8 +131,8 @@ def _hooked_class(root: type, hook_point: type, activation_cache: type) -> type:
             self.setup()
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            """``model(x)`` (B, T', d) -> (B,), (B, K), or per token (B, T'), (B, T', K); every
-            intermediate through its HookPoint."""
+            """``model(x)`` (B, T', d) (a token model: ids (B, T') int64) -> (B,), (B, K), or per token
+            (B, T'), (B, T', K); every intermediate through its HookPoint."""
             return self.compiled.run(x, tap=_HookTap(self.hook_dict))
 
         def run_with_cache(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:

@@ -13,6 +13,15 @@ A standard attention-only-plus-FFN transformer without LayerNorm::
     per-token models (config "output": "token"):
     y     = h[:, :T'] W_U + b_U                                     (B, T') or (B, T', K)
 
+A **token model** (config ``"input": "tokens"``, :class:`~infoflow_dsl.transformer.config.ModelConfig`)
+reads ids (B, T') int64 in 0..V−1 and embeds each by its row of the table W_E [V, D]::
+
+    h_tok = W_E[ids] + W_pos[0:T']          (= one_hot(ids) W_E + W_pos[0:T'])     (B, T', D)
+
+(no ReLU block: a function of the own token is a row of the table); everything after the
+embedding is the same. With ``"token_output"`` the outputs are the V tokens' scores, (B, V) or
+(B, T', V); the answer is their argmax (the smallest id on a tie).
+
 Tensor names follow TransformerLens; the config's fields are read through
 :class:`~infoflow_dsl.transformer.config.ModelConfig`. Masks are structural: a head's mask is a
 list of conditions ``[left, op, right]`` (all must hold) on the key s, the query t and the
@@ -38,6 +47,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..language.typed import Vocabulary
 from . import repeated_rows
 from .config import ModelConfig
 from .masks import allowed_pairs
@@ -51,7 +61,8 @@ Tensor = torch.Tensor
 #: width, value width and FFN width. A pattern row with no allowed key is all zeros; every other
 #: row sums to 1. Prefix ``blocks.{l}.`` for all but the first two.
 HOOK_SHAPES: dict[str, str] = {
-    "hook_embed": "(B, N, D)  [x, 1] W_E + relu([x, 1] W_E1 + b_E1) W_E2 on tokens, cls on the readout row",
+    "hook_embed": "(B, N, D)  [x, 1] W_E + relu([x, 1] W_E1 + b_E1) W_E2 (a token model: W_E[ids]) on tokens, "
+                  "cls on the readout row",
     "hook_pos_embed": "(B, N, D)  W_pos[0:N]",
     "hook_resid_pre": "(B, N, D)",
     "attn.hook_q": "(B, N, H_l, E_l)",
@@ -92,7 +103,8 @@ class _Holder(nn.Module):
 
 class CompiledTransformer(nn.Module):
     """The compiled transformer. ``model(x)``: x (B, T', d), 1 <= T' <= T -> (B,) or (B, K); a
-    per-token model (config ``"output": "token"``) gives (B, T') or (B, T', K).
+    per-token model (config ``"output": "token"``) gives (B, T') or (B, T', K). A token model
+    (``model.vocabulary`` not None) takes ids (B, T') int64 in 0..V−1 instead of x.
 
     Every weight is an ``nn.Parameter`` with ``requires_grad=False`` (flip it to fine-tune),
     except the fixed positional code ``pos_embed.W_pos``, a (persistent) buffer. State-dict keys
@@ -126,6 +138,9 @@ class CompiledTransformer(nn.Module):
         self.exact_length_only: bool = self.spec.exact_length_only
         self.per_token: bool = self.spec.per_token
         self.min_length: int = self.spec.min_length
+        #: a token model's vocabulary (ids 0..V−1 in its order), None for a model over vectors
+        self.vocabulary: Vocabulary | None = self.spec.vocabulary
+        self.token_output: bool = self.spec.token_output
         self._masks = self.spec.masks
 
         def own(name: str) -> Tensor:  # dense, or sparse COO where the model holds it sparse
@@ -188,11 +203,20 @@ class CompiledTransformer(nn.Module):
 
     def extra_repr(self) -> str:
         heads = [len(m) for m in self._masks]
-        return f"T={self.T}, d={self.d}, d_model={self.d_model}, heads={heads}, output_shape={list(self.output_shape)}"
+        tokens = f", vocabulary={self.vocabulary.describe()}" if self.vocabulary is not None else ""
+        return (f"T={self.T}, d={self.d}, d_model={self.d_model}, heads={heads}, "
+                f"output_shape={list(self.output_shape)}{tokens}")
 
     # ------------------------------------------------------------------ forward
 
+    @property
+    def token_input(self) -> bool:
+        """The model reads token ids (B, T') rather than vectors (B, T', d)."""
+        return self.vocabulary is not None
+
     def _check_input(self, x: Any) -> Tensor:
+        if self.token_input:
+            return self._check_ids(x)
         if not isinstance(x, Tensor):
             raise TypeError(f"input must be a torch.Tensor of shape (batch, length, {self.d}), got {type(x).__name__}")
         if not x.dtype.is_floating_point:
@@ -202,6 +226,11 @@ class CompiledTransformer(nn.Module):
         _, length, d = x.shape
         if d != self.d:
             raise ValueError(f"input token dimension is {d}, the model expects d = {self.d}")
+        self._check_length(length)
+        return x.to(device=self.device, dtype=self.dtype)
+
+    def _check_length(self, length: int) -> None:
+        """ValueError unless ``length`` is one the model takes (1..T, min_length, exactly T)."""
         if length == 0:
             raise ValueError("input length is 0; the model needs at least one token")
         if length > self.T:
@@ -210,7 +239,23 @@ class CompiledTransformer(nn.Module):
             raise ValueError(f"this model was compiled for inputs of length exactly T = {self.T}, got {length}")
         if length < self.min_length:
             raise ValueError(f"input length {length} is below the minimum length {self.min_length} of this model")
-        return x.to(device=self.device, dtype=self.dtype)
+
+    def _check_ids(self, ids: Any) -> Tensor:
+        """A token model's input: ids (B, T') of an integer dtype, 1 <= T' <= T, every id in 0..V−1;
+        returned as int64 on the model's device. TypeError / ValueError naming the fault."""
+        size = self.d
+        if not isinstance(ids, Tensor):
+            raise TypeError(f"input must be a torch.Tensor of token ids (batch, length), got {type(ids).__name__}")
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+            raise ValueError(f"a token model takes token ids of an integer dtype (int64), got {ids.dtype}")
+        if ids.dim() != 2:
+            raise ValueError(f"input must be token ids of shape (batch, length), got rank {ids.dim()} "
+                             f"{tuple(ids.shape)}")
+        self._check_length(ids.shape[1])
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= size):
+            raise ValueError(f"token ids must lie in 0..{size - 1} (the vocabulary {self.vocabulary.describe()}), "
+                             f"got ids from {int(ids.min())} to {int(ids.max())}")
+        return ids.to(device=self.device, dtype=torch.int64)
 
     def _head_masks(self, layer: int, length: int, rows: slice | None = None) -> Tensor:
         """Allowed (query, key) pairs of each head of one layer: bool (H, N, T') for the query
@@ -218,10 +263,14 @@ class CompiledTransformer(nn.Module):
         return allowed_pairs(self._masks[layer], length, rows, self.device)
 
     def _embed(self, x: Tensor, tap: Tap = no_tap) -> Tensor:
-        batch, length, _ = x.shape
+        """h after the embedding, (B, T'+1, D), from checked input (vectors or ids)."""
+        batch, length = x.shape[:2]
         e, pos = self.embed, self.pos_embed.W_pos  # pos: (T+1, D)
-        xe = torch.cat([x, x.new_ones(batch, length, 1)], dim=-1)  # (B, T', d+1)
-        h_tok = xe @ e.W_E + relu_block(e, xe, e.W_E1, e.b_E1, e.W_E2)  # (B, T', D)
+        if self.token_input:
+            h_tok = e.W_E[x]  # (B, T', D)  the table's row per id: one_hot(ids) W_E
+        else:
+            xe = torch.cat([x, x.new_ones(batch, length, 1)], dim=-1)  # (B, T', d+1)
+            h_tok = xe @ e.W_E + relu_block(e, xe, e.W_E1, e.b_E1, e.W_E2)  # (B, T', D)
         h_cls = e.cls.expand(batch, 1, self.d_model)  # (B, 1, D)  readout token at T'+1
         embed = tap("hook_embed", torch.cat([h_tok, h_cls], dim=1))  # (B, T'+1, D)
         return embed + tap("hook_pos_embed", pos[:length + 1].expand(batch, length + 1, self.d_model))

@@ -49,3 +49,46 @@ def test_forward_and_reference_batches_of_other_sizes_give_the_same_errors(monke
         expected = (compiled(x) - ifl.evaluate(target, x)).abs()
     assert bool(kept.all()) and error.shape == (42,)
     torch.testing.assert_close(error, expected, rtol=0, atol=1e-12)
+
+
+def test_token_answers_and_margins_against_a_loop() -> None:
+    """wrong_answers and answer_margins on random scores (B, T', V), with ties and undefined
+    sites, against a loop over the sites (the first maximum is the answer)."""
+    from infoflow_dsl.reference.measure import answer_margins, wrong_answers
+    from infoflow_dsl.reference.tokens import UNDEFINED_ID
+
+    gen = torch.Generator().manual_seed(4)
+    scores = torch.randint(0, 3, (6, 5, 4), generator=gen).to(torch.float64)  # small integers: many ties
+    truth = torch.randint(-1, 4, (6, 5), generator=gen)  # -1: undefined
+    wrong, defined = wrong_answers(scores, truth)
+    margin = answer_margins(scores, truth)
+    for b in range(6):
+        for t in range(5):
+            row, want = scores[b, t].tolist(), int(truth[b, t])
+            assert bool(defined[b, t]) == (want != UNDEFINED_ID)
+            if want == UNDEFINED_ID:
+                assert not wrong[b, t] and margin[b, t] == float("inf")
+                continue
+            assert bool(wrong[b, t]) == (row.index(max(row)) != want)
+            assert float(margin[b, t]) == row[want] - max(v for i, v in enumerate(row) if i != want)
+
+
+def test_describe_and_judge_a_stored_measurement() -> None:
+    """compile's line and verdict from a stored measured_error: a model over vectors as before; a
+    token model's inputs and answers; a token output passes only with every answer right."""
+    from handmade_models import token_model, token_program
+
+    from infoflow_dsl.reference.measure import describe_measurement, measure_error, measurement_passes
+
+    vectors = {"max_error": 1e-4, "samples": 300, "corners": 256, "seed": 0, "excluded_by_margin": 2}
+    assert describe_measurement(vectors) == "max over 300 random inputs and 256 corners, 2 under the margin left out"
+    assert measurement_passes(vectors, 1e-3) and not measurement_passes(vectors, 1e-5)
+    right = measure_error(token_model("first"), token_program("first"), 100)
+    assert describe_measurement(right) == ("over 223 inputs: 100 random ids of random lengths, all 120 of lengths ≤ 4, "
+                                           "3 constant sequences; 0 of 223 token answers wrong, smallest score "
+                                           "margin 1.0")
+    wrong = measure_error(token_model("identity", shuffle_output=True), token_program("identity"), 100)
+    assert measurement_passes(right, 1e-9) and not measurement_passes(wrong, 2.0)
+    numeric = measure_error(token_model("mean"), token_program("mean"), 100)
+    assert describe_measurement(numeric) == ("over 223 inputs: 100 random ids of random lengths, all 120 of "
+                                             "lengths ≤ 4, 3 constant sequences")

@@ -97,3 +97,42 @@ def test_sample_inputs_draws_ids_at_any_length() -> None:
     assert ifl.evaluate(program, ids).tolist() == [[3.0] * 3] * 50
     with pytest.raises(ValueError, match=r"1\.\.5"):
         ifl.sample_inputs(program, 2, length=6)
+
+
+# ---------------------------------------------------------------------------- a model's scores
+
+
+def test_decode_reads_a_token_outputs_scores_as_their_argmax() -> None:
+    """Scores (B, T', V) decode to the argmax token (the first on a tie), None where undefined:
+    the same as decoding the ids the argmax gives and the reference's undefined positions."""
+    from infoflow_dsl.reference.tokens import UNDEFINED_ID, answers
+
+    shifted = ifl.parse_program('input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t : t >= 2) = x(t - 1)\n')
+    scores = torch.randn(4, 3, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    scores[0, 1] = torch.tensor([0.5, 0.5, 0.1])  # a tie between "a" and "b": "a"
+    undefined = ifl.evaluate(shifted, torch.zeros(4, 3, dtype=torch.int64)) == UNDEFINED_ID  # (4, 3)
+    want = torch.where(undefined, UNDEFINED_ID, scores.argmax(dim=-1))
+    assert torch.equal(answers(shifted, scores), want) and int(answers(shifted, scores)[0, 1]) == 0
+    assert ifl.decode(shifted, scores) == ifl.decode(shifted, want)
+    assert [row[0] for row in ifl.decode(shifted, scores)] == [None] * 4
+    first = ifl.parse_program('input x : token {"a", "b", "c"}\nlength T = 5\ntarget x(len)\n')
+    assert ifl.decode(first, torch.tensor([[0.1, 0.9, 0.0], [2.0, 0.0, 2.0]])) == ["b", "a"]
+    numeric = ifl.parse_program("input x : token {1, 2.5, 4}\nlength T = 3\ntarget(t) = x(t)\n")
+    assert ifl.decode(numeric, torch.tensor([[[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]])) == [[4, 2.5]]
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 4), (2, 3, 3, 3)])
+def test_scores_of_the_wrong_shape_are_refused(shape: tuple[int, ...]) -> None:
+    from infoflow_dsl.reference.tokens import answers
+
+    per_token = ifl.parse_program('input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t) = x(t)\n')
+    with pytest.raises(ValueError, match=r"scores have shape \(batch, length, V\) with V = 3"):
+        answers(per_token, torch.zeros(shape))
+
+
+def test_token_names_are_the_vocabularys_as_written() -> None:
+    from infoflow_dsl.reference.tokens import token_names
+
+    numeric = ifl.parse_program("input x : token {1, 2.5, 4}\nlength T = 3\ntarget(t) = x(t)\n")
+    assert token_names(numeric, torch.tensor([2, 0, 1])) == ["4", "1", "2.5"]
+    assert token_names(numeric, [1]) == ["2.5"]

@@ -192,3 +192,25 @@ def test_malformed_files_exit_2_with_one_line(tmp_path: Path, capsys, case):
 def test_a_missing_file_exits_2(tmp_path: Path, capsys):
     assert run(["check", str(tmp_path / "absent.safetensors")]) == 2
     assert "absent.safetensors" in capsys.readouterr().err
+
+
+def test_check_model_sends_a_token_model_to_the_token_measurement() -> None:
+    from handmade_models import token_model, token_program
+
+    with pytest.raises(ValueError, match="token_check.measure_tokens"):
+        check_model(token_model("first"), token_program("first"), 10, progress=False)
+
+
+def test_trace_reads_a_token_models_ids() -> None:
+    """trace against a given circuit model on ids: none found against the model itself; a changed
+    row of the table is found in the embedding, at the first token holding that id."""
+    from handmade_models import token_model, token_program
+
+    model, program = token_model("fraction"), token_program("fraction")
+    ids = torch.tensor([[1, 0, 2, 0], [0, 0, 1, 2]])
+    assert trace(model, program, ids, reference=token_model("fraction")) is None
+    changed = token_model("fraction")
+    with torch.no_grad():
+        changed.embed.W_E[2, 0] = 0.5  # token "c" now also reads as "a" in direction 0
+    found = trace(model, program, ids, reference=changed)
+    assert found is not None and (found.layer, found.direction, found.token) == (0, "r0", 3)

@@ -3,13 +3,15 @@ every fault it names, and the tensor shapes it implies."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
 import torch
-from handmade_models import random_config, random_tensors
+from handmade_models import random_config, random_tensors, random_token_model
 from programs import EXAMPLES_DIR
 
+from infoflow_dsl.language.typed import Vocabulary
 from infoflow_dsl.transformer.config import ModelConfig
 from infoflow_dsl.transformer.io import load
 from infoflow_dsl.transformer.model import CompiledTransformer
@@ -94,3 +96,56 @@ def test_min_length_must_lie_in_1_to_t(bad: object) -> None:
 def test_a_config_that_is_not_an_object_is_refused() -> None:
     with pytest.raises(ValueError, match="must be a JSON object, got list"):
         ModelConfig.from_json([])
+
+
+# ---------------------------------------------------------------------------- token models (language v3)
+
+
+def _token_config_and_tensors() -> tuple[dict, dict]:
+    model = random_token_model(seed=1)
+    return copy.deepcopy(model.config), {name: t.clone() for name, t in model.state_dict().items()}
+
+
+def test_a_token_config_holds_its_vocabulary_and_a_table_embedding() -> None:
+    config, _ = _token_config_and_tensors()
+    spec = ModelConfig.from_json(config)
+    assert spec.token_input and spec.token_output and spec.vocabulary == Vocabulary(("a", "b", "c", "d"))
+    shapes = spec.expected_shapes()
+    assert shapes["embed.W_E"] == (4, 8) and shapes["embed.W_E1"] == (4, 0) and shapes["embed.b_E1"] == (0,)
+    assert shapes["embed.W_E2"] == (0, 8) and shapes["unembed.W_U"] == (8, 4)
+    numeric = ModelConfig.from_json(config | {"vocabulary": {"names": ["1", "2", "3.5", "4"], "values": [1, 2, 3.5, 4]},
+                                              "token_output": False, "output_shape": []})
+    assert numeric.vocabulary == Vocabulary(("1", "2", "3.5", "4"), (1.0, 2.0, 3.5, 4.0)) and not numeric.token_output
+    vectors = ModelConfig.from_json(random_config())
+    assert vectors.vocabulary is None and not vectors.token_input and not vectors.token_output
+    assert ModelConfig.from_json(random_config() | {"input": "vectors"}) == vectors
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda c, t: c.update(input="ids"), "'vectors' or 'tokens'"),
+    (lambda c, t: c.pop("vocabulary"), r"config\['vocabulary'\] must be an object"),
+    (lambda c, t: c.update(vocabulary={"names": []}), "non-empty list of distinct strings"),
+    (lambda c, t: c.update(vocabulary={"names": ["a", "a", "b", "c"]}), "distinct strings"),
+    (lambda c, t: c.update(vocabulary={"names": ["a", "b", "c", 4]}), "distinct strings"),
+    (lambda c, t: c.update(vocabulary={"names": list("abcd"), "values": [1, 2, 3]}), "4 distinct numbers"),
+    (lambda c, t: c.update(vocabulary={"names": list("abcd"), "values": [1, 2, 3, True]}), "4 distinct numbers"),
+    (lambda c, t: c.update(vocabulary={"names": list("abcd"), "values": [1, 2, 3, float("nan")]}),
+     "4 distinct numbers"),
+    (lambda c, t: c.update(vocabulary={"names": list("abcd"), "values": [1, 2, 2, 3]}), "4 distinct numbers"),
+    (lambda c, t: c.update(vocabulary={"names": list("abc")}), "vocabulary's size 3, got d = 4"),
+    (lambda c, t: c.update(token_output="yes"), "token_output"),
+    (lambda c, t: c.update(output_shape=[3]), r"output_shape'\] must be \[4\]"),
+    (lambda c, t: c.update(input="vectors"), "need \"input\": \"tokens\""),
+    (lambda c, t: c["layers"][1]["heads"][0].update(mask=[["key", "<", "last"]]),
+     r"layer 1 head 0 \(h1.0\).*run-time length"),
+    (lambda c, t: c["layers"][0]["heads"][2].update(mask=[["query", "==", "last-1"]]), "layer 0 head 2"),
+    (lambda c, t: t.update({"embed.W_E": torch.zeros(5, 8)}), r"embed.W_E has shape \[5, 8\], expected \[4, 8\]"),
+    (lambda c, t: t.update({"embed.W_E1": torch.zeros(4, 2), "embed.b_E1": torch.zeros(2),
+                            "embed.W_E2": torch.zeros(2, 8)}), r"embed.W_E1 has shape \[4, 2\], expected \[4, 0\]"),
+])
+def test_a_bad_token_config_is_refused(mutate, message: str) -> None:
+    config, tensors = _token_config_and_tensors()
+    CompiledTransformer(config, tensors)
+    mutate(config, tensors)
+    with pytest.raises(ValueError, match=message):
+        CompiledTransformer(config, tensors)

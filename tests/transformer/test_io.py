@@ -16,7 +16,7 @@ import pytest
 import safetensors
 import safetensors.torch
 import torch
-from handmade_models import random_model
+from handmade_models import random_model, random_token_model, token_model
 
 import infoflow_dsl as ifl
 from infoflow_dsl.errors import ModelFileError
@@ -349,3 +349,59 @@ def test_malformed_sparse_tensors_raise_model_file_error(case: str) -> None:
     change, message = SPARSE_FAULTS[case]
     with pytest.raises(ModelFileError, match=message):
         model_from_bytes(_sparse_file(change), name="bad.safetensors")
+
+
+# ---------------------------------------------------------------------------- token models (language v3)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("token_output", [True, False])
+def test_token_model_round_trip_is_bitwise(tmp_path: Path, dense: bool, token_output: bool) -> None:
+    model = random_token_model(seed=7, token_output=token_output, values=None if token_output else (1, 2, 3.5, 4),
+                               names=("a", "b", "c", "d") if token_output else ("1", "2", "3.5", "4"))
+    path = tmp_path / "tokens.safetensors"
+    save(model, path, dense=dense)
+    loaded = load(path)
+    assert loaded.config == model.config and loaded.vocabulary == model.vocabulary
+    assert (loaded.token_input, loaded.token_output) == (True, token_output)
+    for name, t in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], t), name
+    ids = torch.randint(0, 4, (5, 3), generator=torch.Generator().manual_seed(2))
+    assert torch.equal(loaded(ids), model(ids))
+    assert model_to_bytes(loaded, dense=dense) == path.read_bytes()  # the same bytes again
+    assert json.loads(header(path.read_bytes())["__metadata__"]["infoflow"])["vocabulary"] == model.config["vocabulary"]
+
+
+def test_a_sparse_one_hot_table_round_trips(tmp_path: Path) -> None:
+    """The hand-built identity model's W_E is one-hot (over 10% nonzero at V = 3); a wide table of
+    one-hot rows is stored sparse and loads back dense and equal."""
+    model = token_model("identity")
+    config, tensors = dict(model.config), {name: t.clone() for name, t in model.state_dict().items()}
+    wide = 40  # d_model 40: the table's 3 × 40 entries hold 3 + 3 nonzero (one-hot, constant)
+    config |= {"d_model": wide, "residual_labels": [f"r{i}" for i in range(wide)]}
+    for name, tensor in tensors.items():
+        padded = torch.zeros(*[wide if n == model.d_model else n for n in tensor.shape], dtype=tensor.dtype)
+        padded[tuple(slice(0, n) for n in tensor.shape)] = tensor
+        tensors[name] = padded
+    tensors["pos_embed.W_pos"][:, wide - 2:] = tensors["pos_embed.W_pos"][:, model.d_model - 2:model.d_model]
+    tensors["pos_embed.W_pos"][:, model.d_model - 2:model.d_model] = 0.0
+    wide_model = CompiledTransformer(config, tensors, dtype=torch.float64)
+    path = tmp_path / "wide.safetensors"
+    save(wide_model, path)
+    stored = safetensors.torch.load(path.read_bytes())
+    assert "embed.W_E.values" in stored and "embed.W_E" not in stored
+    loaded = load(path)
+    assert torch.equal(loaded.embed.W_E, wide_model.embed.W_E) and not loaded.embed.W_E.is_sparse
+    ids = torch.tensor([[0, 1, 2, 2, 1]])
+    assert torch.equal(loaded(ids), model(ids))
+
+
+def test_a_file_with_a_bad_token_config_raises_model_file_error(tmp_path: Path) -> None:
+    model = random_token_model(seed=3)
+    data = model_to_bytes(model)
+    bad = header(data)
+    config = json.loads(bad["__metadata__"]["infoflow"])
+    config["vocabulary"]["names"] = ["a", "b", "c"]
+    bad["__metadata__"]["infoflow"] = json.dumps(config)
+    with pytest.raises(ModelFileError, match=r"bad config: a token model's d is its vocabulary's size 3, got d = 4"):
+        model_from_bytes(with_header(data, bad), name="bad.safetensors")

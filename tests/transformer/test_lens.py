@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 from compiled import CANONICAL_EFFICIENT
-from handmade_models import UNREAD, mask_allows, random_model, unread_head_model
+from handmade_models import UNREAD, mask_allows, random_model, random_token_model, unread_head_model
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
@@ -195,3 +195,17 @@ def test_readme_interpretability_example_runs(monkeypatch, capsys):
     exec(compile(block.group(1), "README.md", "exec"), {})
     first = capsys.readouterr().out.splitlines()[0]
     assert first == "min_<t2> <x(t1), x(t2)> token blocks.0.hook_resid_post ('blocks.0.attn', 0)"
+
+
+@pytest.mark.parametrize("per_token", [True, False])
+def test_a_token_model_caches_every_hook_on_ids(per_token: bool) -> None:
+    """run_with_cache on ids (B, T'): the output bitwise model(ids), every hook with its shape,
+    hook_embed the table's rows W_E[ids] (cls on the readout row), d_vocab = V."""
+    model = random_token_model(seed=9, per_token=per_token)
+    assert hooked(model).cfg.d_vocab == 4
+    for length in (1, 3, model.T):
+        ids = torch.randint(0, 4, (BATCH, length), generator=torch.Generator().manual_seed(length))
+        _check_cache(model, ids)
+        _, cache = hooked(model).run_with_cache(ids)
+        assert torch.equal(cache["hook_embed"][:, :length], model.embed.W_E[ids])
+        assert torch.equal(cache["hook_embed"][:, length], model.embed.cls.expand(BATCH, -1))

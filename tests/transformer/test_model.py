@@ -7,7 +7,17 @@ import math
 
 import pytest
 import torch
-from handmade_models import random_config, random_model, random_tensors, reference_forward, reference_streams
+from handmade_models import (
+    TOKEN_SOURCES,
+    random_config,
+    random_model,
+    random_tensors,
+    random_token_model,
+    reference_forward,
+    reference_streams,
+    token_model,
+    token_program,
+)
 
 from infoflow_dsl.transformer.config import ModelConfig
 from infoflow_dsl.transformer.model import CompiledTransformer
@@ -248,3 +258,88 @@ def test_zero_heads_and_zero_widths() -> None:
         assert torch.equal(streams[i], streams[i - 1] + model.blocks[i - 1].mlp.b_out)
     xe = torch.cat([x, torch.ones(2, 3, 1, dtype=torch.float64)], dim=-1)
     assert torch.equal(streams[0][:, :3], xe @ model.embed.W_E + model.pos_embed.W_pos[:3])
+
+
+# ---------------------------------------------------------------------------- token models (language v3)
+
+TOKEN_KINDS = [pytest.param(token_output, per_token, id=f"{'token' if token_output else 'numeric'}-"
+                            f"{'per-token' if per_token else 'sequence'}")
+               for token_output in (True, False) for per_token in (True, False)]
+
+
+def random_ids(batch: int, length: int, size: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, size, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize(("token_output", "per_token"), TOKEN_KINDS)
+def test_token_model_matches_the_slow_reference_at_every_length(token_output: bool, per_token: bool) -> None:
+    model = random_token_model(seed=5, token_output=token_output, per_token=per_token)
+    assert model.token_input and model.token_output == token_output and model.vocabulary.names == ("a", "b", "c", "d")
+    for length in range(1, model.T + 1):
+        ids = random_ids(3, length, 4, seed=length)
+        for got, want in zip(model.residual_stream(ids), reference_streams(model, ids), strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+        y = model(ids)
+        site = (3, length) if per_token else (3,)
+        assert y.shape == (*site, 4) if token_output else y.shape == site
+        torch.testing.assert_close(y, reference_forward(model, ids), rtol=0, atol=1e-12)
+
+
+def test_token_embedding_is_the_one_hot_product_with_the_table() -> None:
+    """h_tok = W_E[ids] + W_pos[:T'] is one_hot(ids) @ W_E + W_pos[:T'] (DESIGN.md, "Tokens (v3)")."""
+    model = random_token_model(seed=2)
+    ids = random_ids(5, 4, 4)
+    one_hot = torch.nn.functional.one_hot(ids, 4).to(torch.float64)  # (B, T', V)
+    expected = one_hot @ model.embed.W_E + model.pos_embed.W_pos[:4]  # (B, T', D)
+    torch.testing.assert_close(model.residual_stream(ids)[0][:, :4], expected, rtol=0, atol=1e-15)
+    readout = (model.embed.cls + model.pos_embed.W_pos[4]).expand(5, -1)  # (B, D)
+    torch.testing.assert_close(model.residual_stream(ids)[0][:, 4], readout, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", list(TOKEN_SOURCES))
+def test_hand_built_token_models_compute_their_programs(name: str) -> None:
+    """Every hand-built token model against the reference evaluator, on every input of every length."""
+    from infoflow_dsl.reference.evaluate import evaluate
+    from infoflow_dsl.reference.token_check import every_sequence
+    from infoflow_dsl.reference.tokens import answers
+
+    model, program = token_model(name), token_program(name)
+    for length in range(1, program.length + 1):
+        ids = every_sequence(program.vocabulary.size, length)
+        y, want = model(ids), evaluate(program, ids)
+        if program.token_output:
+            assert torch.equal(answers(program, y), want)
+        else:
+            torch.testing.assert_close(y, want, rtol=0, atol=1e-15, equal_nan=True)
+
+
+@pytest.mark.parametrize(("ids", "error", "message"), [
+    (torch.zeros(2, 3), ValueError, "integer dtype"),
+    (torch.zeros(2, 3, dtype=torch.bool), ValueError, "integer dtype"),
+    (torch.zeros(2, 3, 1, dtype=torch.int64), ValueError, "rank 3"),
+    (torch.zeros(3, dtype=torch.int64), ValueError, "rank 1"),
+    (torch.zeros(2, 0, dtype=torch.int64), ValueError, "length is 0"),
+    (torch.zeros(2, 7, dtype=torch.int64), ValueError, "exceeds the compiled maximum T = 6"),
+    (torch.tensor([[0, 4]]), ValueError, r"0\.\.3 .*got ids from 0 to 4"),
+    (torch.tensor([[-1, 2]]), ValueError, r"0\.\.3"),
+    ([[0, 1]], TypeError, "torch.Tensor of token ids"),
+])
+def test_bad_token_inputs_raise(ids: object, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        random_token_model()(ids)
+
+
+def test_token_ids_of_any_integer_dtype_are_read_as_int64() -> None:
+    model = random_token_model(seed=4)
+    ids = random_ids(2, 5, 4)
+    assert torch.equal(model(ids.to(torch.int32)), model(ids))
+    assert torch.equal(model(ids.to(torch.uint8)), model(ids))
+
+
+def test_token_model_attributes_and_repr() -> None:
+    model = random_token_model(values=(1.0, 2.0, 3.5, 4.0), names=("1", "2", "3.5", "4"), token_output=False)
+    assert model.vocabulary.values == (1.0, 2.0, 3.5, 4.0) and not model.token_output and model.d == 4
+    assert model.embed.W_E.shape == (4, model.d_model) and model.d_mlp_embedding == 0
+    assert 'vocabulary={1, 2, 3.5, 4}' in repr(model)
+    vectors = random_model()
+    assert vectors.vocabulary is None and not vectors.token_input and not vectors.token_output

@@ -39,6 +39,15 @@ class ExportError(ValueError):
     """An export that cannot be made or read (a bad target, an existing folder, not an export)."""
 
 
+def refuse_tokens(model: CompiledTransformer) -> None:
+    """ExportError for a token model (language v3): the exported GPT-2 reads inputs_embeds
+    built from vectors, [x(t); 1] W_x, and has no table of the token ids' rows yet."""
+    if model.token_input:
+        raise ExportError("a token model (its input is token ids) cannot be exported yet: the exported GPT-2 reads "
+                          "inputs_embeds from vectors [x(t); 1] W_x, not a row of W_E per id; run it with "
+                          "ifl.load, check it with infoflowc check")
+
+
 def _layout_json(layout: ExportLayout) -> dict[str, Any]:
     coordinates = {"compiled": [0, layout.d_model], "raw_input": layout.raw_input, "token_flag": layout.token_flag,
                    "one_pos": layout.one_pos, "one_neg": layout.one_neg, "write_balance": layout.write_balance,
@@ -107,6 +116,7 @@ def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: st
     gain 1, a ±C pair, C from the share of ε the compiled bound leaves or ``ln_constant``:
     :mod:`.active`; the stored bound adds the LayerNorm's share). Raises :class:`ExportError`
     for a bad target or LayerNorm mode, or an existing non-empty ``directory`` without ``force``."""
+    refuse_tokens(model)
     directory = Path(directory)
     _check_target(directory, to, layernorm, force)
     dtype = model.dtype if dtype is None else dtype
@@ -180,6 +190,7 @@ def export_io(target: Any) -> ExportIO:
     if isinstance(target, ExportedModel):
         return target.io
     if isinstance(target, CompiledTransformer):
+        refuse_tokens(target)
         layout = plan(target)
         from .weights import embedding_of
 

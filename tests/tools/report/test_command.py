@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 
+import pytest
 from cli_runner import run_cli
 from pages import page_data, page_measured
 from programs import EXAMPLES_DIR
@@ -98,3 +99,14 @@ def test_analyze_html_is_the_analysis_page(tmp_path):
     assert data["kind"] == "analysis" and page_measured(page) is None
     assert data["analysis"]["verdict"] == "inefficient" and data["analysis"]["reason"]
     assert 'id="attention"' not in page and 'id="schedule"' in page
+
+
+def test_a_token_model_has_no_page_yet(tmp_path):
+    from handmade_models import token_model
+
+    path = tmp_path / "first.safetensors"
+    ifl.save(token_model("first"), path)
+    _refused(["report", str(path)], tmp_path, "a token model has no page yet")
+    with pytest.raises(ValueError, match="a token model has no page yet"):
+        ifl.report(token_model("first"), tmp_path / "first.html")
+    assert not (tmp_path / "first.html").exists()
