@@ -1,7 +1,9 @@
 """Model files: one ``.safetensors`` file per compiled model (DESIGN.md, "The compiled model").
 
 The tensors are stored under their TransformerLens-style names, the config as JSON in the header
-metadata under ``"infoflow"``, next to ``"format": "infoflow/1"``.
+metadata under ``"infoflow"``, next to ``"format": "infoflow/1"``. A token model (language v3)
+is the same file: its config also holds ``"input": "tokens"``, the ``"vocabulary"`` and
+``"token_output"`` (:mod:`~infoflow_dsl.transformer.config`), its ``embed.W_E`` is the [V, D] table.
 
 Sparse layout (the default; ``dense=True`` / ``infoflowc compile --dense`` writes every tensor
 dense): a tensor ``NAME`` with under 10% nonzero entries (and at least SPARSE_MIN_SIZE entries) is

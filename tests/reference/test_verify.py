@@ -197,7 +197,7 @@ def test_a_missing_file_exits_2(tmp_path: Path, capsys):
 def test_check_model_sends_a_token_model_to_the_token_measurement() -> None:
     from handmade_models import token_model, token_program
 
-    with pytest.raises(ValueError, match="token_check.measure_tokens"):
+    with pytest.raises(ValueError, match=r"token_check\.measure_tokens"):
         check_model(token_model("first"), token_program("first"), 10, progress=False)
 
 

@@ -72,3 +72,22 @@ def test_a_numeric_model_above_eps_fails_and_a_larger_eps_passes(tmp_path: Path)
 def test_adversarial_does_not_apply_to_token_inputs(tmp_path: Path) -> None:
     code, out, err = run_cli(["check", str(saved(tmp_path, token_model("first"))), "--adversarial", "10"])
     assert code == 2 and out == "" and "--adversarial perturbs continuous inputs" in err
+
+
+def test_the_tail_of_a_compile_measure_save_load_check_run(tmp_path: Path) -> None:
+    """What compile does after assembling a token model, then the user's commands: the measured
+    error stored in the config (measure_error, as compile_program stores it), the file written
+    and loaded back, check and run on it."""
+    from infoflow_dsl.reference.measure import measure_error, measurement_passes
+
+    model, program = token_model("first"), token_program("first")
+    model.config["measured_error"] = measure_error(model, program, 64, seed=0)
+    assert measurement_passes(model.config["measured_error"], 1e-9)
+    path = saved(tmp_path, model, "first")
+    loaded = ifl.load(path)
+    assert loaded.config["measured_error"] == model.config["measured_error"]
+    ids = ifl.encode(program, ["b", "c", "a"])
+    assert ifl.decode(program, loaded(ids)) == ifl.decode(program, ifl.evaluate(program, ids)) == ["b"]
+    assert run_cli(["check", str(path), "--samples", "64"])[0] == 0
+    code, out, _ = run_cli(["run", str(path), "b", "c", "a"])
+    assert code == 0 and out.splitlines()[-1] == "  agrees with the reference at every output"
