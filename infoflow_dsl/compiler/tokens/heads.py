@@ -31,7 +31,7 @@ def _head(builder: TokenCircuitBuilder, *, kind: str, stage: int, score: Sequenc
     """A head at the first layer that can read ``stage``; its value rows go to fresh directions."""
     layer = head_layer(stage)
     name = f"h{len(builder.heads) + 1}"
-    outputs = tuple(builder.fresh(f"{name}:{kind}[{i + 1}]") for i in range(len(values)))
+    outputs = tuple(builder.fresh(f"{name}:{kind.split()[-1]}[{i + 1}]") for i in range(len(values)))
     query = tuple(q for q, _ in score) or (LinearForm(),)
     key = tuple(k for _, k in score) or (LinearForm(),)
     builder.add_head(AttentionHead(name=name, layer=layer, kind=kind, site="token", query=query, key=key,
@@ -41,12 +41,14 @@ def _head(builder: TokenCircuitBuilder, *, kind: str, stage: int, score: Sequenc
 
 
 def uniform_mean(builder: TokenCircuitBuilder, features: Sequence[Feature],
-                 values: Sequence[frozenset[Fraction] | None], mask: HeadMask, formula: str) -> list[Feature]:
-    """The mean of each feature over the keys ``mask`` leaves (one head for all of them)."""
+                 values: Sequence[frozenset[Fraction] | None], mask: HeadMask, formula: str,
+                 kind: str = "uniform") -> list[Feature]:
+    """The mean of each feature over the keys ``mask`` leaves (one head for all of them);
+    ``kind`` "position" for a mask that leaves one key (a fetch)."""
     stage = max(f.stage for f in features)
     rounding = builder.unit_roundoff * builder.length * max((f.magnitude for f in features), default=0.0) * 2
     error = max(f.error for f in features) + rounding
-    outputs = _head(builder, kind="mean", stage=stage, score=(), values=[f.form for f in features], beta=0.0,
+    outputs = _head(builder, kind=kind, stage=stage, score=(), values=[f.form for f in features], beta=0.0,
                     mask=mask, error=error, formula=formula)
     layer = head_layer(stage)
     return [Feature(LinearForm.of(out), value_set, 2 * layer - 1, error) for out, value_set in zip(outputs, values,
@@ -60,11 +62,11 @@ def sharp_beta(length: int, gap: float) -> float:
 
 def retrieve(builder: TokenCircuitBuilder, *, score: Sequence[tuple[LinearForm, LinearForm]], stage: int,
              values: Sequence[LinearForm], gap: float, mask: HeadMask, value_error: float,
-             formula: str) -> tuple[tuple[str, ...], int, float]:
+             formula: str, kind: str = "token retrieval") -> tuple[tuple[str, ...], int, float]:
     """A sharp head whose winners beat other keys by ``gap``: (output directions, stage, error
     per unit of value magnitude beyond ``value_error``)."""
     beta = sharp_beta(builder.length, gap)
-    outputs = _head(builder, kind="retrieve", stage=stage, score=score, values=values, beta=beta, mask=mask,
+    outputs = _head(builder, kind=kind, stage=stage, score=score, values=values, beta=beta, mask=mask,
                     error=TAIL + value_error, formula=formula)
     return outputs, 2 * head_layer(stage) - 1, TAIL
 

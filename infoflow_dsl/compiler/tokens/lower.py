@@ -145,7 +145,7 @@ class TokenLowering:
     def _masked_fetch(self, own: TokenFeature, condition: Condition, position: object) -> TokenFeature:
         (outputs,) = [uniform_mean(self.builder, [Feature(f, frozenset({Fraction(0), Fraction(1)}), 0) for f in
                                                   own.onehot], [None] * len(own.onehot), (condition,),
-                                   f"x({ir.position_label(position)}) by a mask")]
+                                   f"x({ir.position_label(position)}) by a mask", kind="position")]
         return TokenFeature(tuple(o.form for o in outputs), outputs[0].stage, outputs[0].error)
 
     def _scored_fetch(self, own: TokenFeature, place: Feature, position: object) -> TokenFeature:
@@ -350,7 +350,7 @@ class TokenLowering:
         key_features = [self.feature(k, key) for _, _, k in keyed]
         outputs, out_stage, tail = retrieve(self.builder, score=score, stage=stage,
                                             values=[f.form for f in key_features], gap=gap / 2, mask=mask,
-                                            value_error=error, formula=describe(expr))
+                                            value_error=error, formula=describe(expr), kind="score retrieval")
         parts: list[tuple[float, Feature]] = []
         for (coefficient, query_part, k_expr), out, k in zip(keyed, outputs, key_features, strict=True):
             read = Feature(LinearForm.of(out), self.values(k_expr), out_stage,

@@ -1,0 +1,117 @@
+"""compiler/tokens/ffn.py: each construction is exact on the values its inputs can take, and a
+robust step stays exact for inputs within a quarter of the gap (it re-quantises)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import infoflow_dsl as ifl
+from infoflow_dsl.analysis.finite import finite_domain
+from infoflow_dsl.compiler.circuit import LinearForm
+from infoflow_dsl.compiler.tokens import ffn
+from infoflow_dsl.compiler.tokens.builder import UNIT_ROUNDOFF, Feature, TokenCircuitBuilder
+from infoflow_dsl.compiler.tokens.counts import count_keys
+from infoflow_dsl.compiler.tokens.heads import length
+from infoflow_dsl.compiler.tokens.lower import TokenLowering
+
+PROGRAM = ifl.parse_program('input x : token {"a", "b"}\nlength T = 6\ntarget(t) = len\n', "unit.iflow")
+
+
+def builder() -> TokenCircuitBuilder:
+    return TokenCircuitBuilder(PROGRAM, UNIT_ROUNDOFF[torch.float64])
+
+
+def evaluate(built: TokenCircuitBuilder, form: LinearForm, known: dict[str, float]) -> float:
+    """The value of ``form`` once every FFN block has run in layer order, from ``known`` inputs."""
+    values = dict(known, one=1.0)
+    for block in sorted(built.blocks, key=lambda b: b.layer):
+        total = 0.0
+        for unit in block.units:
+            pre = unit.input.constant + sum(c * values.get(d, 0.0) for d, c in unit.input.terms)
+            total += unit.coefficient * max(pre, 0.0)
+        values[block.output] = values.get(block.output, 0.0) + total
+    return form.constant + sum(c * values.get(d, 0.0) for d, c in form.terms)
+
+
+def feature(name: str, values: set[Fraction], error: float = 0.0) -> Feature:
+    return Feature(LinearForm.of(name), frozenset(values), 0, error)
+
+
+value_sets = st.sets(st.integers(-20, 20).map(Fraction), min_size=2, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(value_sets, st.data())
+def test_a_robust_step_is_exact_within_a_quarter_gap(values: set[Fraction], data: st.DataObject) -> None:
+    ordered = sorted(values)
+    cut = data.draw(st.sampled_from(ordered[1:]))
+    gap = float(cut - max(v for v in ordered if v < cut))
+    z = feature("z", values, error=gap / 5)
+    built = builder()
+    step = ffn.at_least(built, z, cut, "z")
+    for v in ordered:
+        noise = data.draw(st.floats(-gap / 5, gap / 5))
+        assert abs(evaluate(built, step.form, {"z": float(v) + noise}) - float(v >= cut)) < 1e-12
+
+
+@settings(max_examples=40, deadline=None)
+@given(value_sets, value_sets)
+def test_a_product_and_a_table_are_exact_on_their_values(left: set[Fraction], right: set[Fraction]) -> None:
+    built = builder()
+    f, g = feature("f", left), feature("g", right)
+    product = ffn.product(built, f, g, "f*g")
+    square = ffn.table(built, f, lambda v: v * v, "f^2")
+    for a in left:
+        assert abs(evaluate(built, square.form, {"f": float(a)}) - float(a * a)) < 1e-9
+        for b in right:
+            assert abs(evaluate(built, product.form, {"f": float(a), "g": float(b)}) - float(a * b)) < 1e-9
+
+
+def test_comparisons_and_logic_on_every_pair() -> None:
+    built = builder()
+    values = {Fraction(v) for v in range(-3, 4)}
+    z = feature("z", values)
+    a, b = feature("a", {Fraction(0), Fraction(1)}), feature("b", {Fraction(0), Fraction(1)})
+    ops = {op: ffn.compare(built, z, op, "z") for op in ("==", "!=", "<", "<=", ">", ">=")}
+    both, either = ffn.conjunction(built, [a, b], "and"), ffn.disjunction(built, [a, b], "or")
+    truth = {"==": int.__eq__, "!=": int.__ne__, "<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__}
+    for v in range(-3, 4):
+        for op, built_op in ops.items():
+            assert evaluate(built, built_op.form, {"z": float(v)}) == float(truth[op](v, 0)), (op, v)
+    for x in (0, 1):
+        for y in (0, 1):
+            assert evaluate(built, both.form, {"a": x, "b": y}) == float(x and y)
+            assert evaluate(built, either.form, {"a": x, "b": y}) == float(x or y)
+
+
+def test_len_is_decoded_exactly_from_one_over_len() -> None:
+    built = builder()
+    decoded = length(built)
+    (head,) = built.heads
+    for n in range(1, PROGRAM.length + 1):
+        assert abs(evaluate(built, decoded.form, {head.outputs[0]: 1.0 / n}) - n) < 1e-12
+
+
+def _side(value: str | int, t: int) -> int:
+    return value if isinstance(value, int) else t + int(value[len("query"):] or 0)
+
+
+def test_key_counts_match_enumeration() -> None:
+    """#{s in 1..len : mask}, for masks of every shape, at every (t, len)."""
+    masks = [(), (("key", "<=", "query"),), (("key", "<", "query"),), (("key", ">", "query"),),
+             (("key", "!=", "query"),), (("key", ">=", "query-2"), ("key", "<=", "query+1")), (("key", "==", 3),)]
+    ops = {"<=": int.__le__, "<": int.__lt__, ">": int.__gt__, ">=": int.__ge__, "!=": int.__ne__, "==": int.__eq__}
+    for mask in masks:
+        built = builder()
+        lowering = TokenLowering(built, finite_domain(PROGRAM))
+        count = count_keys(lowering, mask, "t")
+        (inverse,) = [h.outputs[0] for h in built.heads] or [None]
+        for n in range(1, PROGRAM.length + 1):
+            for t in range(1, n + 1):
+                expected = sum(all(ops[op](s, _side(right, t)) for _, op, right in mask) for s in range(1, n + 1))
+                known = {"pos:t": float(t)} | ({inverse: 1.0 / n} if inverse else {})
+                assert abs(evaluate(built, count.form, known) - expected) < 1e-9, (mask, t, n)
