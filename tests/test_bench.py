@@ -79,3 +79,12 @@ def test_training_data_bench_measures_both_paths_and_renders_ratios() -> None:
     row = next(line for line in text.splitlines() if line.startswith("| d_retrieval | 4 |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[4] == "cpu" and all(float(c) > 0 for c in cells[5:])
+
+
+def test_tracr_bench_measures_a_program_and_renders_the_side_by_side_table() -> None:
+    import bench_tracr as tracr
+
+    row = tracr.measure("reverse", 5, samples=40)
+    assert row.exact64 == "100%" and row.exact32 == "100%" and row.parameters < tracr.TRACR_PARAMETERS["reverse"][0]
+    table = tracr.render([row], {"reverse": ("efficient", "1", "len", "–")})
+    assert "| reverse | 5 |" in table and "19,700 (100% exact)" in table

@@ -98,3 +98,39 @@ def test_every_shipped_model_has_a_page_within_its_size():
     assert pages == sorted(CANONICAL_EFFICIENT)
     for name, limit in PAGE_LIMITS.items():
         assert (EXAMPLES_DIR / f"{name}.html").stat().st_size < limit, name
+
+
+TRACR_NAMES = sorted(p.stem for p in (EXAMPLES_DIR / "tracr").glob("*.iflow"))
+
+
+def _token_measurement_free(data: bytes) -> tuple[dict, bytes, dict]:
+    """(header without the float32-measured figures, data section, those figures): a token
+    model's max error and smallest score margin come from another CPU's kernels."""
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    config = json.loads(header["__metadata__"]["infoflow"])
+    measured = {key: config["measured_error"].pop(key) for key in ("max_error", "min_margin")
+                if key in config["measured_error"]}
+    header["__metadata__"]["infoflow"] = config
+    return header, data[8 + n:], measured
+
+
+@pytest.mark.parametrize("name", TRACR_NAMES)
+def test_shipped_tracr_model_analysis_and_report_are_rebuilt(name):
+    """compiled_examples/tracr/NAME.{safetensors,analysis.json,md} are what the compiler builds
+    today (T = 10, ε = 1e-3, float32); the measured figures within the model's rounding."""
+    regenerate = _regenerate_module()
+    directory = EXAMPLES_DIR / "tracr"
+    program = ifl.load_program(directory / f"{name}.iflow")
+    analysis = ifl.analyze(program)
+    assert analysis.to_json() == (directory / f"{name}.analysis.json").read_text(encoding="utf-8")
+    model = ifl.compile(program, eps=regenerate.TRACR_EPS, dtype="float32", device="cpu", samples=regenerate.SAMPLES)
+    header, tensors, measured = _token_measurement_free(model_to_bytes(model))
+    shipped_header, shipped_tensors, shipped = _token_measurement_free((directory / f"{name}.safetensors").read_bytes())
+    assert tensors == shipped_tensors and header == shipped_header
+    slack = 2 * model.config["a_priori_bound"]
+    assert all(abs(measured[key] - shipped[key]) <= slack for key in shipped), (measured, shipped)
+    assert measured.get("min_margin", 1.0) > 0.5 and model.config["measured_error"].get("wrong", 0) == 0
+    if measured == shipped:
+        assert regenerate.report(name, analysis, model, regenerate.TRACR_EPS) == \
+            (directory / f"{name}.md").read_text(encoding="utf-8")

@@ -66,3 +66,17 @@ def test_the_tokens_section_runs_as_written():
     exec("\n".join(lines[:3]), namespace)
     assert eval(lines[3].split("#")[0], namespace) == [[1, 1, 2, 3]]
     assert eval(lines[4].split("#")[0], namespace)["exact"] is True
+
+
+def test_the_tokens_section_shows_what_run_prints(tmp_path: Path, monkeypatch) -> None:
+    """The README's sort block: compile, then `infoflowc run` prints exactly the lines shown."""
+    from cli_runner import run_cli
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"\$ infoflowc compile (\S+) -o (\S+)\n\$ infoflowc run (.*?)\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    source, output, run_line, shown = block.groups()
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["compile", str(ROOT / source), "-o", output, "--samples", "0"])[0] == 0
+    code, out, _ = run_cli(["run", *shlex.split(run_line)])
+    assert code == 0 and out == shown

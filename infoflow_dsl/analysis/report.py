@@ -34,6 +34,7 @@ from .ranges import RootAtZero, roots_at_zero
 from .schedule import Schedule, build_schedule, square_steps
 from .token_costs import exactness, finite_ranks, token_growth
 
+TOKEN_ROUTE = "a token program compiles exactly by the token lowering (compiler.tokens), not the gather route"
 INFOFLOW_UPPER_BOUND = "O(ε^-1)"
 
 
@@ -81,7 +82,10 @@ class AnalysisReport:
                     "interpolated_functions": self.schedule.interpolated_functions, "roots_at_zero": roots,
                     "infoflow_upper_bound": None, "independent_of_T": False, "fallback": self.fallback()}
         functions = self.schedule.interpolated_functions
-        if self.roots_at_zero:
+        if self.program.over_tokens:  # compiler.tokens: exact constructions on finite values
+            law, exponent, formula = ("O(1) in ε: exact (every value is finite: steps narrower than their gaps, "
+                                      "β from the gaps; the bound is softmax tails below 1e-9 plus rounding)", 0.0, "0")
+        elif self.roots_at_zero:
             law, exponent, formula = f"O({functions}·ε^-1): a norm that can be 0 turns an error δ into √δ", 1.0, "1"
         elif functions:
             law, exponent, formula = f"O({functions}·ε^-1/2)", 0.5, "1/2"
@@ -133,7 +137,7 @@ class AnalysisReport:
 
         if self.program.over_tokens:
             return {"route": "gather", "law": None, "exponent_T": None, "law_wide": None, "exponent_T_wide": None,
-                    "parameters_at_eps_1e-2": None, "refused": "token programs are not compiled yet"}
+                    "parameters_at_eps_1e-2": None, "refused": TOKEN_ROUTE}
         try:
             gathered = gather(self.program)
         except UnrollError as error:

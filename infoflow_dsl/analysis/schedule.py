@@ -20,8 +20,8 @@ With a head budget (``--heads``), a node that does not fit its layer moves to th
 Information sets (THEORY.md §3): I(t, 0) = {t}, I(T+1, 0) = {T+1}; a retrieval head adds the
 retrieved position's set, a position head the fixed position's, a uniform head everyone's.
 
-A token program that reads ``len`` gets a **length head** at layer 1 (uniform attention that
-also covers a start position: weight 1/(T'+1) on it, decoded by that layer's FFN, stage 3), and
+A token program that reads ``len`` gets a **length head** at layer 1 (uniform attention over
+the T' tokens reading [s = 1]: 1/T', decoded by that layer's FFN, stage 3), and
 positions relative to len (``x(len)``, ``x(len + 1 - t)``) are fetched at layer 2.
 """
 
@@ -82,7 +82,7 @@ class Head:
 
 LENGTH_HEAD = "len"
 #: What the length head does, as reports write it.
-LENGTH_COMPARES = "len: uniform attention over a start position and the T' tokens gives 1/(T'+1), decoded by the FFN"
+LENGTH_COMPARES = "len: uniform attention over the T' tokens reading [s == 1] gives 1/T', decoded by the FFN"
 
 
 def reads_length(expr: object) -> bool:

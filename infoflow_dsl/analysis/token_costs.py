@@ -1,10 +1,10 @@
 """What a token program costs beyond the efficient schedule, and why it is exact.
 
-- **Run-time length.** ``len`` comes from uniform attention over a start position and the T'
-  tokens, which puts weight 1/(T'+1) on the start; reading T' exactly takes one ReLU step
-  between consecutive values 1/(k+1) and 1/(k+2) for each k < T: O(T) FFN units, the steps'
-  gap 1/((k+1)(k+2)) ≥ 1/(T(T+1)) (DESIGN.md "Tokens"). A sum over the whole input is
-  len × the mean, so it pays the same decoding.
+- **Run-time length.** ``len`` comes from uniform attention over the T' tokens reading the
+  positional code's [s = 1], which gives 1/T'; reading T' exactly takes one robust ReLU step
+  between consecutive values 1/(k+1) and 1/k for each k < T: 2(T − 1) FFN units, the steps'
+  gap 1/(k(k+1)) ≥ 1/(T(T−1)) (DESIGN.md "Tokens"). A sum over the whole input is
+  len × the mean, so it pays the same decoding (and ~3T units for the product).
 - **Finite ranks.** A pairwise function of finite-valued features is a sum of as many
   indicator products as one side has values (:mod:`.finite`): its head's key and query
   dimension is that rank, V for a token (independent of T), about T for a count or a position.
@@ -25,9 +25,9 @@ from .finite import comparison_gaps, smallest_gap, value_set
 from .growth import TGrowth
 from .schedule import Schedule, reads_length
 
-LENGTH_LAW = ("uniform attention over a start position and the T' tokens puts 1/(T'+1) on the start; reading T' "
-              "exactly takes a ReLU step between 1/(k+1) and 1/(k+2) for each k < T: O(T) FFN units (gap "
-              "1/((k+1)(k+2)) ≥ 1/(T(T+1)))")
+LENGTH_LAW = ("uniform attention over the T' tokens reading [s = 1] gives 1/T'; reading T' exactly takes a "
+              "robust ReLU step between 1/(k+1) and 1/k for each k < T: O(T) FFN units, 2(T − 1) (gap "
+              "1/(k(k+1)) ≥ 1/(T(T−1)))")
 
 
 def token_growth(program: ir.Program, schedule: Schedule) -> tuple[TGrowth, ...]:

@@ -293,6 +293,7 @@ def command_compile(arguments: argparse.Namespace) -> int:
     print(f"  d_mlp            {model.d_mlp} (embedding {model.d_mlp_embedding})")
     print(f"  parameters       {model.parameter_count()} total, {model.nonzero_parameter_count()} nonzero")
     print(f"  a-priori bound   {config['a_priori_bound']:.3g}")
+    _print_exactness(program)
     if measured is not None:
         from ..reference.measure import describe_measurement, measurement_passes
 
@@ -304,6 +305,15 @@ def command_compile(arguments: argparse.Namespace) -> int:
     write_atomically(output, model_to_bytes(model, dense=arguments.dense))
     print(f"  wrote            {output}")
     return EXIT_OK
+
+
+def _print_exactness(program: Any) -> None:
+    """A token program's comparisons, each with the smallest gap its step is narrower than."""
+    from ..analysis.finite import comparison_gaps
+
+    for pair in comparison_gaps(program):
+        gap = "not derived (the margin stands for it)" if pair.gap is None else f"smallest gap {pair.gap}"
+        print(f"  exact            {pair.text}: {gap}")
 
 
 def command_check(arguments: argparse.Namespace) -> int:

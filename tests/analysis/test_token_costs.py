@@ -12,6 +12,7 @@ from cli_runner import run_cli
 from programs import TOKENS
 
 import infoflow_dsl as ifl
+from infoflow_dsl.analysis.report import TOKEN_ROUTE
 from infoflow_dsl.language import typed as ir
 
 
@@ -82,7 +83,7 @@ def test_a_token_retrieval_needs_no_margin() -> None:
 def test_a_sum_whose_range_follows_the_query_is_still_inefficient_over_tokens() -> None:
     data = report_of("tok_not_or")
     assert data["verdict"] == "inefficient" and data["reason"]["kind"] == "sum-range"
-    assert data["cost"]["fallback"]["refused"] == "token programs are not compiled yet"
+    assert data["cost"]["fallback"]["refused"] == TOKEN_ROUTE
 
 
 def test_the_plot_draws_the_length_head_and_the_mirrored_fetch(tmp_path: Path) -> None:
