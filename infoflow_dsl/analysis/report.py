@@ -34,6 +34,7 @@ from .ranges import RootAtZero, roots_at_zero
 from .schedule import Schedule, build_schedule, square_steps
 from .token_costs import exactness, finite_ranks, token_growth
 
+KEYS_SHOWN = 6  # the key features analyze's text lists per head (the JSON has them all)
 TOKEN_ROUTE = "a token program compiles exactly by the token lowering (compiler.tokens), not the gather route"
 INFOFLOW_UPPER_BOUND = "O(ε^-1)"
 
@@ -302,7 +303,10 @@ def render_text(report: AnalysisReport) -> str:
         row = f"{head['layer']:<6}{head['head']:<6}{head['kind']:<17}{head['site']:<9}"
         lines.append(f"  {row}{head['compares']}{mask}")
         if head["key_features"]:
-            lines.append(f"  {'':<38}keys ({head['dimension']}): {', '.join(head['key_features'])}")
+            keys = head["key_features"]
+            shown = ", ".join(keys[:KEYS_SHOWN]) + (f", … ({len(keys) - KEYS_SHOWN} more: --json lists them)"
+                                                     if len(keys) > KEYS_SHOWN else "")
+            lines.append(f"  {'':<38}keys ({head['dimension']}): {shown}")
     lines.append("")
     lines.append("information sets")
     for entry in data["info_sets"]:
