@@ -98,7 +98,9 @@ def separated_terms(expr: ir.Expr, key: str, query: str, domain: FiniteDomain) -
             atom = ir.Compare("==", leaf, value)  # type: ignore[arg-type]
             indicator = atom if indicator is None else ir.Logical("and", indicator, atom)
         function = substitute_values(expr, literals)
-        bracket = ir.Bracket(indicator)  # type: ignore[arg-type]
+        if indicator is None or _reads(function, split.source):
+            return None  # the indicator side's leaves do not carry all of its dependence
+        bracket = ir.Bracket(indicator)
         if split.source == key:
             out.append((1.0, function, bracket))  # type: ignore[arg-type]
         else:
