@@ -25,7 +25,6 @@ from .compiler.circuit import Circuit
 from .compiler.lower import lower
 from .compiler.tokens import lower_tokens
 from .errors import CompileError, ProgramError, single_error
-from .language import syntax as ast
 from .language import typed as ir
 from .language.check import check
 from .language.parse import parse
@@ -138,25 +137,18 @@ def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_ine
 
 
 def refuse_v3(program: ir.Program, action: str = "compiled") -> None:
-    """Raise a located :class:`ProgramError` (exit 2) for a program the lowering (``action``
-    "compiled") or the trained model family ("trained") cannot build: the trained family reads
-    vectors, so it refuses token programs; both refuse a language-v3 construct (a bracket, a
-    position as a number) in a program over vectors, whose values have no finite gap."""
-    first = next((n for n in (program.target, *ir.sub_nodes(program.target)) if isinstance(n, ir.V3_NODES)), None)
-    if program.over_tokens and action == "compiled":
-        return
+    """Raise a located :class:`ProgramError` (exit 2) for a language-v3 construct (a bracket, a
+    position as a number) in a program over vectors, which neither the lowering (``action``
+    "compiled") nor the trained model family ("trained") builds: its compared values have no
+    finite gap. Token programs have their own lowering (``compiler.tokens``) and model family."""
     if program.over_tokens:
-        declaration = next(d for d in program.expanded.declarations if isinstance(d, ast.InputDecl))
-        span, message = declaration.span, (
-            f"token programs are not {action} yet: the trained model family reads vectors, not token ids; "
-            f"compile builds them exactly (infoflowc compile)")
-    elif first is not None:
-        span, message = first.span, (  # type: ignore[union-attr]
-            f"this construct of language v3 (a bracket [...] or a position used as a number) is not {action} "
-            f"yet; parse, analyze and the reference evaluator support it")
-    else:
         return
-    raise single_error(program.path, span, message, program.source)
+    first = next((n for n in (program.target, *ir.sub_nodes(program.target)) if isinstance(n, ir.V3_NODES)), None)
+    if first is None:
+        return
+    message = (f"this construct of language v3 (a bracket [...] or a position used as a number) is not {action} "
+               f"yet over vectors; parse, analyze and the reference evaluator support it")
+    raise single_error(program.path, first.span, message, program.source)  # type: ignore[union-attr]
 
 
 class StoredProgramError(Exception):

@@ -27,6 +27,13 @@ validation point after step 0 (``best_nmse``, as the papers report) and that of 
 Inputs: ``uniform`` draws from the declared domain (``sampling.sample_inputs``); ``normal[:σ]``
 draws every coordinate from N(0, σ²) (σ = 1 by default), *not* projected into the domain, as in
 the papers' experiments (THEORY.md §2): the reference evaluator is exact for any real input.
+
+**Token programs** (language v3) train the token model family: ``embed.W_E`` is a learned table
+[V, d_model] (no ReLU block), the positional code is always learned (positions and ``len`` are
+numbers there), and inputs are uniform random ids of length T (``--dist`` does not apply). A
+token output is learned as its V scores regressing onto the one-hot of the reference's token
+(the compiled models' own scores), so the loss and the NMSE read the same way; the answer is the
+scores' argmax (``check`` reports the accuracy).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import torch
 from ..language import typed as ir
 from ..reference.evaluate import evaluate
 from ..reference.sampling import sample_inputs
+from ..reference.tokens import random_ids
 from ..transformer.config import ModelConfig
 from ..transformer.model import CompiledTransformer
 
@@ -164,6 +172,13 @@ def trained_config(program: ir.Program, settings: TrainSettings,
     }
     if per_token(program):
         config["output"] = "token"
+    if program.over_tokens:  # the token model family (transformer.config): ids in, W_E [V, D]
+        vocabulary = program.vocabulary
+        config |= {"input": "tokens", "token_output": program.token_output, "d": vocabulary.size,
+                   "vocabulary": {"names": list(vocabulary.names),
+                                  "values": None if vocabulary.values is None else list(vocabulary.values)}}
+        if program.token_output:
+            config["output_shape"] = [vocabulary.size]
     return config
 
 
@@ -251,8 +266,8 @@ def build_model(program: ir.Program, settings: TrainSettings, init: CompiledTran
     ``init``'s weights padded by :func:`padded_tensors` (``learn=learning_padding``)."""
     from ..pipeline import refuse_v3
 
-    refuse_v3(program, "trained")  # the model family reads vectors: no token embedding yet
-    learn_positions = reads_positions(program)
+    refuse_v3(program, "trained")  # brackets over vectors
+    learn_positions = reads_positions(program) or program.over_tokens
     masks: dict[tuple[int, int], list[Any]] = {}
     widths = _widths(settings)
     if init is not None:
@@ -302,6 +317,8 @@ def draw_inputs(program: ir.Program, dist: Distribution, count: int, seed: int,
     """``count`` inputs (count, T, d), float64, from ``dist``, drawn on ``device`` by a generator
     of that device seeded with ``seed``: the same for the same seed and device (on the CPU, the
     host draw of ``sample_inputs``)."""
+    if program.over_tokens:  # uniform random ids of length T, drawn on the host (as check draws them)
+        return random_ids(program, count, seed=seed, length=program.length).to(device)
     if dist.kind == "uniform":
         return sample_inputs(program, count, seed=seed, device=device)
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -391,15 +408,31 @@ def nmse(predicted: Tensor, target: Tensor, components: bool) -> float:
 def predictions(model: CompiledTransformer, x: Tensor, batch: int = 1024) -> Tensor:
     """The model on inputs x (N, T, d), in batches, without gradients: float64 on x's device."""
     with torch.no_grad():
-        return torch.cat([model(x[i:i + batch].to(model.device, model.dtype)).to(x.device, torch.float64)
+        return torch.cat([model(as_input(model, x[i:i + batch])).to(x.device, torch.float64)
                           for i in range(0, x.shape[0], batch)])
+
+
+def as_input(model: CompiledTransformer, x: Tensor) -> Tensor:
+    """x on the model's device: vectors in its dtype, token ids as they are (int64)."""
+    return x.to(model.device) if not x.dtype.is_floating_point else x.to(model.device, model.dtype)
+
+
+def reference_target(program: ir.Program, x: Tensor) -> Tensor:
+    """What the model is trained towards: the reference's values; for a token output the one-hot
+    of the reference's token, (N, [T,] V) float64, NaN where a per-token target is undefined."""
+    y = evaluate(program, x)
+    if not program.token_output:
+        return y
+    size = program.vocabulary.size
+    onehot = torch.nn.functional.one_hot(y.clamp_min(0), size).to(torch.float64)
+    return torch.where((y < 0).unsqueeze(-1), torch.nan, onehot)
 
 
 def model_nmse(model: CompiledTransformer, program: ir.Program, x: Tensor, y: Tensor | None = None,
                batch: int = 1024) -> float:
     """NMSE of ``model`` on inputs x (N, T, d) against the reference (``y`` when already known)."""
-    y = evaluate(program, x) if y is None else y
-    return nmse(predictions(model, x, batch), y, bool(program.output_shape))
+    y = reference_target(program, x) if y is None else y
+    return nmse(predictions(model, x, batch), y, bool(program.output_shape) or program.token_output)
 
 
 # ---------------------------------------------------------------------------- the loop
@@ -441,7 +474,7 @@ def _progress(steps: int, quiet: bool) -> Any:
 def estimate_standardisation(program: ir.Program, dist: Distribution, device: str) -> Standardisation:
     """μ and σ of the target on the fixed draw of ``STANDARDISATION_DRAW`` inputs from ``dist``."""
     x = draw_inputs(program, dist, STANDARDISATION_DRAW, STANDARDISATION_SEED, device)
-    return Standardisation.estimate(evaluate(program, x), bool(program.output_shape))
+    return Standardisation.estimate(reference_target(program, x), bool(program.output_shape) or program.token_output)
 
 
 def train(program: ir.Program, settings: TrainSettings, init: CompiledTransformer | None = None,
@@ -450,7 +483,7 @@ def train(program: ir.Program, settings: TrainSettings, init: CompiledTransforme
     start = time.monotonic()
     torch.manual_seed(settings.seed)
     device = settings.device
-    components = bool(program.output_shape)
+    components = bool(program.output_shape) or program.token_output
     model, trainable = build_model(program, settings, init)
     standard = estimate_standardisation(program, settings.dist, device)
     if init is not None:
@@ -458,7 +491,7 @@ def train(program: ir.Program, settings: TrainSettings, init: CompiledTransforme
     optimizer = torch.optim.AdamW(trainable, lr=settings.lr, weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: learning_rate_factor(s, settings.steps))
     x_val = draw_inputs(program, settings.dist, settings.validation, settings.seed + VALIDATION_SEED, device)
-    y_val = evaluate(program, x_val)  # (N, ...) float64, on the device
+    y_val = reference_target(program, x_val)  # (N, ...) float64, on the device
     history: list[tuple[int, float]] = []
 
     def validate(step: int) -> float:
@@ -473,8 +506,8 @@ def train(program: ir.Program, settings: TrainSettings, init: CompiledTransforme
     bar = _progress(settings.steps, quiet)
     for step in range(settings.steps):
         x = draw_inputs(program, settings.dist, settings.batch, settings.seed * 1_000_003 + step + 1, device)
-        z = standard.forward(evaluate(program, x), components).to(dtype=model.dtype)  # (B, ...)
-        loss, _ = squared_error(model(x.to(dtype=model.dtype)), z)
+        z = standard.forward(reference_target(program, x), components).to(dtype=model.dtype)  # (B, ...)
+        loss, _ = squared_error(model(as_input(model, x)), z)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

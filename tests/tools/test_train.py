@@ -222,14 +222,36 @@ def evaluate_shape(program: ifl.Program, x: torch.Tensor) -> torch.Size:
     return ifl.evaluate(program, x).shape
 
 
-def test_a_token_program_is_refused_with_a_located_reason(tmp_path) -> None:
-    """The trained family reads vectors: a token program exits 2 at its input line, no traceback."""
-    path = tmp_path / "hist.iflow"
-    path.write_text('input x : token {"a", "b"}\nlength T = 4\ntarget(t) = sum_<s> [x(s) == x(t)]\n', encoding="utf-8")
-    model = str(tmp_path / "m.safetensors")
-    code, _out, err = run_cli(["train", str(path), "--heads", "1", "--steps", "1", "-o", model])
+@pytest.mark.parametrize("name, heads", [("frac_prevs", (1,)), ("reverse", (1, 1))])
+def test_a_token_program_trains_the_token_family_and_checks(name: str, heads: tuple[int, ...], tmp_path) -> None:
+    """Ids in (W_E a learned table [V, D]), the positional code learned; a token output regresses
+    its V scores onto the reference token's one-hot; the saved model loads, runs and checks."""
+    from programs import TRACR_DIR
+
+    program = ifl.load_program(TRACR_DIR / f"{name}.iflow", length=6)
+    settings = TrainSettings(heads=heads, d_model=16, d_head=8, d_mlp=16, steps=120, batch=64, lr=1e-2,
+                             validation=256)
+    result = train(program, settings, quiet=True)
+    model = result.model
+    assert model.config["input"] == "tokens" and model.embed.W_E.shape == (program.vocabulary.size, 16)
+    assert model.pos_embed.W_pos.abs().sum() > 0
+    assert result.best_nmse < result.history[0][1]
+    ids = ifl.encode(program, [program.vocabulary.names[:3]])
+    expected = (1, 3, program.vocabulary.size) if program.token_output else (1, 3)
+    assert tuple(model(ids).shape) == expected
+    path = tmp_path / f"{name}.safetensors"
+    ifl.save(model, path)
+    code, out, err = run_cli(["check", str(path), "--samples", "50"])
+    assert code in (0, 3) and "Traceback" not in err
+    assert "measured only" in out or "WRONG answers" in out  # a trained model has no ε: measured, not judged
+
+
+def test_a_bracket_over_vectors_is_refused_by_train_with_a_located_reason(tmp_path) -> None:
+    path = tmp_path / "bracket.iflow"
+    path.write_text("input x : R^2\nlength T = 4\nmargin 0.1\ntarget sum_<s> [x(s)[1] < 0]\n", encoding="utf-8")
+    code, _out, err = run_cli(["train", str(path), "--heads", "1", "--steps", "1", "-o", str(tmp_path / "m")])
     assert code == 2 and "Traceback" not in err
-    assert err.startswith(f"{path}:1:1: error: token programs are not trained yet: ")
+    assert err.startswith(f"{path}:4:16: error: ") and "not trained yet over vectors" in err
 
 
 def test_the_default_peak_learning_rate_is_the_papers_1e_3() -> None:
