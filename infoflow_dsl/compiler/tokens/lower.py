@@ -41,7 +41,7 @@ from ..circuit import LinearForm
 from . import ffn
 from .builder import Feature, TokenCircuitBuilder, TokenFeature, constant_feature
 from .heads import length, retrieve, uniform_mean
-from .separate import KeyClass, key_classes, polynomial_terms, renamed, separated_terms
+from .separate import KeyClass, exclusive_indicators, key_classes, polynomial_terms, renamed, separated_terms
 
 LOCAL = "@"  # the row's own variable in cache keys
 
@@ -329,7 +329,10 @@ class TokenLowering:
         for (coefficient, query_part, _), mean in zip(keyed, means, strict=True):
             q = self.feature(query_part, row) if query_part is not None else constant_feature(Fraction(1))
             parts.append((coefficient, ffn.product(self.builder, q, mean, describe(expr))))
-        return ffn.linear(parts, self.values(ir.Reduce("mean", (key,), (), part.body, ir.SCALAR)))
+        total = ffn.linear(parts, self.values(ir.Reduce("mean", (key,), (), part.body, ir.SCALAR)))
+        if exclusive_indicators([q for _, q, _ in keyed]):  # one gate is open: the others give exactly 0
+            return Feature(total.form, total.values, total.stage, max(abs(c) * f.error for c, f in parts))
+        return total
 
     def _extreme(self, expr: ir.Reduce, body: ir.Expr, key: str, row: str, mask: tuple[Condition, ...]) -> Feature:
         """min/max by one sharp head whose values are the score's own key factors (the Gibbs mean of

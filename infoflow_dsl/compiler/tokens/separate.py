@@ -108,6 +108,40 @@ def separated_terms(expr: ir.Expr, key: str, query: str, domain: FiniteDomain) -
     return out
 
 
+def _atoms_of(condition: object) -> list[tuple[object, object]] | None:
+    """The (leaf, literal) pairs of a conjunction of ``leaf == literal`` (None: another shape)."""
+    if isinstance(condition, ir.Logical) and condition.operator == "and":
+        left, right = _atoms_of(condition.left), _atoms_of(condition.right)
+        return None if left is None or right is None else left + right
+    literal_types = ir.TokenLiteral | ir.NumberLiteral
+    if isinstance(condition, ir.Compare) and condition.operator == "==":
+        if isinstance(condition.right, literal_types):
+            return [(condition.left, condition.right)]
+        if isinstance(condition.left, literal_types):
+            return [(condition.right, condition.left)]
+    return None
+
+
+def exclusive_indicators(factors: list[ir.Expr | None]) -> bool:
+    """Whether the factors are brackets [leaves = v] of one finite split (the same leaves, distinct
+    values): at most one is 1 at any row, so a sum of gates by them has one gate open."""
+    seen: set[tuple[object, ...]] = set()
+    leaves: list[object] | None = None
+    for factor in factors:
+        atoms = _atoms_of(factor.condition) if isinstance(factor, ir.Bracket) else None
+        if atoms is None:
+            return False
+        these = [leaf for leaf, _ in atoms]
+        if leaves is not None and these != leaves:
+            return False
+        leaves = these
+        values = tuple(value for _, value in atoms)
+        if values in seen:
+            return False
+        seen.add(values)
+    return len(factors) > 1
+
+
 # ----------------------------------------------------------------------------- key classes
 
 
