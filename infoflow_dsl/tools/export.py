@@ -33,6 +33,9 @@ def add_export_parser(commands: Any) -> None:
     command.add_argument("--ln-constant", type=_positive, metavar="C",
                          help="the active LayerNorm's constant C (default: chosen from ε)")
     command.add_argument("--dtype", choices=DTYPES, help="the exported weights' dtype (default: the model's)")
+    command.add_argument("--self-contained", action="store_true",
+                         help="the structural masks as score penalties in the weights: no attention mask is passed, "
+                              "inputs have exactly T tokens (refused where the penalties cannot be exact)")
     command.add_argument("--force", action="store_true", help="replace an existing non-empty directory")
 
 
@@ -52,7 +55,8 @@ def command_export(arguments: argparse.Namespace) -> int:
         if arguments.layernorm == "exact" and (arguments.ln_eps is not None or arguments.ln_constant is not None):
             raise ExportError("--ln-eps and --ln-constant are for --layernorm active")
         directory = export(model, arguments.output, to=arguments.to, layernorm=arguments.layernorm, dtype=dtype,
-                           force=arguments.force, ln_eps=arguments.ln_eps, ln_constant=arguments.ln_constant)
+                           force=arguments.force, ln_eps=arguments.ln_eps, ln_constant=arguments.ln_constant,
+                           self_contained=arguments.self_contained)
     except ExportError as error:
         raise UsageError(f"infoflowc export: {error}") from None
     except OSError as error:
@@ -68,7 +72,13 @@ def command_export(arguments: argparse.Namespace) -> int:
         print(f"  constant C       {ln['constant']:.6g} (K = {ln['K']:.4g} measured: LayerNorm error K/C² = "
               f"{ln['K'] / ln['constant'] ** 2:.3g}; its share of ε {ln['share']:.3g})")
     print(f"  a-priori bound   {'none (a trained model: measured only)' if bound is None else f'{bound:.3g}'}")
-    print(f"  inputs           ifl.export_inputs({str(directory)!r}, x) -> inputs_embeds, attention_mask")
+    penalties = info.get("self_contained")
+    if penalties is not None:
+        print(f"  masks            penalties in the weights: P = {_power(penalties['penalty'])} ≥ 2(2S + 746), "
+              f"scores |β q·k| ≤ S = {penalties['score_bound']:.4g}; is_causal {penalties['is_causal']}; "
+              f"inputs of exactly T = {penalties['length']} tokens")
+    passed = "inputs_embeds" if penalties is not None else "inputs_embeds, attention_mask"
+    print(f"  inputs           ifl.export_inputs({str(directory)!r}, x) -> {passed}")
     return EXIT_OK
 
 

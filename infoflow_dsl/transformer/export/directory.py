@@ -99,18 +99,26 @@ def _check_target(directory: Path, to: str, layernorm: str, force: bool) -> None
 
 def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: str = "hf-gpt2",
            layernorm: str = "exact", dtype: torch.dtype | None = None, force: bool = False,
-           ln_eps: float | None = None, ln_constant: float | None = None) -> Path:
+           ln_eps: float | None = None, ln_constant: float | None = None, self_contained: bool = False) -> Path:
     """Write ``model`` as a Hugging Face GPT-2 directory (module docstring); returns its path.
 
     ``dtype`` is the exported weights' (default: the model's). ``layernorm``: ``exact``
     (ε_LN = 2^80, gain 2^40: LayerNorm(h) = h) or ``active`` (ε_LN = ``ln_eps``, default 1e-5,
     gain 1, a ±C pair, C from the share of ε the compiled bound leaves or ``ln_constant``:
     :mod:`.active`; the stored bound adds the LayerNorm's share). Raises :class:`ExportError`
-    for a bad target or LayerNorm mode, or an existing non-empty ``directory`` without ``force``."""
+    for a bad target or LayerNorm mode, or an existing non-empty ``directory`` without ``force``.
+    ``self_contained``: the structural masks as score penalties in the weights (:mod:`.penalty`):
+    no attention mask is passed, inputs have exactly T tokens; ExportError where the penalties
+    cannot be exact."""
     directory = Path(directory)
     _check_target(directory, to, layernorm, force)
     dtype = model.dtype if dtype is None else dtype
-    layout = plan(model)
+    from .penalty import PenaltyError
+
+    try:
+        layout = plan(model, self_contained, dtype)
+    except PenaltyError as error:
+        raise ExportError(str(error)) from None
     trained = "trained" in model.config
     bound = None if trained else model.config.get("a_priori_bound")
     if layernorm == "active":
@@ -126,10 +134,11 @@ def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: st
     else:
         tensors, w_x, cls = gpt2_state_dict(model, layout, dtype, EXACT_LN_GAIN)
         ln, ln_eps = {"mode": "exact", "eps": EXACT_LN_EPS, "gain": EXACT_LN_GAIN, "constant": 1.0}, EXACT_LN_EPS
-    io = ExportIO.of(model, layout.slot_masks, w_x, cls)
+    io = ExportIO.of(model, layout.slot_masks, w_x, cls, self_contained)
     from .circuit import exported_circuit
 
     info = export_info(model, layout, io, ln, to, exported_circuit(model, layout))
+    info["self_contained"] = None if layout.penalties is None else layout.penalties.json()
     info["a_priori_bound"], info["compiled_bound"] = bound, None if trained else model.config.get("a_priori_bound")
     _write(directory, gpt2_config(layout, dtype, ln_eps), tensors, info, force)
     return directory

@@ -24,14 +24,17 @@ def transformers_module() -> Any:
 
 
 def gpt2_config(layout: ExportLayout, dtype: torch.dtype, ln_eps: float) -> Any:
-    """The stock GPT2Config of ``layout`` (dropout 0, ReLU, √head_dim scaling, eager attention)."""
+    """The stock GPT2Config of ``layout`` (dropout 0, ReLU, √head_dim scaling, eager attention;
+    ``is_causal: false`` for a self-contained export whose slots read later keys: :mod:`.penalty`)."""
+    penalties = layout.penalties
+    bidirectional = {"is_causal": False} if penalties is not None and penalties.bidirectional else {}
     return transformers_module().GPT2Config(
         vocab_size=layout.vocab, n_positions=layout.n_positions, n_embd=layout.width, n_layer=layout.n_layers,
         n_head=layout.n_head, n_inner=layout.n_inner, activation_function="relu", resid_pdrop=0.0,
         embd_pdrop=0.0, attn_pdrop=0.0, layer_norm_epsilon=ln_eps, scale_attn_weights=True,
         scale_attn_by_inverse_layer_idx=False, reorder_and_upcast_attn=False, tie_word_embeddings=False,
         use_cache=False, bos_token_id=None, eos_token_id=None, dtype=str(dtype).removeprefix("torch."),
-        architectures=["GPT2LMHeadModel"], attn_implementation="eager",
+        architectures=["GPT2LMHeadModel"], attn_implementation="eager", **bidirectional,
     )
 
 

@@ -40,11 +40,12 @@ class ExportIO:
     """the compiled model's input spec: longest input, token dimension, allowed lengths"""
 
     @classmethod
-    def of(cls, model: CompiledTransformer, slot_masks: tuple[HeadMask, ...], w_x: Tensor, cls_x: Tensor) -> ExportIO:
+    def of(cls, model: CompiledTransformer, slot_masks: tuple[HeadMask, ...], w_x: Tensor, cls_x: Tensor,
+           self_contained: bool = False) -> ExportIO:
         """The helper of ``model``'s export, whose slots have ``slot_masks`` and embedding (w_x, cls_x)."""
         return cls(T=model.T, d=model.d, min_length=model.min_length, exact_length_only=model.exact_length_only,
                    per_token=model.per_token, output_shape=model.output_shape, slot_masks=slot_masks, w_x=w_x,
-                   cls=cls_x)
+                   cls=cls_x, self_contained=self_contained)
 
     per_token: bool
     output_shape: tuple[int, ...]
@@ -65,7 +66,8 @@ class ExportIO:
                    exact_length_only=spec["exact_length_only"], per_token=spec["output"] == "token",
                    output_shape=tuple(spec["output_shape"]), slot_masks=masks,
                    w_x=torch.tensor(embedding["W_x"], dtype=torch.float64).to(dtype),
-                   cls=torch.tensor(embedding["cls"], dtype=torch.float64).to(dtype))
+                   cls=torch.tensor(embedding["cls"], dtype=torch.float64).to(dtype),
+                   self_contained=info.get("self_contained") is not None)
 
     def json(self) -> dict[str, Any]:
         """The ``input`` entry of ``infoflow.json``."""
@@ -93,14 +95,8 @@ class ExportIO:
         return torch.cat([sink, tokens, self.cls.to(device).expand(batch, 1, -1)], dim=1)
 
     def allowed(self, length: int) -> Tensor:
-        """bool (n_head, T'+2, T'+2): which key each slot's query may see (module docstring)."""
-        count = length + 2
-        out = torch.zeros(len(self.slot_masks), count, count, dtype=torch.bool)
-        tokens = allowed_pairs(self.slot_masks, length)  # (H, T'+1, T')  query rows t = 1..T'+1
-        out[:, 1:, 1:length + 1] = tokens
-        out[:, 1:, 0] = ~tokens.any(dim=-1)
-        out[:, 0, 0] = True
-        return out
+        """bool (n_head, T'+2, T'+2): which key each slot's query may see (:func:`allowed_keys`)."""
+        return allowed_keys(self.slot_masks, length)
 
     def attention_mask(self, x: Tensor) -> Tensor:
         """The additive (B, n_head, T'+2, T'+2) mask of x's length."""
@@ -110,7 +106,14 @@ class ExportIO:
         return mask.expand(x.shape[0], *mask.shape)
 
     def arguments(self, x: Tensor) -> dict[str, Tensor]:
-        """``model(**arguments)``: inputs_embeds and attention_mask."""
+        """``model(**arguments)``: inputs_embeds and attention_mask (inputs_embeds alone for a
+        self-contained export, whose masks are penalties in its weights, at length T only)."""
+        if self.self_contained:
+            self.check_length(x)
+            if x.shape[1] != self.T:
+                raise ValueError(f"input length {x.shape[1]}: a self-contained export reads inputs of exactly "
+                                 f"T = {self.T} tokens (its penalties are functions of the positions)")
+            return {"inputs_embeds": self.inputs_embeds(x)}
         return {"inputs_embeds": self.inputs_embeds(x), "attention_mask": self.attention_mask(x)}
 
     def outputs(self, logits: Tensor) -> Tensor:
@@ -118,3 +121,17 @@ class ExportIO:
         k = self.output_shape[0] if self.output_shape else 1
         y = logits[:, 1:-1, :k] if self.per_token else logits[:, -1, :k]
         return y if self.output_shape else y.squeeze(-1)
+
+    self_contained: bool = False
+    """the masks are penalties in the weights (:mod:`.penalty`): no attention mask, length T only"""
+
+
+def allowed_keys(slot_masks: tuple[HeadMask, ...], length: int) -> Tensor:
+    """bool (n_head, T'+2, T'+2): which key each slot's query may see (module docstring)."""
+    count = length + 2
+    out = torch.zeros(len(slot_masks), count, count, dtype=torch.bool)
+    tokens = allowed_pairs(slot_masks, length)  # (H, T'+1, T')  query rows t = 1..T'+1
+    out[:, 1:, 1:length + 1] = tokens
+    out[:, 1:, 0] = ~tokens.any(dim=-1)
+    out[:, 0, 0] = True
+    return out
