@@ -46,19 +46,30 @@ def in_memory(layout: ExportLayout, tensors: dict[str, torch.Tensor], dtype: tor
     return model.eval()
 
 
-def forward_in_batches(hf: Any, io: ExportIO, x: torch.Tensor, hidden: bool = False) -> Any:
-    """y for x (B, T', d) through ``hf``, in batches of at most FORWARD_ELEMENTS numbers per
-    activation; with ``hidden``, (y, the largest ‖h‖² over every position and layer input)."""
-    config = hf.config
+def forward_in_batches(hf: Any, io: ExportIO, x: torch.Tensor, hidden: bool = False,
+                       shape: tuple[int, int, int] | None = None) -> Any:
+    """y for x (B, T', d) through ``hf`` (a Hugging Face model or a TransformerLens bridge: its
+    logits or an output with ``.logits``), in batches of at most FORWARD_ELEMENTS numbers per
+    activation; ``shape`` = (n_inner, n_head, width), by default GPT-2's config's; with
+    ``hidden`` (Hugging Face models), (y, the largest ‖h‖² over every position and layer input)."""
+    if shape is None:
+        shape = (hf.config.n_inner, hf.config.n_head, hf.config.n_embd)
+    inner, heads, width = shape
     rows = x.shape[1] + 2
-    widest = max(config.n_inner, config.n_head * rows, 3 * config.n_embd)
+    widest = max(inner, heads * rows, 3 * width)
     step = max(1, FORWARD_ELEMENTS // (rows * widest))
     parts, largest = [], 0.0
-    device, dtype = hf.lm_head.weight.device, hf.lm_head.weight.dtype
+    weight = next(hf.parameters())
+    device, dtype = weight.device, weight.dtype
+    more = {"output_hidden_states": True} if hidden else {}
     with torch.no_grad():
         for start in range(0, x.shape[0], step):
-            out = hf(**io.arguments(x[start:start + step].to(device, dtype)), output_hidden_states=hidden)
-            parts.append(io.outputs(out.logits))
+            arguments = io.arguments(x[start:start + step].to(device, dtype))
+            if hasattr(hf, "run_with_cache"):  # a TransformerBridge: the embeddings are its positional input
+                out = hf(arguments.pop("inputs_embeds"), **arguments)
+            else:
+                out = hf(**arguments, **more)
+            parts.append(io.outputs(out.logits if hasattr(out, "logits") else out))
             if hidden:
                 largest = max([largest, *(float(h.double().square().sum(-1).max()) for h in out.hidden_states)])
     y = torch.cat(parts) if parts else io.outputs(torch.zeros(0, rows, 2, dtype=dtype))
