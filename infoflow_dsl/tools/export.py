@@ -23,7 +23,8 @@ def add_export_parser(commands: Any) -> None:
     """The ``export`` subcommand's flags."""
     command = commands.add_parser("export", help="a compiled model as a standard Hugging Face model directory")
     command.add_argument("model", type=Path)
-    command.add_argument("--to", choices=TARGETS, default="hf-gpt2", help="the architecture: hf-gpt2 (default), hf-llama (RMSNorm, RoPE neutralised; exact to "
+    command.add_argument("--to", choices=TARGETS, default="hf-gpt2",
+                         help="the architecture: hf-gpt2 (default), hf-llama (RMSNorm, RoPE neutralised; exact to "
                               "float32, where HF computes the norm) or tl-native (TransformerLens 4's boot_native)")
     command.add_argument("-o", "--output", type=Path, required=True, help="the directory to write")
     command.add_argument("--layernorm", choices=LAYERNORMS, default="exact",
