@@ -1,4 +1,4 @@
-"""``infoflowc export MODEL --to hf-gpt2 -o DIR``, and ``check`` on an exported directory.
+"""``infoflowc export MODEL --to hf-gpt2|hf-llama|tl-native -o DIR``, and ``check`` on an exported directory.
 
 Exit 2 (the user's fault, one line on stderr, nothing written) for a file that is not a model,
 an unknown target (argparse's choices), or an existing non-empty DIR without ``--force``; the
@@ -69,7 +69,13 @@ def command_export(arguments: argparse.Namespace) -> int:
     print(f"  layers {layout['n_layers']} (embedding ReLU block: layer {layout['embedding_layer']}), "
           f"heads {layout['n_head']} × {layout['head_dim']}, n_embd {layout['width']}, n_inner {layout['n_inner']}")
     ln = info["layernorm"]
-    print(f"  LayerNorm        {ln['mode']} (ε_LN = {_power(ln['eps'])}, gain {_power(ln['gain'])})")
+    if ln["mode"] == "none":
+        print("  norms            none (normalization_type null: the compiled model has none)")
+    elif ln.get("norm") == "RMSNorm":
+        print(f"  RMSNorm          exact (ε = {_power(ln['eps'])}, gain {_power(ln['gain'])}); HF computes it in "
+              f"float32, so exact to float32 rounding")
+    else:
+        print(f"  LayerNorm        {ln['mode']} (ε_LN = {_power(ln['eps'])}, gain {_power(ln['gain'])})")
     if ln["mode"] == "active":
         print(f"  constant C       {ln['constant']:.6g} (K = {ln['K']:.4g} measured: LayerNorm error K/C² = "
               f"{ln['K'] / ln['constant'] ** 2:.3g}; its share of ε {ln['share']:.3g})")
@@ -81,6 +87,9 @@ def command_export(arguments: argparse.Namespace) -> int:
               f"inputs of exactly T = {penalties['length']} tokens")
     passed = "inputs_embeds" if penalties is not None else "inputs_embeds, attention_mask"
     print(f"  inputs           ifl.export_inputs({str(directory)!r}, x) -> {passed}")
+    if arguments.to == "tl-native":
+        print(f"  load             infoflow_dsl.transformer.export.native.load_tl_native({str(directory)!r}) "
+              f"-> a TransformerBridge (boot_native + load_state_dict)")
     return EXIT_OK
 
 
