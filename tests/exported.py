@@ -80,3 +80,17 @@ def assert_comparison_nodes_at_their_hooks(info: dict, cache, model: CompiledTra
         sums = pattern.sum(-1)  # (B, N)
         ones = torch.isclose(sums, torch.ones((), dtype=sums.dtype))
         assert bool((ones | (sums == 0)).all() if empty_rows else ones.all())
+
+
+class AsModel(torch.nn.Module):
+    """A function of x (B, T', d) -> y as a model :func:`errors_on` measures (CPU, float64;
+    ``d_model`` sizes its batches)."""
+
+    def __init__(self, function, d_model: int = 256) -> None:
+        super().__init__()
+        self.function = function
+        self.device, self.dtype, self.d_model = torch.device("cpu"), torch.float64, d_model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self.function(x)
