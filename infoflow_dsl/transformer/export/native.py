@@ -123,69 +123,86 @@ def native_config(layout: NativeLayout, dtype: torch.dtype) -> dict[str, Any]:
             "default_prepend_bos": False, "dtype": str(dtype).removeprefix("torch.")}
 
 
+def zeros(*shape: int) -> Tensor:
+    return torch.zeros(*shape, dtype=torch.float64)
+
+
 def native_state_dict(model: CompiledTransformer, layout: NativeLayout,
                       dtype: torch.dtype) -> tuple[dict[str, Tensor], Tensor, Tensor]:
     """(the bridge's state dict, W_x, cls_x) of ``model``, in ``dtype`` (built in float64), under
     the TransformerLens names ``bridge.state_dict()`` gives (``blocks.{L}.attn.q.weight``,
     ``blocks.{L}.mlp.in.weight``, ``unembed.weight`` ...), which ``load_state_dict`` maps onto every
     alias of the NativeModel's parameters (its raw names, ``layers.{L}.mlp.fc_in``, have aliases
-    that a strict load of the raw names misses).
-
-    Linear weights are (out, in): q.weight[slot·d_head + e, i] = β √d_head W_Q[h][i, e], o.weight
-    [i, slot·d_head + v] = W_O[h][v, i], fc_in.weight = W_in ᵀ, fc_out.weight = W_out ᵀ."""
-    lay, f64 = layout, torch.float64
-    dm = torch.arange(lay.d_model)
-    zeros = lambda *shape: torch.zeros(*shape, dtype=f64)  # noqa: E731
-    q_dim = lay.n_heads * lay.d_head
-    out: dict[str, Tensor] = {"embed.weight": zeros(lay.vocab, lay.width)}
+    that a strict load of the raw names misses). Linear weights are (out, in)."""
+    lay = layout
     with torch.no_grad():
         pos = zeros(lay.length + 1, lay.width)
-        place(pos, model.pos_embed.W_pos.detach(), span(0, lay.length + 1), dm)
+        place(pos, model.pos_embed.W_pos.detach(), span(0, lay.length + 1), torch.arange(lay.d_model))
         pos[:, lay.one] = 1.0
-        out["pos_embed.weight"] = pos
+        out: dict[str, Tensor] = {"embed.weight": zeros(lay.vocab, lay.width), "pos_embed.weight": pos}
         for layer in range(lay.n_layers):
-            p, compiled = f"blocks.{layer}.", layer - lay.offset
-            parts = {name: zeros(q_dim, lay.width) for name in ("q", "k", "v")} | {"o": zeros(lay.width, q_dim)}
-            fc_in, fc_out = zeros(lay.width, lay.d_mlp), zeros(lay.d_mlp, lay.width)  # (in, out) until transposed
-            b_in, b_out = zeros(lay.d_mlp), zeros(lay.width)
-            if compiled < 0:
-                e = model.embed
-                units = int(e.W_E1.shape[1])
-                assert lay.raw_input is not None and lay.token_flag is not None
-                place(fc_in, e.W_E1.detach(), torch.cat([span(lay.raw_input, lay.d), torch.tensor([lay.token_flag])]),
-                      span(0, units))
-                fc_in[lay.token_flag, :units] += e.b_E1.detach().to(f64)
-                place(fc_out, e.W_E2.detach(), span(0, units), dm)
-            else:
-                a, m = model.blocks[compiled].attn, model.blocks[compiled].mlp
-                for head in (h for h in lay.heads if h.compiled_layer == compiled):
-                    i, base = head.compiled_index, head.slot * lay.d_head
-                    width, values = int(a.W_Q.shape[2]), int(a.W_V.shape[2])
-                    qkv = {"q": (a.W_Q[i], width, float(a.beta[i]) * lay.d_head**0.5), "k": (a.W_K[i], width, 1.0),
-                           "v": (a.W_V[i], values, 1.0)}
-                    for name, (w, count, scale) in qkv.items():
-                        place(parts[name].T, w.detach(), dm, span(base, count), scale)
-                    place(parts["o"].T, a.W_O[i].detach(), span(base, values), dm)
-                units = int(m.W_in.shape[1])
-                place(fc_in, m.W_in.detach(), dm, span(0, units))
-                place(fc_out, m.W_out.detach(), span(0, units), dm)
-                b_in[:units] = m.b_in.detach().to_dense().to(f64)
-                b_out[:lay.d_model] = m.b_out.detach().to_dense().to(f64)
-            for name, weight in parts.items():
-                out[f"{p}attn.{name}.weight"] = weight
-                out[f"{p}attn.{name}.bias"] = zeros(weight.shape[0])
-            out |= {f"{p}mlp.in.weight": fc_in.T, f"{p}mlp.in.bias": b_in, f"{p}mlp.out.weight": fc_out.T,
-                    f"{p}mlp.out.bias": b_out}
-        u = model.unembed
-        head = zeros(lay.width, lay.vocab)
-        k = lay.outputs
-        place(head, u.W_U.detach(), dm, span(0, k))
-        place(head, u.W_U.detach(), dm, span(k, k), -1.0)
-        head[lay.one, :k] = u.b_U.detach().to(f64)
-        head[lay.one, k:] = -u.b_U.detach().to(f64)
-        out |= {"unembed.weight": head.T, "unembed.bias": zeros(lay.vocab)}
+            parts = native_attention(model, lay, layer - lay.offset) | native_mlp(model, lay, layer - lay.offset)
+            out |= {f"blocks.{layer}.{name}": tensor for name, tensor in parts.items()}
+        out |= native_unembedding(model, lay)
         w_x, cls = native_embedding(model, lay)
     return {name: t.to(dtype).contiguous() for name, t in out.items()}, w_x.to(dtype), cls.to(dtype)
+
+
+def native_attention(model: CompiledTransformer, layout: NativeLayout, compiled: int) -> dict[str, Tensor]:
+    """attn.{q,k,v,o}.{weight,bias} of compiled layer ``compiled`` (zero for the embedding layer,
+    −1): q.weight[slot·d_head + e, i] = β √d_head W_Q[h][i, e], o.weight[i, slot·d_head + v] = W_O[h][v, i]."""
+    lay, dm = layout, torch.arange(layout.d_model)
+    q_dim = lay.n_heads * lay.d_head
+    parts = {name: zeros(lay.width, q_dim) for name in ("q", "k", "v")} | {"o": zeros(q_dim, lay.width)}  # (in, out)
+    if compiled >= 0:
+        a = model.blocks[compiled].attn
+        for head in (h for h in lay.heads if h.compiled_layer == compiled):
+            i, base = head.compiled_index, head.slot * lay.d_head
+            width, values = int(a.W_Q.shape[2]), int(a.W_V.shape[2])
+            place(parts["q"], a.W_Q[i].detach(), dm, span(base, width), float(a.beta[i]) * lay.d_head**0.5)
+            place(parts["k"], a.W_K[i].detach(), dm, span(base, width))
+            place(parts["v"], a.W_V[i].detach(), dm, span(base, values))
+            place(parts["o"], a.W_O[i].detach(), span(base, values), dm)
+    out = {}
+    for name, weight in parts.items():
+        out |= {f"attn.{name}.weight": weight.T, f"attn.{name}.bias": zeros(weight.shape[1])}
+    return out
+
+
+def native_mlp(model: CompiledTransformer, layout: NativeLayout, compiled: int) -> dict[str, Tensor]:
+    """mlp.{in,out}.{weight,bias}: compiled layer ``compiled``'s FFN with its biases, or (−1) the
+    embedding's ReLU block from x(t) and the token flag (b_E1 on the flag)."""
+    lay, dm = layout, torch.arange(layout.d_model)
+    fc_in, fc_out = zeros(lay.width, lay.d_mlp), zeros(lay.d_mlp, lay.width)  # (in, out) until transposed
+    b_in, b_out = zeros(lay.d_mlp), zeros(lay.width)
+    if compiled < 0:
+        e = model.embed
+        units = int(e.W_E1.shape[1])
+        assert lay.raw_input is not None and lay.token_flag is not None
+        rows = torch.cat([span(lay.raw_input, lay.d), torch.tensor([lay.token_flag])])  # x(t), then the flag
+        place(fc_in, e.W_E1.detach(), rows, span(0, units))
+        fc_in[lay.token_flag, :units] += e.b_E1.detach().to(torch.float64)
+        place(fc_out, e.W_E2.detach(), span(0, units), dm)
+    else:
+        m = model.blocks[compiled].mlp
+        units = int(m.W_in.shape[1])
+        place(fc_in, m.W_in.detach(), dm, span(0, units))
+        place(fc_out, m.W_out.detach(), span(0, units), dm)
+        b_in[:units] = m.b_in.detach().to_dense().to(torch.float64)
+        b_out[:lay.d_model] = m.b_out.detach().to_dense().to(torch.float64)
+    return {"mlp.in.weight": fc_in.T, "mlp.in.bias": b_in, "mlp.out.weight": fc_out.T, "mlp.out.bias": b_out}
+
+
+def native_unembedding(model: CompiledTransformer, layout: NativeLayout) -> dict[str, Tensor]:
+    """unembed.weight (vocab, width) = [W_U | −W_U]ᵀ with b_U on the constant coordinate; bias 0."""
+    u, lay = model.unembed, layout
+    dm, k = torch.arange(lay.d_model), lay.outputs
+    head = zeros(lay.width, lay.vocab)
+    place(head, u.W_U.detach(), dm, span(0, k))
+    place(head, u.W_U.detach(), dm, span(k, k), -1.0)
+    head[lay.one, :k] = u.b_U.detach().to(torch.float64)
+    head[lay.one, k:] = -u.b_U.detach().to(torch.float64)
+    return {"unembed.weight": head.T, "unembed.bias": zeros(lay.vocab)}
 
 
 def native_embedding(model: CompiledTransformer, layout: NativeLayout) -> tuple[Tensor, Tensor]:

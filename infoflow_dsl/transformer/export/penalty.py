@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import torch
 
 from ...language.typed import Box
-from ...pipeline import program_of
+from ...pipeline import StoredProgramError, program_of
 from ..masks import HeadMask
 from ..model import CompiledTransformer
 from .inputs import allowed_keys
@@ -118,39 +118,49 @@ def largest(low: Tensor, high: Tensor) -> Tensor:
     return torch.maximum(low.abs(), high.abs())
 
 
+def embedding_interval(model: CompiledTransformer) -> tuple[Tensor, Tensor]:
+    """(low, high) of the embedded stream, (T+1, D): tokens (affine in x, the ReLU block through its
+    pre-activation interval) then the readout's cls, plus W_pos."""
+    e, length = model.embed, model.T
+    x_low, x_high = input_interval(model)
+    one = torch.ones(1, dtype=torch.float64)
+    xe_low, xe_high = torch.cat([x_low, one])[None], torch.cat([x_high, one])[None]  # (1, d+1)
+    low, high = affine(xe_low, xe_high, e.W_E)  # (1, D)
+    if model.d_mlp_embedding:
+        add_low, add_high = relu_interval(xe_low, xe_high, e.W_E1, e.b_E1, e.W_E2)
+        low, high = low + add_low, high + add_high
+    cls = e.cls.detach().to(torch.float64)[None]
+    pos = model.pos_embed.W_pos.detach().to(torch.float64)[:length + 1]  # (T+1, D)
+    return torch.cat([low.expand(length, -1), cls]) + pos, torch.cat([high.expand(length, -1), cls]) + pos
+
+
+def attention_interval(attn: torch.nn.Module, low: Tensor, high: Tensor) -> tuple[float, Tensor, Tensor]:
+    """(the largest |β q·k| of the layer's heads, and the interval of h + Σ_h z_h W_O[h]) for h in
+    [low, high] (T+1, D): z_h lies in the hull of the values over every row and 0."""
+    scores, out_low, out_high = 0.0, low.clone(), high.clone()
+    for i in range(int(attn.W_Q.shape[0])):
+        q = largest(*affine(low, high, attn.W_Q[i]))  # (T+1, E)
+        k = largest(*affine(low, high, attn.W_K[i]))
+        scores = max(scores, abs(float(attn.beta[i])) * float((q @ k.T).max()))
+        v_low, v_high = affine(low, high, attn.W_V[i])  # (T+1, V)
+        z_low, z_high = v_low.min(0).values.clamp_max(0)[None], v_high.max(0).values.clamp_min(0)[None]
+        add_low, add_high = affine(z_low, z_high, attn.W_O[i])
+        out_low, out_high = out_low + add_low, out_high + add_high
+    return scores, out_low, out_high
+
+
 def score_bound(model: CompiledTransformer) -> tuple[float, float]:
     """(S, H₁): a bound on every head's |β q·k| (any query row, any key row, readout included)
-    and on ‖h‖₁ at every layer input, over the domain, by interval arithmetic: the embedding
-    is affine in x (ReLU blocks through their pre-activation intervals), a head's output lies
-    in the hull of its values over the keys and 0 (a query with no key), so each coordinate of z
-    is bounded by the values' bounds over all rows; residual additions add intervals."""
+    and on ‖h‖₁ at every layer input, over the domain, by interval arithmetic: the embedding is
+    affine in x (:func:`embedding_interval`), a head's output lies in the hull of its values and
+    0 (:func:`attention_interval`), FFNs through their pre-activation intervals, residual
+    additions add intervals."""
     with torch.no_grad():
-        e, length = model.embed, model.T
-        x_low, x_high = input_interval(model)
-        xe_low, xe_high = torch.cat([x_low, torch.ones(1, dtype=torch.float64)]), torch.cat(
-            [x_high, torch.ones(1, dtype=torch.float64)])
-        low, high = affine(xe_low[None], xe_high[None], e.W_E)  # (1, D)
-        if model.d_mlp_embedding:
-            add_low, add_high = relu_interval(xe_low[None], xe_high[None], e.W_E1, e.b_E1, e.W_E2)
-            low, high = low + add_low, high + add_high
-        cls = e.cls.detach().to(torch.float64)[None]
-        pos = model.pos_embed.W_pos.detach().to(torch.float64)[:length + 1]  # (T+1, D)
-        low = torch.cat([low.expand(length, -1), cls]) + pos  # (T+1, D) tokens, then the readout
-        high = torch.cat([high.expand(length, -1), cls]) + pos
+        low, high = embedding_interval(model)
         scores, norms = 0.0, float(largest(low, high).sum(-1).max())
         for block in model.blocks:
-            a = block.attn
-            out_low, out_high = low.clone(), high.clone()
-            for i in range(int(a.W_Q.shape[0])):
-                q = largest(*affine(low, high, a.W_Q[i]))  # (T+1, E)
-                k = largest(*affine(low, high, a.W_K[i]))
-                scores = max(scores, abs(float(a.beta[i])) * float((q @ k.T).max()))
-                v_low, v_high = affine(low, high, a.W_V[i])  # (T+1, V)
-                z_low = v_low.min(0).values.clamp_max(0)[None]
-                z_high = v_high.max(0).values.clamp_min(0)[None]
-                add_low, add_high = affine(z_low, z_high, a.W_O[i])
-                out_low, out_high = out_low + add_low, out_high + add_high
-            low, high = out_low, out_high
+            layer_scores, low, high = attention_interval(block.attn, low, high)
+            scores = max(scores, layer_scores)
             norms = max(norms, float(largest(low, high).sum(-1).max()))
             m = block.mlp
             add_low, add_high = relu_interval(low, high, m.W_in, m.b_in, m.W_out)
@@ -185,9 +195,11 @@ def plan_penalties(model: CompiledTransformer, slot_masks: tuple[HeadMask, ...],
     """The penalties of ``model``'s self-contained export in ``dtype`` (module docstring), or
     PenaltyError with the bound that fails."""
     length = model.T
-    if "trained" not in model.config and model.config.get("program") is None:
-        raise PenaltyError("--self-contained needs the model's program (its domain bounds the scores)")
-    scores, norms = score_bound(model)
+    try:
+        scores, norms = score_bound(model)
+    except StoredProgramError as error:
+        raise PenaltyError(f"--self-contained needs the model's program, whose domain bounds the scores ({error})") \
+            from None
     if not math.isfinite(scores) or not math.isfinite(norms):
         raise PenaltyError(f"--self-contained: the interval bound on the attention scores is not finite "
                            f"(S = {scores:g}), so no penalty is known to be exact")
