@@ -79,3 +79,14 @@ def test_training_data_bench_measures_both_paths_and_renders_ratios() -> None:
     row = next(line for line in text.splitlines() if line.startswith("| d_retrieval | 4 |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[4] == "cpu" and all(float(c) > 0 for c in cells[5:])
+
+
+def test_export_targets_bench_measures_a_row(tmp_path: Path) -> None:
+    """bench_export's ``targets`` row: tl-native, hf-llama and the self-contained GPT-2 of one example."""
+    import bench_export
+
+    row = bench_export.measure_targets("previous_token", 16, tmp_path)
+    cells = [cell.strip() for cell in row.strip("| \n").split("|")]
+    assert cells[0] == "previous_token" and len(cells) == 13
+    assert all(float(cells[i]) <= 1e-12 for i in (1, 6))  # tl-native and self-contained gaps
+    assert cells[10] == "true"  # previous_token's masks are causal: config.json keeps GPT-2's default
