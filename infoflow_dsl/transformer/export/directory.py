@@ -2,10 +2,15 @@
 
     DIR/config.json         a stock GPT2Config (no remote code): n_embd, n_head, n_inner, n_layer,
                             n_positions = T + 2, activation "relu", layer_norm_epsilon, eager attention
+                            (``is_causal: false`` for a self-contained export that needs it: :mod:`.penalty`)
     DIR/model.safetensors   the GPT2LMHeadModel weights (:mod:`.weights`)
     DIR/infoflow.json       the program, ε, the a-priori bound, the input spec, the embedding
                             (W_x, cls_x), every slot's mask, head -> (layer, slot), the position map
                             and the circuit map at the exported model's hooks and modules
+
+``to="hf-llama"`` writes a LlamaConfig and LlamaForCausalLM weights instead (:mod:`.llama`; the
+position embedding joins the embedding in infoflow.json), ``to="tl-native"`` ``tl_config.json``
+and the TransformerLens bridge's state dict (:mod:`.native`); infoflow.json is the same for all.
 
 The directory is written to a temporary sibling and renamed into place, so a failed export
 leaves nothing behind; an existing non-empty DIR is replaced only with ``force``.
