@@ -161,3 +161,19 @@ def test_the_cli_exports_natively_check_measures_it_and_gpt2_options_are_refused
     assert not (tmp_path / "no").exists()
     with pytest.raises(ExportError, match="--self-contained is for --to hf-gpt2"):
         ifl.export(shipped("min_pairwise"), tmp_path / "no", to="tl-native", self_contained=True)
+
+
+def test_a_trained_model_exports_natively_and_says_measured_only(tmp_path) -> None:
+    from compiled import program
+
+    from infoflow_dsl.tools.train import TrainSettings, train
+
+    target = program("d_retrieval", 4)
+    settings = TrainSettings(heads=(4,), d_model=16, d_head=4, d_mlp=16, steps=30, batch=64, validation=256)
+    trained = train(target, settings, quiet=True).model.double()
+    ifl.export(trained, tmp_path / "toy", to="tl-native")
+    info = json.loads((tmp_path / "toy" / "infoflow.json").read_text())
+    assert info["a_priori_bound"] is None and info["circuit"] is None
+    x = ifl.sample_inputs(target, 64, seed=1)
+    with torch.no_grad():
+        assert largest_gap(ifl.load_exported(tmp_path / "toy")(x), trained(x)) <= EXACT
