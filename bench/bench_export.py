@@ -2,12 +2,16 @@
 
     python bench/bench_export.py            # writes its section of BENCHMARKS.md
     python bench/bench_export.py active     # the active LayerNorm's section
+    python bench/bench_export.py targets    # tl-native, hf-llama and the self-contained GPT-2
 
 For each example: ``ifl.export`` in float64 and in float32, each read back with
 ``AutoModelForCausalLM``; on SAMPLES random inputs and the 256 corners, the largest
 |export − model(x)| (float64), the largest error against the reference over the inputs the
 guarantee covers, and the float32 export's distance from the float64 model against the float32
-model's own; times are wall seconds (export, forward of all inputs).
+model's own; times are wall seconds (export, forward of all inputs). ``targets``: the same
+models exported to tl-native and hf-llama and as a self-contained GPT-2, float64, on
+TARGET_SAMPLES inputs: each one's largest |export − model(x)| and error, Llama's against the
+float32 model's own distance (its RMSNorm computes in float32), the penalty P and score bound S.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.measure import errors_on, model_inputs
 
 SAMPLES = 2000
+TARGET_SAMPLES = 500
 ACTIVE = ["min_pairwise", "induction", "d_retrieval", "intrinsic_3"]
 ACTIVE_SAMPLES = 10_000
 
@@ -100,5 +105,53 @@ def main_active(samples: int = ACTIVE_SAMPLES) -> None:
     write_section("Export with the active LayerNorm (bench/bench_export.py active)", body)
 
 
+def measure_targets(name: str, samples: int, folder: Path) -> str:
+    """One row: tl-native, hf-llama and the self-contained GPT-2 of one example, float64."""
+    model64, model32 = shipped(name), shipped(name, torch.float32)
+    x = model_inputs(program_of(model64), samples, seed=5)
+    with torch.no_grad():
+        m64, own32 = model64(x), model32(x.float()).double()
+    cells = []
+    for to in ("tl-native", "hf-llama"):
+        ifl.export(model64, folder / f"{name}-{to}", to=to)
+        exported = ifl.load_exported(folder / f"{name}-{to}")
+        with torch.no_grad():
+            gap = largest_gap(exported(x), m64)
+        cells.append(f"{gap:.1e}")
+        if to == "hf-llama":
+            cells.append(f"{gap / max(largest_gap(own32, m64), 1e-300):.2f}")
+        cells.append(f"{largest_error(exported, model64, x):.2e}")
+    start = time.perf_counter()
+    ifl.export(model64, folder / f"{name}-sc", self_contained=True)
+    exported_in = time.perf_counter() - start
+    info = json.loads((folder / f"{name}-sc" / "infoflow.json").read_text())
+    penalty = info["self_contained"]
+    exported = ifl.load_exported(folder / f"{name}-sc")
+    with torch.no_grad():
+        gap = largest_gap(exported(x), m64)
+    cells += [f"{gap:.1e}", f"{largest_error(exported, model64, x):.2e}", f"{penalty['score_bound']:.3g}",
+              f"2^{int(penalty['penalty']).bit_length() - 1}", str(penalty["is_causal"]).lower(),
+              f"{info['layout']['n_head']} × {info['layout']['head_dim']}", f"{exported_in:.2f}"]
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
+def main_targets(samples: int = TARGET_SAMPLES) -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in SHIPPED:
+            rows.append(measure_targets(name, samples, Path(folder)))
+            print(rows[-1], flush=True)
+    body = (f"{samples} random inputs and 256 corners per example, float64. gap: max \\|export − model(x)\\|; "
+            "error: against the reference over the inputs the guarantee covers (ε = 0.01 for all); Llama ratio: its "
+            "gap / \\|model32 − model64\\| (HF's RMSNorm computes in float32); self-contained: S the interval bound "
+            "on the scores, P the penalty, is_causal as written in config.json, heads × head_dim with the "
+            "penalty dimensions, export seconds.\n\n"
+            "| example | tl-native gap | tl-native error | Llama gap | Llama ratio | Llama error | self-contained gap "
+            "| self-contained error | S | P | is_causal | heads × head_dim | export s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+    write_section("Export to tl-native, hf-llama and a self-contained GPT-2 (bench/bench_export.py targets)", body)
+
+
 if __name__ == "__main__":
-    main_active() if sys.argv[1:] == ["active"] else main()
+    modes = {"active": main_active, "targets": main_targets}
+    modes.get(sys.argv[1] if sys.argv[1:] else "", main)()

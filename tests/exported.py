@@ -6,11 +6,16 @@ from functools import cache
 from pathlib import Path
 
 import torch
+from compiled import model as compiled_model
+from compiled import program
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.reference.circuit_map import node_reference
+from infoflow_dsl.reference.evaluate import retrieval_margin
 from infoflow_dsl.reference.measure import errors_on
+from infoflow_dsl.transformer.export.circuit import read_site
 from infoflow_dsl.transformer.model import CompiledTransformer
 
 SHIPPED = sorted(path.stem for path in EXAMPLES_DIR.glob("*.safetensors"))
@@ -39,3 +44,53 @@ def largest_gap(a: torch.Tensor, b: torch.Tensor) -> float:
     """max |a − b| over the defined entries (a per-token target's undefined positions are NaN in both)."""
     assert torch.equal(a.isnan(), b.isnan())
     return float((a - b).abs().nan_to_num().max())
+
+
+def table_model(name: str, route: str) -> CompiledTransformer:
+    """A table program compiled at ε = 1e-2 in float64 by ``route``: wide, deep or gather."""
+    if route == "gather":
+        return ifl.compile(program(name, 4), eps=1e-2, dtype="float64", samples=0, allow_inefficient=True)
+    return compiled_model(name, 1e-2, "float64", ffn=route)
+
+
+def assert_comparison_nodes_at_their_hooks(info: dict, cache, model: CompiledTransformer, x: torch.Tensor,
+                                           empty_rows: bool = False) -> None:
+    """Every comparison node of ``info["circuit"]``, read at its hook from a run_with_cache
+    ``cache`` on x, equals the reference within the node's bound (on the inputs the guarantee
+    covers); each row of the node's head's pattern sums to 1 (or, with ``empty_rows``, to exactly
+    0: a query with no allowed key, in an export without a sink)."""
+    target = program_of(model)
+    kept = torch.ones(x.shape[0], dtype=torch.bool)
+    if target.margin is not None:
+        kept = retrieval_margin(target, x) >= target.margin
+    reference = node_reference(target, x)
+    nodes = [record for record in info["circuit"] if record["kind"] == "comparison"]
+    assert {r["name"].partition("[")[0] for r in nodes} == set(reference)
+    for record in nodes:
+        node, _, component = record["name"].partition("[")
+        want = reference[node] if not component else reference[node][..., int(component[:-1]) - 1]
+        got = read_site(record, cache[record["hook"]])
+        if record["site"] == "token" and want.dim() == 1:
+            want = want[:, None].expand_as(got)
+        covered = kept if kept.dim() == want.dim() else kept.reshape(-1, *[1] * (want.dim() - 1)).expand_as(want)
+        defined = torch.isfinite(want) & covered
+        assert float((got - want)[defined].abs().max()) <= record["bound"], record["name"]
+        head = record["head"]
+        pattern = cache[head["hook_z"].replace("hook_z", "hook_pattern")][:, head["index"]]  # (B, N, N)
+        sums = pattern.sum(-1)  # (B, N)
+        ones = torch.isclose(sums, torch.ones((), dtype=sums.dtype))
+        assert bool((ones | (sums == 0)).all() if empty_rows else ones.all())
+
+
+class AsModel(torch.nn.Module):
+    """A function of x (B, T', d) -> y as a model :func:`errors_on` measures (CPU, float64;
+    ``d_model`` sizes its batches)."""
+
+    def __init__(self, function, d_model: int = 256) -> None:
+        super().__init__()
+        self.function = function
+        self.device, self.dtype, self.d_model = torch.device("cpu"), torch.float64, d_model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self.function(x)

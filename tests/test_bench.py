@@ -88,3 +88,14 @@ def test_tracr_bench_measures_a_program_and_renders_the_side_by_side_table() -> 
     assert row.exact64 == "100%" and row.exact32 == "100%" and row.parameters < tracr.TRACR_PARAMETERS["reverse"][0]
     table = tracr.render([row], {"reverse": ("efficient", "1", "len", "–")})
     assert "| reverse | 5 |" in table and "19,700 (100% exact)" in table
+
+
+def test_export_targets_bench_measures_a_row(tmp_path: Path) -> None:
+    """bench_export's ``targets`` row: tl-native, hf-llama and the self-contained GPT-2 of one example."""
+    import bench_export
+
+    row = bench_export.measure_targets("previous_token", 16, tmp_path)
+    cells = [cell.strip() for cell in row.strip("| \n").split("|")]
+    assert cells[0] == "previous_token" and len(cells) == 13
+    assert all(float(cells[i]) <= 1e-12 for i in (1, 6))  # tl-native and self-contained gaps
+    assert cells[10] == "true"  # previous_token's masks are causal: config.json keeps GPT-2's default

@@ -46,16 +46,20 @@ def export_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
 
 
-def test_the_export_sections_three_loaders_run_as_written(tmp_path: Path):
-    """transformers, the TransformerLens bridge and nnsight, one script, from a copy of the root."""
+def test_the_export_sections_loaders_and_targets_run_as_written(tmp_path: Path):
+    """transformers, the TransformerLens bridge and nnsight, then the self-contained GPT-2, tl-native and
+    hf-llama: one script, from a copy of the root."""
     blocks = export_blocks()
-    assert len(blocks) == 3
+    assert len(blocks) == 6
     assert "AutoModelForCausalLM" in blocks[0] and "build_bridge_from_module" in blocks[1] and "NNsight" in blocks[2]
+    assert "self_contained=True" in blocks[3] and "tl-native" in blocks[4] and "hf-llama" in blocks[5]
     (tmp_path / "compiled_examples").symlink_to(ROOT / "compiled_examples")
     done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert "blocks.0.hook_resid_post" in done.stdout and (tmp_path / "min_pairwise_gpt2" / "infoflow.json").exists()
+    for folder in ("min_pairwise_sc", "min_pairwise_tl", "min_pairwise_llama"):
+        assert (tmp_path / folder / "infoflow.json").exists()
 def test_the_tokens_section_runs_as_written():
     """The README's "Tokens" block: sort's tokens in, decoded sorted tokens out, exact without a margin."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")

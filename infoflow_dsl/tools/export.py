@@ -1,4 +1,4 @@
-"""``infoflowc export MODEL --to hf-gpt2 -o DIR``, and ``check`` on an exported directory.
+"""``infoflowc export MODEL --to hf-gpt2|hf-llama|tl-native -o DIR``, and ``check`` on an exported directory.
 
 Exit 2 (the user's fault, one line on stderr, nothing written) for a file that is not a model,
 an unknown target (argparse's choices), or an existing non-empty DIR without ``--force``; the
@@ -14,7 +14,7 @@ from typing import Any
 
 from .cli import EXIT_OK, UsageError
 
-TARGETS = ("hf-gpt2",)
+TARGETS = ("hf-gpt2", "hf-llama", "tl-native")
 LAYERNORMS = ("exact", "active")
 DTYPES = ("float32", "float64")
 
@@ -23,7 +23,9 @@ def add_export_parser(commands: Any) -> None:
     """The ``export`` subcommand's flags."""
     command = commands.add_parser("export", help="a compiled model as a standard Hugging Face model directory")
     command.add_argument("model", type=Path)
-    command.add_argument("--to", choices=TARGETS, default="hf-gpt2", help="the architecture (default hf-gpt2)")
+    command.add_argument("--to", choices=TARGETS, default="hf-gpt2",
+                         help="the architecture: hf-gpt2 (default), hf-llama (RMSNorm, RoPE neutralised; exact to "
+                              "float32, where HF computes the norm) or tl-native (TransformerLens 4's boot_native)")
     command.add_argument("-o", "--output", type=Path, required=True, help="the directory to write")
     command.add_argument("--layernorm", choices=LAYERNORMS, default="exact",
                          help="exact: ε_LN = 2^80, gain 2^40, LayerNorm(h) = h exactly (default); active: the "
@@ -33,6 +35,9 @@ def add_export_parser(commands: Any) -> None:
     command.add_argument("--ln-constant", type=_positive, metavar="C",
                          help="the active LayerNorm's constant C (default: chosen from ε)")
     command.add_argument("--dtype", choices=DTYPES, help="the exported weights' dtype (default: the model's)")
+    command.add_argument("--self-contained", action="store_true",
+                         help="the structural masks as score penalties in the weights: no attention mask is passed, "
+                              "inputs have exactly T tokens (refused where the penalties cannot be exact)")
     command.add_argument("--force", action="store_true", help="replace an existing non-empty directory")
 
 
@@ -52,7 +57,8 @@ def command_export(arguments: argparse.Namespace) -> int:
         if arguments.layernorm == "exact" and (arguments.ln_eps is not None or arguments.ln_constant is not None):
             raise ExportError("--ln-eps and --ln-constant are for --layernorm active")
         directory = export(model, arguments.output, to=arguments.to, layernorm=arguments.layernorm, dtype=dtype,
-                           force=arguments.force, ln_eps=arguments.ln_eps, ln_constant=arguments.ln_constant)
+                           force=arguments.force, ln_eps=arguments.ln_eps, ln_constant=arguments.ln_constant,
+                           self_contained=arguments.self_contained)
     except ExportError as error:
         raise UsageError(f"infoflowc export: {error}") from None
     except OSError as error:
@@ -63,12 +69,27 @@ def command_export(arguments: argparse.Namespace) -> int:
     print(f"  layers {layout['n_layers']} (embedding ReLU block: layer {layout['embedding_layer']}), "
           f"heads {layout['n_head']} × {layout['head_dim']}, n_embd {layout['width']}, n_inner {layout['n_inner']}")
     ln = info["layernorm"]
-    print(f"  LayerNorm        {ln['mode']} (ε_LN = {_power(ln['eps'])}, gain {_power(ln['gain'])})")
+    if ln["mode"] == "none":
+        print("  norms            none (normalization_type null: the compiled model has none)")
+    elif ln.get("norm") == "RMSNorm":
+        print(f"  RMSNorm          exact (ε = {_power(ln['eps'])}, gain {_power(ln['gain'])}); HF computes it in "
+              f"float32, so exact to float32 rounding")
+    else:
+        print(f"  LayerNorm        {ln['mode']} (ε_LN = {_power(ln['eps'])}, gain {_power(ln['gain'])})")
     if ln["mode"] == "active":
         print(f"  constant C       {ln['constant']:.6g} (K = {ln['K']:.4g} measured: LayerNorm error K/C² = "
               f"{ln['K'] / ln['constant'] ** 2:.3g}; its share of ε {ln['share']:.3g})")
     print(f"  a-priori bound   {'none (a trained model: measured only)' if bound is None else f'{bound:.3g}'}")
-    print(f"  inputs           ifl.export_inputs({str(directory)!r}, x) -> inputs_embeds, attention_mask")
+    penalties = info.get("self_contained")
+    if penalties is not None:
+        print(f"  masks            penalties in the weights: P = {_power(penalties['penalty'])} ≥ 2(2S + 746), "
+              f"scores |β q·k| ≤ S = {penalties['score_bound']:.4g}; is_causal {penalties['is_causal']}; "
+              f"inputs of exactly T = {penalties['length']} tokens")
+    passed = "inputs_embeds" if penalties is not None else "inputs_embeds, attention_mask"
+    print(f"  inputs           ifl.export_inputs({str(directory)!r}, x) -> {passed}")
+    if arguments.to == "tl-native":
+        print(f"  load             infoflow_dsl.transformer.export.native.load_tl_native({str(directory)!r}) "
+              f"-> a TransformerBridge (boot_native + load_state_dict)")
     return EXIT_OK
 
 

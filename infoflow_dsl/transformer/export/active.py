@@ -70,7 +70,8 @@ def outputs_at(model: CompiledTransformer, layout: ExportLayout, x: torch.Tensor
     else:
         tensors, w_x, cls = gpt2_state_dict(model, layout, dtype, 1.0, constant, reader_scale(layout, constant, eps))
         hf = in_memory(layout, tensors, dtype, eps)
-    return forward_in_batches(hf, ExportIO.of(model, layout.slot_masks, w_x, cls), x, hidden)
+    io = ExportIO.of(model, layout.slot_masks, w_x, cls, layout.penalties is not None)
+    return forward_in_batches(hf, io, x, hidden)
 
 
 def choose(model: CompiledTransformer, layout: ExportLayout, eps: float = STANDARD_LN_EPS,

@@ -2,10 +2,15 @@
 
     DIR/config.json         a stock GPT2Config (no remote code): n_embd, n_head, n_inner, n_layer,
                             n_positions = T + 2, activation "relu", layer_norm_epsilon, eager attention
+                            (``is_causal: false`` for a self-contained export that needs it: :mod:`.penalty`)
     DIR/model.safetensors   the GPT2LMHeadModel weights (:mod:`.weights`)
     DIR/infoflow.json       the program, ε, the a-priori bound, the input spec, the embedding
                             (W_x, cls_x), every slot's mask, head -> (layer, slot), the position map
                             and the circuit map at the exported model's hooks and modules
+
+``to="hf-llama"`` writes a LlamaConfig and LlamaForCausalLM weights instead (:mod:`.llama`; the
+position embedding joins the embedding in infoflow.json), ``to="tl-native"`` ``tl_config.json``
+and the TransformerLens bridge's state dict (:mod:`.native`); infoflow.json is the same for all.
 
 The directory is written to a temporary sibling and renamed into place, so a failed export
 leaves nothing behind; an existing non-empty DIR is replaced only with ``force``.
@@ -17,6 +22,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +34,10 @@ from ..model import CompiledTransformer
 from .hf import forward_in_batches, gpt2_config, transformers_module
 from .inputs import ExportIO
 from .layout import ExportLayout, plan
+from .native import NativeLayout
 from .weights import EXACT_LN_EPS, EXACT_LN_GAIN, gpt2_state_dict
 
-TARGETS = ("hf-gpt2",)
+TARGETS = ("hf-gpt2", "hf-llama", "tl-native")
 LAYERNORMS = ("exact", "active")
 INFO_FILE = "infoflow.json"
 FORMAT = "infoflow-export/1"
@@ -48,33 +56,55 @@ def refuse_tokens(model: CompiledTransformer) -> None:
                           "ifl.load, check it with infoflowc check")
 
 
-def _layout_json(layout: ExportLayout) -> dict[str, Any]:
-    coordinates = {"compiled": [0, layout.d_model], "raw_input": layout.raw_input, "token_flag": layout.token_flag,
-                   "one_pos": layout.one_pos, "one_neg": layout.one_neg, "write_balance": layout.write_balance,
-                   "read_balance": layout.read_balance}
-    return {"width": layout.width, "n_head": layout.n_head, "head_dim": layout.head_dim, "n_inner": layout.n_inner,
-            "n_layers": layout.n_layers, "embedding_layer": layout.embedding_layer,
-            "layer_of_compiled": [layer + layout.offset for layer in range(layout.n_layers - layout.offset)],
-            "bias_units": list(layout.bias_units), "coordinates": coordinates}
+def _layout_json(layout: ExportLayout | NativeLayout) -> dict[str, Any]:
+    """The ``layout`` entry: the shape (n_head, head_dim, n_inner under GPT-2's names for every
+    target) and the extra residual coordinates."""
+    if isinstance(layout, NativeLayout):
+        coordinates: dict[str, Any] = {"compiled": [0, layout.d_model], "raw_input": layout.raw_input,
+                                       "token_flag": layout.token_flag, "one": layout.one}
+        shape = {"n_head": layout.n_heads, "head_dim": layout.d_head, "n_inner": layout.d_mlp}
+    else:
+        coordinates = {"compiled": [0, layout.d_model], "raw_input": layout.raw_input,
+                       "token_flag": layout.token_flag, "one_pos": layout.one_pos, "one_neg": layout.one_neg,
+                       "write_balance": layout.write_balance, "read_balance": layout.read_balance}
+        if layout.positions is not None:
+            coordinates["positions"] = [layout.positions, layout.positions + layout.n_positions]
+        shape = {"n_head": layout.n_head, "head_dim": layout.head_dim, "n_inner": layout.n_inner}
+    out = {"width": layout.width, **shape, "n_layers": layout.n_layers, "embedding_layer": layout.embedding_layer,
+           "layer_of_compiled": [layer + layout.offset for layer in range(layout.n_layers - layout.offset)]}
+    if isinstance(layout, ExportLayout):
+        out["bias_units"] = list(layout.bias_units)
+    return out | {"coordinates": coordinates}
 
 
-def _heads_json(layout: ExportLayout, model: CompiledTransformer) -> list[dict[str, Any]]:
+#: the module whose input columns are a head's z, by target
+HEAD_MODULES = {"hf-gpt2": "transformer.h.{}.attn.c_proj", "tl-native": "layers.{}.attn.o",
+                "hf-llama": "model.layers.{}.self_attn.o_proj"}
+
+
+def _heads_json(layout: ExportLayout | NativeLayout, model: CompiledTransformer, to: str) -> list[dict[str, Any]]:
     out = []
     for head in layout.heads:
         start, stop = layout.slot_columns(head.slot, int(model.blocks[head.compiled_layer].attn.W_V.shape[2]))
         out.append({"name": head.name, "compiled_layer": head.compiled_layer, "compiled_index": head.compiled_index,
                     "layer": head.layer, "slot": head.slot, "hook_z": f"blocks.{head.layer}.attn.hook_z",
                     "hook_pattern": f"blocks.{head.layer}.attn.hook_pattern",
-                    "module": f"transformer.h.{head.layer}.attn.c_proj",
+                    "module": HEAD_MODULES[to].format(head.layer),
                     "module_input_columns": [start, stop]})
     return out
 
 
-def export_info(model: CompiledTransformer, layout: ExportLayout, io: ExportIO, layernorm: dict[str, Any],
-                to: str, circuit: list[dict[str, Any]] | None) -> dict[str, Any]:
+def export_info(model: CompiledTransformer, layout: ExportLayout | NativeLayout, io: ExportIO,
+                layernorm: dict[str, Any], to: str, circuit: list[dict[str, Any]] | None) -> dict[str, Any]:
     """The ``infoflow.json`` object of an export."""
     config = model.config
     trained = "trained" in config
+    positions = {"sink": 0, "tokens": "1..T'", "readout": "T'+1", "length_of_sequence": "T'+2"}
+    if not io.sink:
+        positions = {"sink": None, "tokens": "0..T'-1", "readout": "T'", "length_of_sequence": "T'+1"}
+    embedding = {"W_x": io.w_x.to(torch.float64).tolist(), "cls": io.cls.to(torch.float64).tolist()}
+    if io.positions is not None:
+        embedding["positions"] = io.positions.to(torch.float64).tolist()
     return {
         "format": FORMAT, "to": to, "program": config.get("program"),
         "eps": None if trained else config.get("eps"),
@@ -83,12 +113,12 @@ def export_info(model: CompiledTransformer, layout: ExportLayout, io: ExportIO, 
         "compiled": {key: config[key] for key in ("dtype", "ffn", "route") if key in config},
         "dtype": str(io.w_x.dtype).removeprefix("torch."), "layernorm": layernorm,
         "input": io.json(),
-        "positions": {"sink": 0, "tokens": "1..T'", "readout": "T'+1", "length_of_sequence": "T'+2"},
+        "positions": positions,
         "layout": _layout_json(layout),
         "slots": [{"slot": j, "mask": [list(c) for c in mask]} for j, mask in enumerate(layout.slot_masks)],
-        "heads": _heads_json(layout, model),
+        "heads": _heads_json(layout, model, to),
         "residual_labels": config.get("residual_labels"),
-        "embedding": {"W_x": io.w_x.to(torch.float64).tolist(), "cls": io.cls.to(torch.float64).tolist()},
+        "embedding": embedding,
         "circuit": circuit,
     }
 
@@ -106,23 +136,51 @@ def _check_target(directory: Path, to: str, layernorm: str, force: bool) -> None
         raise ExportError(f"{directory}: the folder {directory.resolve().parent} does not exist")
 
 
-def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: str = "hf-gpt2",
-           layernorm: str = "exact", dtype: torch.dtype | None = None, force: bool = False,
-           ln_eps: float | None = None, ln_constant: float | None = None) -> Path:
-    """Write ``model`` as a Hugging Face GPT-2 directory (module docstring); returns its path.
+def _check_options(to: str, layernorm: str, self_contained: bool) -> None:
+    """The options each target takes: --layernorm active and --self-contained are GPT-2's."""
+    if to != "hf-gpt2" and self_contained:
+        raise ExportError(f"--self-contained is for --to hf-gpt2 ({to} takes its masks as the attention mask)")
+    if to == "tl-native" and layernorm != "exact":
+        raise ExportError("--layernorm is for the norms of hf-gpt2 and hf-llama: tl-native has none")
+    if to == "hf-llama" and layernorm != "exact":
+        raise ExportError("--layernorm active is for hf-gpt2: hf-llama's RMSNorm is exported exact (ε 2^80, gain 2^40)")
 
-    ``dtype`` is the exported weights' (default: the model's). ``layernorm``: ``exact``
-    (ε_LN = 2^80, gain 2^40: LayerNorm(h) = h) or ``active`` (ε_LN = ``ln_eps``, default 1e-5,
-    gain 1, a ±C pair, C from the share of ε the compiled bound leaves or ``ln_constant``:
-    :mod:`.active`; the stored bound adds the LayerNorm's share). Raises :class:`ExportError`
-    for a bad target or LayerNorm mode, or an existing non-empty ``directory`` without ``force``."""
-    refuse_tokens(model)
-    directory = Path(directory)
-    _check_target(directory, to, layernorm, force)
-    dtype = model.dtype if dtype is None else dtype
-    layout = plan(model)
-    trained = "trained" in model.config
-    bound = None if trained else model.config.get("a_priori_bound")
+
+@dataclass(frozen=True)
+class Built:
+    """One export's files before they are written: the config writer, the weights, infoflow.json."""
+
+    write_config: Callable[[Path], None]
+    tensors: dict[str, torch.Tensor]
+    info: dict[str, Any]
+
+
+def _compiled_bound(model: CompiledTransformer) -> float | None:
+    return None if "trained" in model.config else model.config.get("a_priori_bound")
+
+
+def _built(model: CompiledTransformer, layout: ExportLayout | NativeLayout, io: ExportIO, ln: dict[str, Any],
+           to: str, bound: float | None, write_config: Callable[[Path], None],
+           tensors: dict[str, torch.Tensor]) -> Built:
+    from .circuit import exported_circuit
+
+    info = export_info(model, layout, io, ln, to, exported_circuit(model, layout, to))
+    info["a_priori_bound"], info["compiled_bound"] = bound, _compiled_bound(model)
+    penalties = getattr(layout, "penalties", None)
+    info["self_contained"] = None if penalties is None else penalties.json()
+    return Built(write_config, tensors, info)
+
+
+def _gpt2(model: CompiledTransformer, dtype: torch.dtype, layernorm: str, ln_eps: float | None,
+          ln_constant: float | None, self_contained: bool) -> Built:
+    """The hf-gpt2 export (:mod:`.weights`; :mod:`.active`, :mod:`.penalty`)."""
+    from .penalty import PenaltyError
+
+    try:
+        layout = plan(model, self_contained, dtype)
+    except PenaltyError as error:
+        raise ExportError(str(error)) from None
+    bound = _compiled_bound(model)
     if layernorm == "active":
         from .active import STANDARD_LN_EPS, choose
 
@@ -136,25 +194,80 @@ def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: st
     else:
         tensors, w_x, cls = gpt2_state_dict(model, layout, dtype, EXACT_LN_GAIN)
         ln, ln_eps = {"mode": "exact", "eps": EXACT_LN_EPS, "gain": EXACT_LN_GAIN, "constant": 1.0}, EXACT_LN_EPS
-    io = ExportIO.of(model, layout.slot_masks, w_x, cls)
-    from .circuit import exported_circuit
+    io = ExportIO.of(model, layout.slot_masks, w_x, cls, self_contained)
+    config = gpt2_config(layout, dtype, ln_eps)
+    return _built(model, layout, io, ln, "hf-gpt2", bound, config.save_pretrained, tensors)
 
-    info = export_info(model, layout, io, ln, to, exported_circuit(model, layout))
-    info["a_priori_bound"], info["compiled_bound"] = bound, None if trained else model.config.get("a_priori_bound")
-    _write(directory, gpt2_config(layout, dtype, ln_eps), tensors, info, force)
+
+def _llama(model: CompiledTransformer, dtype: torch.dtype) -> Built:
+    """The hf-llama export (:mod:`.llama`): GPT-2's tensors on Llama's modules, exact RMSNorm."""
+    from .llama import llama_config, llama_state_dict
+
+    layout = plan(model)
+    gpt2, w_x, cls = gpt2_state_dict(model, layout, dtype, EXACT_LN_GAIN)
+    io = ExportIO.of(model, layout.slot_masks, w_x, cls, positions=gpt2["transformer.wpe.weight"])
+    ln = {"mode": "exact", "norm": "RMSNorm", "eps": EXACT_LN_EPS, "gain": EXACT_LN_GAIN, "constant": 1.0,
+          "computed_in": "float32"}
+    config = llama_config(layout, dtype, EXACT_LN_EPS)
+    return _built(model, layout, io, ln, "hf-llama", _compiled_bound(model), config.save_pretrained,
+                  llama_state_dict(gpt2, layout, 1.0))
+
+
+def _native(model: CompiledTransformer, dtype: torch.dtype) -> Built:
+    """The tl-native export (:mod:`.native`)."""
+    from .native import CONFIG_FILE, native_config, native_plan, native_state_dict
+
+    layout = native_plan(model)
+    tensors, w_x, cls = native_state_dict(model, layout, dtype)
+    io = ExportIO.of(model, layout.slot_masks, w_x, cls, sink=False)
+    config = native_config(layout, dtype)
+
+    def write_config(folder: Path) -> None:
+        (folder / CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+
+    return _built(model, layout, io, {"mode": "none"}, "tl-native", _compiled_bound(model), write_config, tensors)
+
+
+def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: str = "hf-gpt2",
+           layernorm: str = "exact", dtype: torch.dtype | None = None, force: bool = False,
+           ln_eps: float | None = None, ln_constant: float | None = None, self_contained: bool = False) -> Path:
+    """Write ``model`` as a Hugging Face GPT-2 (or Llama, or TransformerLens-native) directory
+    (module docstring); returns its path.
+
+    ``dtype`` is the exported weights' (default: the model's). ``layernorm``: ``exact``
+    (ε_LN = 2^80, gain 2^40: LayerNorm(h) = h) or ``active`` (ε_LN = ``ln_eps``, default 1e-5,
+    gain 1, a ±C pair, C from the share of ε the compiled bound leaves or ``ln_constant``:
+    :mod:`.active`; the stored bound adds the LayerNorm's share). ``self_contained``: the
+    structural masks as score penalties in the weights (:mod:`.penalty`): no attention mask is
+    passed, inputs have exactly T tokens. ``to="hf-llama"`` (:mod:`.llama`) and ``"tl-native"``
+    (:mod:`.native`) take neither. Raises :class:`ExportError` for a bad target, LayerNorm mode
+    or option, penalties that cannot be exact, or an existing non-empty ``directory`` without
+    ``force``."""
+    refuse_tokens(model)
+    directory = Path(directory)
+    _check_target(directory, to, layernorm, force)
+    _check_options(to, layernorm, self_contained)
+    dtype = model.dtype if dtype is None else dtype
+    if to == "tl-native":
+        built = _native(model, dtype)
+    elif to == "hf-llama":
+        built = _llama(model, dtype)
+    else:
+        built = _gpt2(model, dtype, layernorm, ln_eps, ln_constant, self_contained)
+    _write(directory, built, force)
     return directory
 
 
-def _write(directory: Path, config: Any, tensors: dict[str, torch.Tensor], info: dict[str, Any], force: bool) -> None:
-    """config.json, model.safetensors and infoflow.json into a temporary sibling, then renamed."""
+def _write(directory: Path, built: Built, force: bool) -> None:
+    """The config, model.safetensors and infoflow.json into a temporary sibling, then renamed."""
     from safetensors.torch import save_file
 
     parent = directory.resolve().parent
     temporary = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=parent))
     try:
-        config.save_pretrained(temporary)
-        save_file(tensors, str(temporary / "model.safetensors"), metadata={"format": "pt"})
-        (temporary / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+        built.write_config(temporary)
+        save_file(built.tensors, str(temporary / "model.safetensors"), metadata={"format": "pt"})
+        (temporary / INFO_FILE).write_text(json.dumps(built.info, indent=1) + "\n", encoding="utf-8")
         if directory.exists():
             if not force and any(directory.iterdir()):
                 raise ExportError(f"{directory}: the folder exists and is not empty (use --force to replace it)")
@@ -218,16 +331,14 @@ class ExportedModel(nn.Module):
     def __init__(self, directory: str | os.PathLike[str], dtype: torch.dtype | None = None) -> None:
         super().__init__()
         info = read_info(directory)
-        transformers = transformers_module()
         self.info = info
         self.io = ExportIO.from_json(info)
-        transformers.utils.logging.disable_progress_bar()
         try:
-            self.hf = transformers.AutoModelForCausalLM.from_pretrained(
-                str(directory), dtype=dtype or self.io.w_x.dtype, attn_implementation="eager")
-        except (OSError, ValueError) as error:
+            self.hf = _load_model(directory, info["to"], dtype or self.io.w_x.dtype)
+        except (OSError, ValueError, KeyError, RuntimeError) as error:
             raise ExportError(f"{directory}: cannot load the exported model ({error})") from None
-        self.hf.eval()
+        layout = info["layout"]
+        self.shape = (int(layout["n_inner"]), int(layout["n_head"]), int(layout["width"]))
         self.T, self.d = self.io.T, self.io.d
         self.d_model = int(info["layout"]["width"])
         self.config = {"program": info["program"], "eps": info["eps"], "a_priori_bound": info["a_priori_bound"],
@@ -237,15 +348,32 @@ class ExportedModel(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.hf.lm_head.weight.dtype
+        return next(self.hf.parameters()).dtype
 
     @property
     def device(self) -> torch.device:
-        return self.hf.lm_head.weight.device
+        return next(self.hf.parameters()).device
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y for x (B, T', d), in batches (:func:`~.hf.forward_in_batches`)."""
-        return forward_in_batches(self.hf, self.io, x)
+        return forward_in_batches(self.hf, self.io, x, shape=self.shape)
+
+
+#: the attention each target's model is read back with: GPT-2's eager (its softmax in the weights'
+#: dtype); Llama's sdpa (its eager softmax is float32)
+ATTENTION = {"hf-gpt2": "eager", "hf-llama": "sdpa"}
+
+
+def _load_model(directory: str | os.PathLike[str], to: str, dtype: torch.dtype) -> Any:
+    """The exported model: ``AutoModelForCausalLM`` (hf-gpt2, hf-llama) or a TransformerBridge (tl-native)."""
+    if to == "tl-native":
+        from .native import load_tl_native
+
+        return load_tl_native(directory, dtype)
+    transformers = transformers_module()
+    transformers.utils.logging.disable_progress_bar()
+    return transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype,
+                                                             attn_implementation=ATTENTION[to]).eval()
 
 
 def load_exported(directory: str | os.PathLike[str], dtype: torch.dtype | None = None) -> ExportedModel:

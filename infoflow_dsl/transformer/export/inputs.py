@@ -13,6 +13,10 @@ GPT-2 adds its position embedding itself. The attention mask is additive, (B, n_
 
 The output: y = logits[:, T'+1, :K] (readout models; (B,) for a scalar target) or
 logits[:, 1:T'+1, :K] (per-token models); logits K..2K-1 are the negations.
+
+hf-llama adds the position embedding to inputs_embeds (Llama has none of its own);
+tl-native has no sink (tokens at 0..T'−1, the readout at T') and a boolean mask
+(:meth:`ExportIO.attention_mask`); a self-contained GPT-2 takes no mask (:mod:`.penalty`).
 """
 
 from __future__ import annotations
@@ -40,11 +44,12 @@ class ExportIO:
     """the compiled model's input spec: longest input, token dimension, allowed lengths"""
 
     @classmethod
-    def of(cls, model: CompiledTransformer, slot_masks: tuple[HeadMask, ...], w_x: Tensor, cls_x: Tensor) -> ExportIO:
+    def of(cls, model: CompiledTransformer, slot_masks: tuple[HeadMask, ...], w_x: Tensor, cls_x: Tensor,
+           self_contained: bool = False, sink: bool = True, positions: Tensor | None = None) -> ExportIO:
         """The helper of ``model``'s export, whose slots have ``slot_masks`` and embedding (w_x, cls_x)."""
         return cls(T=model.T, d=model.d, min_length=model.min_length, exact_length_only=model.exact_length_only,
                    per_token=model.per_token, output_shape=model.output_shape, slot_masks=slot_masks, w_x=w_x,
-                   cls=cls_x)
+                   cls=cls_x, self_contained=self_contained, sink=sink, positions=positions)
 
     per_token: bool
     output_shape: tuple[int, ...]
@@ -65,7 +70,10 @@ class ExportIO:
                    exact_length_only=spec["exact_length_only"], per_token=spec["output"] == "token",
                    output_shape=tuple(spec["output_shape"]), slot_masks=masks,
                    w_x=torch.tensor(embedding["W_x"], dtype=torch.float64).to(dtype),
-                   cls=torch.tensor(embedding["cls"], dtype=torch.float64).to(dtype))
+                   cls=torch.tensor(embedding["cls"], dtype=torch.float64).to(dtype),
+                   self_contained=info.get("self_contained") is not None, sink=info.get("to") != "tl-native",
+                   positions=None if "positions" not in embedding else
+                   torch.tensor(embedding["positions"], dtype=torch.float64).to(dtype))
 
     def json(self) -> dict[str, Any]:
         """The ``input`` entry of ``infoflow.json``."""
@@ -83,38 +91,68 @@ class ExportIO:
             raise ValueError(f"input length {length} is outside the lengths {allowed} of this model")
 
     def inputs_embeds(self, x: Tensor) -> Tensor:
-        """(B, T'+2, width): 0 at the sink, [x(t); 1] W_x at the tokens, cls_x at the readout."""
+        """(B, T'+2, width): 0 at the sink, [x(t); 1] W_x at the tokens, cls_x at the readout
+        ((B, T'+1, width) without a sink: tl-native)."""
         self.check_length(x)
         batch = x.shape[0]
         dtype, device = self.w_x.dtype, x.device
         xe = torch.cat([x.to(dtype), x.new_ones(batch, x.shape[1], 1, dtype=dtype)], dim=-1)  # (B, T', d+1)
         tokens = xe @ self.w_x.to(device)  # (B, T', width)
-        sink = tokens.new_zeros(batch, 1, tokens.shape[-1])
-        return torch.cat([sink, tokens, self.cls.to(device).expand(batch, 1, -1)], dim=1)
+        sink = tokens.new_zeros(batch, int(self.sink), tokens.shape[-1])  # (B, 1 or 0, width)
+        embeds = torch.cat([sink, tokens, self.cls.to(device).expand(batch, 1, -1)], dim=1)  # (B, N, width)
+        if self.positions is not None:  # hf-llama: the position embedding rides the inputs
+            embeds = embeds + self.positions[:embeds.shape[1]].to(device)
+        return embeds
 
     def allowed(self, length: int) -> Tensor:
-        """bool (n_head, T'+2, T'+2): which key each slot's query may see (module docstring)."""
-        count = length + 2
-        out = torch.zeros(len(self.slot_masks), count, count, dtype=torch.bool)
-        tokens = allowed_pairs(self.slot_masks, length)  # (H, T'+1, T')  query rows t = 1..T'+1
-        out[:, 1:, 1:length + 1] = tokens
-        out[:, 1:, 0] = ~tokens.any(dim=-1)
-        out[:, 0, 0] = True
-        return out
+        """bool (n_head, T'+2, T'+2): which key each slot's query may see (:func:`allowed_keys`)."""
+        return allowed_keys(self.slot_masks, length)
 
     def attention_mask(self, x: Tensor) -> Tensor:
-        """The additive (B, n_head, T'+2, T'+2) mask of x's length."""
+        """The additive (B, n_head, T'+2, T'+2) mask of x's length; without a sink (tl-native) the
+        boolean (B, n_head, T'+1, T'+1), True where masked, tokens at rows 0..T'−1 and the readout
+        at T' never a key (a row with every key masked gets pattern 0 there)."""
+        if not self.sink:
+            length = x.shape[1]
+            allowed = torch.zeros(len(self.slot_masks), length + 1, length + 1, dtype=torch.bool)
+            allowed[:, :, :length] = allowed_pairs(self.slot_masks, length)  # (H, T'+1, T')
+            return (~allowed).to(x.device).expand(x.shape[0], *allowed.shape)
         allowed = self.allowed(x.shape[1]).to(x.device)
         dtype = self.w_x.dtype
         mask = torch.where(allowed, torch.zeros((), dtype=dtype), torch.tensor(torch.finfo(dtype).min, dtype=dtype))
         return mask.expand(x.shape[0], *mask.shape)
 
     def arguments(self, x: Tensor) -> dict[str, Tensor]:
-        """``model(**arguments)``: inputs_embeds and attention_mask."""
+        """``model(**arguments)``: inputs_embeds and attention_mask (inputs_embeds alone for a
+        self-contained export, whose masks are penalties in its weights, at length T only)."""
+        if self.self_contained:
+            self.check_length(x)
+            if x.shape[1] != self.T:
+                raise ValueError(f"input length {x.shape[1]}: a self-contained export reads inputs of exactly "
+                                 f"T = {self.T} tokens (its penalties are functions of the positions)")
+            return {"inputs_embeds": self.inputs_embeds(x)}
         return {"inputs_embeds": self.inputs_embeds(x), "attention_mask": self.attention_mask(x)}
 
     def outputs(self, logits: Tensor) -> Tensor:
         """y from the logits (B, T'+2, 2K): (B,) or (B, K) at the readout, per token (B, T') or (B, T', K)."""
         k = self.output_shape[0] if self.output_shape else 1
-        y = logits[:, 1:-1, :k] if self.per_token else logits[:, -1, :k]
+        y = logits[:, int(self.sink):-1, :k] if self.per_token else logits[:, -1, :k]
         return y if self.output_shape else y.squeeze(-1)
+
+    self_contained: bool = False
+    """the masks are penalties in the weights (:mod:`.penalty`): no attention mask, length T only"""
+    sink: bool = True
+    """position 0 is the sink (hf-gpt2, hf-llama); tl-native has none"""
+    positions: Tensor | None = None
+    """(T+2, width) added to inputs_embeds (hf-llama, which has no position embedding of its own)"""
+
+
+def allowed_keys(slot_masks: tuple[HeadMask, ...], length: int) -> Tensor:
+    """bool (n_head, T'+2, T'+2): which key each slot's query may see (module docstring)."""
+    count = length + 2
+    out = torch.zeros(len(slot_masks), count, count, dtype=torch.bool)
+    tokens = allowed_pairs(slot_masks, length)  # (H, T'+1, T')  query rows t = 1..T'+1
+    out[:, 1:, 1:length + 1] = tokens
+    out[:, 1:, 0] = ~tokens.any(dim=-1)
+    out[:, 0, 0] = True
+    return out

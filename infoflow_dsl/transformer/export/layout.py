@@ -27,6 +27,10 @@ layers. The compiled model fits it so:
   (relu of the constant pair: 1 on every position but the sink, writing b_out).
 - **Positions**: 0 is a sink (every value 0: the residual is 0 there at every layer), input
   token t (1-based) is position t, the readout token position T' + 1.
+- **Self-contained** (:mod:`.penalty`): N = T + 2 more residual coordinates after
+  ``read_balance``, a one-hot of the position, and r_j more q/k dimensions at the end of each
+  slot (head_dim covers the widest q/k plus the most r_j); the sink's residual is then its
+  one-hot (balanced), its compiled coordinates still 0.
 """
 
 from __future__ import annotations
@@ -34,9 +38,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
+
 from ..masks import HeadMask
 from ..model import CompiledTransformer
 from ..sparse import nonzero_entries
+from .penalty import Penalties, plan_penalties
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,15 @@ class ExportLayout:
     slot_masks: tuple[HeadMask, ...]
     bias_units: tuple[int | None, ...]
     """every compiled head's slot, each slot's mask, each exported layer's b_out unit (None: no b_out)"""
+    penalties: Penalties | None = None
+    positions: int | None = None
+    """a self-contained export's penalties and the first of its N one-hot position coordinates"""
+
+    def penalty_columns(self, slot: int) -> tuple[int, int]:
+        """The columns [start, stop) of a slot's r_j penalty dimensions in q or k (the slot's last)."""
+        assert self.penalties is not None
+        stop = (slot + 1) * self.head_dim
+        return stop - self.penalties.dims[slot], stop
 
 
 def power_of_four_at_least(n: int) -> int:
@@ -138,22 +154,25 @@ def assign_slots(masks: tuple[tuple[HeadMask, ...], ...], names: tuple[tuple[str
     return tuple(heads), tuple(slot_masks)
 
 
-def plan(model: CompiledTransformer) -> ExportLayout:
-    """The layout of ``model``'s export (see the module docstring)."""
+def plan(model: CompiledTransformer, self_contained: bool = False, dtype: torch.dtype = torch.float64) -> ExportLayout:
+    """The layout of ``model``'s export (see the module docstring); ``self_contained``: with the
+    penalties of :mod:`.penalty` for weights in ``dtype`` (PenaltyError where they cannot be exact)."""
     spec = model.spec
     embedding = model.d_mlp_embedding > 0 and nonzero_entries(model.embed.W_E2) > 0
     offset = 1 if embedding else 0
     heads, slot_masks = assign_slots(spec.masks, spec.head_names, offset)
+    penalties = plan_penalties(model, slot_masks, dtype) if self_contained else None
+    extra_qk = max(penalties.dims, default=0) if penalties is not None else 0
     widths = [1]
     for block in model.blocks:
-        widths += [int(block.attn.W_Q.shape[2]), int(block.attn.W_V.shape[2])]
+        widths += [int(block.attn.W_Q.shape[2]) + extra_qk, int(block.attn.W_V.shape[2])]
     extra = model.d_model
     raw_input = token_flag = None
     if embedding:
         raw_input, token_flag = extra, extra + model.d
         extra += model.d + 1
     one_pos, one_neg, write_balance, read_balance = range(extra, extra + 4)
-    needed = extra + 4
+    needed = extra + 4 + (penalties.positions if penalties is not None else 0)
     slots = max(len(slot_masks), 1)
     head_dim = power_of_four_at_least(max(*widths, math.ceil(needed / slots)))  # no zero heads for width alone
     n_head = max(slots, math.ceil(needed / head_dim))
@@ -170,5 +189,6 @@ def plan(model: CompiledTransformer) -> ExportLayout:
         n_layers=len(model.blocks) + offset, offset=offset, raw_input=raw_input, token_flag=token_flag,
         one_pos=one_pos, one_neg=one_neg, write_balance=write_balance, read_balance=read_balance,
         heads=heads, slot_masks=slot_masks + ((),) * (n_head - len(slot_masks)),
-        bias_units=(None,) * offset + tuple(bias_units),
+        bias_units=(None,) * offset + tuple(bias_units), penalties=penalties,
+        positions=None if penalties is None else extra + 4,
     )

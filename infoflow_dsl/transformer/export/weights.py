@@ -12,6 +12,8 @@ matrix by its nonzero entries, so that nothing but the output tensors is ever de
                                         (b_E1 and W_E1's constant row ride the flag), c_proj = W_E2
     lm_head.weight                  = [W_U | −W_U]ᵀ, b_U on the constant pair
     ln_*                            = gain g, bias 0, ε_LN
+    self-contained                  wpe[p] also the one-hot of p; each slot's last r_j q/k columns
+                                    the penalties of :mod:`.penalty`
 
 No bias of the GPT-2 is used, so the sink's residual (0 from the input) stays 0 through every
 layer (LayerNorm maps 0 to 0), and its value, the one attended by queries with no allowed key,
@@ -118,9 +120,24 @@ class _Builder:
             place(qkv, a.W_K[i].detach(), self.dm, span(width + base, e))
             place(qkv, a.W_V[i].detach(), self.dm, span(2 * width + base, v))
             place(proj, a.W_O[i].detach(), span(base, v), self.dm)
+        if lay.penalties is not None:
+            self.penalize(qkv)
         balance_columns(qkv, lay.read_balance)
         balance_rows(proj, lay.write_balance)
         return {"attn.c_attn.weight": qkv, "attn.c_proj.weight": proj}
+
+    def penalize(self, qkv: Tensor) -> None:
+        """Every real slot's penalty dimensions (:mod:`.penalty`): q reads the one-hot of its
+        query's class (weight 1), k puts −P √head_dim on the keys that class forbids."""
+        lay, pen = self.layout, self.layout.penalties
+        assert pen is not None and lay.positions is not None
+        one_hot = span(lay.positions, pen.positions)  # the residual's N position coordinates
+        for slot, (forbidden, classes) in enumerate(zip(pen.forbidden, pen.classes, strict=True)):
+            start, _ = lay.penalty_columns(slot)
+            rows = classes >= 0
+            qkv[one_hot[rows], start + classes[rows]] = 1.0
+            keys = forbidden.to(torch.float64).T * (-pen.penalty * lay.head_dim**0.5)  # (N, r_j)
+            qkv[one_hot[:, None], lay.width + start + torch.arange(forbidden.shape[0])[None, :]] = keys
 
     def mlp(self, layer: int) -> dict[str, Tensor]:
         """Compiled layer ``layer``'s FFN, b_in on the constant pair, b_out by its bias unit."""
@@ -143,6 +160,8 @@ class _Builder:
         lay = self.layout
         wpe = self.zeros(lay.n_positions, lay.width)
         place(wpe, self.model.pos_embed.W_pos.detach(), span(1, lay.length + 1), self.dm)
+        if lay.positions is not None:  # self-contained: the one-hot of every position, the sink's included
+            wpe[torch.arange(lay.n_positions), span(lay.positions, lay.n_positions)] = 1.0
         balance_rows(wpe, lay.write_balance)
         return wpe
 

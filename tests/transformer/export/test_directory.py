@@ -12,9 +12,7 @@ import json
 
 import pytest
 import torch
-from compiled import model as compiled_model
-from compiled import program
-from exported import SHIPPED, export_and_load, largest_error, largest_gap, shipped
+from exported import SHIPPED, export_and_load, largest_error, largest_gap, shipped, table_model
 from transformers import AutoModelForCausalLM
 
 import infoflow_dsl as ifl
@@ -37,12 +35,6 @@ TABLE = [("max_norm", "wide"), ("mean_token", "wide"), ("pairwise_distinct", "wi
          ("causal_sum", "wide"), ("window", "wide"), ("second_largest", "wide"), ("argmax_token", "wide"),
          ("tok_next_token", "wide"), ("tok_prefix_min", "wide"), ("tok_window_max", "wide"),
          ("min_pairwise", "deep"), ("third_largest", "gather")]
-
-
-def table_model(name: str, route: str) -> CompiledTransformer:
-    if route == "gather":
-        return ifl.compile(program(name, 4), eps=1e-2, dtype="float64", samples=0, allow_inefficient=True)
-    return compiled_model(name, 1e-2, "float64", ffn=route)
 
 
 def assert_exact_and_within_eps(model: CompiledTransformer, tmp_path, samples: int = SAMPLES) -> None:
