@@ -67,17 +67,13 @@ def test_a_trained_model_exports_and_check_says_measured_only(tmp_path) -> None:
     assert (code, err) == (0, "") and "measured only" in text and "NMSE" in text
 
 
-def test_a_token_model_is_refused_cleanly(tmp_path) -> None:
-    """A token model reads ids, which the exported GPT-2 does not embed yet: exit 2, nothing written."""
-    import pytest
-    from handmade_models import token_model
+def test_a_token_model_exports_and_checks_through_the_cli(tmp_path) -> None:
+    """A token model's export reads ids: `check DIR` measures it on ids of every length."""
+    from programs import TRACR_DIR
 
-    from infoflow_dsl.transformer.export.directory import ExportError
-
-    path = tmp_path / "identity.safetensors"
-    ifl.save(token_model("identity"), path)
+    path = tmp_path / "sort.safetensors"
+    ifl.save(ifl.compile(ifl.load_program(TRACR_DIR / "sort.iflow"), samples=0), path)
     code, text, err = run_cli(["export", str(path), "-o", str(tmp_path / "out")])
-    assert (code, text) == (2, "") and "a token model (its input is token ids) cannot be exported yet" in err
-    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
-    with pytest.raises(ExportError, match="cannot be exported yet"):
-        ifl.export_inputs(token_model("identity"), torch.zeros(1, 2, dtype=torch.int64))
+    assert (code, err) == (0, "")
+    code, text, err = run_cli(["check", str(tmp_path / "out"), "--samples", "200"])
+    assert (code, err) == (0, "") and "exact (every answer right)" in text

@@ -47,13 +47,27 @@ class ExportError(ValueError):
     """An export that cannot be made or read (a bad target, an existing folder, not an export)."""
 
 
-def refuse_tokens(model: CompiledTransformer) -> None:
-    """ExportError for a token model (language v3): the exported GPT-2 reads inputs_embeds
-    built from vectors, [x(t); 1] W_x, and has no table of the token ids' rows yet."""
-    if model.token_input:
-        raise ExportError("a token model (its input is token ids) cannot be exported yet: the exported GPT-2 reads "
-                          "inputs_embeds from vectors [x(t); 1] W_x, not a row of W_E per id; run it with "
-                          "ifl.load, check it with infoflowc check")
+#: the config key of a token model's vector view: its vocabulary's size V
+TOKEN_VIEW = "token_view"
+
+
+def vector_view(model: CompiledTransformer) -> CompiledTransformer:
+    """A token model (language v3) as the model over vectors that computes the same thing on
+    one-hot inputs: its table W_E [V, D] (each row holding the constant direction) becomes the
+    linear embedding [e_id; 1] W_E' with W_E' = [W_E; 0] (V + 1 rows, no ReLU block), so
+    [e_id; 1] W_E' = W_E[id] exactly. Every export target then builds its weights from the view;
+    the export's inputs are ids, read as one-hot rows (``ExportIO.vectors``). Other models as
+    they are."""
+    if not model.token_input:
+        return model
+    state = {name: tensor.detach() for name, tensor in model.state_dict().items()}
+    table = state["embed.W_E"]  # (V, D)
+    size, width = table.shape
+    state["embed.W_E"] = torch.cat([table, table.new_zeros(1, width)])  # (V + 1, D)
+    state["embed.W_E1"] = table.new_zeros(size + 1, 0)
+    config = {key: value for key, value in model.config.items() if key not in ("input", "vocabulary", "token_output")}
+    config[TOKEN_VIEW] = size
+    return CompiledTransformer(config, state, device=model.device, dtype=model.dtype)
 
 
 def _layout_json(layout: ExportLayout | NativeLayout) -> dict[str, Any]:
@@ -243,7 +257,7 @@ def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: st
     (:mod:`.native`) take neither. Raises :class:`ExportError` for a bad target, LayerNorm mode
     or option, penalties that cannot be exact, or an existing non-empty ``directory`` without
     ``force``."""
-    refuse_tokens(model)
+    model = vector_view(model)
     directory = Path(directory)
     _check_target(directory, to, layernorm, force)
     _check_options(to, layernorm, self_contained)
@@ -303,7 +317,7 @@ def export_io(target: Any) -> ExportIO:
     if isinstance(target, ExportedModel):
         return target.io
     if isinstance(target, CompiledTransformer):
-        refuse_tokens(target)
+        target = vector_view(target)
         layout = plan(target)
         from .weights import embedding_of
 
@@ -347,6 +361,11 @@ class ExportedModel(nn.Module):
             self.config["trained"] = info["trained"]
 
     @property
+    def token_input(self) -> bool:
+        """Whether the export reads token ids (a token model's: :func:`vector_view`)."""
+        return self.io.vocabulary > 0
+
+    @property
     def dtype(self) -> torch.dtype:
         return next(self.hf.parameters()).dtype
 
@@ -355,7 +374,7 @@ class ExportedModel(nn.Module):
         return next(self.hf.parameters()).device
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """y for x (B, T', d), in batches (:func:`~.hf.forward_in_batches`)."""
+        """y for x (B, T', d) (a token export: ids (B, T')), in batches (:func:`~.hf.forward_in_batches`)."""
         return forward_in_batches(self.hf, self.io, x, shape=self.shape)
 
 

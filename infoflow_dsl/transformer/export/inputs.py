@@ -45,11 +45,13 @@ class ExportIO:
 
     @classmethod
     def of(cls, model: CompiledTransformer, slot_masks: tuple[HeadMask, ...], w_x: Tensor, cls_x: Tensor,
-           self_contained: bool = False, sink: bool = True, positions: Tensor | None = None) -> ExportIO:
+           self_contained: bool = False, sink: bool = True, positions: Tensor | None = None,
+           vocabulary: int = 0) -> ExportIO:
         """The helper of ``model``'s export, whose slots have ``slot_masks`` and embedding (w_x, cls_x)."""
         return cls(T=model.T, d=model.d, min_length=model.min_length, exact_length_only=model.exact_length_only,
                    per_token=model.per_token, output_shape=model.output_shape, slot_masks=slot_masks, w_x=w_x,
-                   cls=cls_x, self_contained=self_contained, sink=sink, positions=positions)
+                   cls=cls_x, self_contained=self_contained, sink=sink, positions=positions,
+                   vocabulary=vocabulary or int(model.config.get("token_view", 0)))
 
     per_token: bool
     output_shape: tuple[int, ...]
@@ -73,15 +75,28 @@ class ExportIO:
                    cls=torch.tensor(embedding["cls"], dtype=torch.float64).to(dtype),
                    self_contained=info.get("self_contained") is not None, sink=info.get("to") != "tl-native",
                    positions=None if "positions" not in embedding else
-                   torch.tensor(embedding["positions"], dtype=torch.float64).to(dtype))
+                   torch.tensor(embedding["positions"], dtype=torch.float64).to(dtype),
+                   vocabulary=int(spec.get("vocabulary", 0)))
 
     def json(self) -> dict[str, Any]:
         """The ``input`` entry of ``infoflow.json``."""
-        return {"T": self.T, "d": self.d, "min_length": self.min_length, "exact_length_only": self.exact_length_only,
-                "output": "token" if self.per_token else "readout", "output_shape": list(self.output_shape)}
+        out = {"T": self.T, "d": self.d, "min_length": self.min_length, "exact_length_only": self.exact_length_only,
+               "output": "token" if self.per_token else "readout", "output_shape": list(self.output_shape)}
+        return out | ({"vocabulary": self.vocabulary} if self.vocabulary else {})
+
+    def vectors(self, x: Tensor) -> Tensor:
+        """A token export's ids (B, T') as the one-hot rows (B, T', V) its W_x reads (any dtype
+        holding the ids exactly); other inputs as they are."""
+        if self.vocabulary and isinstance(x, Tensor) and x.dim() == 2:
+            ids = x.to(torch.int64)
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.vocabulary):
+                raise ValueError(f"token ids must lie in 0..{self.vocabulary - 1}")
+            return torch.nn.functional.one_hot(ids, self.vocabulary).to(self.w_x.dtype)
+        return x
 
     def check_length(self, x: Tensor) -> None:
         """The compiled model's own input checks (shape, length), as ValueError."""
+        x = self.vectors(x)
         if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.d:
             raise ValueError(f"input must be a tensor of shape (batch, length, {self.d}), got "
                              f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
@@ -93,6 +108,7 @@ class ExportIO:
     def inputs_embeds(self, x: Tensor) -> Tensor:
         """(B, T'+2, width): 0 at the sink, [x(t); 1] W_x at the tokens, cls_x at the readout
         ((B, T'+1, width) without a sink: tl-native)."""
+        x = self.vectors(x)
         self.check_length(x)
         batch = x.shape[0]
         dtype, device = self.w_x.dtype, x.device
@@ -145,6 +161,8 @@ class ExportIO:
     """position 0 is the sink (hf-gpt2, hf-llama); tl-native has none"""
     positions: Tensor | None = None
     """(T+2, width) added to inputs_embeds (hf-llama, which has no position embedding of its own)"""
+    vocabulary: int = 0
+    """V for a token model's export: inputs are ids (B, T'), read as one-hot rows [e_id; 1] W_x"""
 
 
 def allowed_keys(slot_masks: tuple[HeadMask, ...], length: int) -> Tensor:
