@@ -14,7 +14,7 @@ import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.circuit_map import node_reference
 from infoflow_dsl.reference.evaluate import retrieval_margin
-from infoflow_dsl.reference.measure import errors_on
+from infoflow_dsl.reference.measure import errors_on, model_inputs
 from infoflow_dsl.transformer.export.circuit import read_site
 from infoflow_dsl.transformer.model import CompiledTransformer
 
@@ -44,6 +44,19 @@ def largest_gap(a: torch.Tensor, b: torch.Tensor) -> float:
     """max |a − b| over the defined entries (a per-token target's undefined positions are NaN in both)."""
     assert torch.equal(a.isnan(), b.isnan())
     return float((a - b).abs().nan_to_num().max())
+
+
+def float32_export_gap(directory: Path, **options) -> tuple[float, float]:
+    """(|float32 export − float64 model|, |float32 model − float64 model|), largest over 300 inputs
+    of min_pairwise, the export written to ``directory`` with ``options`` (``ifl.export``'s)."""
+    model32, model64 = shipped("min_pairwise", torch.float32), shipped("min_pairwise")
+    ifl.export(model32, directory, **options)
+    exported = ifl.load_exported(directory)
+    assert exported.dtype == torch.float32
+    x = model_inputs(program_of(model64), 300, seed=7)
+    with torch.no_grad():
+        y, y32, y64 = exported(x).double(), model32(x.float()).double(), model64(x)
+    return largest_gap(y, y64), largest_gap(y32, y64)
 
 
 def table_model(name: str, route: str) -> CompiledTransformer:
