@@ -85,8 +85,9 @@ def measure_active(name: str, dtype: torch.dtype, samples: int, folder: Path) ->
     model = shipped(name, dtype)
     target = program_of(model)
     x = model_inputs(target, samples, seed=31)
-    ln, error = active_error(model, target, x, folder / f"{name}-chosen", None)
-    _, weak = active_error(model, target, x, folder / f"{name}-tenth", ln["constant"] / 10)
+    tag = f"{name}-{str(dtype).removeprefix('torch.')}"
+    ln, error = active_error(model, target, x, folder / f"{tag}-chosen", None)
+    _, weak = active_error(model, target, x, folder / f"{tag}-tenth", ln["constant"] / 10)
     return (f"| {name} | {str(dtype).removeprefix('torch.')} | {ln['constant']:.4g} | {ln['K']:.4g} | "
             f"{ln['share']:.3g} | {model.config['eps']:g} | {error:.3g} | {weak:.3g} |")
 
