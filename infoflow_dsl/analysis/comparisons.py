@@ -369,7 +369,6 @@ def _pull_out_norm(expr: ir.Expr) -> ir.Expr:
     return expr
 
 
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 
 def _bounds(conditions: Sequence[ir.PositionCondition], variable: str) -> tuple[list, list] | None:
@@ -380,7 +379,7 @@ def _bounds(conditions: Sequence[ir.PositionCondition], variable: str) -> tuple[
         if isinstance(c.left, ir.PositionVariable) and c.left.name == variable:
             operator, other = c.operator, c.right
         else:
-            operator, other = _FLIP[c.operator], c.left
+            operator, other = ir.FLIPPED[c.operator], c.left
         if isinstance(other, ir.PositionVariable) and other.name == variable:
             continue
         if operator in ("<", "<="):

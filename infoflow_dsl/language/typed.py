@@ -313,6 +313,8 @@ class PositionNumber:
 
 
 ComparisonOperator = Literal["!=", "<", "<=", ">", ">=", "=="]
+#: a op b  ⇔  b FLIPPED[op] a
+FLIPPED: dict[str, str] = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from torch import nn
 from ..language.typed import Vocabulary
 from . import repeated_rows
 from .config import ModelConfig
+from .input_checks import checked_input
 from .masks import allowed_pairs
 from .sparse import holds_sparse, nonzero_entries, relu_block, sparse_nonzero
 
@@ -215,47 +216,8 @@ class CompiledTransformer(nn.Module):
         return self.vocabulary is not None
 
     def _check_input(self, x: Any) -> Tensor:
-        if self.token_input:
-            return self._check_ids(x)
-        if not isinstance(x, Tensor):
-            raise TypeError(f"input must be a torch.Tensor of shape (batch, length, {self.d}), got {type(x).__name__}")
-        if not x.dtype.is_floating_point:
-            raise ValueError(f"input must have a floating dtype, got {x.dtype}")
-        if x.dim() != 3:
-            raise ValueError(f"input must have shape (batch, length, {self.d}), got rank {x.dim()} {tuple(x.shape)}")
-        _, length, d = x.shape
-        if d != self.d:
-            raise ValueError(f"input token dimension is {d}, the model expects d = {self.d}")
-        self._check_length(length)
-        return x.to(device=self.device, dtype=self.dtype)
-
-    def _check_length(self, length: int) -> None:
-        """ValueError unless ``length`` is one the model takes (1..T, min_length, exactly T)."""
-        if length == 0:
-            raise ValueError("input length is 0; the model needs at least one token")
-        if length > self.T:
-            raise ValueError(f"input length {length} exceeds the compiled maximum T = {self.T}")
-        if self.exact_length_only and length != self.T:
-            raise ValueError(f"this model was compiled for inputs of length exactly T = {self.T}, got {length}")
-        if length < self.min_length:
-            raise ValueError(f"input length {length} is below the minimum length {self.min_length} of this model")
-
-    def _check_ids(self, ids: Any) -> Tensor:
-        """A token model's input: ids (B, T') of an integer dtype, 1 <= T' <= T, every id in 0..V−1;
-        returned as int64 on the model's device. TypeError / ValueError naming the fault."""
-        size = self.d
-        if not isinstance(ids, Tensor):
-            raise TypeError(f"input must be a torch.Tensor of token ids (batch, length), got {type(ids).__name__}")
-        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
-            raise ValueError(f"a token model takes token ids of an integer dtype (int64), got {ids.dtype}")
-        if ids.dim() != 2:
-            raise ValueError(f"input must be token ids of shape (batch, length), got rank {ids.dim()} "
-                             f"{tuple(ids.shape)}")
-        self._check_length(ids.shape[1])
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= size):
-            raise ValueError(f"token ids must lie in 0..{size - 1} (the vocabulary {self.vocabulary.describe()}), "
-                             f"got ids from {int(ids.min())} to {int(ids.max())}")
-        return ids.to(device=self.device, dtype=torch.int64)
+        """x as the forward reads it, on the model's device (:func:`~.input_checks.checked_input`)."""
+        return checked_input(self.spec, x, self.device, self.dtype)
 
     def _head_masks(self, layer: int, length: int, rows: slice | None = None) -> Tensor:
         """Allowed (query, key) pairs of each head of one layer: bool (H, N, T') for the query

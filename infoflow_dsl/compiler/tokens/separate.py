@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ...analysis.comparisons import map_children
 from ...analysis.finite import FiniteDomain, finite_split, literal, substitute_values
 from ...language import typed as ir
-from ...transformer.masks import Condition, mask_side
+from ...transformer.masks import MASK_OPS, Condition, mask_side
 
 #: (coefficient, factor read at the query, factor read at the key); None is the factor 1.
 Term = tuple[float, ir.Expr | None, ir.Expr | None]
@@ -172,11 +172,10 @@ def _difference(compare: ir.Compare, key: str, query: str) -> tuple[str, int] | 
     a, b = left.position, right.position
     if not (isinstance(a, ir.PositionVariable) and isinstance(b, ir.PositionVariable)):
         return None
-    flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
     if a.name == key and b.name == query:  # s + i op t + j  <=>  s − t op j − i
         return compare.operator, b.offset - a.offset
     if a.name == query and b.name == key:  # t + i op s + j  <=>  s − t flipped(op) i − j
-        return flipped[compare.operator], a.offset - b.offset
+        return ir.FLIPPED[compare.operator], a.offset - b.offset
     return None
 
 
@@ -187,8 +186,7 @@ def _atoms(expr: object, key: str, query: str) -> Iterator[ir.Compare]:
 
 
 def _holds(op: str, value: int, k: int) -> bool:
-    return {"<": value < k, "<=": value <= k, ">": value > k, ">=": value >= k, "==": value == k,
-            "!=": value != k}[op]
+    return bool(MASK_OPS[op](value, k))
 
 
 def _decide(expr: object, key: str, query: str, difference: int) -> object:

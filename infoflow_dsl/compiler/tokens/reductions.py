@@ -1,0 +1,203 @@
+"""Reductions over one position s: their ranges as masks, their bodies per key class, and the
+sum, mean, min and max built from them.
+
+- the range's conditions between s and the row (or a fixed position) are the head's structural
+  mask; s ≤ len is no condition; other conditions on len multiply a sum's body as a bracket;
+- comparisons of s with the row inside the body split the keys into classes
+  (:func:`~.separate.key_classes`), one mask each; the class s = t is the body at s = t itself;
+- the body on a class is separated into Σₖ aₖ(row)·bₖ(s) (:func:`~.separate.separated_terms`):
+  a mean is Σₖ aₖ·mean_s bₖ (one uniform head for all bₖ, then products; a sum of gates by the
+  brackets of one finite split has one gate open, so its error is the largest gate's), a sum is
+  count(row)·mean (:mod:`.counts`: an exact integer feature, whose product with the mean costs
+  ~3T units), a min/max one sharp head on the score Σₖ aₖ·bₖ whose values are the score's own
+  key factors (the Gibbs mean of the body is then Σₖ aₖ·E[bₖ]).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from ...language import typed as ir
+from ...language.printer import describe
+from ...transformer.masks import MASK_OPS, Condition, mask_side
+from ..circuit import LinearForm
+from . import ffn
+from .builder import Feature, constant_feature
+from .counts import count_keys
+from .heads import retrieve, uniform_mean
+from .scores import score_terms, value_gap
+from .separate import KeyClass, exclusive_indicators, key_classes, renamed, separated_terms
+
+if TYPE_CHECKING:
+    from .lower import TokenLowering
+
+
+def structural(lowering: TokenLowering, conditions: tuple[ir.PositionCondition, ...], key: str, row: str,
+                node: object) -> tuple[Condition, ...]:
+    """The mask of a range whose conditions are all structural (else refused)."""
+    mask, factors = range_masks(lowering, conditions, key, row, node)
+    if factors:
+        raise lowering.refuse(node, "a condition on len in this range is not a structural mask (only a sum can "
+                                "take it as a bracket)")
+    return mask
+
+
+def range_masks(lowering: TokenLowering, conditions: tuple[ir.PositionCondition, ...], key: str, row: str,
+           node: object) -> tuple[tuple[Condition, ...], list[ir.Expr]]:
+    """(mask conditions, brackets a sum's body is multiplied by)."""
+    mask: list[Condition] = []
+    factors: list[ir.Expr] = []
+    for condition in conditions:
+        sides = [_mask_term(term, key, row) for term in (condition.left, condition.right)]
+        if any(side is None for side in sides) or "key" not in {_base(s) for s in sides}:
+            if _always(condition, lowering.builder.length):
+                continue
+            factors.append(ir.Compare(condition.operator, ir.PositionNumber(condition.left),
+                                      ir.PositionNumber(condition.right)))
+            continue
+        if any(isinstance(s, str) and s.startswith("outer") for s in sides):
+            raise lowering.refuse(node, "a range that compares with a position other than the row's")
+        left, right = sides
+        mask.append(_key_first((left, condition.operator, right)))  # type: ignore[arg-type]
+    return tuple(mask), factors
+
+
+def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
+    if len(expr.variables) != 1:
+        raise lowering.refuse(expr, "a reduction over several positions at once (nest one-variable reductions)")
+    if expr.kind == "top":
+        raise lowering.refuse(expr, "top(k) over tokens is not built yet")
+    (key,) = expr.variables
+    mask, factors = range_masks(lowering, expr.conditions, key, row, expr)
+    body = expr.body
+    if factors and expr.kind != "sum":
+        raise lowering.refuse(expr, "a condition on len in this range is not a structural mask (only a sum can "
+                                "take it as a bracket)")
+    for factor in factors:
+        body = ir.Arithmetic("*", ir.Bracket(factor), body, ir.SCALAR)  # type: ignore[arg-type]
+    classes = key_classes(body, key, row)
+    if expr.kind in ("min", "max"):
+        if len(classes) > 1:
+            raise lowering.refuse(expr, "a min/max whose body compares the two positions")
+        return extreme(lowering, expr, body, key, row, mask)
+    if expr.kind == "mean":
+        if len(classes) > 1:
+            raise lowering.refuse(expr, "a mean whose body compares the two positions (write it as a sum)")
+        return class_mean(lowering, classes[0], key, row, mask, expr)
+    parts = [(1.0, ffn.product(lowering.builder, count_keys(lowering, mask + part.mask(), row),
+                               class_mean(lowering, part, key, row, mask + part.mask(), expr), describe(expr)))
+             if not _is_own(part) else (1.0, own_term(lowering, part, key, row, mask))
+             for part in classes]
+    return ffn.linear(parts, lowering.values(expr))
+
+
+def own_term(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...]) -> Feature:
+    """The class s = row: the body at s = row, where the range's mask admits the row itlowering."""
+    if not all(_admits_self(c) for c in mask):
+        return constant_feature(Fraction(0))
+    return lowering.feature(renamed(part.body, key, row), row)
+
+
+def class_mean(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...],
+               expr: ir.Reduce) -> Feature:
+    """The mean of the body over one key class's keys: Σₖ aₖ(row)·mean bₖ."""
+    terms = separated_terms(part.body, key, row, lowering.domain)
+    if terms is None:
+        raise lowering.refuse(expr, "its body is not a sum of products of per-position features")
+    keyed = [(c, q, k) for c, q, k in terms]
+    key_features = [lowering.feature(k, key) if k is not None else constant_feature(Fraction(1)) for _, _, k in keyed]
+    if all(f.constant is not None for f in key_features):
+        means = key_features  # mean of a constant: itself (where the range is not empty)
+    else:
+        values = [lowering.values(ir.Reduce("mean", (key,), (), k if k is not None else ir.NumberLiteral(1.0),
+                                        ir.SCALAR)) for _, _, k in keyed]
+        means = uniform_mean(lowering.builder, key_features, values, mask, f"mean over {describe(expr)}'s keys")
+    parts = []
+    for (coefficient, query_part, _), mean in zip(keyed, means, strict=True):
+        q = lowering.feature(query_part, row) if query_part is not None else constant_feature(Fraction(1))
+        parts.append((coefficient, ffn.product(lowering.builder, q, mean, describe(expr))))
+    total = ffn.linear(parts, lowering.values(ir.Reduce("mean", (key,), (), part.body, ir.SCALAR)))
+    if exclusive_indicators([q for _, q, _ in keyed]):  # one gate is open: the others give exactly 0
+        return Feature(total.form, total.values, total.stage, max(abs(c) * f.error for c, f in parts))
+    return total
+
+
+def extreme(lowering: TokenLowering, expr: ir.Reduce, body: ir.Expr, key: str, row: str,
+            mask: tuple[Condition, ...]) -> Feature:
+    """min/max by one sharp head whose values are the score's own key factors (the Gibbs mean of
+    the body is then Σ q·E[k], products at the query)."""
+    values = lowering.values(body)
+    gap = value_gap(values)
+    if gap is None:
+        if values and len(values) == 1:  # a constant body: its one value
+            return lowering.feature(renamed(body, key, row), row)
+        raise lowering.refuse(expr, "its body does not take finitely many values")
+    terms = separated_terms(body, key, row, lowering.domain)
+    if terms is None:
+        raise lowering.refuse(expr, "its body is not a sum of products of per-position features")
+    sign = 1.0 if expr.kind == "max" else -1.0
+    score, stage, error = score_terms(lowering, body, key, row, sign, gap / 4)
+    if error >= gap / 4:
+        raise lowering.refuse(expr, f"its body is computed within {error:.3g}, not below {gap / 4:.3g}")
+    keyed = [(c, q, k) for c, q, k in terms if k is not None]
+    key_features = [lowering.feature(k, key) for _, _, k in keyed]
+    outputs, out_stage, tail = retrieve(lowering.builder, score=score, stage=stage,
+                                        values=[f.form for f in key_features], gap=gap / 2, mask=mask,
+                                        value_error=error, formula=describe(expr), kind="score retrieval")
+    parts: list[tuple[float, Feature]] = []
+    for (coefficient, query_part, k_expr), out, k in zip(keyed, outputs, key_features, strict=True):
+        read = Feature(LinearForm.of(out), lowering.values(k_expr), out_stage,
+                       k.error + tail * (k.magnitude + 1) * 2)  # type: ignore[arg-type]
+        q = lowering.feature(query_part, row) if query_part is not None else constant_feature(Fraction(1))
+        parts.append((coefficient, ffn.product(lowering.builder, q, read, describe(expr))))
+    constant_terms = [(c, lowering.feature(q, row)) for c, q, k in terms if k is None and q is not None]
+    return ffn.linear(parts + constant_terms, values)
+
+
+
+def _base(side: object) -> str:
+    """A mask side without its offset: ``key``, ``query``, ``outer``, or ``fixed`` for a literal."""
+    return side.rstrip("+-0123456789") if isinstance(side, str) else "fixed"
+
+
+def _mask_term(term: ir.PositionTerm, key: str, row: str) -> str | int | None:
+    """A range term as a mask side (None: it reads len or T, not structural)."""
+    if isinstance(term, ir.PositionVariable):
+        if term.name == key:
+            return mask_side("key", term.offset)
+        return mask_side("query" if term.name == row else "outer", term.offset)
+    if isinstance(term, ir.FixedPosition):
+        return term.index
+    return None
+
+
+def _always(condition: ir.PositionCondition, length: int) -> bool:
+    """s ≤ len + c (c ≥ 0), s ≤ T + c (c ≥ 0), s < len + c (c ≥ 1) ...: true for every s in 1..len."""
+    left, right, op = condition.left, condition.right, condition.operator
+    if isinstance(left, ir.RunLength | ir.LastPosition):
+        left, right = right, left
+        op = ir.FLIPPED[op]
+    if not isinstance(left, ir.PositionVariable) or left.offset != 0:
+        return False
+    if isinstance(right, ir.RunLength | ir.LastPosition):
+        return (op == "<=" and right.offset >= 0) or (op == "<" and right.offset >= 1)
+    return False
+
+
+def _key_first(condition: tuple[str | int, str, str | int]) -> Condition:
+    left, op, right = condition
+    if isinstance(left, str) and left.startswith("key"):
+        return condition
+    return (right, ir.FLIPPED[op], left)
+
+
+def _is_own(part: KeyClass) -> bool:
+    return part.low == 0 and part.high == 0
+
+
+def _admits_self(condition: Condition) -> bool:
+    left, op, right = condition
+    if left != "key" or not (isinstance(right, str) and right.startswith("query")):
+        return False
+    return bool(MASK_OPS[op](0, int(right[len("query"):] or 0)))  # s = t: 0 op the offset

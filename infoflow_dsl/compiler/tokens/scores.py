@@ -1,0 +1,109 @@
+"""Scores of sharp heads: sign·body as Σ q(row)·k(key), with the error the factors bring.
+
+:func:`score` separates a body into products of per-position features (``separate``), each
+factor re-quantised (a step table) where its error would spend more than its share of the
+budget; :func:`distance_score` writes −|A(s) − B(t)| of finite A, B by cuts, whose factors are
+indicators (rounding ~ϱ·T rather than the ϱ·T² of (A − B)²); :func:`gap` is the smallest gap
+between distinct values, which sets β and the tie-break.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from ...language import typed as ir
+from ...language.printer import describe
+from ..circuit import LinearForm
+from . import ffn
+from .builder import Feature, constant_feature
+from .separate import polynomial_terms, separated_terms
+
+if TYPE_CHECKING:
+    from .lower import TokenLowering
+
+#: (query form, key form) pairs of a bilinear score, the stage its factors are ready, its error
+Score = tuple[list[tuple[LinearForm, LinearForm]], int, float]
+
+
+def value_gap(values: frozenset[Fraction] | None) -> float | None:
+    """The smallest difference between two distinct values (None: fewer than two, or not finite)."""
+    if values is None or len(values) < 2:
+        return None
+    return float(min(b - a for a, b in itertools.pairwise(sorted(values))))
+
+
+def signed_sum(parts: list[tuple[float, ir.Expr]]) -> ir.Expr:
+    """Σ c·e as one expression (for its value set)."""
+    total: ir.Expr | None = None
+    for coefficient, expr in parts:
+        term = expr if coefficient == 1.0 else ir.Arithmetic("*", ir.NumberLiteral(coefficient), expr, ir.SCALAR)
+        total = term if total is None else ir.Arithmetic("+", total, term, ir.SCALAR)
+    return total if total is not None else ir.NumberLiteral(0.0)
+
+
+def distance_score(lowering: TokenLowering, body: ir.Expr, key: str,
+                    row: str, sign: float) -> Score | None:
+    """−|A(s) − B(t)| for finite A, B, by cuts: with the sorted union of their values c₀ < … < cₙ,
+    |A − B| = Σₖ (cₖ − cₖ₋₁)·|[A ≥ cₖ] − [B ≥ cₖ]|, and |a − b| = a + b − 2ab for indicators, so
+    −|A − B| = Σₖ Δₖ·2[A ≥ cₖ][B ≥ cₖ] − (A − c₀) + (a term of t alone, which moves no winner).
+    Its factors are indicators: the score's rounding stays ~ϱ·T, not ϱ·T² as with (A − B)².
+    None where the body is not such an |A − B|."""
+    if not (isinstance(body, ir.Pointwise) and body.function == "abs"):
+        return None
+    terms = polynomial_terms(body.arguments[0], key, row)
+    if terms is None:
+        return None
+    key_part = [(c, k) for c, q, k in terms if k is not None and q is None]
+    query_part = [(c, q) for c, q, k in terms if k is None]
+    if len(key_part) + len(query_part) != len(terms) or not key_part:
+        return None
+    a = ffn.linear([(c, lowering.feature(k, key)) for c, k in key_part], None)
+    b = ffn.linear([(-c, lowering.feature(q, row)) for c, q in query_part if q is not None],
+                   None, -sum(c for c, q in query_part if q is None))
+    a_values = lowering.values(signed_sum([(c, k) for c, k in key_part]))
+    b_values = lowering.values(signed_sum([(-c, q) for c, q in query_part if q is not None]))
+    if a_values is None or b_values is None:
+        return None
+    offset = Fraction(-sum(c for c, q in query_part if q is None))
+    a = Feature(a.form, a_values, a.stage, a.error)
+    b = Feature(b.form, frozenset(v + offset for v in b_values), b.stage, b.error)
+    cuts = sorted(a.values | b.values)  # type: ignore[operator]
+    score: list[tuple[LinearForm, LinearForm]] = []
+    stage, error = max(a.stage, b.stage), 0.0
+    for low, high in itertools.pairwise(cuts):
+        at_a, at_b = ffn.at_least(lowering.builder, a, high, "A"), ffn.at_least(lowering.builder, b, high, "B")
+        spacing = float(high - low)  # key [A ≥ c], query Δ·(2[B ≥ c] − 1)
+        score.append((at_b.form.scaled(2.0 * spacing).plus(LinearForm.const(-spacing)), at_a.form))
+        stage = max(stage, at_a.stage, at_b.stage)
+        error += spacing * (2 * at_b.error + at_a.error + 2 * at_a.error * at_b.error)
+    return score, stage, error
+
+
+def score_terms(lowering: TokenLowering, body: ir.Expr, key: str, row: str, sign: float,
+           budget: float) -> Score:
+    """sign·body as Σ q(row)·k(key) (terms not reading the key dropped: they move no winner);
+    the stage all factors are ready and the score's error. A factor whose error would spend
+    more than its share of ``budget`` is re-quantised first (a table resets it to rounding)."""
+    terms = separated_terms(body, key, row, lowering.domain)
+    if terms is None:
+        raise lowering.refuse(body, "the score is not a sum of products of per-position features")
+    one = constant_feature(Fraction(1))
+    factors = [(c, lowering.feature(q, row) if q is not None else one, lowering.feature(k, key))
+               for c, q, k in terms if k is not None]
+    share = budget / (2 * max(len(factors), 1))
+
+    def exact_enough(f: Feature, other: Feature, coefficient: float) -> Feature:
+        if abs(coefficient) * f.error * (other.magnitude + other.error) < share:
+            return f
+        return ffn.requantised(lowering.builder, f, describe(body))
+
+    score, stage, error = [], 0, 0.0
+    for coefficient, q, k in factors:
+        q, k = exact_enough(q, k, coefficient), exact_enough(k, q, coefficient)
+        score.append((q.form.scaled(sign * coefficient), k.form))
+        stage = max(stage, q.stage, k.stage)
+        error += abs(coefficient) * (q.error * k.magnitude + k.error * q.magnitude + q.error * k.error)
+    return score, stage, error
+
