@@ -74,15 +74,13 @@ def _schedule_summary(schedule: Any, circuit: Circuit | None = None) -> dict[str
     layers = circuit.layers if circuit is not None else schedule.layers
     heads = (list(schedule.heads_per_layer) if circuit is None
              else [sum(1 for h in circuit.heads if h.layer == layer) for layer in range(1, layers + 1)])
-    return {
-        "layers": layers,
-        "heads": heads,
-        "order": schedule.tree.order,
-        "dimension": schedule.dimension,
-        "verdict": schedule.verdict,
-        "table": [{"head": h.name, "layer": placed.get(h.name, h.layer), "kind": h.kind, "site": h.site,
-                   "compares": h.compares} for h in schedule.heads],
-    }
+    table = [{"head": h.name, "layer": placed.get(h.name, h.layer), "kind": h.kind, "site": h.site,
+              "compares": h.compares} for h in schedule.heads]
+    if circuit is not None and circuit.vocabulary is not None:  # the token lowering builds heads of its own
+        table = [{"head": h.name, "layer": h.layer, "kind": h.kind, "site": h.site, "compares": h.formula}
+                 for h in circuit.heads]
+    return {"layers": layers, "heads": heads, "order": schedule.tree.order, "dimension": schedule.dimension,
+            "verdict": schedule.verdict, "table": table}
 
 
 def square_route(ffn: str | None, route: str) -> str:
@@ -210,7 +208,8 @@ def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | 
     metadata: dict[str, Any] = {
         "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
         "eps": float(eps),
-        "schedule": _schedule_summary(schedule, circuit if ffn != "wide" or route != "efficient" else None),
+        "schedule": _schedule_summary(schedule, circuit if ffn != "wide" or route != "efficient"
+                                      or program.over_tokens else None),
         "a_priori_bound": circuit.budget.bound,
         "measured_error": None,
     }

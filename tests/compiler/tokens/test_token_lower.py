@@ -100,6 +100,10 @@ def test_a_token_model_runs_at_every_length_and_its_heads_say_how() -> None:
     assert ("uniform", "1/len = mean_<s> [s == 1]") in kinds
     assert any(kind == "token retrieval" for kind, _ in kinds)
     assert all("last" not in str(head["mask"]) for layer in compiled.config["layers"] for head in layer["heads"])
+    schedule = compiled.config["schedule"]  # the heads the token lowering built, not the continuous schedule's
+    assert schedule["heads"] == [len(layer["heads"]) for layer in compiled.config["layers"]]
+    assert [row["head"] for row in schedule["table"]] == [head["name"] for layer in compiled.config["layers"]
+                                                           for head in layer["heads"]]
 
 
 @pytest.mark.parametrize("source, why", [
