@@ -20,7 +20,9 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import torch
 from report import write_section
@@ -59,12 +61,18 @@ def measure(name: str, samples: int, folder: Path) -> str:
             f"{gap:.1e} | {error:.2e} | {model64.config['eps']:g} | {ratio:.2f} | {exported_in:.2f} | {forward:.1f} |")
 
 
-def main(samples: int = SAMPLES) -> None:
+def measured_rows(measure_row: Callable[[Any, Path], str], items: Iterable[Any]) -> list[str]:
+    """One table row per item, each measured in a shared temporary folder and printed as it comes."""
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for name in SHIPPED:
-            rows.append(measure(name, samples, Path(folder)))
+        for item in items:
+            rows.append(measure_row(item, Path(folder)))
             print(rows[-1], flush=True)
+    return rows
+
+
+def main(samples: int = SAMPLES) -> None:
+    rows = measured_rows(lambda name, folder: measure(name, samples, folder), SHIPPED)
     body = (f"{samples} random inputs and 256 corners per example; float64 unless said. Layers × heads × head_dim, "
             "n_inner of the GPT-2; float32 ratio: |export32 − model64| / |model32 − model64|.\n\n"
             "| example | GPT-2 | max \\|export − model\\| | max error | ε | float32 ratio | export s | forward s |\n"
@@ -93,12 +101,8 @@ def measure_active(name: str, dtype: torch.dtype, samples: int, folder: Path) ->
 
 
 def main_active(samples: int = ACTIVE_SAMPLES) -> None:
-    rows = []
-    with tempfile.TemporaryDirectory() as folder:
-        for name in ACTIVE:
-            for dtype in (torch.float64, torch.float32):
-                rows.append(measure_active(name, dtype, samples, Path(folder)))
-                print(rows[-1], flush=True)
+    rows = measured_rows(lambda item, folder: measure_active(*item, samples, folder),
+                         [(name, dtype) for name in ACTIVE for dtype in (torch.float64, torch.float32)])
     body = (f"`--layernorm active` (ε_LN = 1e-5, gain 1): {samples} random inputs and 256 corners; C chosen so that "
             "4·K/C² is the share of ε the compiled bound leaves, K measured at first order.\n\n"
             "| example | dtype | C | K | share | ε | max error | max error at C/10 |\n"
@@ -137,11 +141,7 @@ def measure_targets(name: str, samples: int, folder: Path) -> str:
 
 
 def main_targets(samples: int = TARGET_SAMPLES) -> None:
-    rows = []
-    with tempfile.TemporaryDirectory() as folder:
-        for name in SHIPPED:
-            rows.append(measure_targets(name, samples, Path(folder)))
-            print(rows[-1], flush=True)
+    rows = measured_rows(lambda name, folder: measure_targets(name, samples, folder), SHIPPED)
     body = (f"{samples} random inputs and 256 corners per example, float64. gap: max \\|export − model(x)\\|; "
             "error: against the reference over the inputs the guarantee covers (ε = 0.01 for all); Llama ratio: its "
             "gap / \\|model32 − model64\\| (HF's RMSNorm computes in float32); self-contained: S the interval bound "

@@ -15,6 +15,7 @@ Each head and FFN block records the a-priori error it adds (``error``), so the c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 ONE = "one"
@@ -69,6 +70,12 @@ class LinearForm:
         if self.constant or not parts:
             parts.append(f"{self.constant:+.6g}")
         return " ".join(parts)
+
+
+def readout_rounding(form: LinearForm, magnitude: float, unit_roundoff: float) -> float:
+    """The rounding of the unembedding's sum of ``form`` (a value of size ``magnitude``):
+    √(D+1)·(|y| + Σ|coefficients|)·ϱ, D the form's terms."""
+    return unit_roundoff * (math.sqrt(len(form.terms) + 1) * (magnitude + sum(abs(c) for _, c in form.terms)))
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,6 @@ unembedding, which sums its directions: one more rounding, √D·|y|·ϱ.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ...analysis.causality import is_causal
@@ -19,7 +17,7 @@ from ...analysis.schedule import Schedule, layers_for_output
 from ...errors import CompileError
 from ...language import typed as ir
 from ..approximations import ROUTES
-from ..circuit import Circuit, ErrorBudget, NodeValue
+from ..circuit import Circuit, ErrorBudget, NodeValue, readout_rounding
 from .budget import BudgetFit, RoundingLimit, fit_budget
 from .builder import CircuitBuilder
 from .fetch import position_head, presence_head
@@ -33,9 +31,8 @@ UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24}
 
 def _read_out(builder: CircuitBuilder, q: Quantity) -> Quantity:
     """q as the unembedding reads it: plus the rounding of its sum, √(D+1)·(|q| + Σ|coefficients|)·ϱ."""
-    reading = math.sqrt(len(q.form.terms) + 1) * (q.magnitude + sum(abs(c) for _, c in q.form.terms))
-    return Quantity(form=q.form, stage=q.stage, low=q.low, high=q.high,
-                    error=q.error.plus(ErrorVec.rounded(builder.unit_roundoff * reading)))
+    rounding = readout_rounding(q.form, q.magnitude, builder.unit_roundoff)
+    return Quantity(form=q.form, stage=q.stage, low=q.low, high=q.high, error=q.error.plus(ErrorVec.rounded(rounding)))
 
 
 def lower_schedule(builder: CircuitBuilder, schedule: Schedule) -> list[Quantity]:

@@ -23,18 +23,14 @@ from ...analysis.causality import is_causal
 from ...analysis.finite import finite_domain
 from ...errors import CompileError
 from ...language import typed as ir
-from ..circuit import Circuit, ErrorBudget, LinearForm
-from .builder import UNIT_ROUNDOFF, TokenCircuitBuilder
+from ..circuit import Circuit, ErrorBudget, readout_rounding
+from ..lower import UNIT_ROUNDOFF
+from .builder import TokenCircuitBuilder
 from .lower import RULES, TokenLowering
 
 SEQUENCE_ROW = "@"  # a sequence target's row: the readout token, which no expression reads as a position
 
 __all__ = ["RULES", "lower_tokens"]
-
-
-def _readout_rounding(form: LinearForm, magnitude: float, unit_roundoff: float) -> float:
-    """The unembedding's sum: (|y| + Σ|coefficients|)·√(terms + 1)·ϱ."""
-    return unit_roundoff * (magnitude + sum(abs(c) for _, c in form.terms)) * (len(form.terms) + 1) ** 0.5
 
 
 def lower_tokens(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit:
@@ -51,14 +47,14 @@ def lower_tokens(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit
         assert isinstance(program.target, ir.Token)
         token = lowering.token(program.target.position, row)
         output = token.onehot
-        bound = token.error + max(_readout_rounding(f, 1.0, builder.unit_roundoff) for f in output)
+        bound = token.error + max(readout_rounding(f, 1.0, builder.unit_roundoff) for f in output)
         shape: tuple[int, ...] = (program.vocabulary.size,)
         if bound >= 0.25:
             raise CompileError(f"the token scores are within {bound:.3g} of 0/1, not a safe margin")
     else:
         value = lowering.feature(program.target, row)
         output = (value.form,)
-        bound = value.error + _readout_rounding(value.form, value.magnitude, builder.unit_roundoff)
+        bound = value.error + readout_rounding(value.form, value.magnitude, builder.unit_roundoff)
         shape = ()
         if bound > eps:
             raise CompileError(f"the a-priori bound {bound:.3g} of this token program in {str(dtype)[6:]} is above "

@@ -21,17 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import torch
-
 from ...errors import CompileError
 from ...language import typed as ir
 from ..circuit import ONE, AttentionHead, FFNBlock, LinearForm, ReLUUnit
+from ..lower.builder import MAX_UNITS
 
 #: Every softmax tail (the weight a head leaves off its winners) is made at most this.
 TAIL = 1e-9
-#: The most hidden units a token circuit may use.
-MAX_UNITS = 1_000_000
-UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24}
 
 Values = frozenset[Fraction] | None
 

@@ -200,7 +200,7 @@ def gate(builder: TokenCircuitBuilder, a: Feature, b: Feature, text: str) -> Fea
     span = high - low
     form = b.form.plus(LinearForm.const(-low)).plus(a.form.plus(LinearForm.const(-1.0)), span)
     values = _products(a.values or INDICATOR, b.values)
-    return _unit_feature(builder, stem="gate", formula=f"{text}", inputs=[a, b],
+    return _unit_feature(builder, stem="gate", formula=text, inputs=[a, b],
                          units=[(form, 1.0, 2 * span + b.magnitude)],
                          values=values, error=b.error + span * a.error, extra=a.form.scaled(low))
 
