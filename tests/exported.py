@@ -59,6 +59,13 @@ def float32_export_gap(directory: Path, **options) -> tuple[float, float]:
     return largest_gap(y, y64), largest_gap(y32, y64)
 
 
+def bridge_cache(bridge: torch.nn.Module, directory: Path, x: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    """(logits, cache) of a TransformerLens bridge's ``run_with_cache`` on the export's inputs for x."""
+    arguments = ifl.export_inputs(directory, x)
+    with torch.no_grad():
+        return bridge.run_with_cache(arguments["inputs_embeds"], attention_mask=arguments["attention_mask"])
+
+
 def table_model(name: str, route: str) -> CompiledTransformer:
     """A table program compiled at ε = 1e-2 in float64 by ``route``: wide, deep or gather."""
     if route == "gather":

@@ -14,7 +14,7 @@ import json
 
 import pytest
 import torch
-from exported import assert_comparison_nodes_at_their_hooks, shipped
+from exported import assert_comparison_nodes_at_their_hooks, bridge_cache, shipped
 from transformer_lens.model_bridge.sources import build_bridge_from_module
 from transformers import AutoModelForCausalLM
 
@@ -36,9 +36,7 @@ def test_every_comparison_node_holds_its_value_at_the_hook_infoflow_json_names(n
     model, bridge = bridged(name, tmp_path / "out")
     info = json.loads((tmp_path / "out" / "infoflow.json").read_text())
     x = ifl.sample_inputs(program_of(model), SAMPLES, seed=11)
-    arguments = ifl.export_inputs(tmp_path / "out", x)
-    with torch.no_grad():
-        logits, cache = bridge.run_with_cache(arguments["inputs_embeds"], attention_mask=arguments["attention_mask"])
+    logits, cache = bridge_cache(bridge, tmp_path / "out", x)
     assert float((ifl.export_outputs(tmp_path / "out", logits) - model(x)).abs().max()) <= 1e-12
     assert_comparison_nodes_at_their_hooks(info, cache, model, x)
 
@@ -48,9 +46,8 @@ def test_the_bridge_scores_are_the_compiled_beta_q_k_through_the_sqrt_d_head_sca
     head_dim = json.loads((tmp_path / "out" / "infoflow.json").read_text())["layout"]["head_dim"]
     assert bridge.cfg.d_head == head_dim and head_dim > 1
     x = ifl.sample_inputs(program_of(model), 16, seed=3)
-    arguments = ifl.export_inputs(tmp_path / "out", x)
+    _, cache = bridge_cache(bridge, tmp_path / "out", x)
     with torch.no_grad():
-        _, cache = bridge.run_with_cache(arguments["inputs_embeds"], attention_mask=arguments["attention_mask"])
         _, compiled = ifl.hooked(model).run_with_cache(x)
     length = x.shape[1]
     for layer in range(2):

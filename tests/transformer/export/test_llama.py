@@ -18,6 +18,7 @@ from exported import (
     SHIPPED,
     AsModel,
     assert_comparison_nodes_at_their_hooks,
+    bridge_cache,
     largest_error,
     largest_gap,
     shipped,
@@ -111,9 +112,7 @@ def test_the_bridge_holds_every_comparison_node_at_the_hook_infoflow_json_names(
     bridge = build_bridge_from_module(hf, "LlamaForCausalLM", hf_config=hf.config)
     info = json.loads((tmp_path / "out" / "infoflow.json").read_text())
     x = ifl.sample_inputs(program_of(model), 200, seed=11)
-    arguments = ifl.export_inputs(tmp_path / "out", x)
-    with torch.no_grad():
-        _, cache = bridge.run_with_cache(arguments["inputs_embeds"], attention_mask=arguments["attention_mask"])
+    _, cache = bridge_cache(bridge, tmp_path / "out", x)
     run = AsModel(lambda inputs: ifl.export_outputs(tmp_path / "out", bridge(
         ifl.export_inputs(tmp_path / "out", inputs)["inputs_embeds"],
         attention_mask=ifl.export_inputs(tmp_path / "out", inputs)["attention_mask"])))

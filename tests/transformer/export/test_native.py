@@ -18,6 +18,7 @@ from cli_runner import run_cli
 from exported import (
     SHIPPED,
     assert_comparison_nodes_at_their_hooks,
+    bridge_cache,
     float32_export_gap,
     largest_error,
     largest_gap,
@@ -94,9 +95,7 @@ def test_run_with_cache_holds_every_comparison_node_at_the_hook_infoflow_json_na
     model, bridge = native(name, tmp_path / "out")
     info = json.loads((tmp_path / "out" / "infoflow.json").read_text())
     x = ifl.sample_inputs(program_of(model), 300, seed=11)
-    arguments = ifl.export_inputs(tmp_path / "out", x)
-    with torch.no_grad():
-        logits, cache = bridge.run_with_cache(arguments["inputs_embeds"], attention_mask=arguments["attention_mask"])
+    logits, cache = bridge_cache(bridge, tmp_path / "out", x)
     assert largest_gap(ifl.export_outputs(tmp_path / "out", logits), model(x)) <= EXACT
     assert all(record["first_row"] == 0 for record in info["circuit"])
     assert_comparison_nodes_at_their_hooks(info, cache, model, x, empty_rows=True)
@@ -109,9 +108,8 @@ def test_the_scores_are_the_compiled_beta_q_k_through_the_sqrt_d_head_scaling(tm
     d_head = bridge.cfg.d_head
     assert d_head > 1
     x = ifl.sample_inputs(program_of(model), 16, seed=3)
-    arguments = ifl.export_inputs(tmp_path / "out", x)
+    _, cache = bridge_cache(bridge, tmp_path / "out", x)
     with torch.no_grad():
-        _, cache = bridge.run_with_cache(arguments["inputs_embeds"], attention_mask=arguments["attention_mask"])
         _, compiled = ifl.hooked(model).run_with_cache(x)
     length = x.shape[1]
     for layer in range(2):
@@ -131,9 +129,7 @@ def test_a_query_with_no_allowed_key_gets_a_zero_pattern_without_a_sink(tmp_path
     model, bridge = native("induction", tmp_path / "out")
     head = next(h for h in json.loads((tmp_path / "out" / "infoflow.json").read_text())["heads"] if h["name"] == "p1")
     x = model_inputs(program_of(model), 8, seed=4, corners=0)
-    arguments = ifl.export_inputs(tmp_path / "out", x)
-    with torch.no_grad():
-        _, cache = bridge.run_with_cache(arguments["inputs_embeds"], attention_mask=arguments["attention_mask"])
+    _, cache = bridge_cache(bridge, tmp_path / "out", x)
     pattern = cache[head["hook_pattern"]][:, head["slot"]]  # (B, N, N)
     assert float(pattern[:, 0].abs().max()) == 0.0  # token 1 (row 0): every key masked, no NaN
     assert torch.equal(pattern[:, 1:-1].sum(-1), torch.ones(8, model.T - 1, dtype=pattern.dtype))
