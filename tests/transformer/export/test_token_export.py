@@ -10,6 +10,7 @@ import torch
 from programs import TRACR_DIR
 
 import infoflow_dsl as ifl
+from infoflow_dsl.reference.token_check import constant_sequences
 from infoflow_dsl.reference.tokens import random_ids
 from infoflow_dsl.transformer.export.directory import vector_view
 
@@ -23,7 +24,10 @@ def compiled(name: str) -> tuple[ifl.Program, ifl.CompiledTransformer]:
 
 
 def _ids(program: ifl.Program, per_length: int) -> list[torch.Tensor]:
-    return [random_ids(program, per_length, seed=length, length=length) for length in range(1, program.length + 1)]
+    """Random ids of every length 1..T, each batch with the V constant sequences (the corners' analogue)."""
+    size = program.vocabulary.size
+    return [torch.cat([random_ids(program, per_length, seed=length, length=length), constant_sequences(size, length)])
+            for length in range(1, program.length + 1)]
 
 
 def test_the_vector_view_is_the_table_on_one_hot_rows() -> None:
@@ -38,8 +42,8 @@ def test_the_vector_view_is_the_table_on_one_hot_rows() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_every_tracr_program_exported_to_gpt2_matches_the_model_and_the_reference(name: str, tmp_path) -> None:
     """AutoModelForCausalLM on export_inputs(DIR, ids): within 1e-12 of model(ids) (float64),
-    the reference's token (or within ε) on 2,000 random ids of every length, after a
-    save_pretrained round trip too."""
+    the reference's token (or within ε) on 2,000 random ids of every length and the constant
+    sequences, after a save_pretrained round trip too."""
     import transformers
 
     program, model = compiled(name)
