@@ -35,7 +35,7 @@ from typing import Any
 
 from ..language import typed as ir
 from ..transformer.io import write_bytes_atomically
-from .train import VALIDATION_SEED, Distribution, TrainSettings, draw_inputs, head_budget, model_nmse
+from .train import Distribution, TrainSettings, draw_inputs, head_budget, model_nmse, validation_seed
 
 COLUMNS = ["run", "config", "heads", "layers", "T", "d_model", "d_head", "d_mlp", "steps", "batch", "lr", "dist",
            "seed", "best_nmse", "best_step", "final_nmse", "declared_nmse", "parameters", "seconds", "cpu_seconds",
@@ -132,7 +132,7 @@ def run_one(run: Run) -> tuple[dict[str, Any], bytes]:
     result = train(program, run.settings, init, quiet=True)
     cpu_seconds = time.process_time() - cpu_start
     s = run.settings
-    declared = sample_inputs(program, s.validation, seed=s.seed + VALIDATION_SEED, device=s.device)
+    declared = sample_inputs(program, s.validation, seed=validation_seed(s.seed), device=s.device)
     declared_nmse = model_nmse(result.model, program, declared)  # the last step's model on the declared domain
     row = {"run": run.key, "config": run.config_key, "heads": ",".join(map(str, s.heads)), "layers": len(s.heads),
            "T": run.length, "d_model": s.d_model, "d_head": s.d_head, "d_mlp": s.d_mlp, "steps": s.steps,
@@ -333,7 +333,7 @@ def compiled_reference(program: ir.Program, base: TrainSettings, eps: float) -> 
         model = compile_program(program, eps=eps, dtype="float64", device="cpu", samples=0)
     except CompileError as error:
         return CompiledReference(program.length, eps, None, None, None, f"not compiled: {error}")
-    x = draw_inputs(program, Distribution(), base.validation, base.seed + VALIDATION_SEED)  # the declared domain
+    x = draw_inputs(program, Distribution(), base.validation, validation_seed(base.seed))  # the declared domain
     return CompiledReference(program.length, eps, model_nmse(model, program, x), model.parameter_count(),
                              model.nonzero_parameter_count(), "")
 

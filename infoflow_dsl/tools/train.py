@@ -22,7 +22,10 @@ the steps, then cosine decay to 0. Validation: NMSE = MSE / Var(target) on a fix
 (the variance taken per output component around its mean), measured on y (the readout mapped
 back), at step 0 and ``EVALUATIONS`` times over the run. A run reports the NMSE of its best
 validation point after step 0 (``best_nmse``, as the papers report) and that of the last step
-(``final_nmse``); the model returned is the last step's.
+(``final_nmse``); the model returned is the last step's. Seeds: run seed s draws training step k
+with the generator seed s·2^34 + k + 1 and its held-out set with s·2^34 + 2^33 (``batch_seed``,
+``validation_seed``), so no batch of any run shares a seed with any held-out set (runs of up to
+2^32 steps).
 
 Inputs: ``uniform`` draws from the declared domain (``sampling.sample_inputs``); ``normal[:σ]``
 draws every coordinate from N(0, σ²) (σ = 1 by default), *not* projected into the domain, as in
@@ -57,11 +60,24 @@ from ..transformer.model import CompiledTransformer
 
 Tensor = torch.Tensor
 
-VALIDATION_SEED = 1_000_003  # the held-out set's seed offset: never a training step's seed
-STANDARDISATION_SEED = 2**40 + 1  # the fixed draw that estimates μ and σ: no run's training or validation seed
+SEED_BLOCK = 2**34  # run seed s owns the generator seeds s·2^34 + [1, 2^33]: disjoint blocks for s ≥ 0
+STANDARDISATION_SEED = 3 * 2**32  # the fixed draw that estimates μ and σ: offset 3·2^32 of block 0, used by no run
 STANDARDISATION_DRAW = 4096
+MAX_STEPS = 2**32  # a run's training seeds s·2^34 + [1, 2^32] stay below its validation seed s·2^34 + 2^33
 WARMUP_FRACTION = 0.05
 EVALUATIONS = 20  # validation points over a run (plus the last step)
+
+
+def batch_seed(seed: int, step: int) -> int:
+    """The generator seed of training step ``step`` (0-based) of run seed ``seed``: s·2^34 + step + 1.
+    Steps below 2^32 stay in the run's own block, apart from its validation seed and every other run's."""
+    return seed * SEED_BLOCK + step + 1
+
+
+def validation_seed(seed: int) -> int:
+    """The generator seed of run seed ``seed``'s held-out set: s·2^34 + 2^33, never a training step's seed
+    (of this run or any other) nor another run's validation seed."""
+    return seed * SEED_BLOCK + 2**33
 
 
 class TrainError(ValueError):
@@ -480,6 +496,9 @@ def estimate_standardisation(program: ir.Program, dist: Distribution, device: st
 def train(program: ir.Program, settings: TrainSettings, init: CompiledTransformer | None = None,
           quiet: bool = False, on_validation: Callable[[int, float], None] | None = None) -> TrainResult:
     """Train a model of the compiled family on ``program`` (see the module docstring)."""
+    if not 0 <= settings.seed < 2**29 or settings.steps > MAX_STEPS:
+        raise TrainError(f"seeds go from 0 to 2^29 − 1 and runs up to {MAX_STEPS:,} steps (the seed layout), "
+                         f"got seed {settings.seed} and {settings.steps:,} steps")
     start = time.monotonic()
     torch.manual_seed(settings.seed)
     device = settings.device
@@ -490,7 +509,7 @@ def train(program: ir.Program, settings: TrainSettings, init: CompiledTransforme
         standard.unfold_from(model)  # the init model outputs y; trained, the model outputs z
     optimizer = torch.optim.AdamW(trainable, lr=settings.lr, weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: learning_rate_factor(s, settings.steps))
-    x_val = draw_inputs(program, settings.dist, settings.validation, settings.seed + VALIDATION_SEED, device)
+    x_val = draw_inputs(program, settings.dist, settings.validation, validation_seed(settings.seed), device)
     y_val = reference_target(program, x_val)  # (N, ...) float64, on the device
     history: list[tuple[int, float]] = []
 
@@ -505,7 +524,7 @@ def train(program: ir.Program, settings: TrainSettings, init: CompiledTransforme
     last = validate(0)
     bar = _progress(settings.steps, quiet)
     for step in range(settings.steps):
-        x = draw_inputs(program, settings.dist, settings.batch, settings.seed * 1_000_003 + step + 1, device)
+        x = draw_inputs(program, settings.dist, settings.batch, batch_seed(settings.seed, step), device)
         z = standard.forward(reference_target(program, x), components).to(dtype=model.dtype)  # (B, ...)
         loss, _ = squared_error(model(as_input(model, x)), z)
         optimizer.zero_grad(set_to_none=True)

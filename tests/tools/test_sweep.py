@@ -20,7 +20,7 @@ from cli_runner import run_cli
 
 import infoflow_dsl as ifl
 from infoflow_dsl.tools import sweep
-from infoflow_dsl.tools.train import VALIDATION_SEED, TrainSettings, model_nmse
+from infoflow_dsl.tools.train import TrainSettings, model_nmse, validation_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 D_RETRIEVAL = ROOT / "compiled_examples" / "d_retrieval.iflow"
@@ -74,7 +74,7 @@ def test_in_process_sweep_records_every_run_once_and_resumes_without_rerunning(t
         assert float(row["best_nmse"]) <= float(row["final_nmse"]) and 1 <= int(row["best_step"]) <= 20
         assert trained["seed"] == int(row["seed"])
         program = compiled.program("d_retrieval", 4)
-        declared = ifl.sample_inputs(program, 128, seed=int(row["seed"]) + VALIDATION_SEED)
+        declared = ifl.sample_inputs(program, 128, seed=validation_seed(int(row["seed"])))
         assert float(row["declared_nmse"]) == pytest.approx(model_nmse(model, program, declared), rel=1e-5)
     program_at = lambda length: compiled.program("d_retrieval", length)  # noqa: E731
     configs = sweep.finish(tmp_path, "d_retrieval", grid, runs, rows, program_at, 1e-2)

@@ -18,12 +18,14 @@ import infoflow_dsl as ifl
 from infoflow_dsl.reference.measure import model_inputs
 from infoflow_dsl.reference.verify import check_model
 from infoflow_dsl.tools.train import (
+    MAX_STEPS,
     OUTPUT_SIDE,
-    VALIDATION_SEED,
+    STANDARDISATION_SEED,
     Distribution,
     Standardisation,
     TrainError,
     TrainSettings,
+    batch_seed,
     build_model,
     draw_inputs,
     learning_rate_factor,
@@ -34,6 +36,7 @@ from infoflow_dsl.tools.train import (
     squared_error,
     target_variance,
     train,
+    validation_seed,
 )
 from infoflow_dsl.transformer import sparse as sparse_module
 
@@ -104,7 +107,7 @@ def test_init_pads_the_compiled_model_with_zeros_and_computes_the_same_function(
         torch.testing.assert_close(padded(x.float()), model(x.float()), rtol=1e-5, atol=1e-5)
     result = train(program, settings, model, quiet=True)
     assert result.final_nmse == pytest.approx(model_nmse(model, program, draw_inputs(
-        program, settings.dist, settings.validation, settings.seed + 1_000_003)), rel=1e-3)
+        program, settings.dist, settings.validation, validation_seed(settings.seed))), rel=1e-3)
     with pytest.raises(TrainError, match="more than --d-model"):
         build_model(program, replace(settings, d_model=4), model)
     with pytest.raises(TrainError, match="heads per layer"):
@@ -277,7 +280,7 @@ def test_the_nmse_is_unchanged_by_the_standardisation_and_the_model_outputs_y() 
     settings = replace(TOY, heads=(2, 2), steps=30, dist=Distribution("normal", 1.0))
     result = train(program, settings, quiet=True)
     assert abs(result.standardisation.mean[0]) > 1.0 and result.standardisation.scale > 1.0
-    x_val = draw_inputs(program, settings.dist, settings.validation, settings.seed + VALIDATION_SEED)
+    x_val = draw_inputs(program, settings.dist, settings.validation, validation_seed(settings.seed))
     assert model_nmse(result.model, program, x_val) == pytest.approx(result.final_nmse, rel=1e-4)
     trained = result.model.config["trained"]
     assert trained["target_scale"] == result.standardisation.scale and trained["target_mean"] == list(
@@ -355,3 +358,17 @@ def test_device_sampling_and_targets_equal_the_host_path(device) -> None:
         target = ifl.evaluate(program, drawn)
         assert target.device.type == device and target.dtype == torch.float64
         torch.testing.assert_close(target.cpu(), ifl.evaluate(program, drawn.cpu()), rtol=1e-12, atol=1e-12)
+
+
+def test_seed_streams_are_disjoint() -> None:
+    """No training batch of any run draws with a held-out set's seed or the standardisation's: run
+    seed 1's first batch once shared the validation set's seed (seed·1,000,003 + 1 = 1 + 1,000,003)."""
+    runs, steps = range(4), (0, 1, 2, 39_999, 2**32 - 2)
+    batches = {batch_seed(seed, step) for seed in runs for step in steps}
+    held_out = {validation_seed(seed) for seed in runs} | {STANDARDISATION_SEED}
+    assert len(batches) == len(runs) * len(steps) and len(held_out) == len(runs) + 1
+    assert not batches & held_out
+    program = ifl.load_program(ROOT / "compiled_examples" / "d_retrieval.iflow", length=4)
+    for settings in (TrainSettings(heads=(1,), seed=-1), TrainSettings(heads=(1,), steps=MAX_STEPS + 1)):
+        with pytest.raises(TrainError, match="seed layout"):
+            train(program, settings, quiet=True)
