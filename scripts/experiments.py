@@ -98,14 +98,14 @@ HC_40K_SWEEP = Sweep("hc_d4_t32_40k_lr1e-3", D_RETRIEVAL, ("--T", "32", "--heads
 #: the compiled start: at the protocol's peak lr (1,000 steps), at 1e-5 (4,000 steps) and 3e-6 (2,000 steps)
 START_FLAGS = ("--T", "16", "--heads", "2,2", "--d-model", "32", "--d-mlp", "512", "--dist", "normal", "--seeds",
                "1", "--compare-eps", "0.1", "--init", INIT_MODEL)
-START_LR3_SWEEP = Sweep("intrinsic2_t16_compiled_start_lr1e-3", INTRINSIC, (*START_FLAGS, "--steps", "1000"),
+START_1E3_SWEEP = Sweep("intrinsic2_t16_compiled_start_lr1e-3", INTRINSIC, (*START_FLAGS, "--steps", "1000"),
                         stream="start")
-START_LR5_SWEEP = Sweep("intrinsic2_t16_compiled_start_lr1e-5_4k", INTRINSIC, (*START_FLAGS, "--steps", "4000"),
+START_1E5_SWEEP = Sweep("intrinsic2_t16_compiled_start_lr1e-5_4k", INTRINSIC, (*START_FLAGS, "--steps", "4000"),
                         lr="1e-5", stream="start")
-START_LR6_SWEEP = Sweep("intrinsic2_t16_compiled_start_lr3e-6", INTRINSIC, (*START_FLAGS, "--steps", "2000"),
+START_3E6_SWEEP = Sweep("intrinsic2_t16_compiled_start_lr3e-6", INTRINSIC, (*START_FLAGS, "--steps", "2000"),
                         lr="3e-6", stream="start")
 #: the current sweeps, in three streams that ran at once (run order within each stream)
-SWEEPS = [INTRINSIC_40K_SWEEP, HC_40K_SWEEP, START_LR5_SWEEP, START_LR3_SWEEP, START_LR6_SWEEP]
+SWEEPS = [INTRINSIC_40K_SWEEP, HC_40K_SWEEP, START_1E5_SWEEP, START_1E3_SWEEP, START_3E6_SWEEP]
 #: shorter runs of the current protocol under the earlier seed layout (run seed s drew training step k
 #: with seed s·1,000,003 + k + 1 and its held-out set with s + 1,000,003, so seed 1's first batch was
 #: its held-out set's seed): committed data, not rerun; their stream is experiments/stream.json
@@ -138,7 +138,7 @@ EARLIER = [
 #: the sweep that ran it here).
 FULL_PROTOCOL = (("intrinsic_2, T = 16, d_mlp 512", "intrinsic2_t16_mlp512", ("2,2", "1,2", "2,1"), 40_000, 2,
                   INTRINSIC_40K_SWEEP.name),
-                 ("compiled start", "intrinsic2_t16_mlp512", ("2,2",), 40_000, 1, START_LR6_SWEEP.name),
+                 ("compiled start", "intrinsic2_t16_mlp512", ("2,2",), 40_000, 1, START_3E6_SWEEP.name),
                  ("HC, T = 32", "hc_d4_t32", ("3", "4"), 40_000, 1, HC_40K_SWEEP.name))
 
 # ---------------------------------------------------------------------------- steps per second
@@ -252,6 +252,16 @@ def reference(key: str) -> dict[str, Any] | None:
 # ---------------------------------------------------------------------------- running
 
 
+def stream_names() -> list[str]:
+    """The current sweeps' streams, in the order of their first sweep."""
+    return list(dict.fromkeys(sweep.stream for sweep in SWEEPS))
+
+
+def stream_timings(path: Path) -> list[dict[str, Any]]:
+    """A stream's recorded sweeps (sweep, started, wall_seconds); none when it has not run."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+
+
 def stream_file(stream: str) -> Path:
     """Where a stream's timings go: experiments/streams/<stream>.json (the shorter runs' single
     stream, run before there were several, is experiments/stream.json)."""
@@ -262,7 +272,7 @@ def run_all() -> None:
     """References, steps/s, then every current sweep of every stream, one stream after the other."""
     write_references()
     measure_all()
-    for stream in dict.fromkeys(sweep.stream for sweep in SWEEPS):
+    for stream in stream_names():
         run_stream(stream)
 
 
@@ -273,7 +283,7 @@ def run_stream(stream: str) -> None:
            "OMP_NUM_THREADS": "1"}
     path = stream_file(stream)
     path.parent.mkdir(parents=True, exist_ok=True)
-    timings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    timings = stream_timings(path)
     for sweep in (s for s in SWEEPS if s.stream == stream):
         command = ["nice", "-n", "19", sys.executable, "-m", "infoflow_dsl.tools.cli", *sweep.argv()]
         started = time.time()
@@ -418,15 +428,11 @@ def heads_table(name: str, program: str, length: int, budgets: Sequence[str], la
     return lines
 
 
-def stream_timings(path: Path) -> list[dict[str, Any]]:
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
-
-
 def stream_lines() -> list[str]:
     """Each stream's sweeps with their measured start and wall time (start to end of the sweep):
     the current sweeps' streams (experiments/streams/, run at once) and the shorter runs' stream."""
-    streams = [(f"`{stream}`", f"experiments/streams/{stream}.json", stream_timings(stream_file(stream)))
-               for stream in dict.fromkeys(sweep.stream for sweep in SWEEPS)]
+    streams = [(f"`{stream}`", f"experiments/{stream_file(stream).relative_to(OUT).as_posix()}",
+                stream_timings(stream_file(stream))) for stream in stream_names()]
     streams.append(("shorter runs", "experiments/stream.json", stream_timings(OUT / "stream.json")))
     lines = ["| stream | sweep | started (UTC) | wall minutes |", "|---|---|---|---|"]
     for label, _, timings in streams:
@@ -535,7 +541,7 @@ def intrinsic_lines() -> list[str]:
                   "points (seed 0's held-out set; acceptance: best at or below it):", "",
                   "| peak lr | steps | seeds | best NMSE (at step) | last step | acceptance |",
                   "|---|---|---|---|---|---|"]
-        for sweep in (START_LR3_SWEEP, START_LR5_SWEEP, START_LR6_SWEEP):
+        for sweep in (START_1E3_SWEEP, START_1E5_SWEEP, START_3E6_SWEEP):
             if start := found(sweep.name, heads="2,2"):
                 row = start.best_row
                 met = "met" if best_nmse(row) <= box3["nmse_normal"] else "NOT met"
@@ -577,17 +583,16 @@ def why_not_ten(f22: Found, others: Sequence[Found | None], box3: dict[str, Any]
 
 def hc_lines() -> list[str]:
     lines: list[str] = []
-    for sweep, label in ((HC_40K_SWEEP, "infoflow, T = 32, d_model 32, d_mlp 32, 40,000 steps"),
-                         (HC_SWEEP, "shorter run (earlier seed layout), 3,000 steps"),
-                         (HC_10K_SWEEP, "shorter run (earlier seed layout), 10,000 steps"),
-                         (HC_10K_LR3_SWEEP, "as above at the earlier peak lr 3e-3, 10,000 steps"),
-                         (EARLIER[0], "earlier protocol (lr 3e-3), T = 32, 40,000 steps")):
+    for sweep, label, needed in ((HC_40K_SWEEP, "infoflow, T = 32, d_model 32, d_mlp 32, 40,000 steps", 100),
+                                 (HC_SWEEP, "shorter run (earlier seed layout), 3,000 steps", None),
+                                 (HC_10K_SWEEP, "shorter run (earlier seed layout), 10,000 steps", None),
+                                 (HC_10K_LR3_SWEEP, "as above at the earlier peak lr 3e-3, 10,000 steps", None),
+                                 (EARLIER[0], "earlier protocol (lr 3e-3), T = 32, 40,000 steps", None)):
         lines += [*heads_table(sweep.name, D_RETRIEVAL, 32, ("3", "4"), label, sweep.earlier)]
         f3, f4 = found(sweep.name, heads="3"), found(sweep.name, heads="4")
         if f3 and f4:
             at_end = "" if sweep.earlier or int(f4.best_row["best_step"]) < int(f4.rows[0]["steps"]) else (
                 " h = 4 had its best point at the last step: its NMSE was still falling when the schedule ended.")
-            needed = 100 if sweep is HC_40K_SWEEP else None  # the acceptance is on the protocol's run
             lines += ["", factor_line("Factor h = 3 / h = 4", f3.best / f4.best, needed) + "." + at_end]
         lines.append("")
     hc = reference("d_retrieval_t32_eps0.01")
@@ -661,7 +666,7 @@ def summary_section(name: str) -> str:
 
 def render() -> str:
     current, shorter, earlier = stream_minutes(SWEEPS), stream_minutes(SHORTER), stream_minutes(EARLIER)
-    streams = len(dict.fromkeys(sweep.stream for sweep in SWEEPS))
+    streams = len(stream_names())
     lines = [
         "# Experiments: trained models against analyze's predictions",
         "",

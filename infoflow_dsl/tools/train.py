@@ -64,6 +64,7 @@ SEED_BLOCK = 2**34  # run seed s owns the generator seeds s·2^34 + [1, 2^33]: d
 STANDARDISATION_SEED = 3 * 2**32  # the fixed draw that estimates μ and σ: offset 3·2^32 of block 0, used by no run
 STANDARDISATION_DRAW = 4096
 MAX_STEPS = 2**32  # a run's training seeds s·2^34 + [1, 2^32] stay below its validation seed s·2^34 + 2^33
+MAX_SEED = 2**29 - 1  # the largest run seed whose block stays below 2^63: (2^29 − 1)·2^34 + 2^33 < 2^63
 WARMUP_FRACTION = 0.05
 EVALUATIONS = 20  # validation points over a run (plus the last step)
 
@@ -496,8 +497,8 @@ def estimate_standardisation(program: ir.Program, dist: Distribution, device: st
 def train(program: ir.Program, settings: TrainSettings, init: CompiledTransformer | None = None,
           quiet: bool = False, on_validation: Callable[[int, float], None] | None = None) -> TrainResult:
     """Train a model of the compiled family on ``program`` (see the module docstring)."""
-    if not 0 <= settings.seed < 2**29 or settings.steps > MAX_STEPS:
-        raise TrainError(f"seeds go from 0 to 2^29 − 1 and runs up to {MAX_STEPS:,} steps (the seed layout), "
+    if not 0 <= settings.seed <= MAX_SEED or settings.steps > MAX_STEPS:
+        raise TrainError(f"seeds go from 0 to {MAX_SEED:,} and runs up to {MAX_STEPS:,} steps (the seed layout), "
                          f"got seed {settings.seed} and {settings.steps:,} steps")
     start = time.monotonic()
     torch.manual_seed(settings.seed)
