@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 from .errors import CompileError, Diagnostic, ModelFileError, ProgramError
 
 if TYPE_CHECKING:
-    from .analysis.report import AnalysisReport, analyze
+    from .analysis.report import AnalysisReport
     from .language.typed import Program
     from .pipeline import compile_program
     from .pipeline import compile_program as compile
+    from .plan import analyze
     from .reference.circuit_map import CircuitSite, circuit
     from .reference.evaluate import evaluate
     from .reference.sampling import sample_inputs
@@ -43,9 +44,10 @@ if TYPE_CHECKING:
 #: ``compile_program``; ``circuit`` is the function, the circuit IR module stays importable as
 #: ``infoflow_dsl.compiler.circuit``.
 _LAZY_MODULES: dict[str, tuple[str, ...]] = {
-    "analysis.report": ("AnalysisReport", "analyze"),
+    "analysis.report": ("AnalysisReport",),
     "language.typed": ("Program",),
     "pipeline": ("compile_program",),
+    "plan": ("analyze",),
     "reference.circuit_map": ("CircuitSite", "circuit"),
     "reference.evaluate": ("evaluate",),
     "reference.sampling": ("sample_inputs",),

@@ -76,6 +76,11 @@ class CompileError(Exception):
     """A target this compiler refuses (with the reason), or an ε the dtype cannot honour."""
 
 
+class NoConstruction(CompileError):
+    """A part of a target that no construction builds (the token lowering's refusals): analyze's
+    verdict for it is ``inefficient``, with this message as the reason."""
+
+
 class ModelFileError(Exception):
     """A model file that cannot be read or is not a valid infoflow model; the message is one line
     of the form ``<file>: <fault>``."""

@@ -24,7 +24,8 @@ from .compiler.assemble import assemble
 from .compiler.circuit import Circuit
 from .compiler.lower import lower
 from .compiler.tokens import lower_tokens
-from .errors import CompileError, ProgramError, single_error
+from .compiler.tokens.schedule import token_schedule
+from .errors import CompileError, NoConstruction, ProgramError, single_error
 from .language import typed as ir
 from .language.check import check
 from .language.parse import parse
@@ -119,8 +120,9 @@ def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_ine
     refuse_v3(program)
     schedule = build_schedule(build_tree(program), None, program.margin)
     if program.over_tokens:  # exact constructions on finite values (compiler.tokens); no routes
-        circuit = lower_tokens(program, eps, dtype)
-        return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="efficient")
+        circuit = _token_circuit(program, eps, dtype)
+        return Lowering(program=program, tree=schedule.tree, schedule=token_schedule(schedule, circuit, None),
+                        circuit=circuit, route="efficient")
     if not (schedule.problems and allow_inefficient):
         circuit = lower(program, schedule, eps, dtype, square_route(ffn, "efficient"))
         return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="efficient")
@@ -132,6 +134,18 @@ def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_ine
     schedule = build_schedule(build_tree(rewritten, gathered=True), None, program.margin)
     circuit = lower(rewritten, schedule, eps, dtype, square_route(ffn, "gather"), gathered=True)
     return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="gather")
+
+
+TOKEN_ROUTES = ("a token program has one route, the exact token lowering: --allow-inefficient (the gather route) "
+                "does not apply to it")
+
+
+def _token_circuit(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit:
+    """The token lowering's circuit; its refusal says that no flag gives another route."""
+    try:
+        return lower_tokens(program, eps, dtype)
+    except NoConstruction as error:
+        raise CompileError(f"{error} ({TOKEN_ROUTES})") from None
 
 
 def refuse_v3(program: ir.Program, action: str = "compiled") -> None:

@@ -96,6 +96,9 @@ def head_role(head: dict) -> str:
     if head["kind"] == "position":
         return f"position head: fetches `{head['computes']}` (mask {mask}) {into}"
     where = "every token t" if head["site"] == "token" else "the readout token"
+    if head["kind"] == "length":
+        return (f"length head: {where} averages [s = 1] over every key (mask {mask}), which is 1/len, {into}; "
+                f"the FFN after it decodes len")
     if head["kind"] == "token retrieval":
         return (f"retrieval of a token: {where} attends with β = {head['beta']:.4g} to the position s that wins "
                 f"`{head['computes']}` among the keys its mask allows ({mask}) and copies x(s) {into}")

@@ -7,7 +7,8 @@ import torch
 
 import infoflow_dsl as ifl
 from infoflow_dsl.analysis.comparisons import build_tree
-from infoflow_dsl.analysis.schedule import Schedule, build_schedule, layers_for_output
+from infoflow_dsl.analysis.schedule import Schedule, build_schedule
+from infoflow_dsl.analysis.stages import layers_for_output
 from infoflow_dsl.compiler.assemble import assemble
 from infoflow_dsl.compiler.circuit import Circuit, ErrorBudget
 from infoflow_dsl.compiler.lower.builder import CircuitBuilder

@@ -62,13 +62,13 @@ def information_sets(heads: Sequence[Head], tree: ComparisonTree, layers: int) -
 
 def _gained(head: Head, tree: ComparisonTree, token: set[Element]) -> set[Element]:
     if head.kind == "position":
-        return _rooted(token, ir.position_label(head.position))  # type: ignore[arg-type]
+        label = ir.position_label(head.position) if head.position is not None else head.reads
+        return _rooted(token, label or "?")
     if head.kind in ("presence", "length"):  # a 0/1 guard, a count: no token's information
         return set()
-    node = tree.node(head.name)
     if head.kind == "uniform":
         return _rooted(token, "1..T")
-    variable = node.variables[0]
+    variable = head.reads or tree.node(head.name).variables[0]
     if head.site == TOKEN:  # s*(t): the retrieved position as seen from token t
         return {(variable, *e) if e[-1] == "t" else e for e in token} | {(variable, "t")}
     return _rooted(token, f"{variable}*")

@@ -30,7 +30,7 @@ from ..language.syntax import Span
 from .causality import is_causal
 from .comparisons import ComparisonTree, build_tree
 from .growth import t_growth
-from .ranges import RootAtZero, roots_at_zero
+from .ranges import RootAtZero
 from .schedule import Schedule, build_schedule, square_steps
 from .token_costs import exactness, finite_ranks, token_growth
 
@@ -260,13 +260,6 @@ def _poly(coefficients: Sequence[Any]) -> str:
     from ..language.positions import format_polynomial
 
     return format_polynomial(coefficients)
-
-
-def analyze(program: ir.Program, heads: Sequence[int] | None = None) -> AnalysisReport:
-    """Analyse a checked program; ``heads`` asks whether that per-layer head budget suffices."""
-    tree = build_tree(program)
-    schedule = build_schedule(tree, heads, program.margin)
-    return AnalysisReport(program, tree, schedule, roots_at_zero(program))
 
 
 # ----------------------------------------------------------------------------- text

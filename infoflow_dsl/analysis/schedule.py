@@ -48,6 +48,7 @@ from .features import (
 )
 from .finite import FiniteDomain, FiniteSplit, smallest_gap, value_set
 from .info_sets import InfoSets, information_sets
+from .stages import EMBEDDING, after_ffns, attention_stage, layer_for, layers_for_output, next_ffn
 from .verdict import Problem, head_problem, problems_of, top_bound
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class Head:
     is_comparison: bool = True
     position: ir.PositionTerm | None = None
     presence: ir.Presence | None = None
+    reads: str = ""  # a token head's fetched position or retrieved variable (``AttentionHead.reads``)
 
 
 LENGTH_HEAD = "len"
@@ -122,28 +124,6 @@ class Schedule:
 
 
 # ----------------------------------------------------------------------------- stages
-
-
-def next_ffn(stage: int) -> int:
-    """The first FFN stage (odd) after ``stage``."""
-    return stage + 1 if stage % 2 == 0 else stage + 2
-
-
-def layer_for(stage: int) -> int:
-    """The first layer whose attention can read what exists at ``stage``."""
-    return stage // 2 + 1
-
-
-def layers_for_output(stage: int) -> int:
-    """Layers needed for the readout to hold a value produced at ``stage``."""
-    return max(math.ceil((stage - 1) / 2), 0) if stage % 2 else stage // 2
-
-
-def after_ffns(stage: int, count: int) -> int:
-    """The stage ``count`` FFN stages after ``stage`` (``count`` = 1: :func:`next_ffn`)."""
-    for _ in range(count):
-        stage = next_ffn(stage)
-    return stage
 
 
 class StageClock:
@@ -398,7 +378,7 @@ class Scheduler:
                                    is_comparison=False))
         for index, (position, site) in enumerate(_position_heads(self.tree)):
             layer = self._place(2 if reads_length(position) else 1, None)  # len is known after layer 1
-            self.clock.fetches[position] = 2 * layer
+            self.clock.fetches[position] = attention_stage(layer)
             mask = f"key == query{ir.offset_text(position.offset)}" if isinstance(position, ir.PositionVariable) else ""
             self.heads.append(Head(f"{FETCH_PREFIX}{index + 1}", "position", site, layer,
                                    f"x({ir.position_label(position)})", mask=mask, is_comparison=False,
@@ -406,7 +386,7 @@ class Scheduler:
         for index, presence in enumerate(presences_read(self.tree)):
             layer = self._place(1, None)
             label = describe(presence)
-            self.clock.fetches[label] = 2 * layer
+            self.clock.fetches[label] = attention_stage(layer)
             self.heads.append(Head(f"g{index + 1}", "presence", TOKEN, layer, label, is_comparison=False,
                                    presence=presence))
         for node in self.tree.nodes:
@@ -420,11 +400,12 @@ class Scheduler:
         else:
             stages = [self.clock.stage(node.body)]
         if node.kind in ("argmin", "argmax"):
-            stages.append(0)  # the value is the token itself
+            stages.append(EMBEDDING)  # the value is the token itself
         layer = self._place(layer_for(max(stages, default=0)), node)
         linear = plan.pairs is not None and plan.linear_result
         exact = linear or node.kind in ("argmin", "argmax")
-        self.clock.results[node.name] = 2 * layer if exact else after_ffns(2 * layer, self.clock.square_depth)
+        read = attention_stage(layer)
+        self.clock.results[node.name] = read if exact else after_ffns(read, self.clock.square_depth)
         key = tuple(describe_monomial(p.key) for p in plan.key_pairs)
         query = tuple(describe_polynomial(p.query) for p in plan.key_pairs)
         self.heads.append(Head(node.name, head_kind(node), node.site, layer, f"{node.header} {describe(node.body)}",

@@ -141,7 +141,9 @@ class AttentionHead:
 
     ``mask`` holds conditions (left, op, right) over ``key``, ``query``, ``last`` (each
     optionally with an offset: ``query-1``) and literal positions. ``error`` is the a-priori
-    error of its result (Gibbs or retrieval bound).
+    error of its result (Gibbs or retrieval bound). ``reads`` says whose information it brings,
+    as reports write it: the position a fetch reads (``t - 1``, ``len``), the variable a
+    retrieval picks (``s``); empty for a head placed by the schedule (its node says it).
     """
 
     name: str
@@ -156,6 +158,7 @@ class AttentionHead:
     mask: tuple[tuple[str | int, str, str | int], ...]
     error: float
     formula: str
+    reads: str = ""
 
 
 @dataclass(frozen=True)

@@ -243,7 +243,7 @@ def command_analyze(arguments: argparse.Namespace) -> int:
     import io
 
     from .. import parse_program
-    from ..analysis.report import analyze
+    from ..plan import analyze
 
     for output in (arguments.plot, arguments.html):
         if output is not None:

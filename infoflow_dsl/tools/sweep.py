@@ -310,7 +310,7 @@ def analyze_verdict(program_at: Callable[[int], ir.Program]) -> Callable[[tuple[
     """analyze's verdict for a head budget at a length (cached)."""
     from functools import cache
 
-    from ..analysis.report import analyze
+    from ..plan import analyze
 
     @cache
     def verdict(heads: tuple[int, ...], length: int) -> str:
@@ -322,9 +322,9 @@ def analyze_verdict(program_at: Callable[[int], ir.Program]) -> Callable[[tuple[
 def compiled_reference(program: ir.Program, base: TrainSettings, eps: float) -> CompiledReference:
     """Compile at ``eps`` (when analyze calls the target efficient) and measure its NMSE on
     inputs uniform on the declared domain, where its guarantee holds."""
-    from ..analysis.report import analyze
     from ..errors import CompileError
     from ..pipeline import compile_program
+    from ..plan import analyze
 
     report = analyze(program)
     if report.verdict != "efficient":

@@ -46,7 +46,8 @@ def test_len_is_a_length_head_whose_decoding_grows_with_T() -> None:
 def test_reverse_fetches_the_mirrored_position_after_len() -> None:
     heads = {h["head"]: h for h in report_of("reverse")["schedule"]}
     assert heads["len"]["layer"] == 1
-    assert (heads["p1"]["kind"], heads["p1"]["layer"], heads["p1"]["compares"]) == ("position", 2, "x(len + 1 - t)")
+    (fetch,) = [h for h in heads.values() if h["kind"] == "position"]
+    assert (fetch["layer"], fetch["compares"]) == (2, "x(len + 1 - t) by score 2p·s − s²")
 
 
 def test_the_cost_law_counts_the_scores_ranks() -> None:
@@ -80,10 +81,22 @@ def test_a_token_retrieval_needs_no_margin() -> None:
     assert not any("declare `margin" in note for note in data["notes"])
 
 
-def test_a_sum_whose_range_follows_the_query_is_still_inefficient_over_tokens() -> None:
-    data = report_of("tok_not_or")
-    assert data["verdict"] == "inefficient" and data["reason"]["kind"] == "sum-range"
+def test_a_sum_whose_range_follows_the_query_is_efficient_over_tokens_as_compile_builds_it() -> None:
+    example = next(e for e in TOKENS if e.name == "tok_not_or")
+    program = ifl.parse_program(example.source, example.path)
+    assert ifl.analyze(program).verdict == "efficient"  # count × mean, the count an exact position feature
+    assert ifl.compile(program, eps=1e-2, dtype="float64", samples=0).config["schedule"]["verdict"] == "efficient"
+
+
+def test_a_token_program_no_construction_builds_is_inefficient_and_compile_refuses_it() -> None:
+    program = ifl.parse_program('input x : token {1, 2, 3}\nlength T = 6\ntarget sum_<s, t> [x(s) == x(t)]\n',
+                                 "pairs.iflow")
+    data = ifl.analyze(program).to_dict()
+    assert data["verdict"] == "inefficient" and data["reason"]["kind"] == "construction"
+    assert "several positions at once" in data["reason"]["message"]
     assert data["cost"]["fallback"]["refused"] == TOKEN_ROUTE
+    with pytest.raises(ifl.CompileError, match="several positions at once.*--allow-inefficient .* does not apply"):
+        ifl.compile(program, eps=1e-2, dtype="float64", samples=0)
 
 
 def test_the_plot_draws_the_length_head_and_the_mirrored_fetch(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ...analysis.schedule import next_ffn
+from ...analysis.stages import next_ffn
 from ...errors import CompileError
 from ...language import typed as ir
 from ..circuit import ONE, AttentionHead, FFNBlock, LinearForm, input_direction

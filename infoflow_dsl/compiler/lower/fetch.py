@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from ...analysis.causality import is_causal
 from ...analysis.schedule import Head
+from ...analysis.stages import attention_stage
 from ...language import typed as ir
 from ...language.printer import describe
 from ...transformer import masks
@@ -99,8 +100,8 @@ def position_head(builder: CircuitBuilder, head: Head) -> None:
         name=head.name, layer=head.layer, kind="position", site=head.site, query=query,
         key=(LinearForm.of(POS_COS), LinearForm.of(POS_SIN)), value=_token_values(builder), outputs=outputs,
         beta=beta, mask=(), error=share, formula=f"x({ir.position_label(position)}) by angle codes"))
-    builder.fetched[(position, head.site)] = [in_direction(o, 2 * head.layer, low, high, ErrorVec.source(name))
-                                              for o in outputs]
+    stage = attention_stage(head.layer)
+    builder.fetched[(position, head.site)] = [in_direction(o, stage, low, high, ErrorVec.source(name)) for o in outputs]
 
 
 def masked_position_head(builder: CircuitBuilder, head: Head, position: ir.PositionTerm) -> None:
@@ -123,7 +124,7 @@ def masked_position_head(builder: CircuitBuilder, head: Head, position: ir.Posit
         name=head.name, layer=head.layer, kind="position", site=head.site, query=ZERO_FORMS, key=ZERO_FORMS,
         value=_token_values(builder), outputs=outputs, beta=0.0, mask=mask, error=0.0,
         formula=f"x({ir.position_label(position)}) by the mask key == {side}"))
-    builder.fetched[(position, head.site)] = [in_direction(o, 2 * head.layer, low, high) for o in outputs]
+    builder.fetched[(position, head.site)] = [in_direction(o, attention_stage(head.layer), low, high) for o in outputs]
 
 
 def presence_head(builder: CircuitBuilder, head: Head) -> None:
@@ -143,4 +144,4 @@ def presence_head(builder: CircuitBuilder, head: Head) -> None:
         name=head.name, layer=head.layer, kind="presence", site="token", query=ZERO_FORMS, key=ZERO_FORMS,
         value=(LinearForm.const(1.0),), outputs=(output,), beta=0.0, mask=mask, error=0.0,
         formula=f"{text} by a mask"))
-    builder.fetched[(presence, "token")] = [in_direction(output, 2 * head.layer, 0.0, 1.0)]
+    builder.fetched[(presence, "token")] = [in_direction(output, attention_stage(head.layer), 0.0, 1.0)]

@@ -15,6 +15,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 
+from ...analysis.stages import ffn_stage
 from ..approximations import interpolant
 from ..circuit import FFNBlock, LinearForm, ReLUUnit
 from .budget import Constraint
@@ -49,7 +50,7 @@ def relu(builder: CircuitBuilder, u: Quantity) -> Quantity:
     if u.is_constant:
         return constant(max(u.form.constant, 0.0))
     direction, layer = relu_units(builder, u, f"relu({u.form})")
-    return in_direction(direction, 2 * layer + 1, max(u.low, 0.0), max(u.high, 0.0),
+    return in_direction(direction, ffn_stage(layer), max(u.low, 0.0), max(u.high, 0.0),
                         u.error.plus(relu_rounding(builder, u)))
 
 
@@ -58,7 +59,7 @@ def absolute(builder: CircuitBuilder, u: Quantity) -> Quantity:
         return constant(abs(u.form.constant))
     direction, layer = relu_units(builder, u, f"|{u.form}|", extra_inputs=(u.form.scaled(-1.0),), function="abs")
     low = 0.0 if u.low <= 0 <= u.high else min(abs(u.low), abs(u.high))
-    return in_direction(direction, 2 * layer + 1, low, u.magnitude, u.error.plus(relu_rounding(builder, u)))
+    return in_direction(direction, ffn_stage(layer), low, u.magnitude, u.error.plus(relu_rounding(builder, u)))
 
 
 def _extremum(builder: CircuitBuilder, a: Quantity, b: Quantity, sign: float) -> Quantity:
@@ -73,7 +74,7 @@ def _extremum(builder: CircuitBuilder, a: Quantity, b: Quantity, sign: float) ->
     # slots); the efficient route keeps the sum
     joint = a.error.widest(b.error) if builder.gathered else a.error.plus(b.error)
     error = joint.plus(relu_rounding(builder, gap))
-    return Quantity(form=form, stage=2 * layer + 1, low=pick(a.low, b.low), high=pick(a.high, b.high), error=error)
+    return Quantity(form=form, stage=ffn_stage(layer), low=pick(a.low, b.low), high=pick(a.high, b.high), error=error)
 
 
 def minimum(builder: CircuitBuilder, a: Quantity, b: Quantity) -> Quantity:
@@ -132,5 +133,5 @@ def square_root(builder: CircuitBuilder, u: Quantity) -> Quantity:
     else:
         error = ErrorVec.source(name)
         builder.constraints.append(Constraint(u.error, (share / 2) ** 2))
-    return Quantity(form=form, stage=2 * layer + 1, low=math.sqrt(true_low), high=math.sqrt(max(u.high, 0.0)),
+    return Quantity(form=form, stage=ffn_stage(layer), low=math.sqrt(true_low), high=math.sqrt(max(u.high, 0.0)),
                     error=error.plus(ErrorVec.rounded(rounding)))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ...analysis.comparisons import ComparisonNode
 from ...analysis.schedule import Head
+from ...analysis.stages import attention_stage
 from ...errors import CompileError
 from ..circuit import AttentionHead, LinearForm, input_direction
 from .budget import Constraint
@@ -98,4 +99,5 @@ def token_retrieval(builder: CircuitBuilder, node: ComparisonNode, head: Head, s
         name=node.name, layer=head.layer, kind=head.kind, site=node.site, query=score.queries, key=score.keys,
         value=tuple(LinearForm.of(input_direction(i)) for i in range(dimension)), outputs=outputs, beta=beta,
         mask=mask, error=share, formula=head.compares))
-    builder.results[node.name] = [in_direction(o, 2 * head.layer, low, high, ErrorVec.source(name)) for o in outputs]
+    stage = attention_stage(head.layer)
+    builder.results[node.name] = [in_direction(o, stage, low, high, ErrorVec.source(name)) for o in outputs]

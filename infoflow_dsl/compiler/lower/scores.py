@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 from ...analysis.comparisons import ComparisonNode
 from ...analysis.features import Atom, FeaturePair, NotSeparable, separate
-from ...analysis.schedule import Head, layer_for
+from ...analysis.schedule import Head
+from ...analysis.stages import attention_stage, layer_for
 from ...errors import CompileError
 from ...language import typed as ir
 from ...language.positions import count_tuples
@@ -76,7 +77,7 @@ def placed(builder: CircuitBuilder, head: Head, features: Sequence[tuple[Quantit
 def combine(builder: CircuitBuilder, varying: FeatureQuantities, offset: list[Quantity], outputs: Sequence[str],
             layer: int) -> Quantity:
     """Σ_j φ_j ψ̄_j + offsets: the retrieved means ψ̄_j (directions ``outputs``) times the query side."""
-    means = [in_direction(o, 2 * layer, k.low, k.high) for o, (_, k) in zip(outputs, varying, strict=True)]
+    means = [in_direction(o, attention_stage(layer), k.low, k.high) for o, (_, k) in zip(outputs, varying, strict=True)]
     return linear([(1.0, product(builder, q, m)) for (q, _), m in zip(varying, means, strict=True)]
                   + [(1.0, o) for o in offset])
 

@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 
 from ...analysis.ranges import Interval
+from ...analysis.stages import ffn_stage
 from ..approximations import Approximation, SquareRoute, choose_square
 from ..circuit import FFNBlock
 from .builder import CircuitBuilder, layer_after
@@ -64,7 +65,7 @@ def _emit(builder: CircuitBuilder, layer: int, approximations: Sequence[Approxim
     if emitted:
         builder.blocks[-1] = dataclasses.replace(builder.blocks[-1], error=error)
     depth = max(a.depth for a in approximations)
-    return 2 * (layer + depth - 1) + 1 if depth else stage
+    return ffn_stage(layer + depth - 1) if depth else stage
 
 
 def _nonempty(low: float, high: float) -> tuple[float, float]:

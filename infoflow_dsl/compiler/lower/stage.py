@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 
 from ...analysis.causality import is_causal
-from ...analysis.schedule import Schedule, layers_for_output
+from ...analysis.schedule import Schedule
+from ...analysis.stages import layers_for_output
 from ...errors import CompileError
 from ...language import typed as ir
 from ..approximations import ROUTES
@@ -72,7 +73,9 @@ def lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtyp
         raise CompileError(f"--ffn {route} adds layers, which a head budget (--heads) fixes; use --ffn wide")
     if schedule.problems and not gathered:
         problem = schedule.problems[0]
-        raise CompileError(f"the target is inefficient: {problem.message}; {problem.law}")
+        raise CompileError(f"the target is inefficient: {problem.message}; {problem.law}. Compile it with "
+                           f"--allow-inefficient (allow_inefficient=True) for the gather route, whose size grows "
+                           f"with T (analyze's fallback says how)")
     if not eps > 0:
         raise CompileError(f"ε must be positive, got {eps}")
     roundoff = UNIT_ROUNDOFF[dtype]

@@ -21,7 +21,7 @@ import torch
 
 from ...analysis.causality import is_causal
 from ...analysis.finite import finite_domain
-from ...errors import CompileError
+from ...errors import CompileError, NoConstruction
 from ...language import typed as ir
 from ..circuit import Circuit, ErrorBudget, readout_rounding
 from ..lower import UNIT_ROUNDOFF
@@ -39,7 +39,7 @@ def lower_tokens(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit
     domain = finite_domain(program)
     assert domain is not None and program.vocabulary is not None
     if program.target.type.shape:
-        raise CompileError("a vector-valued target over tokens is not compiled yet")
+        raise NoConstruction("a vector-valued target over tokens is not compiled yet")
     builder = TokenCircuitBuilder(program, UNIT_ROUNDOFF[dtype])
     lowering = TokenLowering(builder, domain)
     row = program.token_variable or SEQUENCE_ROW

@@ -5,9 +5,9 @@ its lowering keeps, for each value it computes, a :class:`Feature`: where it liv
 form over named residual directions), the exact values it can take, the a-priori error of the
 computed value (exact arithmetic gives 0 for every construction but a softmax's tail; the
 rest is the dtype's rounding, estimated per construction), and the **stage** after which it is
-in the residual stream: 0 after the embedding, 2l − 1 after layer l's attention, 2l after its
-FFN. A head of layer l reads stage ≤ 2l − 2, an FFN of layer l stage ≤ 2l − 1
-(:func:`head_layer`, :func:`ffn_layer`), so a feature's stage fixes where what reads it goes.
+in the residual stream, on the one stage clock of :mod:`~infoflow_dsl.analysis.stages` (0 the
+embedding, 2l layer l's attention, 2l + 1 its FFN): a feature's stage fixes the layer of the
+head (``layer_for``) or FFN block (``ffn_layer``) that reads it.
 
 Functions of a position's own token are table lookups: a **token column** is a direction
 whose value for token v is written in row v of ``embed.W_E`` (one-hot indicators ``x=a``, a
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ...errors import CompileError
+from ...errors import NoConstruction
 from ...language import typed as ir
 from ..circuit import ONE, AttentionHead, FFNBlock, LinearForm, ReLUUnit
 from ..lower.builder import MAX_UNITS
@@ -78,16 +78,6 @@ class TokenFeature:
 
 def constant_feature(value: Fraction) -> Feature:
     return Feature(LinearForm.const(float(value)), frozenset({value}), 0)
-
-
-def head_layer(stage: int) -> int:
-    """The first layer whose heads can read a value of ``stage``: 2l − 2 ≥ stage."""
-    return (stage + 1) // 2 + 1
-
-
-def ffn_layer(stage: int) -> int:
-    """The first layer whose FFN can read a value of ``stage``: 2l − 1 ≥ stage."""
-    return stage // 2 + 1
 
 
 @dataclass
@@ -153,7 +143,7 @@ class TokenCircuitBuilder:
                   error: float = 0.0) -> None:
         """One FFN block of ``units`` at ``layer`` (1-based), computing ``formula`` into ``output``."""
         if self.units + len(units) > MAX_UNITS:
-            raise CompileError(f"the token circuit would need more than {MAX_UNITS:,} hidden units")
+            raise NoConstruction(f"the token circuit would need more than {MAX_UNITS:,} hidden units")
         self.units += len(units)
         self.blocks.append(FFNBlock(name=name, layer=layer, output=output, formula=formula, units=tuple(units),
                                     error=error))

@@ -57,7 +57,8 @@ def fetch(lowering: TokenLowering, position: ir.Position, row: str) -> TokenFeat
 def masked_fetch(lowering: TokenLowering, own: TokenFeature, condition: Condition, position: object) -> TokenFeature:
     (outputs,) = [uniform_mean(lowering.builder, [Feature(f, frozenset({Fraction(0), Fraction(1)}), 0) for f in
                                               own.onehot], [None] * len(own.onehot), (condition,),
-                               f"x({ir.position_label(position)}) by a mask", kind="position")]
+                               f"x({ir.position_label(position)}) by a mask", kind="position",
+                               reads=ir.position_label(position) or "")]
     return TokenFeature(tuple(o.form for o in outputs), outputs[0].stage, outputs[0].error)
 
 
@@ -69,7 +70,8 @@ def scored_fetch(lowering: TokenLowering, own: TokenFeature, place: Feature, pos
     score = [(place.form, LinearForm.of(s, 2.0)), (LinearForm.const(1.0), LinearForm.of(s2, -1.0))]
     outputs, stage, tail = retrieve(lowering.builder, score=score, stage=place.stage, values=own.onehot, gap=0.5,
                                     mask=(), value_error=0.0,
-                                    formula=f"x({ir.position_label(position)}) by score 2p·s − s²")
+                                    formula=f"x({ir.position_label(position)}) by score 2p·s − s²",
+                                    kind="position", reads=ir.position_label(position) or "")
     return TokenFeature(tuple(LinearForm.of(o) for o in outputs), stage, tail)
 
 
@@ -96,6 +98,7 @@ def arg_fetch(lowering: TokenLowering, own: TokenFeature, position: ir.ArgPositi
     score.append((LinearForm.const(-tie), LinearForm.of(lowering.builder.position_number())))
     outputs, out_stage, tail = retrieve(lowering.builder, score=score, stage=stage, values=own.onehot,
                                         gap=tie - 2 * error, mask=mask, value_error=0.0,
-                                        formula=f"x({position.kind}_<{position.variable}> {describe(body)})")
+                                        formula=f"x({position.kind}_<{position.variable}> {describe(body)})",
+                                        reads=position.variable)
     return TokenFeature(tuple(LinearForm.of(o) for o in outputs), out_stage, tail)
 

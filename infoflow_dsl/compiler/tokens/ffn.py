@@ -28,9 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ...errors import CompileError
+from ...analysis.stages import ffn_layer, ffn_stage
+from ...errors import CompileError, NoConstruction
 from ..circuit import LinearForm, ReLUUnit
-from .builder import Feature, TokenCircuitBuilder, constant_feature, ffn_layer
+from .builder import Feature, TokenCircuitBuilder, constant_feature
 
 ZERO, ONE_VALUE = Fraction(0), Fraction(1)
 INDICATOR = frozenset({ZERO, ONE_VALUE})
@@ -59,7 +60,7 @@ def _unit_feature(builder: TokenCircuitBuilder, *, stem: str, formula: str, inpu
         rounding = 2 * builder.unit_roundoff * sum(abs(c) * reach for _, c, reach in units)
     builder.add_units(name=output, layer=layer, output=output, formula=formula,
                       units=[ReLUUnit(form, output, c) for form, c, _ in units], error=error + rounding)
-    return Feature(LinearForm.of(output).plus(extra), values, 2 * layer, error + rounding)
+    return Feature(LinearForm.of(output).plus(extra), values, ffn_stage(layer), error + rounding)
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def gated_units(f: Feature, cut: Threshold, m: Feature, coefficient: float) -> t
 def at_least(builder: TokenCircuitBuilder, z: Feature, cut: Fraction, text: str) -> Feature:
     """[z ≥ cut] by a robust step; a constant where every value of z is on one side."""
     if z.values is None:
-        raise CompileError(f"{text}: the compared value is not finite, so no step is exact (declare a margin)")
+        raise NoConstruction(f"{text}: the compared value is not finite, so no step is exact (declare a margin)")
     if all(v >= cut for v in z.values) or all(v < cut for v in z.values):
         return constant_feature(ONE_VALUE if all(v >= cut for v in z.values) else ZERO)
     cache_key = (z.form, cut)
@@ -171,7 +172,7 @@ def compare(builder: TokenCircuitBuilder, z: Feature, operator: str, text: str) 
     if operator == "!=":
         return negation(compare(builder, z, "==", text))
     if z.values is None:
-        raise CompileError(f"{text}: the compared value is not finite, so no step is exact (declare a margin)")
+        raise NoConstruction(f"{text}: the compared value is not finite, so no step is exact (declare a margin)")
     positive = [v for v in z.values if v > 0]
     strictly = at_least(builder, z, min(positive), text) if positive else constant_feature(ZERO)
     if operator == ">":
@@ -195,7 +196,7 @@ def linear(terms: Sequence[tuple[float, Feature]], values: frozenset[Fraction] |
 def gate(builder: TokenCircuitBuilder, a: Feature, b: Feature, text: str) -> Feature:
     """a·b for an indicator a and a bounded b (1 unit)."""
     if b.values is None:
-        raise CompileError(f"{text}: a product needs a bounded factor")
+        raise NoConstruction(f"{text}: a product needs a bounded factor")
     low, high = b.low - b.error, b.high + b.error
     span = high - low
     form = b.form.plus(LinearForm.const(-low)).plus(a.form.plus(LinearForm.const(-1.0)), span)
@@ -280,7 +281,7 @@ def table(builder: TokenCircuitBuilder, f: Feature, function: Callable[[Fraction
     """φ(f) on f's finite values by robust steps, all into one direction (2 units per value
     past the first), exact for f within a quarter gap of its value."""
     if f.values is None:
-        raise CompileError(f"{text}: its argument is not finite-valued")
+        raise NoConstruction(f"{text}: its argument is not finite-valued")
     ordered = sorted(f.values)
     units: list[Unit] = []
     cuts: list[tuple[Threshold, float, float]] = []
@@ -319,7 +320,7 @@ def product(builder: TokenCircuitBuilder, f: Feature, g: Feature, text: str) -> 
         if first.is_indicator:
             return gate(builder, first, second, text)
     if f.values is None or g.values is None:
-        raise CompileError(f"{text}: a product of two features needs one with finitely many values")
+        raise NoConstruction(f"{text}: a product of two features needs one with finitely many values")
     cut_side, other = (f, g) if len(f.values) <= len(g.values) else (g, f)
     ordered = sorted(cut_side.values)
     units: list[Unit] = []

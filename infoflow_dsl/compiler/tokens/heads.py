@@ -20,39 +20,41 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
+from ...analysis.schedule import LENGTH_HEAD
+from ...analysis.stages import attention_stage, layer_for
 from ...transformer.masks import HeadMask
 from ..circuit import AttentionHead, LinearForm
-from .builder import TAIL, Feature, TokenCircuitBuilder, head_layer
+from .builder import TAIL, Feature, TokenCircuitBuilder
 from .ffn import table
 
 
 def _head(builder: TokenCircuitBuilder, *, kind: str, stage: int, score: Sequence[tuple[LinearForm, LinearForm]],
-          values: Sequence[LinearForm], beta: float, mask: HeadMask, error: float, formula: str) -> tuple[str, ...]:
+          values: Sequence[LinearForm], beta: float, mask: HeadMask, error: float, formula: str,
+          reads: str = "") -> tuple[str, ...]:
     """A head at the first layer that can read ``stage``; its value rows go to fresh directions."""
-    layer = head_layer(stage)
-    name = f"h{len(builder.heads) + 1}"
+    layer = layer_for(stage)
+    name = LENGTH_HEAD if kind == "length" else f"h{len(builder.heads) + 1}"
     outputs = tuple(builder.fresh(f"{name}:{kind.split()[-1]}[{i + 1}]") for i in range(len(values)))
     query = tuple(q for q, _ in score) or (LinearForm(),)
     key = tuple(k for _, k in score) or (LinearForm(),)
     builder.add_head(AttentionHead(name=name, layer=layer, kind=kind, site="token", query=query, key=key,
                                    value=tuple(values), outputs=outputs, beta=beta, mask=mask, error=error,
-                                   formula=formula))
+                                   formula=formula, reads=reads))
     return outputs
 
 
 def uniform_mean(builder: TokenCircuitBuilder, features: Sequence[Feature],
                  values: Sequence[frozenset[Fraction] | None], mask: HeadMask, formula: str,
-                 kind: str = "uniform") -> list[Feature]:
+                 kind: str = "uniform", reads: str = "") -> list[Feature]:
     """The mean of each feature over the keys ``mask`` leaves (one head for all of them);
-    ``kind`` "position" for a mask that leaves one key (a fetch)."""
+    ``kind`` "position" for a mask that leaves one key (a fetch), "length" for ``len``'s head."""
     stage = max(f.stage for f in features)
     rounding = builder.unit_roundoff * builder.length * max((f.magnitude for f in features), default=0.0) * 2
     error = max(f.error for f in features) + rounding
     outputs = _head(builder, kind=kind, stage=stage, score=(), values=[f.form for f in features], beta=0.0,
-                    mask=mask, error=error, formula=formula)
-    layer = head_layer(stage)
-    return [Feature(LinearForm.of(out), value_set, 2 * layer - 1, error) for out, value_set in zip(outputs, values,
-                                                                                                   strict=True)]
+                    mask=mask, error=error, formula=formula, reads=reads)
+    read = attention_stage(layer_for(stage))
+    return [Feature(LinearForm.of(out), value_set, read, error) for out, value_set in zip(outputs, values, strict=True)]
 
 
 def sharp_beta(length: int, gap: float) -> float:
@@ -62,13 +64,13 @@ def sharp_beta(length: int, gap: float) -> float:
 
 def retrieve(builder: TokenCircuitBuilder, *, score: Sequence[tuple[LinearForm, LinearForm]], stage: int,
              values: Sequence[LinearForm], gap: float, mask: HeadMask, value_error: float,
-             formula: str, kind: str = "token retrieval") -> tuple[tuple[str, ...], int, float]:
+             formula: str, kind: str = "token retrieval", reads: str = "") -> tuple[tuple[str, ...], int, float]:
     """A sharp head whose winners beat other keys by ``gap``: (output directions, stage, error
     per unit of value magnitude beyond ``value_error``)."""
     beta = sharp_beta(builder.length, gap)
     outputs = _head(builder, kind=kind, stage=stage, score=score, values=values, beta=beta, mask=mask,
-                    error=TAIL + value_error, formula=formula)
-    return outputs, 2 * head_layer(stage) - 1, TAIL
+                    error=TAIL + value_error, formula=formula, reads=reads)
+    return outputs, attention_stage(layer_for(stage)), TAIL
 
 
 def length(builder: TokenCircuitBuilder) -> Feature:
@@ -78,7 +80,7 @@ def length(builder: TokenCircuitBuilder) -> Feature:
         return cached
     first = Feature(LinearForm.of(builder.first_position()), frozenset({Fraction(0), Fraction(1)}), 0)
     reciprocals = frozenset(Fraction(1, n) for n in range(1, builder.length + 1))
-    (inverse,) = uniform_mean(builder, [first], [reciprocals], (), "1/len = mean_<s> [s == 1]")
+    (inverse,) = uniform_mean(builder, [first], [reciprocals], (), "1/len = mean_<s> [s == 1]", kind="length")
     decoded = table(builder, inverse, lambda u: 1 / u, "len = 1 / (1/len)")
     builder.cache["len"] = decoded
     return decoded

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ...analysis.finite import FiniteDomain, value_set
-from ...errors import CompileError
+from ...errors import NoConstruction
 from ...language import typed as ir
 from ...language.printer import describe
 from ...reference.evaluate import ReferenceEvaluator
@@ -78,9 +78,9 @@ class TokenLowering:
     def values(self, expr: ir.Expr) -> frozenset[Fraction] | None:
         return value_set(expr, self.domain)
 
-    def refuse(self, expr: object, why: str) -> CompileError:
+    def refuse(self, expr: object, why: str) -> NoConstruction:
         text = describe(expr) if hasattr(expr, "__dataclass_fields__") else str(expr)
-        return CompileError(f"cannot compile `{text}`: {why}")
+        return NoConstruction(f"cannot compile `{text}`: {why}")
 
     # ------------------------------------------------------------------ tables
 

@@ -144,7 +144,8 @@ def extreme(lowering: TokenLowering, expr: ir.Reduce, body: ir.Expr, key: str, r
     key_features = [lowering.feature(k, key) for _, _, k in keyed]
     outputs, out_stage, tail = retrieve(lowering.builder, score=score, stage=stage,
                                         values=[f.form for f in key_features], gap=gap / 2, mask=mask,
-                                        value_error=error, formula=describe(expr), kind="score retrieval")
+                                        value_error=error, formula=describe(expr), kind="score retrieval",
+                                        reads=key)
     parts: list[tuple[float, Feature]] = []
     for (coefficient, query_part, k_expr), out, k in zip(keyed, outputs, key_features, strict=True):
         read = Feature(LinearForm.of(out), lowering.values(k_expr), out_stage,

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ...analysis.report import AnalysisReport, analyze
+from ...analysis.report import AnalysisReport
+from ...plan import analyze
 from .content import analysis_data, analysis_graph
 from .html import render_page
 

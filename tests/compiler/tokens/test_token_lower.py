@@ -97,8 +97,8 @@ def test_a_token_model_runs_at_every_length_and_its_heads_say_how() -> None:
     """len from a uniform head over [s = 1]: no mask reads T'; each head names its mechanism."""
     compiled = model("reverse", "float64")
     kinds = [(head["kind"], head["computes"]) for layer in compiled.config["layers"] for head in layer["heads"]]
-    assert ("uniform", "1/len = mean_<s> [s == 1]") in kinds
-    assert any(kind == "token retrieval" for kind, _ in kinds)
+    assert ("length", "1/len = mean_<s> [s == 1]") in kinds
+    assert ("position", "x(len + 1 - t) by score 2p·s − s²") in kinds
     assert all("last" not in str(head["mask"]) for layer in compiled.config["layers"] for head in layer["heads"])
     schedule = compiled.config["schedule"]  # the heads the token lowering built, not the continuous schedule's
     assert schedule["heads"] == [len(layer["heads"]) for layer in compiled.config["layers"]]
