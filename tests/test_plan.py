@@ -33,7 +33,8 @@ def test_analyze_reports_the_model_compile_builds(example: ExampleProgram, lengt
         assert report.verdict == "inefficient", f"analyze calls it efficient, compile refuses: {error}"
         assert "--allow-inefficient" in str(error)
         return
-    assert report.verdict == "efficient", f"analyze calls it inefficient ({report.to_dict()['reason']}), compile builds it"
+    reason = report.to_dict()["reason"]
+    assert report.verdict == "efficient", f"analyze calls it inefficient ({reason}), compile builds it"
     config = model.config
     assert report.layers == len(config["layers"])
     assert report.heads == [len(layer["heads"]) for layer in config["layers"]]
