@@ -95,7 +95,7 @@ def test_a_token_program_no_construction_builds_is_inefficient_and_compile_refus
     assert data["verdict"] == "inefficient" and data["reason"]["kind"] == "construction"
     assert "several positions at once" in data["reason"]["message"]
     assert data["cost"]["fallback"]["refused"] == TOKEN_ROUTE
-    with pytest.raises(ifl.CompileError, match="several positions at once.*--allow-inefficient .* does not apply"):
+    with pytest.raises(ifl.CompileError, match=r"several positions at once.*--allow-inefficient .* does not apply"):
         ifl.compile(program, eps=1e-2, dtype="float64", samples=0)
 
 
