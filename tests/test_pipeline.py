@@ -98,7 +98,7 @@ def test_a_norm_reaching_zero_is_within_its_bound(eps, dtype):
     """‖x(t)‖ near 0: the squares under the √ are held within (ε/2)², so the bound still holds."""
     compiled = model("norm_reaching_zero", eps, dtype)
     target = program("norm_reaching_zero")
-    error, _ = errors_on(compiled, target, model_inputs(target, SAMPLES, seed=7))
+    error, _ = errors_on(compiled, target, model_inputs(target, budgeted_samples(compiled, target), seed=7))
     assert float(error.max()) <= compiled.config["a_priori_bound"] <= eps
 
 
