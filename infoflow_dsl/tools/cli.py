@@ -188,20 +188,16 @@ def _head_budget(text: str) -> tuple[int, ...]:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
-    import os
-    import tempfile
+    """Write ``data`` to ``path`` with the one atomic writer (``transformer.io``); a failure is
+    the user's (UsageError, exit 2) with the path and the reason."""
+    from ..transformer.io import write_bytes_atomically
 
     folder = path.resolve().parent
     if not folder.is_dir():
         raise UsageError(f"{path}: the folder {folder} does not exist")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
+        write_bytes_atomically(path, data)
     except OSError as error:
-        Path(temporary).unlink(missing_ok=True)
         raise UsageError(f"{path}: cannot write: {error.strerror or error}") from None
 
 

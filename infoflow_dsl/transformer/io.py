@@ -125,9 +125,19 @@ def save(model: CompiledTransformer, path: str | os.PathLike[str], dense: bool =
     write_bytes_atomically(path, model_to_bytes(model, dense))
 
 
+def umask_mode(directory: bool = False) -> int:
+    """The mode a plain ``open`` (``mkdir``) would give a new file (folder) under the user's
+    umask: 0o666 (0o777) less the umask, 0644 (0755) under 022. ``tempfile`` creates 0600
+    files and 0700 folders whatever the umask, so every writer sets this before its rename."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
+
+
 def write_bytes_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder, fsynced, then
-    ``os.replace``: the file is either complete or left as it was."""
+    ``os.replace``: the file is either complete or left as it was, with the mode the user's
+    umask gives (:func:`umask_mode`). This is the one writer of every output file."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -135,7 +145,7 @@ def write_bytes_atomically(path: str | os.PathLike[str], data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, umask_mode())
         os.replace(tmp, path)
     except BaseException:
         try:

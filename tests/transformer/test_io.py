@@ -405,3 +405,43 @@ def test_a_file_with_a_bad_token_config_raises_model_file_error(tmp_path: Path) 
     bad["__metadata__"]["infoflow"] = json.dumps(config)
     with pytest.raises(ModelFileError, match=r"bad config: a token model's d is its vocabulary's size 3, got d = 4"):
         model_from_bytes(with_header(data, bad), name="bad.safetensors")
+
+
+def _modes_of_every_output(folder: Path) -> dict[str, int]:
+    """Run every command that writes a file (compile, report, analyze --plot/--html, export, train,
+    sweep) into ``folder``; the permission bits of each file and folder written, by path."""
+    from cli_runner import run_cli
+
+    source = REPO / "compiled_examples" / "min_pairwise.iflow"
+    model_file = REPO / "compiled_examples" / "d_retrieval.safetensors"
+    toy = ["--T", "4", "--d-model", "8", "--d-head", "4", "--d-mlp", "8", "--batch", "16", "--validation", "16",
+           "--steps", "1"]
+    commands = [
+        ["compile", str(source), "--eps", "1e-2", "--samples", "0", "-o", str(folder / "m.safetensors")],
+        ["report", str(model_file), "-o", str(folder / "page.html")],
+        ["analyze", str(source), "--plot", str(folder / "plot.png"), "--html", str(folder / "analysis.html")],
+        ["export", str(model_file), "--to", "tl-native", "-o", str(folder / "exported")],
+        ["train", str(REPO / "compiled_examples" / "d_retrieval.iflow"), "--heads", "1", *toy,
+         "-o", str(folder / "trained.safetensors")],
+        ["sweep", str(REPO / "compiled_examples" / "d_retrieval.iflow"), "--heads", "1", *toy, "--workers", "1",
+         "-o", str(folder / "sweep")],
+    ]
+    for argv in commands:
+        code, _, err = run_cli(argv)
+        assert code == 0, (argv, err)
+    return {str(path.relative_to(folder)): path.stat().st_mode & 0o777 for path in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_every_output_file_gets_the_mode_the_umask_gives(tmp_path: Path, umask: int) -> None:
+    previous = os.umask(umask)
+    try:
+        modes = _modes_of_every_output(tmp_path)
+    finally:
+        os.umask(previous)
+    for expected in ("m.safetensors", "page.html", "plot.png", "analysis.html", "exported", "exported/model.safetensors",
+                     "trained.safetensors", "sweep/results.csv", "sweep/summary.md"):
+        assert expected in modes, sorted(modes)
+    wrong = {path: oct(mode) for path, mode in modes.items()
+             if mode != (0o777 if (tmp_path / path).is_dir() else 0o666) & ~umask}
+    assert not wrong, f"under umask {oct(umask)}: {wrong}"

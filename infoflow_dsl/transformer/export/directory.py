@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..io import umask_mode
 from ..model import CompiledTransformer
 from .hf import forward_in_batches, gpt2_config, transformers_module
 from .inputs import ExportIO
@@ -279,9 +280,12 @@ def _write(directory: Path, built: Built, force: bool) -> None:
     parent = directory.resolve().parent
     temporary = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=parent))
     try:
+        os.chmod(temporary, umask_mode(directory=True))  # mkdtemp makes 0700 whatever the umask
         built.write_config(temporary)
         save_file(built.tensors, str(temporary / "model.safetensors"), metadata={"format": "pt"})
         (temporary / INFO_FILE).write_text(json.dumps(built.info, indent=1) + "\n", encoding="utf-8")
+        for written in temporary.iterdir():  # safetensors writes 0600 whatever the umask
+            os.chmod(written, umask_mode())
         if directory.exists():
             if not force and any(directory.iterdir()):
                 raise ExportError(f"{directory}: the folder exists and is not empty (use --force to replace it)")
