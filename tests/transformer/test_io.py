@@ -439,8 +439,8 @@ def test_every_output_file_gets_the_mode_the_umask_gives(tmp_path: Path, umask: 
         modes = _modes_of_every_output(tmp_path)
     finally:
         os.umask(previous)
-    for expected in ("m.safetensors", "page.html", "plot.png", "analysis.html", "exported", "exported/model.safetensors",
-                     "trained.safetensors", "sweep/results.csv", "sweep/summary.md"):
+    for expected in ("m.safetensors", "page.html", "plot.png", "analysis.html", "exported",
+                     "exported/model.safetensors", "trained.safetensors", "sweep/results.csv", "sweep/summary.md"):
         assert expected in modes, sorted(modes)
     wrong = {path: oct(mode) for path, mode in modes.items()
              if mode != (0o777 if (tmp_path / path).is_dir() else 0o666) & ~umask}
