@@ -19,6 +19,7 @@ import torch
 
 from .analysis.comparisons import ComparisonTree, build_tree
 from .analysis.gather import UnrollError, gather
+from .analysis.info_sets import information_sets
 from .analysis.schedule import Schedule, build_schedule
 from .compiler.assemble import assemble
 from .compiler.circuit import Circuit
@@ -68,20 +69,26 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return resolved
 
 
-def _schedule_summary(schedule: Any, circuit: Circuit | None = None) -> dict[str, Any]:
-    """The schedule; with ``circuit``, as that circuit realises it (deep squares move heads later
-    than the schedule placed them, and add layers)."""
-    placed = {h.name: h.layer for h in circuit.heads} if circuit is not None else {}
-    layers = circuit.layers if circuit is not None else schedule.layers
-    heads = (list(schedule.heads_per_layer) if circuit is None
-             else [sum(1 for h in circuit.heads if h.layer == layer) for layer in range(1, layers + 1)])
-    table = [{"head": h.name, "layer": placed.get(h.name, h.layer), "kind": h.kind, "site": h.site,
-              "compares": h.compares} for h in schedule.heads]
-    if circuit is not None and circuit.vocabulary is not None:  # the token lowering builds heads of its own
-        table = [{"head": h.name, "layer": h.layer, "kind": h.kind, "site": h.site, "compares": h.formula}
-                 for h in circuit.heads]
-    return {"layers": layers, "heads": heads, "order": schedule.tree.order, "dimension": schedule.dimension,
-            "verdict": schedule.verdict, "table": table}
+def realised_schedule(schedule: Schedule, circuit: Circuit) -> Schedule:
+    """``schedule`` as ``circuit`` realises it: deep squares (``--ffn deep``/``auto``) move heads
+    later than the schedule placed them and add attention-free layers; every head keeps its
+    name. On the wide route of an efficient program, and for every token program, this is
+    ``schedule`` itself (the table test in tests/test_plan.py holds it)."""
+    placed = {h.name: h.layer for h in circuit.heads}
+    heads = tuple(dataclasses.replace(h, layer=placed.get(h.name, h.layer)) for h in schedule.heads)
+    per_layer = tuple(sum(1 for h in heads if h.layer == layer) for layer in range(1, circuit.layers + 1))
+    if heads == schedule.heads and per_layer == schedule.heads_per_layer:
+        return schedule
+    return dataclasses.replace(schedule, heads=heads, layers=circuit.layers, heads_per_layer=per_layer,
+                               info_sets=information_sets(heads, schedule.tree, circuit.layers))
+
+
+def _schedule_summary(schedule: Schedule) -> dict[str, Any]:
+    """The config's ``schedule``: the realised schedule's layers, heads and table."""
+    table = [{"head": h.name, "layer": h.layer, "kind": h.kind, "site": h.site, "compares": h.compares}
+             for h in schedule.heads]
+    return {"layers": schedule.layers, "heads": list(schedule.heads_per_layer), "order": schedule.tree.order,
+            "dimension": schedule.dimension, "verdict": schedule.verdict, "table": table}
 
 
 def square_route(ffn: str | None, route: str) -> str:
@@ -222,8 +229,7 @@ def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | 
     metadata: dict[str, Any] = {
         "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
         "eps": float(eps),
-        "schedule": _schedule_summary(schedule, circuit if ffn != "wide" or route != "efficient"
-                                      or program.over_tokens else None),
+        "schedule": _schedule_summary(realised_schedule(schedule, circuit)),
         "a_priori_bound": circuit.budget.bound,
         "measured_error": None,
     }

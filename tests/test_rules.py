@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from infoflow_dsl.analysis.comparisons import NodeResult
+from infoflow_dsl.analysis.features import EXPAND_RULES
 from infoflow_dsl.analysis.finite import VALUE_SET_RULES
 from infoflow_dsl.analysis.ranges import RANGE_RULES
 from infoflow_dsl.analysis.schedule import STAGE_RULES
@@ -20,7 +21,7 @@ from infoflow_dsl.language import syntax as ast
 from infoflow_dsl.language import typed as ir
 from infoflow_dsl.language.check import TYPING_RULES
 from infoflow_dsl.language.functions import POINTWISE
-from infoflow_dsl.language.printer import DESCRIBE_RULES
+from infoflow_dsl.language.printer import DESCRIBE_RULES, PRINT_RULES
 from infoflow_dsl.reference.evaluate import POSITION_RULES, VALUE_RULES
 
 #: After the comparisons stage, every reduction and argmin/argmax is a comparison node's result.
@@ -44,6 +45,8 @@ TOKEN_LOWERED = tuple(n for n in ir.VALUE_NODES
 STAGE_TABLES = [
     ("checker (language/check.py TYPING_RULES)", TYPING_RULES, AST_EXPRESSIONS),
     ("printer (language/printer.py DESCRIBE_RULES)", DESCRIBE_RULES, (*ir.POSITION_NODES, *ir.VALUE_NODES)),
+    ("source printer (language/printer.py PRINT_RULES)", PRINT_RULES, AST_EXPRESSIONS),
+    ("feature expansion (analysis/features.py EXPAND_RULES)", EXPAND_RULES, AFTER_COMPARISONS),
     ("ranges (analysis/ranges.py RANGE_RULES)", RANGE_RULES, ir.VALUE_NODES),
     ("reference values (reference/evaluate.py VALUE_RULES)", VALUE_RULES, REFERENCE_VALUES),
     ("reference positions (reference/evaluate.py POSITION_RULES)", POSITION_RULES, ir.POSITION_NODES),

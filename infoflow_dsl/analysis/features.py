@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from ..language import typed as ir
 from ..language.functions import POINTWISE
@@ -189,50 +191,58 @@ def _variable_names(condition: ir.PositionCondition) -> list[str]:
 
 
 def expand(expr: object) -> list[Polynomial]:
-    """The polynomial of each component of ``expr`` (one entry for a scalar)."""
-    if isinstance(expr, ir.NumberLiteral):
-        return [_constant(expr.value)]
-    if isinstance(expr, ir.Constant):
-        return [_constant(v) for v in expr.values]
-    if isinstance(expr, ir.Token) and not expr.type.shape:  # a token program's token: one number
-        return [{(Atom(position_source(expr.position), describe(expr), expr),): 1.0}]
-    if isinstance(expr, ir.Token):
-        source = position_source(expr.position)
-        name = describe(expr)
-        return [{(Atom(source, f"{name}[{i + 1}]", ir.Component(expr, i + 1)),): 1.0}
-                for i in range(expr.type.shape[0])]
-    if isinstance(expr, ir.Component):
-        return [expand(expr.vector)[expr.index - 1]]
-    if isinstance(expr, ir.Inner):
-        total: Polynomial = {}
-        for a, b in zip(expand(expr.left), expand(expr.right), strict=True):
-            total = _add(total, _multiply(a, b))
-        return [total]
-    if isinstance(expr, ir.Square):
-        if isinstance(expr.argument, ir.Norm):
-            return expand(ir.Inner(expr.argument.argument, expr.argument.argument))
-        (a,) = expand(expr.argument)
-        return [_multiply(a, a)]
-    if isinstance(expr, ir.Arithmetic):
-        return _arithmetic(expr)
-    if isinstance(expr, ir.Negate):
-        return [_scale(p, -1.0) for p in expand(expr.argument)]
-    if isinstance(expr, ir.Divide):
-        return [_scale(p, 1.0 / expr.divisor) for p in expand(expr.numerator)]
-    if isinstance(expr, ir.MatVec):
-        rows, columns = expr.matrix.type.shape
-        vector = expand(expr.vector)
-        out = []
-        for r in range(rows):
-            row: Polynomial = {}
-            for c in range(columns):
-                row = _add(row, vector[c], expr.matrix.values[r * columns + c])
-            out.append(row)
-        return out
-    if isinstance(expr, NodeResult) and expr.type.kind == "vector":  # a vector result: one atom a component
+    """The polynomial of each component of ``expr`` (one entry for a scalar): :data:`EXPAND_RULES`,
+    one rule per class; a class with no polynomial structure (a pointwise function, a bracket,
+    a position number, ...) is one atom (:func:`_atom`)."""
+    rule = EXPAND_RULES.get(type(expr))
+    if rule is None:
+        raise TypeError(f"the feature expansion has no rule for {type(expr).__name__}")
+    return rule(expr)
+
+
+def _token(expr: ir.Token) -> list[Polynomial]:
+    source, name = position_source(expr.position), describe(expr)
+    if not expr.type.shape:  # a token program's token: one number
+        return [{(Atom(source, name, expr),): 1.0}]
+    return [{(Atom(source, f"{name}[{i + 1}]", ir.Component(expr, i + 1)),): 1.0} for i in range(expr.type.shape[0])]
+
+
+def _inner(expr: ir.Inner) -> list[Polynomial]:
+    total: Polynomial = {}
+    for a, b in zip(expand(expr.left), expand(expr.right), strict=True):
+        total = _add(total, _multiply(a, b))
+    return [total]
+
+
+def _square(expr: ir.Square) -> list[Polynomial]:
+    if isinstance(expr.argument, ir.Norm):
+        return expand(ir.Inner(expr.argument.argument, expr.argument.argument))
+    (a,) = expand(expr.argument)
+    return [_multiply(a, a)]
+
+
+def _matvec(expr: ir.MatVec) -> list[Polynomial]:
+    rows, columns = expr.matrix.type.shape
+    vector = expand(expr.vector)
+    out = []
+    for r in range(rows):
+        row: Polynomial = {}
+        for c in range(columns):
+            row = _add(row, vector[c], expr.matrix.values[r * columns + c])
+        out.append(row)
+    return out
+
+
+def _node_result(expr: NodeResult) -> list[Polynomial]:
+    if expr.type.kind == "vector":  # a vector result: one atom a component
         source = position_source(expr)
         return [{(Atom(source, f"{describe(expr)}[{i + 1}]", ir.Component(expr, i + 1)),): 1.0}
                 for i in range(expr.type.shape[0])]
+    return [_opaque(expr)]
+
+
+def _atom(expr: object) -> list[Polynomial]:
+    """A scalar with no polynomial structure of its own: one atom."""
     if expr.type.kind == "vector":  # type: ignore[attr-defined]
         raise NotSeparable(f"{describe(expr)} is a vector this analysis cannot expand")
     return [_opaque(expr)]
@@ -246,6 +256,25 @@ def _arithmetic(expr: ir.Arithmetic) -> list[Polynomial]:
         return [_multiply(p, right[0]) for p in left]
     sign = 1.0 if expr.operator == "+" else -1.0
     return [_add(a, b, sign) for a, b in zip(left, right, strict=True)]
+
+
+#: How each value node of a comparison's body expands into polynomials of atoms (a reduction or
+#: an argmin/argmax is a comparison node's result by now; the gather route's presences are atoms).
+EXPAND_RULES: dict[type, Callable[[Any], list[Polynomial]]] = {
+    ir.NumberLiteral: lambda expr: [_constant(expr.value)],
+    ir.Constant: lambda expr: [_constant(v) for v in expr.values],
+    ir.Token: _token,
+    ir.Component: lambda expr: [expand(expr.vector)[expr.index - 1]],
+    ir.Inner: _inner,
+    ir.Square: _square,
+    ir.Arithmetic: _arithmetic,
+    ir.Negate: lambda expr: [_scale(p, -1.0) for p in expand(expr.argument)],
+    ir.Divide: lambda expr: [_scale(p, 1.0 / expr.divisor) for p in expand(expr.numerator)],
+    ir.MatVec: _matvec,
+    NodeResult: _node_result,
+    **{atomic: _atom for atomic in (ir.Norm, ir.Pointwise, ir.Presence, ir.TokenLiteral, ir.PositionNumber,
+                                    ir.Compare, ir.Logical, ir.Not, ir.Bracket)},
+}
 
 
 def separate(body: object, variable: str, gathered: bool = False, finite: FiniteDomain | None = None,

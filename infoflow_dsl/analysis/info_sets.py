@@ -62,8 +62,7 @@ def information_sets(heads: Sequence[Head], tree: ComparisonTree, layers: int) -
 
 def _gained(head: Head, tree: ComparisonTree, token: set[Element]) -> set[Element]:
     if head.kind == "position":
-        label = ir.position_label(head.position) if head.position is not None else head.reads
-        return _rooted(token, label or "?")
+        return _rooted(token, ir.position_label(head.position))  # type: ignore[arg-type]
     if head.kind in ("presence", "length"):  # a 0/1 guard, a count: no token's information
         return set()
     if head.kind == "uniform":

@@ -11,11 +11,13 @@ graphviz.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from ..language import typed as ir
+from ..transformer.masks import HeadMask, admits
 from .report import AnalysisReport
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
@@ -54,7 +56,7 @@ def flow(report: AnalysisReport) -> tuple[list[str], list[HeadFlow]]:
             continue
         in_layer[head.layer] = in_layer.get(head.layer, 0) + 1
         arrows = _arrows(head.kind, head.site, head.position, tokens, readout, columns, in_layer[head.layer],
-                         causal=causal)
+                         causal=causal, mask=head.mask_conditions)
         heads.append(HeadFlow(name=head.name, kind=head.kind, layer=head.layer, color=index % len(COLORS),
                               arrows=tuple(arrows)))
     return columns, heads
@@ -108,28 +110,48 @@ def plot_report(report: AnalysisReport, path: str | Path | BinaryIO) -> None:
 
 
 def _arrows(kind: str, site: str, position: object, tokens: list[int], readout: int,
-            columns: list[str], shift: int, causal: bool = False) -> list[tuple[int, int]]:
+            columns: list[str], shift: int, causal: bool = False, mask: HeadMask = ()) -> list[tuple[int, int]]:
+    """(source column, target column) pairs of one head: never a pair its ``mask`` forbids
+    (query t, or T+1 at the readout; key s; drawn at the full length T)."""
     targets = tokens if site == "token" else [readout]
     length = int(columns[tokens[-1]])
+
+    def allowed(source: int, target: int) -> bool:
+        query = length + 1 if target == readout else int(columns[target])
+        return admits(mask, query, int(columns[source]), length) and (not causal or source <= target)
+
+    if kind not in ("position", "uniform", "length"):
+        return [arrow for t in targets if (arrow := _retrieved(t, tokens, readout, shift, causal, allowed))]
+    return [(s, t) for s, t in _fetched(kind, position, tokens, columns, targets, length) if allowed(s, t)]
+
+
+def _retrieved(target: int, tokens: list[int], readout: int, shift: int, causal: bool,
+               allowed: Callable[[int, int], bool]) -> tuple[int, int] | None:
+    """An illustrative retrieved position for one querying column: ``shift`` tokens on (back, in
+    a causal target), or the next one from there that the head's mask allows; None if none."""
+    count = len(tokens)
+    start = (shift - 1) % count if target == readout else tokens.index(target) + (-shift if causal else shift)
+    step = -1 if causal else 1
+    order = [tokens[(start + step * i) % count] for i in range(count)] if start >= 0 or not causal else []
+    return next(((source, target) for source in order if allowed(source, target)), None)
+
+
+def _fetched(kind: str, position: object, tokens: list[int], columns: list[str], targets: list[int],
+             length: int) -> list[tuple[int, int]]:
+    """A position head's arrows (from the position it fetches), a uniform or length head's (from
+    every token), before the mask."""
     if kind == "position" and isinstance(position, ir.ReflectedPosition):  # len + c - t with len = T
         base = (length if position.from_length else 0) + position.offset
         return [(columns.index(str(base - int(columns[t]))), t) for t in tokens
                 if str(base - int(columns[t])) in columns]
     if kind == "position" and isinstance(position, ir.RunLength):
         position = ir.FixedPosition(length + position.offset)
+    if kind == "position" and isinstance(position, ir.PositionVariable):  # x(t ± k): from k places away
+        return [(columns.index(str(int(columns[t]) + position.offset)), t) for t in tokens
+                if str(int(columns[t]) + position.offset) in columns]
     if kind == "position":
         label = str(ir.position_label(position))
-        if label.startswith("t"):  # x(t ± k): from the token k places away, into every token
-            offset = int(label[1:].replace(" ", ""))
-            return [(columns.index(str(int(columns[t]) + offset)), t) for t in tokens
-                    if str(int(columns[t]) + offset) in columns]
         label = str(len([c for c in columns if c != "…"]) - 1) if label == "T" else label
         source = columns.index(label) if label in columns else tokens[-1]
         return [(source, t) for t in targets]
-    if kind in ("uniform", "length"):
-        return [(s, t) for t in targets for s in tokens if not causal or s <= t]
-    if causal:  # an illustrative earlier position for each querying token
-        return [(tokens[tokens.index(t) - shift], t) for t in targets if tokens.index(t) >= shift]
-    # an illustrative retrieved position for each querying token
-    return [(tokens[(tokens.index(t) + shift) % len(tokens)] if t in tokens else tokens[(shift - 1) % len(tokens)], t)
-            for t in targets]
+    return [(s, t) for t in targets for s in tokens]

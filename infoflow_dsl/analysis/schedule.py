@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from ..language import typed as ir
 from ..language.functions import POINTWISE
 from ..language.printer import describe
+from ..transformer.masks import HeadMask, conditions_mask, presence_mask, term_side
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_of, sub_nodes
 from .features import (
     FeaturePair,
@@ -79,7 +80,8 @@ class Head:
     is_comparison: bool = True
     position: ir.PositionTerm | None = None
     presence: ir.Presence | None = None
-    reads: str = ""  # a token head's fetched position or retrieved variable (``AttentionHead.reads``)
+    reads: str = ""  # a token retrieval's variable (``AttentionHead.reads``)
+    mask_conditions: HeadMask = ()  # ``mask`` as the model stores it (``transformer.masks``)
 
 
 LENGTH_HEAD = "len"
@@ -286,6 +288,13 @@ def head_kind(node: ComparisonNode) -> str:
     return "retrieval" if node.site == TOKEN else "readout"
 
 
+def _node_mask(node: ComparisonNode) -> HeadMask:
+    """The node's structural conditions as the model's mask (its variable the key); a condition
+    on len is no mask (the token lowering makes it a bracket of a sum's body)."""
+    structural = tuple(c for c in node.conditions if not (reads_length(c.left) or reads_length(c.right)))
+    return conditions_mask(structural, node.variables[0])
+
+
 def _mask_text(node: ComparisonNode) -> str:
     return " and ".join(f"{describe(c.left)} {c.operator} {describe(c.right)}" for c in node.conditions)
 
@@ -304,6 +313,14 @@ def _position_heads(tree: ComparisonTree) -> list[tuple[ir.PositionTerm, str]]:
         if (position, TOKEN) not in needed:
             needed.append((position, TOKEN))
     return needed
+
+
+def fetch_conditions(position: ir.PositionTerm) -> HeadMask:
+    """The mask of a fetch by mask (key == t ± k, key == k, key == T ± k); none for a position
+    computed from len (a scored fetch)."""
+    if isinstance(position, ir.PositionVariable | ir.FixedPosition | ir.LastPosition):
+        return (("key", "==", term_side(position, "")),)
+    return ()
 
 
 def fetched_position(position: ir.PositionTerm) -> ir.PositionTerm:
@@ -374,21 +391,22 @@ class Scheduler:
     def run(self) -> None:
         if _tree_reads_length(self.tree):
             site = TOKEN if self.tree.output_site == TOKEN or any(n.site == TOKEN for n in self.tree.nodes) else READOUT
-            self.heads.append(Head(LENGTH_HEAD, "length", site, self._place(1, None), LENGTH_COMPARES,
-                                   is_comparison=False))
+            self.heads.append(Head(name=LENGTH_HEAD, kind="length", site=site, layer=self._place(1, None),
+                                   compares=LENGTH_COMPARES, is_comparison=False))
         for index, (position, site) in enumerate(_position_heads(self.tree)):
             layer = self._place(2 if reads_length(position) else 1, None)  # len is known after layer 1
             self.clock.fetches[position] = attention_stage(layer)
             mask = f"key == query{ir.offset_text(position.offset)}" if isinstance(position, ir.PositionVariable) else ""
-            self.heads.append(Head(f"{FETCH_PREFIX}{index + 1}", "position", site, layer,
-                                   f"x({ir.position_label(position)})", mask=mask, is_comparison=False,
-                                   position=position))
+            self.heads.append(Head(name=f"{FETCH_PREFIX}{index + 1}", kind="position", site=site, layer=layer,
+                                   compares=f"x({ir.position_label(position)})", mask=mask, is_comparison=False,
+                                   position=position, mask_conditions=fetch_conditions(position)))
         for index, presence in enumerate(presences_read(self.tree)):
             layer = self._place(1, None)
             label = describe(presence)
             self.clock.fetches[label] = attention_stage(layer)
-            self.heads.append(Head(f"g{index + 1}", "presence", TOKEN, layer, label, is_comparison=False,
-                                   presence=presence))
+            self.heads.append(Head(name=f"g{index + 1}", kind="presence", site=TOKEN, layer=layer, compares=label,
+                                   is_comparison=False, presence=presence,
+                                   mask_conditions=presence_mask(presence.index, presence.conditions)))
         for node in self.tree.nodes:
             self._schedule_node(node)
 
@@ -408,8 +426,10 @@ class Scheduler:
         self.clock.results[node.name] = read if exact else after_ffns(read, self.clock.square_depth)
         key = tuple(describe_monomial(p.key) for p in plan.key_pairs)
         query = tuple(describe_polynomial(p.query) for p in plan.key_pairs)
-        self.heads.append(Head(node.name, head_kind(node), node.site, layer, f"{node.header} {describe(node.body)}",
-                               query, key, _mask_text(node), plan.dimension))
+        self.heads.append(Head(name=node.name, kind=head_kind(node), site=node.site, layer=layer,
+                               compares=f"{node.header} {describe(node.body)}", query_features=query,
+                               key_features=key, mask=_mask_text(node), dimension=plan.dimension,
+                               mask_conditions=_node_mask(node)))
 
     def layers(self) -> int:
         output_stage = self.clock.stage(self.tree.output)

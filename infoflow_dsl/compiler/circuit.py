@@ -141,9 +141,10 @@ class AttentionHead:
 
     ``mask`` holds conditions (left, op, right) over ``key``, ``query``, ``last`` (each
     optionally with an offset: ``query-1``) and literal positions. ``error`` is the a-priori
-    error of its result (Gibbs or retrieval bound). ``reads`` says whose information it brings,
-    as reports write it: the position a fetch reads (``t - 1``, ``len``), the variable a
-    retrieval picks (``s``); empty for a head placed by the schedule (its node says it).
+    error of its result (Gibbs or retrieval bound). ``reads`` is the variable a retrieval picks
+    (``s``) and ``fetches`` the position a fetch reads (``len + 1 - t``), for the reports'
+    information sets; both empty for a head placed by the schedule (its node and schedule entry
+    say it).
     """
 
     name: str
@@ -159,6 +160,7 @@ class AttentionHead:
     error: float
     formula: str
     reads: str = ""
+    fetches: object | None = None  # an ir.PositionTerm
 
 
 @dataclass(frozen=True)

@@ -125,39 +125,46 @@ def _predicate(expr: ast.Expr, minimum: int) -> str:
 
 
 def print_expr(expr: ast.Expr) -> str:
-    """The text of one expression."""
-    if isinstance(expr, ast.Number):
-        return expr.text
-    if isinstance(expr, ast.String):
-        return f'"{expr.text}"'
-    if isinstance(expr, ast.Bracket):
-        return f"[{_predicate(expr.condition, 0)}]"
-    if isinstance(expr, ast.PREDICATES):
-        return _predicate(expr, 0)
-    if isinstance(expr, ast.Name):
-        return expr.name
-    if isinstance(expr, ast.Call):
-        return f"{expr.function}({', '.join(print_expr(a) for a in expr.arguments)})"
-    if isinstance(expr, ast.Index):
-        return f"{_operand(expr.base, POSTFIX)}[{expr.index.text}]"
-    if isinstance(expr, ast.InnerProduct):
-        return f"<{print_expr(expr.left)}, {print_expr(expr.right)}>"
-    if isinstance(expr, ast.Norm):
-        return f"||{_bars_inside(expr.argument)}||"
-    if isinstance(expr, ast.Abs):
-        return f"|{_bars_inside(expr.argument)}|"
-    if isinstance(expr, ast.Negate):
-        inner = _tail(expr.argument, UNARY)
-        return f"- {inner}" if inner.startswith("-") else f"-{inner}"
-    if isinstance(expr, ast.Power):
-        return f"{_operand(expr.base, POSTFIX)}^{expr.exponent.text}"
-    if isinstance(expr, ast.Binary):
-        level = precedence(expr)
-        return f"{_operand(expr.left, level)} {expr.operator} {_tail(expr.right, level + 1)}"
-    assert isinstance(expr, ast.Reduction)
+    """The text of one expression (:data:`PRINT_RULES`, one rule per AST class)."""
+    rule = PRINT_RULES.get(type(expr))
+    if rule is None:
+        raise TypeError(f"the printer has no rule for {type(expr).__name__}")
+    return rule(expr)
+
+
+def _negate(expr: ast.Negate) -> str:
+    inner = _tail(expr.argument, UNARY)
+    return f"- {inner}" if inner.startswith("-") else f"-{inner}"
+
+
+def _binary(expr: ast.Binary) -> str:
+    level = precedence(expr)
+    return f"{_operand(expr.left, level)} {expr.operator} {_tail(expr.right, level + 1)}"
+
+
+def _source_reduction(expr: ast.Reduction) -> str:
     binders = [b.name for b in expr.binders]
     conditions = [_condition(c) for c in expr.conditions]
     return _reduction(expr.kind, expr.rank, binders, conditions, print_expr(expr.body))
+
+
+#: The source text of each AST expression class.
+PRINT_RULES: dict[type, Callable[[Any], str]] = {
+    ast.Number: lambda expr: expr.text,
+    ast.String: lambda expr: f'"{expr.text}"',
+    ast.Bracket: lambda expr: f"[{_predicate(expr.condition, 0)}]",
+    **{predicate: lambda expr: _predicate(expr, 0) for predicate in ast.PREDICATES},
+    ast.Name: lambda expr: expr.name,
+    ast.Call: lambda expr: f"{expr.function}({', '.join(print_expr(a) for a in expr.arguments)})",
+    ast.Index: lambda expr: f"{_operand(expr.base, POSTFIX)}[{expr.index.text}]",
+    ast.InnerProduct: lambda expr: f"<{print_expr(expr.left)}, {print_expr(expr.right)}>",
+    ast.Norm: lambda expr: f"||{_bars_inside(expr.argument)}||",
+    ast.Abs: lambda expr: f"|{_bars_inside(expr.argument)}|",
+    ast.Negate: _negate,
+    ast.Power: lambda expr: f"{_operand(expr.base, POSTFIX)}^{expr.exponent.text}",
+    ast.Binary: _binary,
+    ast.Reduction: _source_reduction,
+}
 
 
 def _space(space: ast.Space) -> str:

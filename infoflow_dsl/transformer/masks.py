@@ -18,13 +18,13 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from ..language import typed as ir
 
-Tensor = torch.Tensor
+if TYPE_CHECKING:  # the vocabulary is torch-free (analyze's plot reads it); allowed_pairs imports torch
+    import torch
+    from torch import Tensor
 
 #: A mask side: ``key``, ``query``, ``last`` (optionally offset: ``query-1``) or a 1-based position.
 Side = str | int
@@ -117,7 +117,24 @@ def check_mask(conditions: Any, where: str, head: str) -> HeadMask:
     return tuple(check_condition(c, f"{where} ({head})") for c in conditions)
 
 
+def side_position(side: Side, query: int, key: int, last: int) -> int:
+    """The position a side names for one (query, key) pair at length ``last``."""
+    if not isinstance(side, str):
+        return side
+    base, offset = MASK_SIDE.match(side).groups()  # type: ignore[union-attr]
+    return {"key": key, "query": query, "last": last}[base] + int(offset or 0)
+
+
+def admits(mask: HeadMask, query: int, key: int, last: int) -> bool:
+    """Does ``mask`` let query position ``query`` see key ``key`` at length ``last``? (One
+    pair, in plain Python: what :func:`allowed_pairs` computes for all pairs at once.)"""
+    return all(MASK_OPS[op](side_position(left, query, key, last), side_position(right, query, key, last))
+               for left, op, right in mask)
+
+
 def _side_value(side: Side, positions: dict[str, Tensor], device: torch.device | str | None) -> Tensor:
+    import torch
+
     if not isinstance(side, str):
         return torch.tensor(side, device=device)
     base, offset = MASK_SIDE.match(side).groups()  # type: ignore[union-attr]
@@ -128,6 +145,8 @@ def allowed_pairs(masks: Sequence[HeadMask], length: int, rows: slice | None = N
                   device: torch.device | str | None = None) -> Tensor:
     """Allowed (query, key) pairs of each head: bool (H, N, T') for the query rows ``rows`` of
     the T'+1 (all of them by default), query t = row + 1, key s = 1..T', last = T'."""
+    import torch
+
     rows = rows or slice(0, length + 1)
     query = torch.arange(rows.start + 1, rows.stop + 1, device=device).unsqueeze(1)  # (N, 1)  positions t
     key = torch.arange(1, length + 1, device=device).unsqueeze(0)  # (1, T')     positions s

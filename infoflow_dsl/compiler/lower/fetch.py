@@ -8,14 +8,13 @@
 - **presence head**: 1 where a gathered slot is in range for the reading token, else 0, by a
   mask: exact.
 
-Every mask is written by one rule (:func:`mask_side`): a condition's terms become ``key``,
+Every mask is written by one rule (``transformer.masks.term_side``): a condition's terms become ``key``,
 ``query``, ``last`` (each with an optional offset, ``query-1``) or a literal position.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
 
 from ...analysis.causality import is_causal
 from ...analysis.schedule import Head
@@ -27,34 +26,8 @@ from ..circuit import POS_COS, POS_SIN, AttentionHead, LinearForm, input_directi
 from .builder import CircuitBuilder
 from .quantity import ErrorVec, in_direction
 
-MaskCondition = tuple[str | int, str, str | int]
+MaskCondition = masks.Condition
 ZERO_FORMS = (LinearForm(),)
-
-
-def _never(_: ir.PositionTerm) -> bool:
-    return False
-
-
-def mask_side(term: ir.PositionTerm, is_key: Callable[[ir.PositionTerm], bool] = _never) -> str | int:
-    """A mask side in the model's config: ``key`` where ``is_key`` says the term stands for the
-    key, ``query`` for another position variable, ``last`` for T, each with its offset (``query-1``,
-    ``last-2``, ``key+1``; model.py reads them back), or the literal position k."""
-    offset = getattr(term, "offset", 0)
-    if is_key(term):
-        side = "key"
-    elif isinstance(term, ir.PositionVariable):
-        side = "query"
-    elif isinstance(term, ir.LastPosition):
-        side = "last"
-    else:
-        return term.index
-    return masks.mask_side(side, offset)
-
-
-def condition_mask(conditions: Sequence[ir.PositionCondition],
-                   is_key: Callable[[ir.PositionTerm], bool]) -> tuple[MaskCondition, ...]:
-    """The mask conditions (left side, operator, right side) of position conditions."""
-    return tuple((mask_side(c.left, is_key), c.operator, mask_side(c.right, is_key)) for c in conditions)
 
 
 def _fetched_token(builder: CircuitBuilder, head: Head, position: ir.PositionTerm) -> tuple[str, ...]:
@@ -114,7 +87,7 @@ def masked_position_head(builder: CircuitBuilder, head: Head, position: ir.Posit
     target a token-site fetch also masks keys after the query, so the output at t never reads
     x(t+1..) even where the target is undefined. A query with no allowed key receives 0 (the
     checker proved the target never reads it there)."""
-    side = mask_side(position)
+    side = masks.term_side(position, "")  # no variable is the key: t - k is the query's
     low, high = builder.token_range()
     outputs = _fetched_token(builder, head, position)
     mask: tuple[MaskCondition, ...] = (("key", "==", side),)
@@ -133,11 +106,7 @@ def presence_head(builder: CircuitBuilder, head: Head) -> None:
     query) and the constant 1 as its value: exact, like any masked fetch."""
     presence = head.presence
     assert presence is not None, f"presence head {head.name} computes no guard"
-
-    def is_slot(term: ir.PositionTerm) -> bool:
-        return isinstance(term, ir.FixedPosition) and term.index == presence.index
-
-    mask = (("key", "==", presence.index), *condition_mask(presence.conditions, is_slot))
+    mask = masks.presence_mask(presence.index, presence.conditions)
     text = describe(presence)
     output = builder.direction(f"{text}@token")
     builder.heads.append(AttentionHead(

@@ -16,11 +16,11 @@ from ...analysis.features import Atom, FeaturePair, NotSeparable, separate
 from ...analysis.schedule import Head
 from ...analysis.stages import attention_stage, layer_for
 from ...errors import CompileError
-from ...language import typed as ir
 from ...language.positions import count_tuples
 from ...language.printer import describe
+from ...transformer.masks import conditions_mask
 from .builder import CircuitBuilder
-from .fetch import MaskCondition, condition_mask
+from .fetch import MaskCondition
 from .quantity import Quantity, constant, in_direction, interval_product, linear
 from .squares import product
 from .values import scalar
@@ -102,10 +102,5 @@ def key_count(node: ComparisonNode, length: int) -> int:
 
 
 def node_mask(node: ComparisonNode) -> tuple[MaskCondition, ...]:
-    """The node's conditions as a mask, its variable read as the key."""
-    variable = node.variables[0]
-
-    def is_variable(term: ir.PositionTerm) -> bool:
-        return isinstance(term, ir.PositionVariable) and term.name == variable
-
-    return condition_mask(node.conditions, is_variable)
+    """The node's conditions as a mask, its variable read as the key (``masks.conditions_mask``)."""
+    return conditions_mask(node.conditions, node.variables[0])

@@ -58,7 +58,7 @@ def masked_fetch(lowering: TokenLowering, own: TokenFeature, condition: Conditio
     (outputs,) = [uniform_mean(lowering.builder, [Feature(f, frozenset({Fraction(0), Fraction(1)}), 0) for f in
                                               own.onehot], [None] * len(own.onehot), (condition,),
                                f"x({ir.position_label(position)}) by a mask", kind="position",
-                               reads=ir.position_label(position) or "")]
+                               fetches=position)]
     return TokenFeature(tuple(o.form for o in outputs), outputs[0].stage, outputs[0].error)
 
 
@@ -71,7 +71,7 @@ def scored_fetch(lowering: TokenLowering, own: TokenFeature, place: Feature, pos
     outputs, stage, tail = retrieve(lowering.builder, score=score, stage=place.stage, values=own.onehot, gap=0.5,
                                     mask=(), value_error=0.0,
                                     formula=f"x({ir.position_label(position)}) by score 2p·s − s²",
-                                    kind="position", reads=ir.position_label(position) or "")
+                                    kind="position", fetches=position)
     return TokenFeature(tuple(LinearForm.of(o) for o in outputs), stage, tail)
 
 

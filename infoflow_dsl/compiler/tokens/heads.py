@@ -30,7 +30,7 @@ from .ffn import table
 
 def _head(builder: TokenCircuitBuilder, *, kind: str, stage: int, score: Sequence[tuple[LinearForm, LinearForm]],
           values: Sequence[LinearForm], beta: float, mask: HeadMask, error: float, formula: str,
-          reads: str = "") -> tuple[str, ...]:
+          reads: str = "", fetches: object | None = None) -> tuple[str, ...]:
     """A head at the first layer that can read ``stage``; its value rows go to fresh directions."""
     layer = layer_for(stage)
     name = LENGTH_HEAD if kind == "length" else f"h{len(builder.heads) + 1}"
@@ -39,20 +39,20 @@ def _head(builder: TokenCircuitBuilder, *, kind: str, stage: int, score: Sequenc
     key = tuple(k for _, k in score) or (LinearForm(),)
     builder.add_head(AttentionHead(name=name, layer=layer, kind=kind, site="token", query=query, key=key,
                                    value=tuple(values), outputs=outputs, beta=beta, mask=mask, error=error,
-                                   formula=formula, reads=reads))
+                                   formula=formula, reads=reads, fetches=fetches))
     return outputs
 
 
 def uniform_mean(builder: TokenCircuitBuilder, features: Sequence[Feature],
                  values: Sequence[frozenset[Fraction] | None], mask: HeadMask, formula: str,
-                 kind: str = "uniform", reads: str = "") -> list[Feature]:
+                 kind: str = "uniform", fetches: object | None = None) -> list[Feature]:
     """The mean of each feature over the keys ``mask`` leaves (one head for all of them);
     ``kind`` "position" for a mask that leaves one key (a fetch), "length" for ``len``'s head."""
     stage = max(f.stage for f in features)
     rounding = builder.unit_roundoff * builder.length * max((f.magnitude for f in features), default=0.0) * 2
     error = max(f.error for f in features) + rounding
     outputs = _head(builder, kind=kind, stage=stage, score=(), values=[f.form for f in features], beta=0.0,
-                    mask=mask, error=error, formula=formula, reads=reads)
+                    mask=mask, error=error, formula=formula, fetches=fetches)
     read = attention_stage(layer_for(stage))
     return [Feature(LinearForm.of(out), value_set, read, error) for out, value_set in zip(outputs, values, strict=True)]
 
@@ -64,12 +64,13 @@ def sharp_beta(length: int, gap: float) -> float:
 
 def retrieve(builder: TokenCircuitBuilder, *, score: Sequence[tuple[LinearForm, LinearForm]], stage: int,
              values: Sequence[LinearForm], gap: float, mask: HeadMask, value_error: float,
-             formula: str, kind: str = "token retrieval", reads: str = "") -> tuple[tuple[str, ...], int, float]:
+             formula: str, kind: str = "token retrieval", reads: str = "",
+             fetches: object | None = None) -> tuple[tuple[str, ...], int, float]:
     """A sharp head whose winners beat other keys by ``gap``: (output directions, stage, error
     per unit of value magnitude beyond ``value_error``)."""
     beta = sharp_beta(builder.length, gap)
     outputs = _head(builder, kind=kind, stage=stage, score=score, values=values, beta=beta, mask=mask,
-                    error=TAIL + value_error, formula=formula, reads=reads)
+                    error=TAIL + value_error, formula=formula, reads=reads, fetches=fetches)
     return outputs, attention_stage(layer_for(stage)), TAIL
 
 

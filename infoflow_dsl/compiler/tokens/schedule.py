@@ -42,7 +42,8 @@ def schedule_head(head: AttentionHead) -> Head:
         query_features=tuple(str(q) for q in head.query) if scored else (),
         key_features=tuple(str(k) for k in head.key) if scored else (),
         mask=_mask_text(head), dimension=max(len(head.key), 1) if scored else 1,
-        is_comparison=kind not in NOT_COMPARISONS, reads=head.reads or "s",
+        is_comparison=kind not in NOT_COMPARISONS, reads=head.reads or "s", mask_conditions=head.mask,
+        position=head.fetches,  # type: ignore[arg-type]
     )
 
 

@@ -15,6 +15,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ...analysis.report import AnalysisReport
+from ...language import typed as ir
 from ...plan import analyze
 from .content import analysis_data, analysis_graph
 from .html import render_page
@@ -44,12 +45,25 @@ page yet),
         raise ValueError(TOKEN_PAGE_REFUSAL)
     program = program_of(model)
     analysis = analyze(program)
-    data = analysis_data(analysis)
-    tree = analysis_graph(analysis.to_dict(), program.source)
+    built = built_analysis(model, program)
+    data = analysis_data(analysis, built)
+    tree = analysis_graph(built.to_dict(), program.source)
     data.update(model_sections(model, program, {n.name: n.source for n in tree}))
     data["kind"] = "model"
     data["schedule"] = {**data["schedule"], "heads": data["heads"]}
     return data
+
+
+def built_analysis(model: CompiledTransformer, program: ir.Program) -> AnalysisReport:
+    """The analysis of the model as built: its program relowered at the file's ε, dtype and
+    routes (``pipeline.relower``), the schedule the circuit realises (every layer and head the
+    model has, at the layers it has them)."""
+    from ...analysis.ranges import roots_at_zero
+    from ...pipeline import realised_schedule, relower
+
+    lowering = relower(model, program)
+    schedule = realised_schedule(lowering.schedule, lowering.circuit)
+    return AnalysisReport(lowering.program, lowering.tree, schedule, roots_at_zero(lowering.program))
 
 
 def model_measured(model: CompiledTransformer) -> dict[str, Any]:

@@ -103,12 +103,16 @@ def analysis_heads(summary: dict[str, Any]) -> list[dict[str, Any]]:
             for h in summary["schedule"]]
 
 
-def analysis_data(report: AnalysisReport) -> dict[str, Any]:
+def analysis_data(report: AnalysisReport, built: AnalysisReport | None = None) -> dict[str, Any]:
     """The page data of ``analyze FILE --html``: no model sections (``AnalysisReport.to_dict``
-    once: on an inefficient target it compiles the gather route to count its parameters)."""
+    once: on an inefficient target it compiles the gather route to count its parameters).
+    ``built`` is the analysis of the model a page shows, its schedule the one the model's
+    circuit realises (the gather route's slots, deep squares' extra layers): the graph, the
+    schedule and the flow are drawn from it, the analysis section from ``report``."""
     summary = report.to_dict()
+    drawn = summary if built is None else built.to_dict()
     source = report.program.source
     return {"title": Path(report.program.path).stem, "kind": "analysis",
             "program": {"name": Path(report.program.path).name, "source": source},
-            "analysis": analysis_section(summary), "graph": [n.to_json() for n in analysis_graph(summary, source)],
-            "schedule": {**schedule_section(summary, analysis_heads(summary)), "flow": flow_section(report)}}
+            "analysis": analysis_section(summary), "graph": [n.to_json() for n in analysis_graph(drawn, source)],
+            "schedule": {**schedule_section(drawn, analysis_heads(drawn)), "flow": flow_section(built or report)}}
