@@ -37,6 +37,14 @@ from .token_costs import exactness, finite_ranks, token_growth
 KEYS_SHOWN = 6  # the key features analyze's text lists per head (the JSON has them all)
 TOKEN_ROUTE = "a token program compiles exactly by the token lowering (compiler.tokens), not the gather route"
 INFOFLOW_UPPER_BOUND = "O(ε^-1)"
+BUDGET_ONLY = ("the target is efficient without a head budget: --heads asks analyze whether that budget suffices, "
+               "and compile builds the schedule's own heads (no route unrolls anything for it)")
+
+
+def _refused_fallback(why: str) -> dict[str, Any]:
+    """The fallback entry of a target no gather route applies to, with why."""
+    return {"route": "gather", "law": None, "exponent_T": None, "law_wide": None, "exponent_T_wide": None,
+            "parameters_at_eps_1e-2": None, "refused": why}
 
 
 def _span_json(span: Span | None) -> dict[str, int] | None:
@@ -137,13 +145,13 @@ class AnalysisReport:
         from .gather import UnrollError, gather
 
         if self.program.over_tokens:
-            return {"route": "gather", "law": None, "exponent_T": None, "law_wide": None, "exponent_T_wide": None,
-                    "parameters_at_eps_1e-2": None, "refused": TOKEN_ROUTE}
+            return _refused_fallback(TOKEN_ROUTE)
+        if all(p.kind == "heads" for p in self.schedule.problems):
+            return _refused_fallback(BUDGET_ONLY)
         try:
             gathered = gather(self.program)
         except UnrollError as error:
-            return {"route": "gather", "law": None, "exponent_T": None, "law_wide": None, "exponent_T_wide": None,
-                    "parameters_at_eps_1e-2": None, "refused": str(error)}
+            return _refused_fallback(str(error))
         k, unrolled = len(gathered.unrolled), ", ".join(gathered.unrolled)
         rewritten = dataclasses.replace(self.program, target=gathered.target)
         tree = build_tree(rewritten, gathered=True)
@@ -299,7 +307,9 @@ def render_text(report: AnalysisReport) -> str:
             keys = head["key_features"]
             shown = ", ".join(keys[:KEYS_SHOWN]) + (f", … ({len(keys) - KEYS_SHOWN} more: --json lists them)"
                                                      if len(keys) > KEYS_SHOWN else "")
-            lines.append(f"  {'':<38}keys ({head['dimension']}): {shown}")
+            count = f"{len(keys)}" if len(keys) == head["dimension"] else \
+                f"{len(keys)}, head dimension {head['dimension']}: those with a constant query side share one"
+            lines.append(f"  {'':<38}keys ({count}): {shown}")
     lines.append("")
     lines.append("information sets")
     for entry in data["info_sets"]:

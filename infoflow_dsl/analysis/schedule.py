@@ -481,7 +481,8 @@ def build_schedule(tree: ComparisonTree, budget: Sequence[int] | None = None, ma
         scheduler = Scheduler(tree, budget)
         scheduler.run()
     heads = tuple(scheduler.heads)
-    layers = len(budget) if budget is not None else scheduler.layers()
+    # a budget too small leaves heads past its layers: the schedule still lists every layer it uses
+    layers = max(len(budget), scheduler.layers()) if budget is not None else scheduler.layers()
     per_layer = tuple(sum(1 for h in heads if h.layer == layer) for layer in range(1, layers + 1))
     dimension = max((sum(1 for h in free.heads if h.layer == layer and h.site == site and h.is_comparison)
                      for layer in range(1, free.layers() + 1) for site in (TOKEN, READOUT)), default=0)

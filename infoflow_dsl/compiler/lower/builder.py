@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...analysis.stages import next_ffn
 from ...errors import CompileError
@@ -29,7 +30,8 @@ class CircuitBuilder:
     ``route`` is how squares are built (wide | deep | auto, see ``approximations``); ``gathered``:
     the gather route, whose fixed positions are fetched exactly at the tokens, by masks.
     ``fetched`` maps (a fetched position or presence guard, site) to its quantities, ``results``
-    a comparison node's name to its result, ``cache`` (expression, site) to its components.
+    a comparison node's name to its result, ``cache`` (expression, site) to its components and
+    ("monomial", atoms, site) to a product of per-token atoms.
     """
 
     program: ir.Program
@@ -44,7 +46,7 @@ class CircuitBuilder:
     constraints: list[Constraint] = field(default_factory=list)
     results: dict[str, list[Quantity]] = field(default_factory=dict)
     fetched: dict[tuple[object, str], list[Quantity]] = field(default_factory=dict)
-    cache: dict[tuple[object, str], list[Quantity]] = field(default_factory=dict)
+    cache: dict[tuple[object, ...], Any] = field(default_factory=dict)
     units: int = 0
     counter: int = 0
     source_counter: int = 0

@@ -23,19 +23,23 @@ from .builder import CircuitBuilder
 from .fetch import MaskCondition
 from .quantity import Quantity, constant, in_direction, interval_product, linear
 from .squares import product
-from .values import scalar
+from .values import canonical, scalar
 
 FeatureQuantities = list[tuple[Quantity, Quantity]]
 
 
 def _monomial(builder: CircuitBuilder, monomial: tuple[Atom, ...], site: str) -> Quantity:
-    """The product of a monomial's atoms at ``site`` (1 for the empty monomial)."""
+    """The product of a monomial's atoms at ``site`` (1 for the empty monomial), built once per
+    site: a query's x(s)[1]·x(s)[1] and a key's x(t)[1]·x(t)[1] are one square at the tokens."""
     if not monomial:
         return constant(1.0)
-    value = scalar(builder, monomial[0].expr, site)
-    for atom in monomial[1:]:
-        value = product(builder, value, scalar(builder, atom.expr, site))
-    return value
+    key = ("monomial", tuple(canonical(atom.expr) for atom in monomial), site)
+    if key not in builder.cache:
+        value = scalar(builder, monomial[0].expr, site)
+        for atom in monomial[1:]:
+            value = product(builder, value, scalar(builder, atom.expr, site))
+        builder.cache[key] = value
+    return builder.cache[key]
 
 
 def _query(builder: CircuitBuilder, pair: FeaturePair, site: str) -> Quantity:

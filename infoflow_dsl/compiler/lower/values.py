@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...analysis.comparisons import NodeResult
+from ...analysis.comparisons import NodeResult, free_variables, rename
 from ...analysis.schedule import fetched_position
 from ...errors import CompileError
 from ...language import typed as ir
@@ -29,14 +29,26 @@ Rule = Callable[[CircuitBuilder, Any, str], list[Quantity]]
 
 def values(builder: CircuitBuilder, expr: object, site: str) -> list[Quantity]:
     """The components of ``expr`` at ``site`` (every position variable is the site's own token),
-    each lowered once per site."""
-    key = (expr, site)
+    each lowered once per site: the cache key names every free variable alike, so a value two
+    comparisons need (x(s)[1]² as one's query feature, x(t)[1]² as another's key feature) is
+    one FFN block."""
+    key = (canonical(expr), site)
     if key not in builder.cache:
         rule = RULES.get(type(expr))
         if rule is None:
             raise CompileError(f"cannot lower {describe(expr)}")
         builder.cache[key] = rule(builder, expr, site)
     return builder.cache[key]
+
+
+SITE_VARIABLE = "@"  # how the cache names the site's own position, whatever the variable's name
+
+
+def canonical(expr: object) -> object:
+    """``expr`` with every free position variable named :data:`SITE_VARIABLE`."""
+    for name in sorted(free_variables(expr)):
+        expr = rename(expr, name, SITE_VARIABLE)
+    return expr
 
 
 def scalar(builder: CircuitBuilder, expr: object, site: str) -> Quantity:

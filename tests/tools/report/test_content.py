@@ -79,3 +79,19 @@ def test_the_schedule_picture_is_analyze_plots():
         [(h.name, h.layer, COLORS[h.color], list(h.arrows)) for h in heads]
     previous = next(h for h in picture["heads"] if h["kind"] == "position")
     assert all(target == source + 1 for source, target in previous["arrows"])  # x(t − 1) into every token t
+
+
+def test_a_gather_route_models_page_draws_the_models_layers_and_heads() -> None:
+    """The page of a model compiled through the gather route draws the schedule its circuit has
+    (every layer, every head, at its layer), not analyze's schedule of the ungathered target."""
+    from infoflow_dsl.tools.report import model_data
+
+    program = ifl.parse_program("input x : R^2\nlength T = 4\ntarget max_<a, b, c : b < c> x(a)[1] * x(b)[2] "
+                                "* x(c)[1]\n", "triple.iflow")
+    model = ifl.compile(program, eps=1e-1, dtype="float64", samples=0, allow_inefficient=True)
+    data = model_data(model)
+    layers = len(model.config["layers"])
+    built = [(h["name"], index) for index, layer in enumerate(model.config["layers"], start=1) for h in layer["heads"]]
+    assert ifl.analyze(program).layers < layers  # analyze's own schedule is the ungathered one
+    assert data["schedule"]["flow"]["layers"] == layers
+    assert sorted((h["name"], h["layer"]) for h in data["schedule"]["flow"]["heads"]) == sorted(built)
