@@ -24,6 +24,7 @@ from infoflow_dsl.transformer.masks import (
     mask_side,
     position_side,
     presence_mask,
+    term_side,
 )
 
 OPERATORS = ["!=", "<", "<=", ">", ">=", "=="]
@@ -176,3 +177,15 @@ def test_fully_masked_rows_get_nothing_and_no_nan() -> None:
     model(x).sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
     assert torch.count_nonzero(model.blocks[0].attn.W_Q.grad[0]) == 0
+
+
+def test_every_mask_side_is_written_by_one_rule() -> None:
+    """term_side writes every lowering's masks (nodes, fetches, presences): the key variable,
+    another variable (the query), T and a literal position, each with its offset."""
+    cases = [
+        (ir.PositionVariable("s"), "key"), (ir.PositionVariable("s", offset=1), "key+1"),
+        (ir.PositionVariable("t"), "query"), (ir.PositionVariable("t", offset=-2), "query-2"),
+        (ir.LastPosition(), "last"), (ir.LastPosition(offset=-3), "last-3"), (ir.FixedPosition(4), 4),
+    ]
+    assert [term_side(term, "s") for term, _ in cases] == [side for _, side in cases]
+    assert term_side(ir.PositionVariable("s"), "") == "query"  # no key: every variable is the query

@@ -11,7 +11,7 @@ import pytest
 from lowered import builder, inputs, model, program, run, schedule_of
 
 from infoflow_dsl.analysis.schedule import Head
-from infoflow_dsl.compiler.lower.fetch import mask_side, masked_position_head, position_head, presence_head
+from infoflow_dsl.compiler.lower.fetch import masked_position_head, position_head, presence_head
 from infoflow_dsl.language import typed as ir
 
 SHARE = 1e-3
@@ -115,16 +115,3 @@ target(t) = x(t)[1]
     positions = np.arange(1, 7)
     expected = ((2 < positions) & (positions != 5)).astype(float)
     assert np.array_equal(y, np.broadcast_to(expected, y.shape))
-
-
-def test_every_mask_side_is_written_by_one_rule():
-    def is_key(term: ir.PositionTerm) -> bool:
-        return isinstance(term, ir.PositionVariable) and term.name == "s"
-
-    cases = [
-        (ir.PositionVariable("s"), "key"), (ir.PositionVariable("s", offset=1), "key+1"),
-        (ir.PositionVariable("t"), "query"), (ir.PositionVariable("t", offset=-2), "query-2"),
-        (ir.LastPosition(), "last"), (ir.LastPosition(offset=-3), "last-3"), (ir.FixedPosition(4), 4),
-    ]
-    assert [mask_side(term, is_key) for term, _ in cases] == [side for _, side in cases]
-    assert mask_side(ir.PositionVariable("s")) == "query"  # no key: every variable is the query
