@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
 
 from .analysis.comparisons import build_tree
 from .analysis.ranges import roots_at_zero
@@ -52,6 +54,29 @@ def analyze(program: ir.Program, heads: Sequence[int] | None = None) -> Analysis
     schedule the model ``compile`` builds (:func:`schedule_program`); ``heads`` asks whether that
     per-layer head budget suffices."""
     schedule = schedule_program(program, heads)
-    return AnalysisReport(program, schedule.tree, schedule, roots_at_zero(program))
+    needs_gather = schedule.problems and not program.over_tokens and any(p.kind != "heads" for p in schedule.problems)
+    return AnalysisReport(program=program, tree=schedule.tree, schedule=schedule,
+                          roots_at_zero=roots_at_zero(program),
+                          gather_size=gather_size(program) if needs_gather else None)
+
+
+@lru_cache(maxsize=64)
+def gather_size(program: ir.Program) -> dict[str, Any]:
+    """The gather route's nonzero parameters at ε = 1e-2 (float64, lowered and assembled, not
+    measured), or why it is refused: what analyze's fallback reports for an inefficient target.
+    Cached per program (a few seconds each); imports torch."""
+    import torch
+
+    from .compiler.assemble import assemble
+    from .pipeline import build_circuit
+    from .transformer.model import CompiledTransformer
+
+    try:
+        lowering = build_circuit(program, 1e-2, torch.float64, allow_inefficient=True)
+    except CompileError as error:
+        return {"parameters_at_eps_1e-2": None, "refused": str(error)}
+    config, tensors = assemble(lowering.circuit, torch.float64, {})
+    model = CompiledTransformer(config, tensors, device="cpu", dtype=torch.float64)
+    return {"parameters_at_eps_1e-2": model.nonzero_parameter_count(), "refused": None}
 
 

@@ -19,11 +19,9 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..errors import CompileError
 from ..language import typed as ir
 from ..language.printer import describe
 from ..language.syntax import Span
@@ -61,6 +59,9 @@ class AnalysisReport:
     tree: ComparisonTree
     schedule: Schedule
     roots_at_zero: tuple[RootAtZero, ...] = ()
+    #: the gather route's size for the fallback: {"parameters_at_eps_1e-2": n, "refused": None} or
+    #: {..: None, "refused": why}; measured by whoever builds models (``plan.analyze``), not here
+    gather_size: dict[str, Any] | None = None
 
     @property
     def verdict(self) -> str:
@@ -177,8 +178,7 @@ class AnalysisReport:
         entry: dict[str, Any] = {"route": "gather", "unrolled": list(gathered.unrolled), "law": law + tail,
                                  "exponent_T": exponent, "law_wide": wide_law + tail,
                                  "exponent_T_wide": wide_exponent, "parameters_at_eps_1e-2": None, "refused": None}
-        entry.update(_fallback_size(self.program.source, self.program.path, self.program.length,
-                                    self.program.margin))
+        entry.update(self.gather_size or {})
         return entry
 
     def reason(self) -> dict[str, Any] | None:
@@ -247,21 +247,6 @@ class AnalysisReport:
 
     def to_text(self) -> str:
         return render_text(self)
-
-
-@lru_cache(maxsize=64)
-def _fallback_size(source: str, path: str, length: int, margin: float | None) -> dict[str, Any]:
-    """The gather route's nonzero parameters at ε = 1e-2 (float64), or why it is refused; cached
-    per program, as compiling it takes seconds."""
-    from .. import parse_program
-    from ..pipeline import compile_program  # analyze reports what compile would build
-
-    program = parse_program(source, path, length=length, margin=margin)
-    try:
-        model = compile_program(program, 1e-2, "float64", "cpu", samples=0, allow_inefficient=True)
-    except CompileError as error:
-        return {"parameters_at_eps_1e-2": None, "refused": str(error)}
-    return {"parameters_at_eps_1e-2": model.nonzero_parameter_count(), "refused": None}
 
 
 def _poly(coefficients: Sequence[Any]) -> str:
