@@ -60,7 +60,7 @@ QUERY_TOKEN = "t"  # how a fetched offset names the querying token: t - 1
 FETCH_PREFIX = "p"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Head:
     """One attention head of the schedule: which node it realises, where, at which layer.
 
@@ -100,7 +100,7 @@ def _tree_reads_length(tree: ComparisonTree) -> bool:
         reads_length(tree.output)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Schedule:
     tree: ComparisonTree
     heads: tuple[Head, ...]
@@ -496,8 +496,9 @@ def build_schedule(tree: ComparisonTree, budget: Sequence[int] | None = None, ma
     interpolated = sum(node_interpolations(p) for p in scheduler.plans.values()) + interpolations(tree.output)
     ranks = tuple((name, text, split) for name, plan in scheduler.plans.items() for text, split in plan.splits)
     return Schedule(
-        tree, heads, layers, per_layer, dimension, information_sets(heads, tree, layers), tuple(problems),
-        interpolated, tuple(notes), tuple(budget) if budget is not None else None, ranks,
+        tree=tree, heads=heads, layers=layers, heads_per_layer=per_layer, dimension=dimension,
+        info_sets=information_sets(heads, tree, layers), problems=tuple(problems), interpolated_functions=interpolated,
+        notes=tuple(notes), budget=tuple(budget) if budget is not None else None, finite_ranks=ranks,
     )
 
 

@@ -98,7 +98,7 @@ class Progress:
 # ----------------------------------------------------------------------------- checking
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckResult:
     """What ``infoflowc check`` reports."""
 
@@ -170,9 +170,10 @@ def check_model(model: CompiledTransformer, program: ir.Program, samples: int = 
         adversarial_worst = found
         if found > worst:
             worst, worst_input = found, found_input
-    return CheckResult(eps, worst, worst_input, random_worst, done, excluded,
-                       adversarial if adversarial > 0 else 0, adversarial_worst,
-                       worst_position(model, program, worst_input))
+    return CheckResult(eps=eps, worst_error=worst, worst_input=worst_input, random_worst=random_worst,
+                       evaluated=done, excluded_by_margin=excluded,
+                       adversarial_examples=adversarial if adversarial > 0 else 0,
+                       adversarial_worst=adversarial_worst, worst_position=worst_position(model, program, worst_input))
 
 
 def worst_position(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) -> int | None:

@@ -109,7 +109,8 @@ target(t) = x(t)[1]
     built = builder(checked, gathered=True)
     slot = ir.Presence(2, (ir.PositionCondition(ir.FixedPosition(2), "<", ir.PositionVariable("t")),
                            ir.PositionCondition(ir.PositionVariable("t"), "!=", ir.LastPosition(offset=-1))))
-    presence_head(built, Head("g1", "presence", "token", 1, "present(2 : ...)", is_comparison=False, presence=slot))
+    presence_head(built, Head(name="g1", kind="presence", site="token", layer=1, compares="present(2 : ...)",
+                              is_comparison=False, presence=slot))
     assert built.heads[0].mask == (("key", "==", 2), ("key", "<", "query"), ("query", "!=", "last-1"))
     y = run(model(built, built.fetched[(slot, "token")], site="token"), inputs(checked, 4)).numpy()
     positions = np.arange(1, 7)
