@@ -21,7 +21,18 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import CompileError, Diagnostic, ModelFileError, ProgramError
+from .errors import (
+    CompileError,
+    Diagnostic,
+    ExportError,
+    ModelFileError,
+    NoConstruction,
+    ProgramError,
+    StoredProgramError,
+    SweepError,
+    TrainError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from .analysis.report import AnalysisReport
@@ -67,9 +78,15 @@ __all__ = [
     "CompileError",
     "CompiledTransformer",
     "Diagnostic",
+    "ExportError",
     "ModelFileError",
+    "NoConstruction",
     "Program",
     "ProgramError",
+    "StoredProgramError",
+    "SweepError",
+    "TrainError",
+    "UsageError",
     "analyze",
     "circuit",
     "compile",

@@ -3,7 +3,13 @@
 - :class:`ProgramError` (exit 2): every fault in a program, each a :class:`Diagnostic` reported
   as ``FILE:LINE:COL: error: MESSAGE``.
 - :class:`CompileError` (exit 2): a target the compiler refuses, with the reason.
-- :class:`ModelFileError` (exit 2): a file that is not a valid infoflow model.
+- :class:`ModelFileError` (exit 2): a file that is not a valid infoflow model;
+  :class:`StoredProgramError` (exit 2): one whose stored program no longer checks.
+- :class:`ExportError`, :class:`TrainError`, :class:`SweepError` (exit 2): an export, a training
+  setting or a sweep that cannot be made as asked; :class:`UsageError` (exit 2): a flag or a
+  file path. :class:`NoConstruction` is the :class:`CompileError` of a construct no lowering builds.
+
+Every one is reachable as ``infoflow_dsl.NAME``.
 
 Each diagnostic is printed with the offending source line and a caret (``^~~~``) under the
 span it names. :class:`ProgramError` is the one exception type for every fault in a program
@@ -84,3 +90,23 @@ class NoConstruction(CompileError):
 class ModelFileError(Exception):
     """A model file that cannot be read or is not a valid infoflow model; the message is one line
     of the form ``<file>: <fault>``."""
+
+
+class StoredProgramError(Exception):
+    """The program stored in a model file is missing, or no longer parses or checks (exit 2)."""
+
+
+class ExportError(ValueError):
+    """An export that cannot be made or read (a bad target, an existing folder, not an export)."""
+
+
+class TrainError(ValueError):
+    """A setting that cannot be trained (bad distribution, head budget, init model)."""
+
+
+class SweepError(ValueError):
+    """A sweep that cannot run as asked (a bad grid, an unreadable or foreign results.csv)."""
+
+
+class UsageError(Exception):
+    """A fault of the user's outside a program (a flag, a file): one line on stderr, exit 2."""

@@ -26,7 +26,7 @@ from .compiler.circuit import Circuit
 from .compiler.lower import lower
 from .compiler.tokens import lower_tokens
 from .compiler.tokens.schedule import token_schedule
-from .errors import CompileError, NoConstruction, ProgramError, single_error
+from .errors import CompileError, NoConstruction, ProgramError, StoredProgramError, single_error
 from .language import typed as ir
 from .language.check import check
 from .language.parse import parse
@@ -168,10 +168,6 @@ def refuse_v3(program: ir.Program, action: str = "compiled") -> None:
     message = (f"this construct of language v3 (a bracket [...] or a position used as a number) is not {action} "
                f"yet over vectors; parse, analyze and the reference evaluator support it")
     raise single_error(program.path, first.span, message, program.source)  # type: ignore[union-attr]
-
-
-class StoredProgramError(Exception):
-    """The program stored in a model file is missing, or no longer parses or checks."""
 
 
 def program_of(model: CompiledTransformer) -> ir.Program:

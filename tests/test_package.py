@@ -37,3 +37,15 @@ def test_import_loads_no_torch_and_every_public_name_resolves_on_use() -> None:
     assert found["listed"]
     assert found["kinds"]["CompiledTransformer"] == "type" and found["kinds"]["compile"] == "function"
     assert found["same"] == [True, "infoflow_dsl.reference.circuit_map", "infoflow_dsl.reference.evaluate"]
+
+
+def test_every_user_facing_exception_is_reachable_from_the_package_and_lives_in_errors() -> None:
+    import inspect
+
+    import infoflow_dsl as ifl
+    from infoflow_dsl import errors
+
+    faults = {name for name, value in vars(errors).items() if inspect.isclass(value) and issubclass(value, Exception)}
+    assert faults == {"ProgramError", "CompileError", "NoConstruction", "ModelFileError", "StoredProgramError",
+                      "ExportError", "TrainError", "SweepError", "UsageError"}
+    assert all(getattr(ifl, name) is getattr(errors, name) and name in ifl.__all__ for name in faults)

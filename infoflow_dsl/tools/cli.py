@@ -23,14 +23,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ProgramError
+from ..errors import ProgramError, UsageError
 
 EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_ABOVE_EPS = 0, 1, 2, 3
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE
-
-
-class UsageError(Exception):
-    """A fault of the user's outside a program (a flag, a file): one line on stderr, exit 2."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..errors import SweepError
 from ..language import typed as ir
 from ..transformer.io import write_bytes_atomically
 from .train import Distribution, TrainSettings, draw_inputs, head_budget, model_nmse, validation_seed
@@ -48,10 +49,6 @@ LEGACY_COLUMNS = (["run", "config", "heads", "layers", "T", "d_model", "d_head",
 
 
 GPU_SHARE = 0.25  # with --device cuda, four runs share one GPU (the models are small)
-
-
-class SweepError(ValueError):
-    """A sweep that cannot run as asked (a bad grid, an unreadable or foreign results.csv)."""
 
 
 # ---------------------------------------------------------------------------- the grid

@@ -51,6 +51,7 @@ from typing import Any
 
 import torch
 
+from ..errors import TrainError
 from ..language import typed as ir
 from ..reference.evaluate import evaluate
 from ..reference.sampling import sample_inputs
@@ -79,10 +80,6 @@ def validation_seed(seed: int) -> int:
     """The generator seed of run seed ``seed``'s held-out set: s·2^34 + 2^33, never a training step's seed
     (of this run or any other) nor another run's validation seed."""
     return seed * SEED_BLOCK + 2**33
-
-
-class TrainError(ValueError):
-    """A setting that cannot be trained (bad distribution, head budget, init model)."""
 
 
 # ---------------------------------------------------------------------------- settings

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ...errors import ExportError
 from ..io import umask_mode
 from ..model import CompiledTransformer
 from .hf import forward_in_batches, gpt2_config, transformers_module
@@ -42,10 +43,6 @@ TARGETS = ("hf-gpt2", "hf-llama", "tl-native")
 LAYERNORMS = ("exact", "active")
 INFO_FILE = "infoflow.json"
 FORMAT = "infoflow-export/1"
-
-
-class ExportError(ValueError):
-    """An export that cannot be made or read (a bad target, an existing folder, not an export)."""
 
 
 #: the config key of a token model's vector view: its vocabulary's size V
