@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -57,6 +57,11 @@ class NodeResult:
     type: ir.ValueType
     label: str
     span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+    @property
+    def context_variables(self) -> tuple[str, ...]:
+        """The position variables its value depends on (``typed.free_variables`` reads them)."""
+        return self.variables
 
 
 @dataclass(frozen=True)
@@ -166,51 +171,8 @@ def _is_fixed_label(label: str) -> bool:
 # ----------------------------------------------------------------------------- traversal
 
 
-def map_children(expr: object, function: Callable[[object], object]) -> object:
-    """A copy of a typed node with ``function`` applied to each typed child."""
-    changes = {}
-    for name in getattr(expr, "__dataclass_fields__", {}):
-        if name in ("span", "type"):
-            continue
-        value = getattr(expr, name)
-        if isinstance(value, tuple):
-            mapped = tuple(function(v) if _is_node(v) else v for v in value)
-            if mapped != value:
-                changes[name] = mapped
-        elif _is_node(value):
-            changes[name] = function(value)
-    return dataclasses.replace(expr, **changes) if changes else expr  # type: ignore[type-var]
-
-
-def _is_node(value: object) -> bool:
-    return hasattr(value, "__dataclass_fields__") and not isinstance(value, Span | ir.ValueType)
-
-
-def free_variables(expr: object) -> set[str]:
-    """The position variables ``expr`` depends on that it does not bind itself."""
-    if isinstance(expr, ir.PositionVariable):
-        return {expr.name}
-    if isinstance(expr, NodeResult):
-        return set(expr.variables)
-    found: set[str] = set()
-    for item in ir.children(expr):
-        found |= free_variables(item)
-    if isinstance(expr, ir.Reduce):
-        found -= set(expr.variables)
-    elif isinstance(expr, ir.ArgPosition):
-        found.discard(expr.variable)
-    return found
-
-
-def rename(expr: object, old: str, new: str) -> object:
-    """``expr`` with the free position variable ``old`` renamed ``new``."""
-    if isinstance(expr, ir.PositionVariable):
-        return dataclasses.replace(expr, name=new) if expr.name == old else expr
-    if isinstance(expr, ir.Reduce) and old in expr.variables:
-        return expr
-    if isinstance(expr, ir.ArgPosition) and expr.variable == old:
-        return expr
-    return map_children(expr, lambda child: rename(child, old, new))
+#: The one traversal of the typed IR (language/typed.py); NodeResult names its context variables.
+map_children, rename, free_variables = ir.map_children, ir.rename, ir.free_variables
 
 
 # ----------------------------------------------------------------------------- normalisation

@@ -8,11 +8,12 @@ Spans point back at the source text and are left out of equality.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Union, get_args
 
-from .syntax import NO_SPAN, SourceProgram, Span
+from .syntax import NO_SPAN, Span
 
 
 def _span_field() -> Span:
@@ -392,15 +393,51 @@ def children(node: object) -> list[object]:
 
 
 def free_variables(node: object) -> set[str]:
-    """The position variables ``node`` reads and does not bind itself."""
+    """The position variables ``node`` reads and does not bind itself (a later stage's leaf that
+    stands for a value at some positions, such as a comparison node's result, names them in its
+    ``context_variables``)."""
     if isinstance(node, PositionVariable):
         return {node.name}
+    context = getattr(node, "context_variables", None)
+    if context is not None:
+        return set(context)
     names = set().union(*(free_variables(child) for child in children(node)))
     if isinstance(node, Reduce):
         return names - set(node.variables)
     if isinstance(node, ArgPosition):
         return names - {node.variable}
     return names
+
+
+def _is_node(value: object) -> bool:
+    return hasattr(value, "__dataclass_fields__") and not isinstance(value, Span | ValueType)
+
+
+def map_children(expr: object, function: Callable[[object], object]) -> object:
+    """A copy of a typed node with ``function`` applied to each typed child."""
+    changes = {}
+    for name in getattr(expr, "__dataclass_fields__", {}):
+        if name in ("span", "type"):
+            continue
+        value = getattr(expr, name)
+        if isinstance(value, tuple):
+            mapped = tuple(function(v) if _is_node(v) else v for v in value)
+            if mapped != value:
+                changes[name] = mapped
+        elif _is_node(value):
+            changes[name] = function(value)
+    return dataclasses.replace(expr, **changes) if changes else expr  # type: ignore[type-var]
+
+
+def rename(expr: object, old: str, new: str, offset: int = 0) -> object:
+    """``expr`` with the free position variable ``old`` read as ``new + offset``."""
+    if isinstance(expr, PositionVariable):
+        return dataclasses.replace(expr, name=new, offset=expr.offset + offset) if expr.name == old else expr
+    if isinstance(expr, Reduce) and old in expr.variables:
+        return expr
+    if isinstance(expr, ArgPosition) and expr.variable == old:
+        return expr
+    return map_children(expr, lambda child: rename(child, old, new, offset))
 
 
 def sub_nodes(expr: object) -> Iterator[object]:
@@ -435,86 +472,8 @@ def position_label(position: object) -> str | None:
     return None
 
 
-# ----------------------------------------------------------------------------- program
-
-
-@dataclass(frozen=True)
-class Box:
-    """Every coordinate of every token in [low, high]."""
-
-    low: float
-    high: float
-
-
-@dataclass(frozen=True)
-class Ball:
-    """Every token with Euclidean norm at most ``radius``."""
-
-    radius: float
-
-
-@dataclass(frozen=True)
-class Vocabulary:
-    """A token input's vocabulary, in its declared order (token ids 0..V−1 follow it).
-
-    ``names`` are the tokens as written (without quotes; a number's own text); ``values`` are
-    the numbers of a numeric vocabulary, None for a categorical one."""
-
-    names: tuple[str, ...]
-    values: tuple[float, ...] | None = None
-
-    @property
-    def categorical(self) -> bool:
-        return self.values is None
-
-    @property
-    def size(self) -> int:
-        return len(self.names)
-
-    def describe(self) -> str:
-        """``{"a", "b"}`` or ``{1, 2, 3}``."""
-        quoted = (f'"{n}"' if self.categorical else n for n in self.names)
-        return "{" + ", ".join(quoted) + "}"
-
-
-@dataclass(frozen=True)
-class Program:
-    """A checked program: everything later stages need, and nothing they must re-derive.
-
-    ``expanded`` is the source AST with macros inlined (what ``infoflowc parse`` prints).
-    """
-
-    path: str
-    source: str
-    input_name: str
-    dimension: int
-    domain: Box | Ball
-    length: int
-    margin: float | None
-    target: Expr
-    expanded: SourceProgram
-    token_variable: str | None = None
-    token_conditions: tuple[PositionCondition, ...] = ()
-    vocabulary: Vocabulary | None = None
-
-    @property
-    def over_tokens(self) -> bool:
-        """The input is a sequence of tokens of a vocabulary (language v3): the model reads token
-        ids (B, T') for any T' in 1..T, and ``len`` is T'."""
-        return self.vocabulary is not None
-
-    @property
-    def token_output(self) -> bool:
-        """The target's value is a token of the input (``x(...)``): an id, not a number."""
-        return self.vocabulary is not None and isinstance(self.target, Token)
-
-    @property
-    def output_shape(self) -> tuple[int, ...]:
-        """The value's shape at one output site (one sequence, or one position of a per-token target)."""
-        return self.target.type.shape
-
-    @property
-    def per_token(self) -> bool:
-        """A per-token target ``target(t : cond) = expr``: one value at every position t where
-        ``cond`` holds (``target`` has ``t`` free), read at the tokens, not at the readout."""
-        return self.token_variable is not None
+# The checked program (language/program.py), re-exported: every stage reads it as ``ir.Program``.
+from .program import Ball as Ball  # noqa: E402
+from .program import Box as Box  # noqa: E402
+from .program import Program as Program  # noqa: E402
+from .program import Vocabulary as Vocabulary  # noqa: E402

@@ -16,7 +16,6 @@ a body B(s, t) must be written that way:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -218,11 +217,5 @@ def key_classes(body: ir.Expr, key: str, query: str) -> list[KeyClass]:
 
 
 def renamed(expr: ir.Expr, old: str, new: str, offset: int = 0) -> ir.Expr:
-    """``expr`` with free variable ``old`` read as ``new + offset``."""
-    if isinstance(expr, ir.PositionVariable) and expr.name == old:
-        return dataclasses.replace(expr, name=new, offset=expr.offset + offset)
-    if isinstance(expr, ir.Reduce) and old in expr.variables:
-        return expr
-    if isinstance(expr, ir.ArgPosition) and expr.variable == old:
-        return expr
-    return map_children(expr, lambda child: renamed(child, old, new, offset))  # type: ignore[arg-type,return-value]
+    """``expr`` with free variable ``old`` read as ``new + offset`` (``typed.rename``)."""
+    return ir.rename(expr, old, new, offset)  # type: ignore[return-value]

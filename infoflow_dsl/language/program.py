@@ -1,0 +1,91 @@
+"""The checked program: what ``check`` hands to every later stage (``ir.Program``), its domain
+and its vocabulary. Re-exported by :mod:`.typed`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .syntax import SourceProgram
+from .typed import Expr, PositionCondition, Token
+
+
+@dataclass(frozen=True)
+class Box:
+    """Every coordinate of every token in [low, high]."""
+
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Ball:
+    """Every token with Euclidean norm at most ``radius``."""
+
+    radius: float
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """A token input's vocabulary, in its declared order (token ids 0..V−1 follow it).
+
+    ``names`` are the tokens as written (without quotes; a number's own text); ``values`` are
+    the numbers of a numeric vocabulary, None for a categorical one."""
+
+    names: tuple[str, ...]
+    values: tuple[float, ...] | None = None
+
+    @property
+    def categorical(self) -> bool:
+        return self.values is None
+
+    @property
+    def size(self) -> int:
+        return len(self.names)
+
+    def describe(self) -> str:
+        """``{"a", "b"}`` or ``{1, 2, 3}``."""
+        quoted = (f'"{n}"' if self.categorical else n for n in self.names)
+        return "{" + ", ".join(quoted) + "}"
+
+
+@dataclass(frozen=True)
+class Program:
+    """A checked program: everything later stages need, and nothing they must re-derive.
+
+    ``expanded`` is the source AST with macros inlined (what ``infoflowc parse`` prints).
+    """
+
+    path: str
+    source: str
+    input_name: str
+    dimension: int
+    domain: Box | Ball
+    length: int
+    margin: float | None
+    target: Expr
+    expanded: SourceProgram
+    token_variable: str | None = None
+    token_conditions: tuple[PositionCondition, ...] = ()
+    vocabulary: Vocabulary | None = None
+
+    @property
+    def over_tokens(self) -> bool:
+        """The input is a sequence of tokens of a vocabulary (language v3): the model reads token
+        ids (B, T') for any T' in 1..T, and ``len`` is T'."""
+        return self.vocabulary is not None
+
+    @property
+    def token_output(self) -> bool:
+        """The target's value is a token of the input (``x(...)``): an id, not a number."""
+        return self.vocabulary is not None and isinstance(self.target, Token)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        """The value's shape at one output site (one sequence, or one position of a per-token target)."""
+        return self.target.type.shape
+
+    @property
+    def per_token(self) -> bool:
+        """A per-token target ``target(t : cond) = expr``: one value at every position t where
+        ``cond`` holds (``target`` has ``t`` free), read at the tokens, not at the readout."""
+        return self.token_variable is not None
