@@ -32,7 +32,8 @@ from typing import Any
 from ..language import typed as ir
 from ..language.printer import describe
 from ..language.syntax import Span
-from .comparisons import ComparisonTree, NodeResult, map_children
+from ..language.typed import map_children
+from .comparisons import ComparisonTree, NodeResult
 
 #: A finite set of exact values, or None (continuous, unknown, or larger than MAX_VALUES).
 ValueSet = frozenset[Fraction] | None

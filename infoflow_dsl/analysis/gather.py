@@ -40,16 +40,10 @@ from collections.abc import Sequence
 
 from ..language import typed as ir
 from ..language.positions import COMPARE, variables_of
-from .comparisons import (
-    ComparisonNode,
-    TreeBuilder,
-    all_variables,
-    map_children,
-    normalise,
-    splittable,
-    substitute_position,
-)
+from ..language.typed import map_children
+from .comparisons import ComparisonNode, TreeBuilder
 from .features import NotSeparable, separate
+from .normalise import all_variables, normalise, splittable, substitute_position
 from .ranges import value_ranges
 
 #: The most slot copies one target may unroll into (T^k for k unrolled variables).

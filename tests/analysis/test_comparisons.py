@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from programs import ALL, by_name
 
 import infoflow_dsl as ifl
-from infoflow_dsl.analysis.comparisons import build_tree, normalise
+from infoflow_dsl.analysis.comparisons import build_tree
+from infoflow_dsl.analysis.normalise import normalise
 from infoflow_dsl.reference.evaluate import ReferenceEvaluator, at_length, target_value
 
 
@@ -138,7 +139,7 @@ def test_every_nesting_of_a_multi_variable_reduction_is_exact(target, seed, leng
     """Splitting (with the projected outer conditions) and equality elimination keep the value."""
     import itertools
 
-    from infoflow_dsl.analysis.comparisons import split_nesting
+    from infoflow_dsl.analysis.normalise import split_nesting
 
     program = ifl.parse_program(f"input x : R^2\nlength T = {length}\ntarget {target}\n")
     x = ifl.sample_inputs(program, 6, seed=seed)

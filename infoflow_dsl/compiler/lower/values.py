@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...analysis.comparisons import NodeResult, free_variables, rename
+from ...analysis.comparisons import NodeResult
 from ...analysis.schedule import fetched_position
 from ...errors import CompileError
 from ...language import typed as ir
 from ...language.printer import describe
+from ...language.typed import free_variables, rename
 from .builder import CircuitBuilder
 from .ffn import absolute, maximum, minimum, relu, square_root
 from .quantity import Quantity, constant, linear

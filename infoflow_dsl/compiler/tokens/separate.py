@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ...analysis.comparisons import map_children
 from ...analysis.finite import FiniteDomain, finite_split, literal, substitute_values
 from ...language import typed as ir
+from ...language.typed import map_children
 from ...transformer.masks import MASK_OPS, Condition, mask_side
 
 #: (coefficient, factor read at the query, factor read at the key); None is the factor 1.
