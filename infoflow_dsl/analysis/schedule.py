@@ -38,17 +38,14 @@ from ..language.printer import describe
 from ..transformer.masks import HeadMask, conditions_mask, presence_mask, term_side
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_of, sub_nodes
 from .features import (
-    FeaturePair,
-    NotSeparable,
     describe_monomial,
     describe_polynomial,
     interpolations,
-    monomial_interpolations,
-    separate,
     sources_of,
 )
-from .finite import FiniteDomain, FiniteSplit, smallest_gap, value_set
+from .finite import FiniteSplit, smallest_gap, value_set
 from .info_sets import InfoSets, information_sets
+from .plans import node_interpolations, plan_node
 from .stages import EMBEDDING, after_ffns, attention_stage, layer_for, layers_for_output, next_ffn
 from .verdict import Problem, head_problem, problems_of, top_bound
 
@@ -227,57 +224,7 @@ STAGE_RULES: dict[type, Callable[[StageClock, Any], int]] = {
 }
 
 
-def node_interpolations(plan: NodePlan) -> int:
-    """Univariate functions the FFNs interpolate for one node: features, then the combination."""
-    if plan.pairs is None:
-        return interpolations(plan.node.body)
-    count = 0
-    atoms = {a for p in plan.pairs for m in (p.key, *p.query) for a in m}
-    count += sum(interpolations(a.expr) for a in atoms)
-    count += sum(monomial_interpolations(m) for p in plan.pairs for m in (p.key, *p.query))
-    if plan.node.kind not in ("argmin", "argmax"):
-        count += 2 * sum(1 for p in plan.key_pairs if any(m for m in p.query))
-    return count
-
-
 # ----------------------------------------------------------------------------- heads
-
-
-@dataclass
-class NodePlan:
-    """What scheduling needs to know about one comparison node."""
-
-    node: ComparisonNode
-    pairs: list[FeaturePair] | None
-    failure: str | None
-    splits: tuple[tuple[str, FiniteSplit], ...] = ()  # finite-valued pairwise functions it separated
-
-    @property
-    def key_pairs(self) -> list[FeaturePair]:
-        return [p for p in (self.pairs or []) if p.key]
-
-    @property
-    def linear_result(self) -> bool:
-        """The result is a linear function of the retrieved means (no product at the query)."""
-        return all(not any(m for m in p.query) for p in self.key_pairs)
-
-    @property
-    def dimension(self) -> int:
-        """Key features the head needs; pairs with a constant query side merge into one."""
-        pairs = self.key_pairs
-        constant = [p for p in pairs if not any(m for m in p.query)]
-        return len(pairs) - len(constant) + (1 if constant else 0) if pairs else 1
-
-
-def plan_node(node: ComparisonNode, finite: FiniteDomain | None = None) -> NodePlan:
-    if len(node.variables) != 1:
-        return NodePlan(node, None, f"{node.header} compares {len(node.variables)} positions jointly")
-    splits: list[tuple[str, FiniteSplit]] = []
-    try:
-        pairs = separate(node.body, node.variables[0], node.gathered, finite, splits)
-    except NotSeparable as error:
-        return NodePlan(node, None, str(error))
-    return NodePlan(node, pairs, None, tuple(splits))
 
 
 def head_kind(node: ComparisonNode) -> str:

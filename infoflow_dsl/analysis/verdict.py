@@ -13,7 +13,7 @@ from ..language.syntax import Span
 from .comparisons import ComparisonNode, ComparisonTree
 
 if TYPE_CHECKING:
-    from .schedule import NodePlan
+    from .plans import NodePlan
 
 
 @dataclass(frozen=True)
