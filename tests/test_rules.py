@@ -19,9 +19,9 @@ from infoflow_dsl.compiler.lower import values as lowering
 from infoflow_dsl.compiler.tokens import lower as token_lowering
 from infoflow_dsl.language import syntax as ast
 from infoflow_dsl.language import typed as ir
-from infoflow_dsl.language.check import TYPING_RULES
 from infoflow_dsl.language.functions import POINTWISE
 from infoflow_dsl.language.printer import DESCRIBE_RULES, PRINT_RULES
+from infoflow_dsl.language.typing_rules import TYPING_RULES
 from infoflow_dsl.reference.evaluate import POSITION_RULES, VALUE_RULES
 
 #: After the comparisons stage, every reduction and argmin/argmax is a comparison node's result.
@@ -43,7 +43,7 @@ TOKEN_LOWERED = tuple(n for n in ir.VALUE_NODES
 
 #: (stage, its table, the node classes it must handle).
 STAGE_TABLES = [
-    ("checker (language/check.py TYPING_RULES)", TYPING_RULES, AST_EXPRESSIONS),
+    ("checker (language/typing_rules.py TYPING_RULES)", TYPING_RULES, AST_EXPRESSIONS),
     ("printer (language/printer.py DESCRIBE_RULES)", DESCRIBE_RULES, (*ir.POSITION_NODES, *ir.VALUE_NODES)),
     ("source printer (language/printer.py PRINT_RULES)", PRINT_RULES, AST_EXPRESSIONS),
     ("feature expansion (analysis/features.py EXPAND_RULES)", EXPAND_RULES, AFTER_COMPARISONS),
