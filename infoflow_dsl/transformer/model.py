@@ -102,6 +102,39 @@ class _Holder(nn.Module):
     """A plain container so that state_dict keys read ``embed.W_E``, ``blocks.0.attn.W_Q`` ..."""
 
 
+def _hold_weights(model: CompiledTransformer, tensors: Mapping[str, Tensor], device: torch.device | str | None,
+                  dtype: torch.dtype, sparse: bool) -> None:
+    """Register the file's tensors on ``model`` under their TransformerLens names (``embed.W_E``,
+    ``blocks.{l}.attn.W_Q``, ...): weights as frozen parameters, the positional code a buffer;
+    each dense, or sparse COO where ``holds_sparse`` says the model keeps it sparse."""
+
+    def own(name: str) -> Tensor:  # dense, or sparse COO where the model holds it sparse
+        tensor = tensors[name].detach()
+        if sparse and holds_sparse(name, tensor.shape, nonzero_entries(tensor)):
+            return sparse_nonzero(tensor.to(device=device, dtype=dtype, copy=True))
+        return (tensor.to_dense() if tensor.is_sparse else tensor).to(device=device, dtype=dtype,
+                                                                       copy=True).contiguous()
+
+    model.embed = _Holder()
+    for name in ("W_E", "W_E1", "b_E1", "W_E2", "cls"):
+        model.embed.register_parameter(name, nn.Parameter(own(f"embed.{name}"), requires_grad=False))
+    model.pos_embed = _Holder()
+    model.pos_embed.register_buffer("W_pos", own("pos_embed.W_pos"))
+    model.blocks = nn.ModuleList()
+    block_names = (("attn", ("W_Q", "W_K", "W_V", "W_O", "beta")), ("mlp", ("W_in", "b_in", "W_out", "b_out")))
+    for i in range(len(model._masks)):
+        block = _Holder()
+        block.attn, block.mlp = _Holder(), _Holder()
+        for sub, names in block_names:
+            for name in names:
+                param = nn.Parameter(own(f"blocks.{i}.{sub}.{name}"), requires_grad=False)
+                getattr(block, sub).register_parameter(name, param)
+        model.blocks.append(block)
+    model.unembed = _Holder()
+    for name in ("W_U", "b_U"):
+        model.unembed.register_parameter(name, nn.Parameter(own(f"unembed.{name}"), requires_grad=False))
+
+
 class CompiledTransformer(nn.Module):
     """The compiled transformer. ``model(x)``: x (B, T', d), 1 <= T' <= T -> (B,) or (B, K); a
     per-token model (config ``"output": "token"``) gives (B, T') or (B, T', K). A token model
@@ -144,31 +177,7 @@ class CompiledTransformer(nn.Module):
         self.token_output: bool = self.spec.token_output
         self._masks = self.spec.masks
 
-        def own(name: str) -> Tensor:  # dense, or sparse COO where the model holds it sparse
-            tensor = tensors[name].detach()
-            if sparse and holds_sparse(name, tensor.shape, nonzero_entries(tensor)):
-                return sparse_nonzero(tensor.to(device=device, dtype=dtype, copy=True))
-            return (tensor.to_dense() if tensor.is_sparse else tensor).to(device=device, dtype=dtype,
-                                                                           copy=True).contiguous()
-
-        self.embed = _Holder()
-        for name in ("W_E", "W_E1", "b_E1", "W_E2", "cls"):
-            self.embed.register_parameter(name, nn.Parameter(own(f"embed.{name}"), requires_grad=False))
-        self.pos_embed = _Holder()
-        self.pos_embed.register_buffer("W_pos", own("pos_embed.W_pos"))
-        self.blocks = nn.ModuleList()
-        block_names = (("attn", ("W_Q", "W_K", "W_V", "W_O", "beta")), ("mlp", ("W_in", "b_in", "W_out", "b_out")))
-        for i in range(len(self._masks)):
-            block = _Holder()
-            block.attn, block.mlp = _Holder(), _Holder()
-            for sub, names in block_names:
-                for name in names:
-                    param = nn.Parameter(own(f"blocks.{i}.{sub}.{name}"), requires_grad=False)
-                    getattr(block, sub).register_parameter(name, param)
-            self.blocks.append(block)
-        self.unembed = _Holder()
-        for name in ("W_U", "b_U"):
-            self.unembed.register_parameter(name, nn.Parameter(own(f"unembed.{name}"), requires_grad=False))
+        _hold_weights(self, tensors, device, dtype, sparse)
 
     # ------------------------------------------------------------------ properties
 
