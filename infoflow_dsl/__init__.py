@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from .reference.evaluate import evaluate
     from .reference.sampling import sample_inputs
     from .reference.tokens import decode, encode
+    from .tools.export.directory import export, export_inputs, export_outputs, load_exported
     from .tools.report import report
-    from .transformer.export.directory import export, export_inputs, export_outputs, load_exported
     from .transformer.io import load
     from .transformer.lens import hooked
     from .transformer.model import CompiledTransformer
@@ -62,7 +62,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "reference.circuit_map": ("CircuitSite", "circuit"),
     "reference.evaluate": ("evaluate",),
     "reference.sampling": ("sample_inputs",),
-    "transformer.export.directory": ("export", "export_inputs", "export_outputs", "load_exported"),
+    "tools.export.directory": ("export", "export_inputs", "export_outputs", "load_exported"),
     "tools.report": ("report",),
     "reference.tokens": ("decode", "encode"),
     "transformer.io": ("load",),

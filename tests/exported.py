@@ -15,7 +15,7 @@ from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.circuit_map import node_reference
 from infoflow_dsl.reference.evaluate import retrieval_margin
 from infoflow_dsl.reference.measure import errors_on, model_inputs
-from infoflow_dsl.transformer.export.circuit import read_site
+from infoflow_dsl.tools.export.circuit import read_site
 from infoflow_dsl.transformer.model import CompiledTransformer
 
 SHIPPED = sorted(path.stem for path in EXAMPLES_DIR.glob("*.safetensors"))

@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.add_argument("model", type=Path)
     report_cmd.add_argument("-o", "--output", type=Path, help="the page (default: MODEL with .html)")
 
-    from .export import add_export_parser
+    from .export.command import add_export_parser
     from .run import add_run_parser
 
     add_export_parser(commands)
@@ -311,7 +311,7 @@ def _print_exactness(program: Any) -> None:
 def command_check(arguments: argparse.Namespace) -> int:
     from ..pipeline import StoredProgramError, program_of
     from ..reference.verify import check_model, format_input, trace
-    from .export import load_checked
+    from .export.command import load_checked
 
     model = load_checked(arguments.model)  # a model file, or an exported directory
     try:
@@ -399,7 +399,7 @@ def command_circuit(arguments: argparse.Namespace) -> int:
 
 
 def command_export(arguments: argparse.Namespace) -> int:
-    from .export import command_export as run_export
+    from .export.command import command_export as run_export
 
     return run_export(arguments)
 

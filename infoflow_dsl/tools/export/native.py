@@ -42,9 +42,9 @@ from typing import Any
 
 import torch
 
-from ..masks import HeadMask
-from ..model import CompiledTransformer
-from ..sparse import nonzero_entries
+from ...transformer.masks import HeadMask
+from ...transformer.model import CompiledTransformer
+from ...transformer.sparse import nonzero_entries
 from .layout import HeadSlot, assign_slots, power_of_four_at_least
 from .weights import place, span
 

@@ -12,7 +12,7 @@ from programs import TRACR_DIR
 import infoflow_dsl as ifl
 from infoflow_dsl.reference.token_check import constant_sequences
 from infoflow_dsl.reference.tokens import random_ids
-from infoflow_dsl.transformer.export.directory import vector_view
+from infoflow_dsl.tools.export.directory import vector_view
 
 NAMES = sorted(p.stem for p in TRACR_DIR.glob("*.iflow"))
 

@@ -18,8 +18,8 @@ from transformers import AutoModelForCausalLM
 import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.measure import model_inputs
+from infoflow_dsl.tools.export.directory import ExportError
 from infoflow_dsl.transformer import sparse
-from infoflow_dsl.transformer.export.directory import ExportError
 from infoflow_dsl.transformer.model import CompiledTransformer
 
 SAMPLES = 2000

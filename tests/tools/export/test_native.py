@@ -33,8 +33,8 @@ from transformer_lens.model_bridge import TransformerBridge
 import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.measure import model_inputs
-from infoflow_dsl.transformer.export.directory import ExportError
-from infoflow_dsl.transformer.export.native import load_tl_native
+from infoflow_dsl.tools.export.directory import ExportError
+from infoflow_dsl.tools.export.native import load_tl_native
 
 SAMPLES = 1000
 FEWER = {"intrinsic_4": 200, "intrinsic_5": 200, "intrinsic_6": 200}

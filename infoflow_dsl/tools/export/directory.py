@@ -31,8 +31,8 @@ import torch
 from torch import nn
 
 from ...errors import ExportError
-from ..io import umask_mode
-from ..model import CompiledTransformer
+from ...transformer.io import umask_mode
+from ...transformer.model import CompiledTransformer
 from .hf import forward_in_batches, gpt2_config, transformers_module
 from .inputs import ExportIO
 from .layout import ExportLayout, plan

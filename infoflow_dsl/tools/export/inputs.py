@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from ..masks import HeadMask, allowed_pairs, check_mask
-from ..model import CompiledTransformer
+from ...transformer.masks import HeadMask, allowed_pairs, check_mask
+from ...transformer.model import CompiledTransformer
 
 Tensor = torch.Tensor
 

@@ -31,7 +31,7 @@ from transformers import AutoModelForCausalLM
 import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.measure import model_inputs
-from infoflow_dsl.transformer.export.directory import ExportError
+from infoflow_dsl.tools.export.directory import ExportError
 
 SAMPLES = 500
 FEWER = {"intrinsic_4": 100, "intrinsic_5": 100, "intrinsic_6": 100}

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..model import CompiledTransformer
+from ...transformer.model import CompiledTransformer
 from .layout import ExportLayout
 
 Tensor = torch.Tensor

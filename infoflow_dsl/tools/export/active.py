@@ -24,7 +24,7 @@ import torch
 
 from ...pipeline import program_of
 from ...reference.measure import model_inputs
-from ..model import CompiledTransformer
+from ...transformer.model import CompiledTransformer
 from .hf import forward_in_batches, in_memory
 from .inputs import ExportIO
 from .layout import ExportLayout

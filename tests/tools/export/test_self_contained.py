@@ -22,9 +22,9 @@ from transformers import AutoModelForCausalLM
 import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.measure import model_inputs
-from infoflow_dsl.transformer.export.directory import ExportError
-from infoflow_dsl.transformer.export.inputs import allowed_keys
-from infoflow_dsl.transformer.export.penalty import UNDERFLOW, score_bound
+from infoflow_dsl.tools.export.directory import ExportError
+from infoflow_dsl.tools.export.inputs import allowed_keys
+from infoflow_dsl.tools.export.penalty import UNDERFLOW, score_bound
 from infoflow_dsl.transformer.model import CompiledTransformer
 
 SAMPLES = 1000

@@ -47,8 +47,8 @@ import torch
 
 from ...language.typed import Box
 from ...pipeline import StoredProgramError, program_of
-from ..masks import HeadMask
-from ..model import CompiledTransformer
+from ...transformer.masks import HeadMask
+from ...transformer.model import CompiledTransformer
 from .inputs import allowed_keys
 
 Tensor = torch.Tensor

@@ -3,7 +3,7 @@
 Exit 2 (the user's fault, one line on stderr, nothing written) for a file that is not a model,
 an unknown target (argparse's choices), or an existing non-empty DIR without ``--force``; the
 directory is written to a temporary sibling and renamed into place
-(:mod:`infoflow_dsl.transformer.export.directory`).
+(:mod:`infoflow_dsl.tools.export.directory`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .cli import EXIT_OK, UsageError
+from ..cli import EXIT_OK, UsageError
 
 TARGETS = ("hf-gpt2", "hf-llama", "tl-native")
 LAYERNORMS = ("exact", "active")
@@ -44,9 +44,9 @@ def add_export_parser(commands: Any) -> None:
 def command_export(arguments: argparse.Namespace) -> int:
     import torch
 
-    from ..errors import ModelFileError
-    from ..transformer.export.directory import ExportError, export, read_info
-    from ..transformer.io import load
+    from ...errors import ModelFileError
+    from ...transformer.io import load
+    from .directory import ExportError, export, read_info
 
     try:
         model = load(arguments.model, device="cpu")
@@ -88,7 +88,7 @@ def command_export(arguments: argparse.Namespace) -> int:
     passed = "inputs_embeds" if penalties is not None else "inputs_embeds, attention_mask"
     print(f"  inputs           ifl.export_inputs({str(directory)!r}, x) -> {passed}")
     if arguments.to == "tl-native":
-        print(f"  load             infoflow_dsl.transformer.export.native.load_tl_native({str(directory)!r}) "
+        print(f"  load             infoflow_dsl.tools.export.native.load_tl_native({str(directory)!r}) "
               f"-> a TransformerBridge (boot_native + load_state_dict)")
     return EXIT_OK
 
@@ -113,11 +113,11 @@ def _power(value: float) -> str:
 
 def load_checked(path: Path) -> Any:
     """The model ``check`` measures: a model file, or an exported directory (its HF model)."""
-    from ..errors import ModelFileError
-    from ..transformer.io import load
+    from ...errors import ModelFileError
+    from ...transformer.io import load
 
     if path.is_dir():
-        from ..transformer.export.directory import ExportError, load_exported
+        from .directory import ExportError, load_exported
 
         try:
             return load_exported(path)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from ..model import CompiledTransformer
+from ...transformer.model import CompiledTransformer
 from .layout import ExportLayout
 
 Tensor = torch.Tensor

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..masks import HeadMask
-from ..model import CompiledTransformer
-from ..sparse import nonzero_entries
+from ...transformer.masks import HeadMask
+from ...transformer.model import CompiledTransformer
+from ...transformer.sparse import nonzero_entries
 from .penalty import Penalties, plan_penalties
 
 
