@@ -26,8 +26,8 @@ EPS = 1e-2
 SAMPLES = 2_000
 #: Tracr's library (compiled_examples/tracr/): exact token programs, compiled at T = 10 (the
 #: files' length) within ε = 1e-3 in float32 and measured on 2,000 random ids of random lengths
-#: plus the exhaustive short lengths and the constant sequences. No page: ``report`` does not
-#: draw token models yet.
+#: plus the exhaustive short lengths and the constant sequences. No page is shipped for them
+#: (``infoflowc report`` draws one; tests/tools/report/test_command.py checks three).
 TRACR = EXAMPLES / "tracr"
 TRACR_EPS = 1e-3
 

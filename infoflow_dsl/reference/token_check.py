@@ -168,7 +168,7 @@ class _Worst:
     reference: float = math.nan
 
 
-def _site_keys(program: ir.Program, predicted: torch.Tensor, truth: torch.Tensor,
+def site_keys(program: ir.Program, predicted: torch.Tensor, truth: torch.Tensor,
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(error, defined, margin, badness, answer) per site, each (N,) or (N, T'): the error of
     :func:`~.measure.position_errors`; ``margin`` (+inf for numeric outputs); ``badness`` ranks
@@ -200,7 +200,7 @@ def measure_tokens(model: CompiledTransformer, program: ir.Program, samples: int
     max_error, min_margin, worst = 0.0, math.inf, _Worst()
     for part in token_inputs(program, samples, seed, limit):
         predicted, truth = model_and_reference(model, program, part.ids)
-        error, defined, margin, badness, answer = _site_keys(program, predicted, truth)
+        error, defined, margin, badness, answer = site_keys(program, predicted, truth)
         inputs += part.ids.shape[0]
         counts[part.kind] += part.ids.shape[0]
         sites += int(defined.sum())

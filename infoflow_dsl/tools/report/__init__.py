@@ -30,19 +30,14 @@ def analysis_page(report: AnalysisReport) -> str:
 
 
 def model_data(model: CompiledTransformer) -> dict[str, Any]:
-    """The page data of a compiled model: everything but the measured block, a function of the
-    file alone. Raises ``ValueError`` for a trained model (it has no circuit) or a token model (no
-page yet),
-    ``StoredProgramError`` for a file whose program does not check."""
+    """The page data of a compiled model (over vectors or tokens): everything but the measured
+    block, a function of the file alone. Raises ``ValueError`` for a trained model (it has no
+    circuit), ``StoredProgramError`` for a file whose program does not check."""
     from ...pipeline import program_of
     from .measured import model_sections
 
     if "trained" in model.config:
         raise ValueError("a trained model has no circuit to show (only compiled ones do)")
-    if model.token_input:
-        from .command import TOKEN_PAGE_REFUSAL
-
-        raise ValueError(TOKEN_PAGE_REFUSAL)
     program = program_of(model)
     analysis = analyze(program)
     built = built_analysis(model, program)

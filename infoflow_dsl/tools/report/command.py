@@ -9,13 +9,8 @@ rename, never half.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from ..cli import EXIT_OK, UsageError, check_writable, with_compiled_model, write_atomically
-
-#: why a token model (language v3) has no page yet
-TOKEN_PAGE_REFUSAL = ("a token model has no page yet: the page's example inputs, patterns and error histogram are "
-                      "drawn from a vector domain; infoflowc check and infoflowc run show a token model")
+from ..cli import EXIT_OK, check_writable, with_compiled_model, write_atomically
 
 
 def command_report(arguments: argparse.Namespace) -> int:
@@ -24,12 +19,7 @@ def command_report(arguments: argparse.Namespace) -> int:
     output = arguments.output or arguments.model.with_suffix(".html")
     check_writable(output)
 
-    def page_of(model: Any) -> str:
-        if model.token_input:
-            raise UsageError(f"{arguments.model}: {TOKEN_PAGE_REFUSAL}")
-        return model_page(model)
-
-    _, page = with_compiled_model(arguments.model, page_of, "show")
+    _, page = with_compiled_model(arguments.model, model_page, "show")
     data = page.encode("utf-8")
     write_atomically(output, data)
     print(f"{arguments.model}: wrote {output} ({len(data):,} bytes)")

@@ -25,6 +25,7 @@ from ...reference.verify import writers
 from ...transformer.model import CompiledTransformer
 from ...transformer.sparse import nonzero_entries
 from .content import GraphNode
+from .token_measured import token_examples, token_measured_section, token_names
 
 EXAMPLES = 8  # example inputs embedded for the attention patterns
 EXAMPLE_SEED = 2024  # their seed (sample_inputs), fixed: the same model gives the same page
@@ -152,7 +153,10 @@ class _PatternTap:
 
 
 def example_inputs(program: ir.Program) -> torch.Tensor:
-    """The EXAMPLES inputs whose patterns the page shows: (EXAMPLES, T, d), float64, seeded."""
+    """The EXAMPLES inputs whose patterns the page shows: (EXAMPLES, T, d), float64, seeded; a
+    token program's: (EXAMPLES, T) ids."""
+    if program.over_tokens:
+        return token_examples(program, EXAMPLES, EXAMPLE_SEED)
     return sample_inputs(program, EXAMPLES, seed=EXAMPLE_SEED)
 
 
@@ -161,7 +165,7 @@ def attention_patterns(model: CompiledTransformer, x: torch.Tensor) -> list[torc
     i + 1's query, row T' the readout's; a layer without heads gives H_l = 0."""
     tap = _PatternTap()
     with torch.no_grad():
-        float64_copy(model).run(x.to(torch.float64), tap=tap)
+        float64_copy(model).run(x if model.token_input else x.to(torch.float64), tap=tap)
     return [tap.patterns[f"blocks.{layer}.attn.hook_pattern"] for layer in range(model.n_layers)]
 
 
@@ -172,7 +176,8 @@ def attention_section(model: CompiledTransformer, program: ir.Program) -> dict[s
     patterns = attention_patterns(model, x)
     flat = [[torch.round(layer[b, h] * PATTERN_SCALE).to(torch.int64).reshape(-1).tolist()
              for layer in patterns for h in range(layer.shape[1])] for b in range(x.shape[0])]
-    inputs = [[[round(float(v), 4) for v in token] for token in example] for example in x]
+    inputs = token_names(program, x) if program.over_tokens else [
+        [[round(float(v), 4) for v in token] for token in example] for example in x]
     return {"examples": inputs, "rows": x.shape[1] + 1, "columns": x.shape[1], "scale": PATTERN_SCALE,
             "seed": EXAMPLE_SEED, "patterns": flat}
 
@@ -194,6 +199,8 @@ def measured_section(model: CompiledTransformer, program: ir.Program) -> dict[st
     ``samples=0``), each to 3 significant digits (the inputs the margin leaves out are counted only);
     the worst input with both outputs; the model's and the reference's outputs on the examples."""
     measured = model.config.get("measured_error") or {"samples": UNMEASURED_SAMPLES, "seed": 0}
+    if program.over_tokens:
+        return token_measured_section(model, program, measured["samples"], measured["seed"], example_inputs(program))
     x = model_inputs(program, measured["samples"], measured["seed"])
     error, kept = errors_on(model, program, x)
     covered = error[kept]

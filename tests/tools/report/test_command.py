@@ -101,12 +101,22 @@ def test_analyze_html_is_the_analysis_page(tmp_path):
     assert 'id="attention"' not in page and 'id="schedule"' in page
 
 
-def test_a_token_model_has_no_page_yet(tmp_path):
-    from handmade_models import token_model
-
-    path = tmp_path / "first.safetensors"
-    ifl.save(token_model("first"), path)
-    _refused(["report", str(path)], tmp_path, "a token model has no page yet")
-    with pytest.raises(ValueError, match="a token model has no page yet"):
-        ifl.report(token_model("first"), tmp_path / "first.html")
-    assert not (tmp_path / "first.html").exists()
+@pytest.mark.parametrize("name", ["reverse", "sort", "frac_prevs"])
+def test_a_token_model_gets_its_page(tmp_path, name):
+    """Tracr's programs: the page draws the model's layers and heads, shows the example ids by
+    name with their patterns, and measures the model exact on the inputs its compile measured."""
+    source = EXAMPLES_DIR / "tracr" / f"{name}.safetensors"
+    code, _out, err = run_cli(["report", str(source), "-o", str(tmp_path / "page.html")])
+    assert (code, err) == (0, "")
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    data, measured = page_data(page), page_measured(page)
+    model = ifl.load(source)
+    built = sorted((h["name"], i) for i, layer in enumerate(model.config["layers"], start=1) for h in layer["heads"])
+    assert sorted((h["name"], h["layer"]) for h in data["schedule"]["flow"]["heads"]) == built
+    assert data["schedule"]["flow"]["layers"] == len(model.config["layers"])
+    attention = data["attention"]
+    names = set(model.vocabulary.names)
+    assert attention["rows"] == model.T + 1 and all(token[0] in names for example in attention["examples"]
+                                                    for token in example)
+    assert measured["errors"] and max(measured["errors"]) <= model.config["eps"]
+    assert measured["examples"]["model"] == measured["examples"]["reference"]
