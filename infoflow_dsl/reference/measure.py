@@ -47,10 +47,11 @@ def reference_cost(program: ir.Program) -> float:
 
 def measurement_cost(model: CompiledTransformer, program: ir.Program) -> float:
     """Floating-point operations to measure one input, roughly: the model's forward (2 per
-    nonzero weight per token, plus each head's (T+1) × T scores, softmax and values) and the
-    reference (:func:`reference_cost`)."""
+    weight per token: the forward multiplies dense matrices, zeros included, so a wide FFN costs
+    its full width; plus each head's (T+1) × T scores, softmax and values) and the reference
+    (:func:`reference_cost`)."""
     length = program.length
-    cost = 2.0 * (length + 1) * model.nonzero_parameter_count()
+    cost = 2.0 * (length + 1) * model.parameter_count()
     for block in model.blocks:
         heads, _, width = block.attn.W_Q.shape  # (H, D, E)
         cost += 2.0 * heads * (length + 1) * length * (width + block.attn.W_V.shape[-1] + 8)

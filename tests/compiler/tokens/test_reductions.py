@@ -1,0 +1,28 @@
+"""compiler/tokens/reductions.py on the circuit it builds alone: a mean, a sum (count × mean), a
+min and a max, a sum split into key classes by a comparison of its two positions, and a range
+condition on len taken as a bracket."""
+
+from __future__ import annotations
+
+import pytest
+from token_circuits import assert_exact_on_short_inputs
+
+NUMBERS = "input x : token {1, 2, 3}\nlength T = 6\n"
+
+
+@pytest.mark.parametrize("target", [
+    "target(t) = mean_<s : s <= t> x(s)",
+    "target(t) = sum_<s : s <= t> x(s)",
+    "target sum_<s> x(s) * x(s)",
+    "target(t) = min_<s : s >= t> x(s)",
+    "target max_<s> x(s) - min_<s> x(s)",
+    "target(t) = sum_<s> [x(s) < x(t) or (x(s) == x(t) and s < t)]",  # key classes s < t, s = t, s > t
+    "target sum_<s : s >= len - 1> x(s)",  # a condition on len: a bracket of the body
+])
+def test_a_reduction_is_exact_on_every_short_input(target: str) -> None:
+    assert_exact_on_short_inputs(NUMBERS + target + "\n")
+
+
+def test_a_sum_is_a_count_times_a_mean() -> None:
+    circuit = assert_exact_on_short_inputs(NUMBERS + "target sum_<s> x(s)\n")
+    assert {h.kind for h in circuit.heads} == {"uniform", "length"}  # the mean, and len for the count
