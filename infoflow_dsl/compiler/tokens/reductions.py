@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ...language import typed as ir
 from ...language.printer import describe
-from ...transformer.masks import MASK_OPS, Condition, mask_side
+from ...transformer.masks import MASK_OPS, Condition, term_side
 from ..circuit import LinearForm
 from . import ffn
 from .builder import Feature, constant_feature
@@ -49,17 +49,17 @@ def range_masks(lowering: TokenLowering, conditions: tuple[ir.PositionCondition,
     mask: list[Condition] = []
     factors: list[ir.Expr] = []
     for condition in conditions:
-        sides = [_mask_term(term, key, row) for term in (condition.left, condition.right)]
-        if any(side is None for side in sides) or "key" not in {_base(s) for s in sides}:
+        terms = (condition.left, condition.right)
+        if not all(_structural(term) for term in terms) or not any(_names(term, key) for term in terms):
             if _always(condition, lowering.builder.length):
                 continue
             factors.append(ir.Compare(condition.operator, ir.PositionNumber(condition.left),
                                       ir.PositionNumber(condition.right)))
             continue
-        if any(isinstance(s, str) and s.startswith("outer") for s in sides):
+        if any(isinstance(term, ir.PositionVariable) and term.name not in (key, row) for term in terms):
             raise lowering.refuse(node, "a range that compares with a position other than the row's")
-        left, right = sides
-        mask.append(_key_first((left, condition.operator, right)))  # type: ignore[arg-type]
+        left, right = (term_side(term, key) for term in terms)  # the one mask writer: key, query, a literal
+        mask.append(_key_first((left, condition.operator, right)))
     return tuple(mask), factors
 
 
@@ -157,20 +157,13 @@ def extreme(lowering: TokenLowering, expr: ir.Reduce, body: ir.Expr, key: str, r
 
 
 
-def _base(side: object) -> str:
-    """A mask side without its offset: ``key``, ``query``, ``outer``, or ``fixed`` for a literal."""
-    return side.rstrip("+-0123456789") if isinstance(side, str) else "fixed"
+def _structural(term: ir.PositionTerm) -> bool:
+    """A term a mask can read: a position variable or a literal position (not len, not T)."""
+    return isinstance(term, ir.PositionVariable | ir.FixedPosition)
 
 
-def _mask_term(term: ir.PositionTerm, key: str, row: str) -> str | int | None:
-    """A range term as a mask side (None: it reads len or T, not structural)."""
-    if isinstance(term, ir.PositionVariable):
-        if term.name == key:
-            return mask_side("key", term.offset)
-        return mask_side("query" if term.name == row else "outer", term.offset)
-    if isinstance(term, ir.FixedPosition):
-        return term.index
-    return None
+def _names(term: ir.PositionTerm, key: str) -> bool:
+    return isinstance(term, ir.PositionVariable) and term.name == key
 
 
 def _always(condition: ir.PositionCondition, length: int) -> bool:
