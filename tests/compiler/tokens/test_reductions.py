@@ -26,3 +26,11 @@ def test_a_reduction_is_exact_on_every_short_input(target: str) -> None:
 def test_a_sum_is_a_count_times_a_mean() -> None:
     circuit = assert_exact_on_short_inputs(NUMBERS + "target sum_<s> x(s)\n")
     assert {h.kind for h in circuit.heads} == {"uniform", "length"}  # the mean, and len for the count
+
+
+def test_a_min_over_tied_keys_multiplies_the_winners_mean_not_an_indicator() -> None:
+    """min_<s> [x(t) == x(s)] + t: the keys whose token differs from x(t) all score 0 and share the
+    head's weight, so the retrieved [x(s) = v] is a mean over them (2/3, 1/3), not 0 or 1: the
+    product with the query's factor must be exact on those values (found by the fuzz test:
+    t = 3 of (1, 2, 3, 1) gave 1.667, not 3)."""
+    assert_exact_on_short_inputs(NUMBERS + "target(t) = min_<s> [x(t) == x(s)] + t\n")
