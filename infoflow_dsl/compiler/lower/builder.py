@@ -16,15 +16,14 @@ from typing import Any
 from ...analysis.stages import next_ffn
 from ...errors import CompileError
 from ...language import typed as ir
+from ..build import BuildCore
 from ..circuit import ONE, AttentionHead, FFNBlock, LinearForm, input_direction
 from .budget import Constraint, Source
 from .quantity import ROUNDING_SAFETY, ErrorShares, ErrorVec, Quantity
 
-MAX_UNITS = 1_000_000
-
 
 @dataclass
-class CircuitBuilder:
+class CircuitBuilder(BuildCore):
     """One schedule's circuit being lowered under one allocation of error shares.
 
     ``route`` is how squares are built (wide | deep | auto, see ``approximations``); ``gathered``:
@@ -39,7 +38,6 @@ class CircuitBuilder:
     unit_roundoff: float
     route: str = "wide"
     gathered: bool = False
-    directions: list[str] = field(default_factory=list)
     blocks: list[FFNBlock] = field(default_factory=list)
     heads: list[AttentionHead] = field(default_factory=list)
     sources: dict[str, Source] = field(default_factory=dict)
@@ -47,12 +45,10 @@ class CircuitBuilder:
     results: dict[str, list[Quantity]] = field(default_factory=dict)
     fetched: dict[tuple[object, str], list[Quantity]] = field(default_factory=dict)
     cache: dict[tuple[object, ...], Any] = field(default_factory=dict)
-    units: int = 0
-    counter: int = 0
     source_counter: int = 0
 
     def __post_init__(self) -> None:
-        self._known: set[str] = set(self.directions)
+        super().__post_init__()
         self.direction(ONE)
         for i in range(self.program.dimension):
             self.direction(input_direction(i))
@@ -67,18 +63,6 @@ class CircuitBuilder:
         return math.pi / (self.length + 1)
 
     # ------------------------------------------------------------------ names
-
-    def direction(self, name: str) -> str:
-        """The residual direction ``name``, added (once) in the order first asked for."""
-        if name not in self._known:
-            self._known.add(name)
-            self.directions.append(name)
-        return name
-
-    def fresh(self, stem: str) -> str:
-        """A new name ``stem``N, N counting every fresh name."""
-        self.counter += 1
-        return f"{stem}{self.counter}"
 
     def fresh_source(self, stem: str) -> str:
         """The name ``stem``#N of a new FFN error source, N counting sources alone: these names key
@@ -117,14 +101,14 @@ class CircuitBuilder:
 
     # ------------------------------------------------------------------ units and inputs
 
-    def reserve_units(self, count: int) -> None:
-        """Refuse, before building them, ``count`` more units that would pass MAX_UNITS."""
-        if self.units + count > MAX_UNITS:
-            margin = self.program.margin
-            at = "this ε" if margin is None else f"this ε and margin δ = {margin:g}"
-            fix = "raise ε" if margin is None else "raise ε or δ (a sharper retrieval reads finer differences)"
-            raise CompileError(f"the model would need more than {MAX_UNITS:,} hidden units at {at}; {fix} "
-                               "(analyze's cost law says how the units grow; a norm that can be 0 costs ε^-1)")
+    def reserve_units(self, count: int, why: str = "", fault: type[CompileError] = CompileError) -> None:
+        """Refuse, before building them, ``count`` more units that would pass MAX_UNITS, saying
+        which ε (and margin) asked for them and what to change."""
+        margin = self.program.margin
+        at = "this ε" if margin is None else f"this ε and margin δ = {margin:g}"
+        fix = "raise ε" if margin is None else "raise ε or δ (a sharper retrieval reads finer differences)"
+        super().reserve_units(count, f" at {at}; {fix} (analyze's cost law says how the units grow; a norm that "
+                                     "can be 0 costs ε^-1)", fault)
 
     def token_range(self) -> tuple[float, float]:
         """[low, high] holding every coordinate of every token of the domain."""

@@ -23,8 +23,8 @@ from fractions import Fraction
 
 from ...errors import NoConstruction
 from ...language import typed as ir
+from ..build import BuildCore
 from ..circuit import ONE, AttentionHead, FFNBlock, LinearForm, ReLUUnit
-from ..lower.builder import MAX_UNITS
 
 #: Every softmax tail (the weight a head leaves off its winners) is made at most this.
 TAIL = 1e-9
@@ -81,22 +81,20 @@ def constant_feature(value: Fraction) -> Feature:
 
 
 @dataclass
-class TokenCircuitBuilder:
+class TokenCircuitBuilder(BuildCore):
     """Directions, columns, heads and FFN blocks of one token circuit being lowered."""
 
     program: ir.Program
     unit_roundoff: float
-    directions: list[str] = field(default_factory=list)
     token_columns: dict[str, tuple[float, ...]] = field(default_factory=dict)
     position_columns: dict[str, tuple[float, ...]] = field(default_factory=dict)
     heads: list[AttentionHead] = field(default_factory=list)
     blocks: list[FFNBlock] = field(default_factory=list)
     steps: dict[tuple[LinearForm, Fraction], Feature] = field(default_factory=dict)
     cache: dict[object, object] = field(default_factory=dict)
-    units: int = 0
-    counter: int = 0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.direction(ONE)
 
     @property
@@ -108,14 +106,9 @@ class TokenCircuitBuilder:
         assert self.program.vocabulary is not None
         return self.program.vocabulary
 
-    def direction(self, name: str) -> str:
-        if name not in self.directions:
-            self.directions.append(name)
-        return name
-
     def fresh(self, stem: str) -> str:
-        self.counter += 1
-        return self.direction(f"{stem}#{self.counter}")
+        """A new residual direction named ``stem``N (``BuildCore.fresh``)."""
+        return self.direction(super().fresh(stem))
 
     def token_column(self, name: str, values: tuple[float, ...]) -> str:
         """Direction ``name`` written by the embedding: value ``values[v]`` for token id v."""
@@ -142,8 +135,8 @@ class TokenCircuitBuilder:
     def add_units(self, *, name: str, layer: int, output: str, formula: str, units: list[ReLUUnit],
                   error: float = 0.0) -> None:
         """One FFN block of ``units`` at ``layer`` (1-based), computing ``formula`` into ``output``."""
-        if self.units + len(units) > MAX_UNITS:
-            raise NoConstruction(f"the token circuit would need more than {MAX_UNITS:,} hidden units")
+        self.reserve_units(len(units), " (a token circuit's units grow with T where it decodes len or a count)",
+                           NoConstruction)
         self.units += len(units)
         self.blocks.append(FFNBlock(name=name, layer=layer, output=output, formula=formula, units=tuple(units),
                                     error=error))

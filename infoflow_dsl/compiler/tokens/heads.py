@@ -34,7 +34,8 @@ def _head(builder: TokenCircuitBuilder, *, kind: str, stage: int, score: Sequenc
     """A head at the first layer that can read ``stage``; its value rows go to fresh directions."""
     layer = layer_for(stage)
     name = LENGTH_HEAD if kind == "length" else f"h{len(builder.heads) + 1}"
-    outputs = tuple(builder.fresh(f"{name}:{kind.split()[-1]}[{i + 1}]") for i in range(len(values)))
+    outputs = tuple(builder.direction(f"{name}:{kind.split()[-1]}[{i + 1}]")  # a head's names are its own
+                    for i in range(len(values)))
     query = tuple(q for q, _ in score) or (LinearForm(),)
     key = tuple(k for _, k in score) or (LinearForm(),)
     builder.add_head(AttentionHead(name=name, layer=layer, kind=kind, site="token", query=query, key=key,

@@ -9,7 +9,8 @@ from lowered import builder, grid, model, program, run
 from programs import by_name
 
 import infoflow_dsl as ifl
-from infoflow_dsl.compiler.lower.builder import MAX_UNITS, layer_after
+from infoflow_dsl.compiler.build import MAX_UNITS
+from infoflow_dsl.compiler.lower.builder import layer_after
 from infoflow_dsl.compiler.lower.quantity import ROUNDING_SAFETY, ErrorShares, linear
 from infoflow_dsl.errors import CompileError
 
