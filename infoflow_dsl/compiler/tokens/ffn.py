@@ -322,6 +322,26 @@ def product(builder: TokenCircuitBuilder, f: Feature, g: Feature, text: str) -> 
     if f.values is None or g.values is None:
         raise NoConstruction(f"{text}: a product of two features needs one with finitely many values")
     cut_side, other = (f, g) if len(f.values) <= len(g.values) else (g, f)
+    return _cut_product(builder, cut_side, other, text)
+
+
+def scaled_by(builder: TokenCircuitBuilder, finite: Feature, bounded: Feature, text: str) -> Feature:
+    """finite·bounded where only ``finite`` takes exactly its values and ``bounded`` may lie
+    anywhere in its values' hull (a key factor averaged over tied winners: 2/3 of an indicator):
+    a constant scales, an indicator gates, else ``finite`` is cut; ``bounded`` is never cut."""
+    if finite.constant is not None:
+        return product(builder, finite, bounded, text)  # a scaling
+    if finite.is_indicator:
+        return gate(builder, finite, bounded, text)
+    if finite.values is None:
+        raise NoConstruction(f"{text}: a product of two features needs one with finitely many values")
+    return _cut_product(builder, finite, bounded, text)
+
+
+def _cut_product(builder: TokenCircuitBuilder, cut_side: Feature, other: Feature, text: str) -> Feature:
+    """cut_side·other: one cut between each two consecutive values of ``cut_side``, each gating
+    ``other`` (exact for any ``other`` within its bounds) in one stage, into one direction."""
+    f, g = cut_side, other
     ordered = sorted(cut_side.values)
     units: list[Unit] = []
     cuts: list[tuple[Threshold, float, float]] = []

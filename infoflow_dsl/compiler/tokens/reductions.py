@@ -128,8 +128,9 @@ def extreme(lowering: TokenLowering, expr: ir.Reduce, body: ir.Expr, key: str, r
     """min/max by one sharp head whose values are the score's own key factors (the Gibbs mean of
     the body is then Σ q·E[k], products at the query). Keys that tie for the best score share
     the weight, so E[k] is the mean of k over the winners: its values are a mean's over some
-    keys (1/3 of [x(s) = v] where one of three winners has v), not k's own, and a product with
-    it must hold on those (a factor k in {0, 1} is no indicator once averaged)."""
+    keys (1/3 of [x(s) = v] where one of three winners has v), not k's own: a product with it cuts
+    the query's factor and gates E[k] (``ffn.scaled_by``), never the other way round (a factor k
+    in {0, 1} is no indicator once averaged)."""
     values = lowering.values(body)
     gap = value_gap(values)
     if gap is None:
@@ -151,10 +152,10 @@ def extreme(lowering: TokenLowering, expr: ir.Reduce, body: ir.Expr, key: str, r
                                         reads=key)
     parts: list[tuple[float, Feature]] = []
     for (coefficient, query_part, k_expr), out, k in zip(keyed, outputs, key_features, strict=True):
-        means = lowering.values(ir.Reduce("mean", (key,), (), k_expr, ir.SCALAR))  # type: ignore[arg-type]
-        read = Feature(LinearForm.of(out), means, out_stage, k.error + tail * (k.magnitude + 1) * 2)
+        read = Feature(LinearForm.of(out), lowering.values(k_expr), out_stage,  # type: ignore[arg-type]
+                       k.error + tail * (k.magnitude + 1) * 2)  # within its values' hull, not on them
         q = lowering.feature(query_part, row) if query_part is not None else constant_feature(Fraction(1))
-        parts.append((coefficient, ffn.product(lowering.builder, q, read, describe(expr))))
+        parts.append((coefficient, ffn.scaled_by(lowering.builder, q, read, describe(expr))))
     constant_terms = [(c, lowering.feature(q, row)) for c, q, k in terms if k is None and q is not None]
     return ffn.linear(parts + constant_terms, values)
 

@@ -4,8 +4,9 @@ schedule's tokens × layers picture (:func:`svg_flow`, ``analyze --plot`` in SVG
 The graph: one box per comparison node, fetch head and FFN function, in columns by the stage
 that finishes it, arrows from what a box reads to the box.
 
-Columns: stage 0 is the embedding's FFN; layer l's heads are stage 2l − 1 and its FFN stage 2l
-(the residual stream after layer l's attention, then after its FFN). Boxes of one stage stack
+Columns: the one stage clock (``analysis.stages``): the embedding's FFN is stage 1, layer l's
+heads stage 2l and its FFN stage 2l + 1 (the residual stream after layer l's attention, then
+after its FFN). Boxes of one stage stack
 in the order given, ROWS to a column; an edge is a cubic curve from the right side of the box read to the left
 side of the reader. No layout engine: positions are a pure function of the node list.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 from html import escape
 from typing import Any
+
+from ...analysis.stages import EMBEDDING_FFN, attention_stage, ffn_stage, layer_of
 
 BOX_WIDTH, BOX_HEIGHT, COLUMN_GAP, ROW_GAP, MARGIN = 230, 62, 70, 14, 12
 ROWS = 12  # boxes to a column; a stage with more takes several columns
@@ -24,10 +27,11 @@ DEFAULT_COLOR = "#e8eef8"
 
 
 def stage(node: dict[str, Any]) -> int:
-    """The stage that finishes a box (module docstring)."""
+    """The stage that finishes a box (module docstring): an FFN function's layer's FFN stage (layer 0:
+    the embedding's), a head's layer's attention stage."""
     if node["kind"].startswith("ffn"):
-        return 2 * node["layer"]
-    return 2 * node["layer"] - 1
+        return ffn_stage(node["layer"])
+    return attention_stage(node["layer"])
 
 
 def _short(text: str) -> str:
@@ -109,8 +113,8 @@ def _box(node: dict[str, Any], corner: tuple[float, float]) -> str:
 def _column_titles(nodes: list[dict[str, Any]]) -> list[str]:
     titles = []
     for s, column in _columns(nodes).items():
-        layer, ffn = (s + 1) // 2, s % 2 == 0
-        label = "embedding FFN" if s == 0 else f"layer {layer} {'FFN' if ffn else 'heads'}"
+        layer, ffn = layer_of(s), s % 2 == 1
+        label = "embedding FFN" if s == EMBEDDING_FFN else f"layer {layer} {'FFN' if ffn else 'heads'}"
         titles.append(f'<text x="{MARGIN + column * (BOX_WIDTH + COLUMN_GAP):.0f}" y="{MARGIN + 10}" '
                       f'class="column">{label}</text>')
     return titles

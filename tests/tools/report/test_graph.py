@@ -10,9 +10,10 @@ def node(name: str, kind: str, layer: int, inputs: tuple[str, ...] = ()) -> dict
             "bound": 0.001, "inputs": list(inputs), "source": None}
 
 
-def test_stages_are_heads_then_ffn_per_layer():
+def test_stages_are_heads_then_ffn_per_layer_on_the_one_clock():
+    """analysis.stages: the embedding's FFN 1, layer l's heads 2l, its FFN 2l + 1."""
     assert [stage(node("a", "retrieval", 1)), stage(node("f", "ffn square", 1)), stage(node("e", "ffn relu", 0)),
-            stage(node("b", "readout", 2))] == [1, 2, 0, 3]
+            stage(node("b", "readout", 2))] == [2, 3, 1, 4]
 
 
 def test_a_stage_with_more_than_rows_boxes_takes_several_columns():
