@@ -419,6 +419,12 @@ def square_steps(tree: ComparisonTree) -> int:
     return math.ceil((layers[1] - layers[0]) / probe)
 
 
+def comparison_dimension(heads: Sequence[Head], layers: int) -> int:
+    """β₁ (THEORY.md §3): the most comparing heads one layer runs at one kind of token."""
+    return max((sum(1 for h in heads if h.layer == layer and h.site == site and h.is_comparison)
+                for layer in range(1, layers + 1) for site in (TOKEN, READOUT)), default=0)
+
+
 def build_schedule(tree: ComparisonTree, budget: Sequence[int] | None = None, margin: float | None = None) -> Schedule:
     """The InfoFlow schedule of a comparison tree, optionally under a per-layer head budget."""
     free = Scheduler(tree, None)
@@ -431,8 +437,7 @@ def build_schedule(tree: ComparisonTree, budget: Sequence[int] | None = None, ma
     # a budget too small leaves heads past its layers: the schedule still lists every layer it uses
     layers = max(len(budget), scheduler.layers()) if budget is not None else scheduler.layers()
     per_layer = tuple(sum(1 for h in heads if h.layer == layer) for layer in range(1, layers + 1))
-    dimension = max((sum(1 for h in free.heads if h.layer == layer and h.site == site and h.is_comparison)
-                     for layer in range(1, free.layers() + 1) for site in (TOKEN, READOUT)), default=0)
+    dimension = comparison_dimension(free.heads, free.layers())
     needed = {layer: sum(1 for h in free.heads if h.layer == layer) for layer in range(1, free.layers() + 1)}
     dims = {layer: max((h.dimension for h in free.heads if h.layer == layer), default=1)
             for layer in range(1, free.layers() + 1)}

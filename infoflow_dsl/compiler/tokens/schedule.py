@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from ...analysis.info_sets import information_sets
-from ...analysis.schedule import READOUT, TOKEN, Head, Schedule
+from ...analysis.schedule import Head, Schedule, comparison_dimension
 from ...analysis.verdict import Problem
 from ..circuit import AttentionHead, Circuit
 
@@ -45,12 +45,6 @@ def schedule_head(head: AttentionHead) -> Head:
         is_comparison=kind not in NOT_COMPARISONS, reads=head.reads or "s", mask_conditions=head.mask,
         position=head.fetches,  # type: ignore[arg-type]
     )
-
-
-def _dimension(heads: Sequence[Head], layers: int) -> int:
-    """β₁ of the placed layout: the most comparing heads one layer runs at one site."""
-    return max((sum(1 for h in heads if h.layer == layer and h.site == site and h.is_comparison)
-                for layer in range(1, layers + 1) for site in (TOKEN, READOUT)), default=0)
 
 
 def _budget_problem(per_layer: Sequence[int], budget: Sequence[int]) -> Problem | None:
@@ -83,9 +77,9 @@ def token_schedule(tree_schedule: Schedule, circuit: Circuit | None, refusal: st
         over = _budget_problem(per_layer, budget)
         problems = (over,) if over is not None else ()
     return dataclasses.replace(
-        tree_schedule, heads=heads, layers=layers, heads_per_layer=per_layer, dimension=_dimension(heads, layers),
-        info_sets=information_sets(heads, tree_schedule.tree, layers), problems=problems,
-        interpolated_functions=0, budget=tuple(budget) if budget is not None else None)
+        tree_schedule, heads=heads, layers=layers, heads_per_layer=per_layer,
+        dimension=comparison_dimension(heads, layers), info_sets=information_sets(heads, tree_schedule.tree, layers),
+        problems=problems, interpolated_functions=0, budget=tuple(budget) if budget is not None else None)
 
 
 __all__ = ["token_schedule"]
