@@ -20,7 +20,7 @@ import torch
 from .analysis.comparisons import ComparisonTree, build_tree
 from .analysis.gather import UnrollError, gather
 from .analysis.info_sets import information_sets
-from .analysis.schedule import Schedule, build_schedule
+from .analysis.schedule import Schedule, build_schedule, heads_per_layer
 from .compiler.assemble import assemble
 from .compiler.circuit import Circuit
 from .compiler.lower import lower
@@ -76,7 +76,7 @@ def realised_schedule(schedule: Schedule, circuit: Circuit) -> Schedule:
     ``schedule`` itself (the table test in tests/test_plan.py holds it)."""
     placed = {h.name: h.layer for h in circuit.heads}
     heads = tuple(dataclasses.replace(h, layer=placed.get(h.name, h.layer)) for h in schedule.heads)
-    per_layer = tuple(sum(1 for h in heads if h.layer == layer) for layer in range(1, circuit.layers + 1))
+    per_layer = heads_per_layer(heads, circuit.layers)
     if heads == schedule.heads and per_layer == schedule.heads_per_layer:
         return schedule
     return dataclasses.replace(schedule, heads=heads, layers=circuit.layers, heads_per_layer=per_layer,

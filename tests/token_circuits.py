@@ -18,7 +18,7 @@ import torch
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.circuit import Circuit, LinearForm
 from infoflow_dsl.compiler.tokens import lower_tokens
-from infoflow_dsl.transformer.masks import admits
+from infoflow_dsl.transformer.masks import admitted
 
 
 def _form(values: dict[str, np.ndarray], form: LinearForm, rows: int) -> np.ndarray:
@@ -41,7 +41,8 @@ def simulate(circuit: Circuit, ids: tuple[int, ...]) -> dict[str, np.ndarray]:
         for head in (h for h in circuit.heads if h.layer == layer):
             scores = sum(np.outer(_form(values, q, rows), _form(values, k, rows)[:n])
                          for q, k in zip(head.query, head.key, strict=True))  # (rows, n)
-            allowed = np.array([[admits(head.mask, t, s, n) for s in range(1, n + 1)] for t in range(1, rows + 1)])
+            queries, keys = np.arange(1, rows + 1)[:, None], np.arange(1, n + 1)[None, :]
+            allowed = np.broadcast_to(admitted(head.mask, queries, keys, n), (rows, n))
             logits = np.where(allowed, head.beta * scores, -np.inf)
             top = np.where(allowed.any(axis=1), logits.max(axis=1, initial=-np.inf), 0.0)
             weights = np.where(allowed, np.exp(logits - top[:, None]), 0.0)

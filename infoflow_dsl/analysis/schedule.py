@@ -419,6 +419,11 @@ def square_steps(tree: ComparisonTree) -> int:
     return math.ceil((layers[1] - layers[0]) / probe)
 
 
+def heads_per_layer(heads: Sequence[Head], layers: int) -> tuple[int, ...]:
+    """How many of ``heads`` each layer 1..``layers`` runs."""
+    return tuple(sum(1 for h in heads if h.layer == layer) for layer in range(1, layers + 1))
+
+
 def comparison_dimension(heads: Sequence[Head], layers: int) -> int:
     """β₁ (THEORY.md §3): the most comparing heads one layer runs at one kind of token."""
     return max((sum(1 for h in heads if h.layer == layer and h.site == site and h.is_comparison)
@@ -436,9 +441,9 @@ def build_schedule(tree: ComparisonTree, budget: Sequence[int] | None = None, ma
     heads = tuple(scheduler.heads)
     # a budget too small leaves heads past its layers: the schedule still lists every layer it uses
     layers = max(len(budget), scheduler.layers()) if budget is not None else scheduler.layers()
-    per_layer = tuple(sum(1 for h in heads if h.layer == layer) for layer in range(1, layers + 1))
+    per_layer = heads_per_layer(heads, layers)
     dimension = comparison_dimension(free.heads, free.layers())
-    needed = {layer: sum(1 for h in free.heads if h.layer == layer) for layer in range(1, free.layers() + 1)}
+    needed = dict(enumerate(heads_per_layer(free.heads, free.layers()), start=1))
     dims = {layer: max((h.dimension for h in free.heads if h.layer == layer), default=1)
             for layer in range(1, free.layers() + 1)}
     problems = problems_of(tree, scheduler.plans, needed)

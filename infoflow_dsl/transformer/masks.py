@@ -117,28 +117,27 @@ def check_mask(conditions: Any, where: str, head: str) -> HeadMask:
     return tuple(check_condition(c, f"{where} ({head})") for c in conditions)
 
 
-def side_position(side: Side, query: int, key: int, last: int) -> int:
-    """The position a side names for one (query, key) pair at length ``last``."""
+def side_position(side: Side, query: Any, key: Any, last: Any) -> Any:
+    """The position a side names for (query, key) at length ``last``: integers for one pair, or
+    tensors that broadcast for all pairs at once."""
     if not isinstance(side, str):
         return side
     base, offset = MASK_SIDE.match(side).groups()  # type: ignore[union-attr]
     return {"key": key, "query": query, "last": last}[base] + int(offset or 0)
 
 
+def admitted(mask: HeadMask, query: Any, key: Any, last: Any) -> Any:
+    """Every condition of ``mask`` at (query, key, last): a bool for one pair, a bool tensor for
+    broadcast tensors of positions (True where the mask has no condition)."""
+    allowed: Any = True
+    for left, op, right in mask:
+        allowed = allowed & MASK_OPS[op](side_position(left, query, key, last), side_position(right, query, key, last))
+    return allowed
+
+
 def admits(mask: HeadMask, query: int, key: int, last: int) -> bool:
-    """Does ``mask`` let query position ``query`` see key ``key`` at length ``last``? (One
-    pair, in plain Python: what :func:`allowed_pairs` computes for all pairs at once.)"""
-    return all(MASK_OPS[op](side_position(left, query, key, last), side_position(right, query, key, last))
-               for left, op, right in mask)
-
-
-def _side_value(side: Side, positions: dict[str, Tensor], device: torch.device | str | None) -> Tensor:
-    import torch
-
-    if not isinstance(side, str):
-        return torch.tensor(side, device=device)
-    base, offset = MASK_SIDE.match(side).groups()  # type: ignore[union-attr]
-    return positions[base] + int(offset or 0)
+    """Does ``mask`` let query position ``query`` see key ``key`` at length ``last``?"""
+    return bool(admitted(mask, query, key, last))
 
 
 def allowed_pairs(masks: Sequence[HeadMask], length: int, rows: slice | None = None,
@@ -150,13 +149,9 @@ def allowed_pairs(masks: Sequence[HeadMask], length: int, rows: slice | None = N
     rows = rows or slice(0, length + 1)
     query = torch.arange(rows.start + 1, rows.stop + 1, device=device).unsqueeze(1)  # (N, 1)  positions t
     key = torch.arange(1, length + 1, device=device).unsqueeze(0)  # (1, T')     positions s
-    positions = {"key": key, "query": query, "last": torch.tensor(length, device=device)}
     count = rows.stop - rows.start
     heads = [torch.zeros(0, count, length, dtype=torch.bool, device=device)]  # H = 0 still stacks
     for conditions in masks:
-        allowed = torch.ones(count, length, dtype=torch.bool, device=device)
-        for left, op, right in conditions:
-            left_value, right_value = _side_value(left, positions, device), _side_value(right, positions, device)
-            allowed = allowed & MASK_OPS[op](left_value, right_value)
+        allowed = torch.ones(count, length, dtype=torch.bool, device=device) & admitted(conditions, query, key, length)
         heads.append(allowed[None])
     return torch.cat(heads)

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from ...analysis.info_sets import information_sets
-from ...analysis.schedule import Head, Schedule, comparison_dimension
+from ...analysis.schedule import Head, Schedule, comparison_dimension, heads_per_layer
 from ...analysis.verdict import Problem
 from ..circuit import AttentionHead, Circuit
 
@@ -35,14 +35,13 @@ def _mask_text(head: AttentionHead) -> str:
 def schedule_head(head: AttentionHead) -> Head:
     """The schedule's entry for one placed head: its name, layer, kind and what it computes;
     its query and key features are the forms its score multiplies (none for a uniform head)."""
-    kind = head.kind
     scored = any(not form.is_constant for form in (*head.query, *head.key))
     return Head(
-        name=head.name, kind=kind, site=head.site, layer=head.layer, compares=head.formula,
+        name=head.name, kind=head.kind, site=head.site, layer=head.layer, compares=head.formula,
         query_features=tuple(str(q) for q in head.query) if scored else (),
         key_features=tuple(str(k) for k in head.key) if scored else (),
         mask=_mask_text(head), dimension=max(len(head.key), 1) if scored else 1,
-        is_comparison=kind not in NOT_COMPARISONS, reads=head.reads or "s", mask_conditions=head.mask,
+        is_comparison=head.kind not in NOT_COMPARISONS, reads=head.reads or "s", mask_conditions=head.mask,
         position=head.fetches,  # type: ignore[arg-type]
     )
 
@@ -71,7 +70,7 @@ def token_schedule(tree_schedule: Schedule, circuit: Circuit | None, refusal: st
         return dataclasses.replace(tree_schedule, problems=(problem,), budget=tuple(budget) if budget else None)
     heads = tuple(schedule_head(h) for h in circuit.heads)
     layers = circuit.layers
-    per_layer = tuple(sum(1 for h in heads if h.layer == layer) for layer in range(1, layers + 1))
+    per_layer = heads_per_layer(heads, layers)
     problems: tuple[Problem, ...] = ()
     if budget is not None:
         over = _budget_problem(per_layer, budget)
