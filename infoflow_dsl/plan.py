@@ -21,7 +21,7 @@ from typing import Any
 
 from .analysis.comparisons import build_tree
 from .analysis.ranges import roots_at_zero
-from .analysis.report import AnalysisReport
+from .analysis.report import AnalysisReport, gather_applies
 from .analysis.schedule import Schedule, build_schedule
 from .errors import CompileError
 from .language import typed as ir
@@ -54,10 +54,9 @@ def analyze(program: ir.Program, heads: Sequence[int] | None = None) -> Analysis
     schedule the model ``compile`` builds (:func:`schedule_program`); ``heads`` asks whether that
     per-layer head budget suffices."""
     schedule = schedule_program(program, heads)
-    needs_gather = schedule.problems and not program.over_tokens and any(p.kind != "heads" for p in schedule.problems)
     return AnalysisReport(program=program, tree=schedule.tree, schedule=schedule,
                           roots_at_zero=roots_at_zero(program),
-                          gather_size=gather_size(program) if needs_gather else None)
+                          gather_size=gather_size(program) if gather_applies(program, schedule) else None)
 
 
 @lru_cache(maxsize=64)

@@ -39,6 +39,12 @@ BUDGET_ONLY = ("the target is efficient without a head budget: --heads asks anal
                "and compile builds the schedule's own heads (no route unrolls anything for it)")
 
 
+def gather_applies(program: ir.Program, schedule: Schedule) -> bool:
+    """Is compile's gather route the fallback of this analysis: a program over vectors with a
+    problem other than a head budget (a budget is analyze's question; compile ignores it)?"""
+    return not program.over_tokens and any(p.kind != "heads" for p in schedule.problems)
+
+
 def _refused_fallback(why: str) -> dict[str, Any]:
     """The fallback entry of a target no gather route applies to, with why."""
     return {"route": "gather", "law": None, "exponent_T": None, "law_wide": None, "exponent_T_wide": None,
@@ -147,7 +153,7 @@ class AnalysisReport:
 
         if self.program.over_tokens:
             return _refused_fallback(TOKEN_ROUTE)
-        if all(p.kind == "heads" for p in self.schedule.problems):
+        if not gather_applies(self.program, self.schedule):
             return _refused_fallback(BUDGET_ONLY)
         try:
             gathered = gather(self.program)
