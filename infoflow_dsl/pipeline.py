@@ -167,7 +167,7 @@ def refuse_v3(program: ir.Program, action: str = "compiled") -> None:
         return
     message = (f"this construct of language v3 (a bracket [...] or a position used as a number) is not {action} "
                f"yet over vectors; parse, analyze and the reference evaluator support it")
-    raise single_error(program.path, first.span, message, program.source)  # type: ignore[union-attr]
+    raise single_error(program.path, first.span, message, program.source)  # type: ignore[attr-defined]  # V3 nodes have spans
 
 
 def program_of(model: CompiledTransformer) -> ir.Program:

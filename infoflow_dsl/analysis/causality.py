@@ -15,7 +15,7 @@ def is_causal(program: ir.Program) -> bool:
     if not program.per_token or _reads_length(program):
         return False  # len: the value at t depends on how many tokens follow
     return all(_read_is_causal(program, position, conditions, scope)
-               for position, conditions, scope in _reads(program.target, (program.token_variable,),  # type: ignore[arg-type]
+               for position, conditions, scope in _reads(program.target, program.output_scope,
                                                          program.token_conditions))
 
 

@@ -199,12 +199,13 @@ class TreeBuilder:
         self.gathered = gathered
         self.nodes: list[ComparisonNode] = []
 
-    def extract(self, expr: object, enclosing: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...]) -> object:
+    def extract(self, expr: ir.Expr, enclosing: tuple[str, ...], conditions: tuple[ir.PositionCondition, ...]
+                ) -> ir.Expr:
         """``expr`` with each reduction replaced by a :class:`NodeResult` (making its node)."""
         if isinstance(expr, ir.Reduce) and splittable(expr):
             return self.extract(self.best_nesting(expr, enclosing, conditions), enclosing, conditions)
         if isinstance(expr, ir.Reduce | ir.ArgPosition):
-            return self._node(expr, enclosing, conditions)
+            return self._node(expr, enclosing, conditions)  # type: ignore[return-value]  # a result is a leaf
         return map_children(expr, lambda child: self.extract(child, enclosing, conditions))
 
     def best_nesting(
@@ -222,7 +223,7 @@ class TreeBuilder:
             if best is None or largest < best[0]:
                 best = (largest, candidate)
         if best is None:  # no nesting can be written: one joint node over all the variables
-            return self._node(expr, enclosing, conditions)
+            return self._node(expr, enclosing, conditions)  # type: ignore[return-value]  # a result is a leaf
         return best[1]
 
     def _node(
@@ -259,9 +260,9 @@ def _grandchildren(nodes: list[ComparisonNode], first: int) -> set[str]:
     return {child for node in nodes[first:] for child in node.children}
 
 
-def fixed_positions_of(body: object) -> tuple[ir.FixedPosition | ir.LastPosition, ...]:
+def fixed_positions_of(body: object) -> tuple[ir.FixedPosition | ir.LastPosition | ir.RunLength, ...]:
     """The fixed positions (k, T ± k) whose tokens ``body`` reads, each once, in order."""
-    found: list[ir.FixedPosition | ir.LastPosition] = []  # and len ± k (x(len): the same at every token)
+    found: list[ir.FixedPosition | ir.LastPosition | ir.RunLength] = []  # and len ± k (x(len): the same at every token)
     for node in [body, *sub_nodes(body)]:
         if isinstance(node, ir.Token) and isinstance(node.position, ir.FixedPosition | ir.LastPosition | ir.RunLength):
             if node.position not in found:
@@ -283,11 +284,11 @@ def build_tree(program: ir.Program, gathered: bool = False) -> ComparisonTree:
     builder = TreeBuilder(program.length, taken, at_tokens=program.per_token, gathered=gathered,
                           source=program.source)
     if program.per_token:
-        output = builder.extract(target, (program.token_variable,), program.token_conditions)  # type: ignore[arg-type]
+        output = builder.extract(target, program.output_scope, program.token_conditions)
     else:
         output = builder.extract(target, (), ())
     site = "token" if program.per_token else "readout"
-    tree = ComparisonTree(tuple(builder.nodes), output, program.length, site, gathered)  # type: ignore[arg-type]
+    tree = ComparisonTree(tuple(builder.nodes), output, program.length, site, gathered)
     if program.over_tokens:  # every value is in a finite set: value sets of the nodes' results
         from .finite import finite_domain, tree_value_sets
 

@@ -236,7 +236,7 @@ def _matvec(expr: ir.MatVec) -> list[Polynomial]:
 def _node_result(expr: NodeResult) -> list[Polynomial]:
     if expr.type.kind == "vector":  # a vector result: one atom a component
         source = position_source(expr)
-        return [{(Atom(source, f"{describe(expr)}[{i + 1}]", ir.Component(expr, i + 1)),): 1.0}
+        return [{(Atom(source, f"{describe(expr)}[{i + 1}]", ir.Component(expr, i + 1)),): 1.0}  # type: ignore[arg-type]
                 for i in range(expr.type.shape[0])]
     return [_opaque(expr)]
 

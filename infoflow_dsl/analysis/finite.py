@@ -72,7 +72,7 @@ def tree_value_sets(tree: ComparisonTree, domain: FiniteDomain) -> FiniteDomain:
             domain.results[node.name] = None  # a position: read as a number through PositionNumber
             continue
         reduce = ir.Reduce("max" if node.kind == "top" else node.kind, node.variables, node.conditions,  # type: ignore[arg-type]
-                           node.body, node.body.type)  # type: ignore[arg-type]
+                           node.body, node.body.type)
         domain.results[node.name] = value_set(reduce, domain)
     return domain
 
@@ -284,7 +284,7 @@ def finite_split(expr: object, domain: FiniteDomain, sources_of: Callable[[objec
     for source in sorted(sources):
         side = tuple(dict.fromkeys(leaf for leaf in leaves if sources_of(leaf) == {source}))
         sets = [value_set(leaf, domain) for leaf in side]
-        if any(s is None for s in sets) or math.prod(len(s) for s in sets) > MAX_VALUES:  # type: ignore[arg-type]
+        if any(s is None for s in sets) or math.prod(len(s or ()) for s in sets) > MAX_VALUES:
             continue
         joint = tuple(itertools.product(*(sorted(s) for s in sets)))  # type: ignore[arg-type]
         other = next(s for s in sources if s != source)

@@ -86,7 +86,7 @@ def gather(program: ir.Program) -> GatheredTarget:
 
 def _outer(program: ir.Program) -> tuple[tuple[str, ...], tuple[ir.PositionCondition, ...]]:
     if program.per_token:
-        return (program.token_variable,), program.token_conditions  # type: ignore[return-value]
+        return program.output_scope, program.token_conditions
     return (), ()
 
 
@@ -97,7 +97,7 @@ def _to_unroll(node: ComparisonNode) -> str | None:
     if len(node.context_variables) >= 2:
         return node.context_variables[-1]  # bound innermost: its reduction encloses this node most closely
     if node.kind == "sum" and node.range_follows_query:
-        if node.body.type.shape:  # type: ignore[union-attr]
+        if node.body.type.shape:
             raise UnrollError(f"{node.quoted}: a vector sum whose range depends on the querying position cannot be "
                               f"unrolled; sum each component")
         return node.variables[0]  # T guarded slots: Σ_j present(j)·body(j), exact
@@ -111,8 +111,8 @@ def _to_unroll(node: ComparisonNode) -> str | None:
     return None
 
 
-def _split_all(expr: object, builder: TreeBuilder, enclosing: tuple[str, ...],
-               conditions: tuple[ir.PositionCondition, ...]) -> object:
+def _split_all(expr: ir.Expr, builder: TreeBuilder, enclosing: tuple[str, ...],
+               conditions: tuple[ir.PositionCondition, ...]) -> ir.Expr:
     """``expr`` with every multi-variable reduction nested as the comparison tree nests it."""
     if isinstance(expr, ir.Reduce) and splittable(expr):
         nested = builder.best_nesting(expr, enclosing, conditions)
@@ -125,7 +125,7 @@ def _split_all(expr: object, builder: TreeBuilder, enclosing: tuple[str, ...],
     return map_children(expr, lambda child: _split_all(child, builder, enclosing, conditions))
 
 
-def _replace_binding(expr: object, variable: str, program: ir.Program) -> object:
+def _replace_binding(expr: ir.Expr, variable: str, program: ir.Program) -> ir.Expr:
     """``expr`` with the reduction that binds ``variable`` unrolled into slots."""
     if isinstance(expr, ir.ArgPosition) and expr.variable == variable:
         raise UnrollError(f"{variable} is the position of a token retrieval; unrolling it is not supported")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ..language import typed as ir
 from ..language.functions import POINTWISE
 from ..language.printer import describe
-from ..language.syntax import Span
+from ..language.syntax import NO_SPAN, Span
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def _walk(node: object, summed: int, found: list[TGrowth]) -> None:
                 reasons.append(f"its error is summed over T^{summed} tuples (×T^{summed / 2:g} units)")
             if widened:
                 reasons.append(f"it reads a sum whose range grows as T^{widened} (×T^{widened} units)")
-            found.append(TGrowth(function=describe(node), span=getattr(node, "span", None),
+            found.append(TGrowth(function=describe(node), span=getattr(node, "span", NO_SPAN),
                                  exponent=summed / 2 + widened, reason=" and ".join(reasons)))
     if isinstance(node, ir.ArgPosition):
         summed = 0

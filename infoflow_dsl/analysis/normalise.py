@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from ..language import typed as ir
 from ..language.positions import variables_of
 from ..language.printer import describe
-from ..language.typed import free_variables, map_children, rename, sub_nodes
+from ..language.typed import NodeT, free_variables, map_children, rename, sub_nodes
 
 SPLITTABLE = ("min", "max", "sum")
 
@@ -70,9 +70,9 @@ def _rewrite_top(expr: ir.Reduce, taken: set[str]) -> ir.Expr:
             ir.PositionCondition(ir.PositionVariable(name), "!=", ir.PositionVariable(other), expr.span)
             for other in excluded
         )
-        if index + 1 < expr.rank:
-            body = ir.Pointwise("min", (body, level(index + 1, (*excluded, name))), expr.span)  # type: ignore[arg-type]
-        return ir.Reduce("max", (name,), conditions, body, ir.SCALAR, None, expr.span, origin)  # type: ignore[arg-type]
+        if index + 1 < (expr.rank or 0):
+            body = ir.Pointwise("min", (body, level(index + 1, (*excluded, name))), expr.span)
+        return ir.Reduce("max", (name,), conditions, body, ir.SCALAR, None, expr.span, origin)
 
     return level(0, ())
 
@@ -99,11 +99,11 @@ def all_variables(expr: object) -> set[str]:
 def normalise(expr: ir.Expr, taken: set[str] | None = None) -> ir.Expr:
     """``expr`` rewritten by the exact identities of the module docstring (bottom-up)."""
     taken = all_variables(expr) if taken is None else taken
-    expr = map_children(expr, lambda child: normalise(child, taken))  # type: ignore[arg-type,return-value]
+    expr = map_children(expr, lambda child: normalise(child, taken))
     if isinstance(expr, ir.Reduce) and expr.kind == "top" and len(expr.variables) == 1:
         hoisted = _hoist(expr)  # summands free of the variable leave first, so the nested max/min stay small
         if hoisted is not expr:
-            return normalise(hoisted, taken)  # type: ignore[arg-type]
+            return normalise(hoisted, taken)
         if expr.rank == 1:
             expr = dataclasses.replace(expr, kind="max", rank=None)
         else:
@@ -117,10 +117,10 @@ def normalise(expr: ir.Expr, taken: set[str] | None = None) -> ir.Expr:
     return expr
 
 
-def substitute_position(expr: object, name: str, term: ir.PositionTerm) -> object:
+def substitute_position(expr: NodeT, name: str, term: ir.PositionTerm) -> NodeT:
     """``expr`` with the free position variable ``name`` replaced by the position ``term``."""
     if isinstance(expr, ir.PositionVariable):
-        return shifted(term, expr.offset) if expr.name == name else expr
+        return shifted(term, expr.offset) if expr.name == name else expr  # type: ignore[return-value]  # any term
     if isinstance(expr, ir.Reduce) and name in expr.variables:
         return expr
     if isinstance(expr, ir.ArgPosition) and expr.variable == name:
@@ -134,7 +134,7 @@ def shifted(term: ir.PositionTerm, offset: int) -> ir.PositionTerm:
         return term
     if isinstance(term, ir.FixedPosition):
         return dataclasses.replace(term, index=term.index + offset)
-    return dataclasses.replace(term, offset=term.offset + offset)  # type: ignore[arg-type]
+    return dataclasses.replace(term, offset=term.offset + offset)
 
 
 def _eliminate_equalities(expr: ir.Reduce) -> ir.Expr:
@@ -154,7 +154,7 @@ def _eliminate_equalities(expr: ir.Reduce) -> ir.Expr:
             body = substitute_position(expr.body, pinned.name, other)
             variables = tuple(v for v in expr.variables if v != pinned.name)
             if not variables:  # one tuple left (check proved the range non-empty, so ``rest`` holds)
-                return body  # type: ignore[return-value]
+                return body
             return dataclasses.replace(expr, variables=variables, conditions=rest, body=body)
     return expr
 
@@ -212,7 +212,7 @@ def _project(conditions: Sequence[ir.PositionCondition], variable: str) -> list[
                     high, high_strict = ir.FixedPosition(high.index - 1), False
                 else:
                     return None
-            operator = "<" if (low_strict or high_strict) else "<="
+            operator: ir.ComparisonOperator = "<" if (low_strict or high_strict) else "<="
             if (implicit_low and operator == "<=") or (implicit_high and operator == "<="):
                 continue  # 1 <= U and L <= T always hold
             out.append(ir.PositionCondition(low, operator, high))

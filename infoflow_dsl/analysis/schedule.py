@@ -75,7 +75,7 @@ class Head:
     mask: str = ""
     dimension: int = 1
     is_comparison: bool = True
-    position: ir.PositionTerm | None = None
+    position: ir.Position | None = None
     presence: ir.Presence | None = None
     reads: str = ""  # a token retrieval's variable (``AttentionHead.reads``)
     mask_conditions: HeadMask = ()  # ``mask`` as the model stores it (``transformer.masks``)
@@ -134,7 +134,7 @@ class StageClock:
 
     def __init__(self, square_depth: int = 1) -> None:
         self.results: dict[str, int] = {}
-        self.fetches: dict[ir.PositionTerm | str, int] = {}  # a fetched position, or a presence's text
+        self.fetches: dict[ir.Position | str, int] = {}  # a fetched position, or a presence's text
         self.square_depth = square_depth
 
     def _constant(self, expr: object) -> bool:
@@ -246,9 +246,9 @@ def _mask_text(node: ComparisonNode) -> str:
     return " and ".join(f"{describe(c.left)} {c.operator} {describe(c.right)}" for c in node.conditions)
 
 
-def _position_heads(tree: ComparisonTree) -> list[tuple[ir.PositionTerm, str]]:
+def _position_heads(tree: ComparisonTree) -> list[tuple[ir.Position, str]]:
     """(fetched position, site) pairs that need a position head."""
-    needed: list[tuple[ir.PositionTerm, str]] = []
+    needed: list[tuple[ir.Position, str]] = []
     for node in tree.nodes:
         for position in fixed_positions_of(node.body):
             sites = (node.site, TOKEN) if node.gathered else (node.site,)  # gathered: key tokens read them too
@@ -256,13 +256,13 @@ def _position_heads(tree: ComparisonTree) -> list[tuple[ir.PositionTerm, str]]:
     for position in fixed_positions_of(tree.output):
         if (position, tree.output_site) not in needed:
             needed.append((position, tree.output_site))
-    for position in relative_offsets_read(tree):
-        if (position, TOKEN) not in needed:
-            needed.append((position, TOKEN))
+    for offset in relative_offsets_read(tree):
+        if (offset, TOKEN) not in needed:
+            needed.append((offset, TOKEN))
     return needed
 
 
-def fetch_conditions(position: ir.PositionTerm) -> HeadMask:
+def fetch_conditions(position: ir.Position) -> HeadMask:
     """The mask of a fetch by mask (key == t ± k, key == k, key == T ± k); none for a position
     computed from len (a scored fetch)."""
     if isinstance(position, ir.PositionVariable | ir.FixedPosition | ir.LastPosition):
@@ -270,7 +270,7 @@ def fetch_conditions(position: ir.PositionTerm) -> HeadMask:
     return ()
 
 
-def fetched_position(position: ir.PositionTerm) -> ir.PositionTerm:
+def fetched_position(position: ir.Position) -> ir.Position:
     """The position a position head fetches for a token read at ``position``: k or T ± k as they
     are; an offset t ± k from a position variable as the querying token's, ``PositionVariable("t",
     offset=±k)`` whatever the variable's name (reports write it ``t - 1``)."""
@@ -291,11 +291,11 @@ def presences_read(tree: ComparisonTree) -> list[ir.Presence]:
     return list(found.values())
 
 
-def relative_offsets_read(tree: ComparisonTree) -> list[ir.PositionTerm]:
+def relative_offsets_read(tree: ComparisonTree) -> list[ir.Position]:
     """The position offsets (``t - 1``, ``t + 2``, as :func:`fetched_position` writes them) read
     anywhere: each is a token's feature, fetched at the token site by one position head (a
     structural mask key == query ± k)."""
-    offsets: list[ir.PositionTerm] = []
+    offsets: list[ir.Position] = []
     for expr in (*(n.body for n in tree.nodes), tree.output):
         for node in [expr, *sub_nodes(expr)]:
             read = node.position if isinstance(node, ir.Token) else None

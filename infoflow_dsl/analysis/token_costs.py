@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..language import typed as ir
-from ..language.syntax import Span
+from ..language.syntax import NO_SPAN, Span
 from .comparisons import ComparisonTree
 from .finite import comparison_gaps, smallest_gap, value_set
 from .growth import TGrowth
@@ -38,7 +38,7 @@ def token_growth(program: ir.Program, schedule: Schedule) -> tuple[TGrowth, ...]
     found: list[TGrowth] = []
     length = next((n for n in (program.target, *ir.sub_nodes(program.target)) if reads_length(n)), None)
     if length is not None:
-        found.append(TGrowth(function="len", span=getattr(length, "span", None), exponent=1.0, reason=LENGTH_LAW))
+        found.append(TGrowth(function="len", span=getattr(length, "span", NO_SPAN), exponent=1.0, reason=LENGTH_LAW))
     for node in schedule.tree.nodes:
         if node.kind == "sum" and not node.range_follows_query:
             found.append(TGrowth(function=node.quoted, span=node.span, exponent=1.0, reason=(

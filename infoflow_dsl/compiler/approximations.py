@@ -93,7 +93,8 @@ def interpolant(u: LinearForm, reach_of_u: float, function: Callable[[float], fl
     """
     values = [function(k) for k in knots]
     slopes = [(values[i + 1] - values[i]) / (knots[i + 1] - knots[i]) for i in range(len(knots) - 1)]
-    anchor = min(range(len(knots)), key=lambda i: min(abs(slopes[j]) for j in (i - 1, i) if 0 <= j < len(slopes)))
+    steepness = [abs(s) for s in slopes]  # the knot's anchor score: its flatter neighbouring slope
+    anchor = min(range(len(knots)), key=lambda i: min(steepness[max(i - 1, 0):i + 1]))
     terms: list[tuple[LinearForm, float]] = []
     right = u.plus(LinearForm.const(-knots[anchor]))
     if anchor < len(slopes):

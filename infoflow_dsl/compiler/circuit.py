@@ -43,6 +43,8 @@ class LinearForm:
         return LinearForm((), value)
 
     def plus(self, other: LinearForm, scale: float = 1.0) -> LinearForm:
+        if not other.terms:  # a constant: the terms stay (an interpolant's million knots take this path)
+            return LinearForm(tuple((d, c) for d, c in self.terms if c != 0.0), self.constant + scale * other.constant)
         merged = dict(self.terms)
         for direction, coefficient in other.terms:
             merged[direction] = merged.get(direction, 0.0) + scale * coefficient

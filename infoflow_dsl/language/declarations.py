@@ -265,7 +265,9 @@ def space_type(space: ast.Space) -> ir.ValueType:
         return ir.SCALAR
     if isinstance(space, ast.VectorSpace):
         return ir.vector(space.size)
-    return ir.matrix(space.rows, space.columns)
+    if isinstance(space, ast.MatrixSpace):
+        return ir.matrix(space.rows, space.columns)
+    raise TypeError(f"a token space declares an input, not a value type: {space!r}")
 
 
 def literal_entries(value: ast.ConstValue) -> tuple[tuple[float, ...], ir.ValueType] | None:

@@ -122,7 +122,7 @@ def substitute_condition(condition: ast.Condition, substitution: Mapping[str, as
 def map_children(node: Any, function: Callable[[ast.Expr], ast.Expr]) -> Any:
     """A copy of ``node`` with ``function`` applied to each child expression (fields and tuple
     items that are expressions; conditions and binders are left as they are)."""
-    changes = {}
+    changes: dict[str, object] = {}
     for name in node.__dataclass_fields__:
         value = getattr(node, name)
         if isinstance(value, tuple):
@@ -139,7 +139,7 @@ def _is_expr(value: object) -> bool:
 def nesting_depth(expr: ast.Expr) -> int:
     """How many AST nodes deep ``expr`` nests (a leaf is 1); iterative, for any depth."""
     deepest = 0
-    stack = [(expr, 1)]
+    stack: list[tuple[object, int]] = [(expr, 1)]
     while stack:
         node, level = stack.pop()
         deepest = max(deepest, level)

@@ -143,7 +143,7 @@ def _line_end(source: str, offset: int) -> int:
 
 def _next_line_starts_declaration(source: str, offset: int) -> bool:
     match = re.match(r"[ \t]*([A-Za-z_]+)", source[offset:offset + 64])
-    return bool(match) and match.group(1) in KEYWORDS
+    return match is not None and match.group(1) in KEYWORDS
 
 
 def _has_code(text: str) -> bool:
@@ -403,7 +403,7 @@ def _acceptable(error: UnexpectedToken) -> set[str]:
         accepts = error.accepts
     except Exception:
         accepts = None
-    return set(accepts) if accepts else set(error.expected)
+    return set(accepts) if accepts else {str(name) for name in error.expected}
 
 
 def _syntax_diagnostic(path: str, error: UnexpectedInput, text: str) -> Diagnostic:
@@ -427,7 +427,7 @@ def _syntax_diagnostic(path: str, error: UnexpectedInput, text: str) -> Diagnost
             line = last.count("\n") + 1
             column = len(last) - (last.rfind("\n") + 1) + 1
         span = ast.Span(line, column, line, column + 1)
-        expected = _acceptable(error) if isinstance(error, UnexpectedToken) else set(error.expected)
+        expected = _acceptable(error) if isinstance(error, UnexpectedToken) else {str(name) for name in error.expected}
         message = "unexpected end of statement" + (f": {label}" if label else _expected(parser, expected))
     else:
         assert isinstance(error, UnexpectedCharacters)

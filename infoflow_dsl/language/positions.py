@@ -94,7 +94,7 @@ def _term_value(term: object, axes: dict[str, np.ndarray], length: int) -> np.nd
 
 def position_value(term: PositionTerm, values: dict[str, int], length: int) -> int:
     """The value of a position term where the variables (and ``len``) take ``values``."""
-    return int(_term_value(term, {name: np.int64(v) for name, v in values.items()}, length))  # type: ignore[arg-type]
+    return int(_term_value(term, {name: np.int64(v) for name, v in values.items()}, length))
 
 
 def largest_offset(conditions: Sequence[PositionCondition]) -> int:
@@ -166,8 +166,8 @@ def smallest_range(
         raise TooManyLinkedPositions(len(variables))
     mask = condition_mask(variables, every, values, length)
     counts = mask.reshape((*mask.shape[:len(outer)], -1)).sum(axis=-1)  # 0-d when no variable: 1 or 0
-    allowed = condition_mask(variables, enclosing, values, length)
-    allowed = allowed.reshape((*allowed.shape[:len(outer)], -1)).any(axis=-1)  # outer values the enclosing allow
+    enclosing_mask = condition_mask(variables, enclosing, values, length)
+    allowed = enclosing_mask.reshape((*enclosing_mask.shape[:len(outer)], -1)).any(axis=-1)  # outer values allowed
     if not allowed.any():  # the enclosing range is itself empty (reported there): nothing to check here
         return RangeSize(VACUOUS, {}, exact)
     counts = np.where(allowed, counts, np.iinfo(np.int64).max)

@@ -75,6 +75,19 @@ class Program:
         return self.vocabulary is not None
 
     @property
+    def output_scope(self) -> tuple[str, ...]:
+        """The position variables an output is indexed by: ``(t,)`` for a per-token target
+        ``target(t) = ...``, ``()`` for one value per sequence."""
+        return () if self.token_variable is None else (self.token_variable,)
+
+    @property
+    def token_vocabulary(self) -> Vocabulary:
+        """The vocabulary of a token program (``over_tokens``); a program over vectors has none."""
+        if self.vocabulary is None:
+            raise ValueError(f"{self.path}: the program reads vectors, not tokens of a vocabulary")
+        return self.vocabulary
+
+    @property
     def token_output(self) -> bool:
         """The target's value is a token of the input (``x(...)``): an id, not a number."""
         return self.vocabulary is not None and isinstance(self.target, Token)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal, Union, get_args
+from typing import Any, Literal, TypeVar, Union, get_args
 
 from .syntax import NO_SPAN, Span
 
@@ -98,6 +98,7 @@ class RunLength:
 
 
 PositionTerm = Union[PositionVariable, FixedPosition, LastPosition, RunLength]
+ComparisonOperator = Literal["!=", "<", "<=", ">", ">=", "=="]
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class PositionCondition:
     """``left op right`` restricting a reduction's range."""
 
     left: PositionTerm
-    operator: Literal["!=", "<", "<=", ">", ">=", "=="]
+    operator: ComparisonOperator
     right: PositionTerm
     span: Span = _span_field()
 
@@ -313,9 +314,10 @@ class PositionNumber:
     type: ValueType = SCALAR
 
 
-ComparisonOperator = Literal["!=", "<", "<=", ">", ">=", "=="]
 #: a op b  ⇔  b FLIPPED[op] a
-FLIPPED: dict[str, str] = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+FLIPPED: dict[ComparisonOperator, ComparisonOperator] = {
+    "<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!=",
+}
 
 
 @dataclass(frozen=True)
@@ -409,13 +411,17 @@ def free_variables(node: object) -> set[str]:
     return names
 
 
+#: any typed node (a dataclass of this module, or a later stage's leaf such as a comparison result)
+NodeT = TypeVar("NodeT")
+
+
 def _is_node(value: object) -> bool:
     return hasattr(value, "__dataclass_fields__") and not isinstance(value, Span | ValueType)
 
 
-def map_children(expr: object, function: Callable[[object], object]) -> object:
+def map_children(expr: NodeT, function: Callable[[Any], object]) -> NodeT:
     """A copy of a typed node with ``function`` applied to each typed child."""
-    changes = {}
+    changes: dict[str, object] = {}
     for name in getattr(expr, "__dataclass_fields__", {}):
         if name in ("span", "type"):
             continue
@@ -426,10 +432,10 @@ def map_children(expr: object, function: Callable[[object], object]) -> object:
                 changes[name] = mapped
         elif _is_node(value):
             changes[name] = function(value)
-    return dataclasses.replace(expr, **changes) if changes else expr  # type: ignore[type-var]
+    return dataclasses.replace(expr, **changes) if changes else expr  # type: ignore[type-var]  # any dataclass node
 
 
-def rename(expr: object, old: str, new: str, offset: int = 0) -> object:
+def rename(expr: NodeT, old: str, new: str, offset: int = 0) -> NodeT:
     """``expr`` with the free position variable ``old`` read as ``new + offset``."""
     if isinstance(expr, PositionVariable):
         return dataclasses.replace(expr, name=new, offset=expr.offset + offset) if expr.name == old else expr

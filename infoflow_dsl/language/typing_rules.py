@@ -190,7 +190,7 @@ def _type_binary(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Expr:
     if left.type != right.type:
         raise checker.fail(expr.span, f"'{expr.operator}' needs operands of the same type, "
                                       f"got a {left.type} and a {right.type}")
-    return ir.Arithmetic(expr.operator, left, right, left.type, expr.span)  # type: ignore[arg-type]
+    return ir.Arithmetic(expr.operator, left, right, left.type, expr.span)
 
 
 def _divide(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Expr:

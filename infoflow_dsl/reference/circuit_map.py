@@ -216,11 +216,12 @@ class _NodeEvaluator(ReferenceEvaluator):
             at = self.position(arg, scope)  # (B, *dims)
             value = at.expand(self.batch, *at.shape[1:])
             self.nodes[node.name] = (scope, value)
-            token = ir.Token(NodeResult(node.name, scope, ir.POSITION, node.name), ir.vector(self.dimension))
+            token = ir.Token(NodeResult(node.name, scope, ir.POSITION, node.name),  # type: ignore[arg-type]  # a leaf
+                             ir.vector(self.dimension))
             some_key = self.mask(node.conditions, (*scope, variable)).any(dim=-1)  # (1, *dims)
             return torch.where(some_key[..., None], self.value(token, scope), torch.nan)  # (B, *dims, d)
         reduce = ir.Reduce(node.kind, node.variables, node.conditions, node.body,  # type: ignore[arg-type]
-                           node.body.type, node.rank)  # type: ignore[union-attr]
+                           node.body.type, node.rank)
         value = self.value(reduce, scope)
         value = value.expand(self.batch, *value.shape[1:])
         self.nodes[node.name] = (scope, value)

@@ -288,7 +288,7 @@ def target_value(program: ir.Program, evaluator: ReferenceEvaluator) -> Tensor:
     if not program.per_token:
         result = evaluator.value(program.target, ())  # (B or 1, *value shape)
         return result.expand(evaluator.batch, *result.shape[1:])
-    scope = (program.token_variable,)
+    scope = program.output_scope
     result = evaluator.value(program.target, scope)  # (B or 1, T or 1, *value shape)
     result = result.expand(evaluator.batch, evaluator.length, *result.shape[2:])
     defined = evaluator.mask(program.token_conditions, scope)  # (1, T or 1)
@@ -309,7 +309,7 @@ def _token_ids(program: ir.Program, evaluator: ReferenceEvaluator) -> Tensor:
     """A token output: the id at the position the target reads, (B,) or (B, T') int64;
     ``UNDEFINED_ID`` where a per-token target's condition fails."""
     assert isinstance(program.target, ir.Token) and evaluator.ids is not None
-    scope = (program.token_variable,) if program.per_token else ()
+    scope = program.output_scope
     positions = evaluator.position(program.target.position, scope)  # (B or 1, T' or 1) or (B or 1,)
     positions = positions.expand(evaluator.batch, *([evaluator.length] if scope else []))
     ids = torch.gather(evaluator.ids, 1, positions.clamp(0, evaluator.length - 1).reshape(evaluator.batch, -1))

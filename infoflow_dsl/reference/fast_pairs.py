@@ -60,12 +60,11 @@ def reduce_pairs(evaluator: ReferenceEvaluator, expr: ir.Reduce, scope: tuple[st
     sign, (kind, left, right) = pairs[0]
     lhs = _rows(evaluator, left, first)  # (B, T, n)
     rhs = _rows(evaluator, right, second)  # (B, T, n)
-    offsets = torch.zeros(2, evaluator.batch, evaluator.length, dtype=lhs.dtype, device=lhs.device) if others \
-        else None  # (2, B, T): the rows' and the columns' terms
-    for term_sign, term in others:
+    extra = torch.zeros(2, evaluator.batch, evaluator.length, dtype=lhs.dtype, device=lhs.device)  # (2, B, T)
+    for term_sign, term in others:  # the rows' and the columns' terms
         side = 0 if ir.free_variables(term) <= {first} else 1
-        offsets[side] += term_sign * _rows(evaluator, term, expr.variables[side])[..., 0]
-    sides = _Side(lhs, None if offsets is None else offsets[0]), _Side(rhs, None if offsets is None else offsets[1])
+        extra[side] += term_sign * _rows(evaluator, term, expr.variables[side])[..., 0]
+    sides = (_Side(lhs, extra[0]), _Side(rhs, extra[1])) if others else (_Side(lhs, None), _Side(rhs, None))
     if expr.conditions:
         mask = evaluator.mask(expr.conditions, (first, second))  # (1, T, T)
     else:
@@ -169,7 +168,7 @@ def _reduce_chunks(reduction: str, kind: str, sign: float, left: _Side, right: _
             grid.mul_(twice).add_(norms[0][:, start:stop, None]).add_(norms[1][:, None, first:])
         if sign != 1.0:
             grid.neg_()
-        if left.offsets is not None:
+        if left.offsets is not None and right.offsets is not None:
             grid.add_(left.offsets[:, start:stop, None]).add_(right.offsets[:, None, first:])
         if mask is not None:
             grid.masked_fill_(~mask[:, start:stop, first:], fill)  # (1, r, J - first) broadcast over B
@@ -190,7 +189,7 @@ def _symmetric(left: _Side, right: _Side, mask: Tensor | None) -> bool:
     rows' and the columns' extra terms equal, and the mask symmetric (none, ``s != t``). G = L Lᵀ
     is then symmetric up to the order in which a product's n terms are added."""
     return (torch.equal(left.rows, right.rows)
-            and (left.offsets is None or torch.equal(left.offsets, right.offsets))
+            and (left.offsets is None or (right.offsets is not None and torch.equal(left.offsets, right.offsets)))
             and (mask is None or torch.equal(mask, mask.transpose(1, 2))))
 
 

@@ -8,6 +8,8 @@ same on every run on that device.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..language.typed import Ball, Box, Program
@@ -23,7 +25,7 @@ def sample_inputs(program: Program, count: int, seed: int = 0, length: int | Non
     length = program.length if length is None else length
     generator = torch.Generator(device=device).manual_seed(seed)
     shape = (count, length, program.dimension)
-    on = {"generator": generator, "dtype": torch.float64, "device": device}
+    on: dict[str, Any] = {"generator": generator, "dtype": torch.float64, "device": device}
     domain = program.domain
     if isinstance(domain, Box):
         uniform = torch.rand(shape, **on)

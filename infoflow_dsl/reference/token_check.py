@@ -56,7 +56,7 @@ class TokenInputs:
 def exhaustive_lengths(program: ir.Program, limit: int = EXHAUSTIVE) -> int:
     """The longest L such that every sequence of lengths 1..L, V + V² + ... + V^L of them, fits
     ``limit`` (0 when even the V sequences of length 1 do not)."""
-    size, total, length = program.vocabulary.size, 0, 0
+    size, total, length = program.token_vocabulary.size, 0, 0
     while length < program.length and total + size ** (length + 1) <= limit:
         length += 1
         total += size**length
@@ -88,7 +88,7 @@ def token_inputs(program: ir.Program, samples: int, seed: int, limit: int = EXHA
     CHUNK_TOKENS ids: the exhaustive short lengths first, the constant sequences of the longer
     lengths, then the random sequences by length (each length's chunks from seeds derived from
     ``seed`` and the length)."""
-    size, short = program.vocabulary.size, exhaustive_lengths(program, limit)
+    size, short = program.token_vocabulary.size, exhaustive_lengths(program, limit)
     parts = [TokenInputs(every_sequence(size, length), "exhaustive") for length in range(1, short + 1)]
     parts += [TokenInputs(constant_sequences(size, length), "constant")
               for length in range(short + 1, program.length + 1)]

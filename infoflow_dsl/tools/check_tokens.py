@@ -50,7 +50,7 @@ def header(arguments: argparse.Namespace, model: Any, program: Any, eps: float, 
     """The first line: the file, its program, T, the vocabulary, ε and the bound."""
     bound = "none (a trained model)" if trained else f"{model.config.get('a_priori_bound', math.nan):.3g}"
     shown_eps = "none" if eps == math.inf else f"{eps:g}"
-    return (f"{arguments.model}: {program.path}, T = {program.length}, tokens {program.vocabulary.describe()}, "
+    return (f"{arguments.model}: {program.path}, T = {program.length}, tokens {program.token_vocabulary.describe()}, "
             f"ε = {shown_eps}, a-priori bound {bound}")
 
 

@@ -144,7 +144,7 @@ def _training_flags(command: argparse.ArgumentParser, grid: bool) -> None:
     and ``--steps`` take comma lists (grid axes)."""
     counts = _comma_list(_positive_int) if grid else _positive_int
     lengths = _comma_list(_length) if grid else _length
-    repeat = {"action": "append"} if grid else {}
+    repeat: dict[str, Any] = {"action": "append"} if grid else {}
     command.add_argument("file", type=Path)
     command.add_argument("--heads", type=_head_budget, required=True, help="heads per layer, e.g. 2,2", **repeat)
     command.add_argument("--layers", type=_positive_int, help="layers (a single --heads count repeats)", **repeat)

@@ -150,7 +150,7 @@ def command_run(arguments: argparse.Namespace) -> int:
         raise UsageError(f"{arguments.model}: {error}") from None
     eps = model.config.get("eps")
     eps = float(eps) if isinstance(eps, int | float) and "trained" not in model.config else None
-    print(f"{arguments.model}: {program.path}, T = {program.length}, tokens {program.vocabulary.describe()}, "
+    print(f"{arguments.model}: {program.path}, T = {program.length}, tokens {program.token_vocabulary.describe()}, "
           f"{ids.shape[1]} token{'s' if ids.shape[1] != 1 else ''}")
     for line in render(output_rows(program, model, ids, eps)):
         print(line)

@@ -110,7 +110,7 @@ def trained_config(program: ir.Program, settings: TrainSettings,
     if per_token(program):
         config["output"] = "token"
     if program.over_tokens:  # the token model family (transformer.config): ids in, W_E [V, D]
-        vocabulary = program.vocabulary
+        vocabulary = program.token_vocabulary
         config |= {"input": "tokens", "token_output": program.token_output, "d": vocabulary.size,
                    "vocabulary": {"names": list(vocabulary.names),
                                   "values": None if vocabulary.values is None else list(vocabulary.values)}}
@@ -218,7 +218,7 @@ def build_model(program: ir.Program, settings: TrainSettings, init: CompiledTran
     if init is not None:
         tensors = padded_tensors(init, tensors, learn=learning_padding)
     model = CompiledTransformer(config, tensors, device=settings.device, dtype=torch.float32, sparse=False)
-    trainable = list(model.parameters())
+    trainable: list[Tensor] = list(model.parameters())
     for p in trainable:
         p.requires_grad_(True)
     if learn_positions:
@@ -360,7 +360,7 @@ def reference_target(program: ir.Program, x: Tensor) -> Tensor:
     y = evaluate(program, x)
     if not program.token_output:
         return y
-    size = program.vocabulary.size
+    size = program.token_vocabulary.size
     onehot = torch.nn.functional.one_hot(y.clamp_min(0), size).to(torch.float64)
     return torch.where((y < 0).unsqueeze(-1), torch.nan, onehot)
 

@@ -223,8 +223,8 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
     for tname, info in header.items():
         dtype = info.get("dtype") if isinstance(info, dict) else None
         suffix = next((part for part in SPARSE_PARTS if tname.endswith(part)), None)
-        allowed = SPARSE_PARTS[suffix] if suffix is not None and SPARSE_PARTS[suffix] is not None else None
-        if allowed is not None:
+        allowed = SPARSE_PARTS[suffix] if suffix is not None else None
+        if suffix is not None and allowed is not None:
             if dtype not in allowed:
                 raise _Fault(f"tensor {tname} has dtype {dtype!r}; sparse {suffix[1:]} are {' or '.join(allowed)}")
             continue
@@ -257,8 +257,8 @@ def dense_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out = {name: t for name, t in tensors.items() if not any(name.endswith(part) for part in SPARSE_PARTS)}
     names = sorted({name.rsplit(".", 1)[0] for name in tensors if name not in out})
     for name in names:
-        parts = {suffix: tensors.get(name + suffix) for suffix in SPARSE_PARTS}
-        missing = [name + suffix for suffix, t in parts.items() if t is None]
+        parts = {suffix: tensors[name + suffix] for suffix in SPARSE_PARTS if name + suffix in tensors}
+        missing = [name + suffix for suffix in SPARSE_PARTS if suffix not in parts]
         if missing:
             raise _Fault(f"sparse tensor {name} lacks {', '.join(missing)}")
         if name in out:
@@ -272,7 +272,7 @@ def dense_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if indices.numel() and (int(indices[0]) < 0 or int(indices[-1]) >= size or
                                 bool((indices[1:] <= indices[:-1]).any())):
             raise _Fault(f"sparse tensor {name}: indices must increase strictly within 0..{size - 1}")
-        dims = [int(n) for n in shape]
+        dims = tuple(int(n) for n in shape)
         if holds_sparse(name, dims, int(torch.count_nonzero(values))):
             out[name] = _coo_from_flat(indices, values, dims)
             continue
@@ -282,7 +282,7 @@ def dense_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def _coo_from_flat(indices: torch.Tensor, values: torch.Tensor, shape: list[int]) -> torch.Tensor:
+def _coo_from_flat(indices: torch.Tensor, values: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """The sparse COO tensor of ``shape`` with ``values`` at the increasing row-major flat
     ``indices`` (already checked), coalesced as it comes (no sort needed), zeros dropped."""
     coordinates = []

@@ -110,7 +110,7 @@ class _HookTap:
 def _hooked_class(root: type, hook_point: type, activation_cache: type) -> type:
     """The HookedRootModule subclass (built once, when TransformerLens is first imported)."""
 
-    class HookedCompiled(root):  # type: ignore[misc, valid-type]
+    class HookedCompiled(root):
         """A compiled model with TransformerLens hook points; ``forward(x)`` = ``model(x)``."""
 
         def __init__(self, model: CompiledTransformer) -> None:

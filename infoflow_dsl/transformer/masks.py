@@ -63,7 +63,7 @@ def term_side(term: ir.PositionTerm, key: str | int) -> Side:
     the query, ``T`` is ``last`` and any other fixed position its index."""
     if isinstance(term, ir.PositionVariable):
         return mask_side("key" if term.name == key else "query", term.offset)
-    if isinstance(term, ir.LastPosition):
+    if isinstance(term, (ir.LastPosition, ir.RunLength)):  # T, or len in a token program: T'
         return mask_side("last", term.offset)
     return "key" if term.index == key else term.index
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import copy
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -99,7 +99,22 @@ def listens(tap: Tap, name: str) -> bool:
 
 
 class _Holder(nn.Module):
-    """A plain container so that state_dict keys read ``embed.W_E``, ``blocks.0.attn.W_Q`` ..."""
+    """A plain container so that state_dict keys read ``embed.W_E``, ``blocks.0.attn.W_Q`` ...
+
+    Its attributes are the tensors and sub-holders registered by :func:`_hold_weights`, so to a
+    type checker every attribute is ``Any`` (``nn.Module.__getattr__`` says ``Tensor | Module``)."""
+
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any: ...
+
+
+class _Blocks(nn.ModuleList):
+    """The layers, ``blocks.{l}`` (each a holder of ``attn`` and ``mlp``)."""
+
+    if TYPE_CHECKING:
+        def __getitem__(self, index: int) -> _Holder: ...  # type: ignore[override]
+
+        def __iter__(self) -> Iterator[_Holder]: ...
 
 
 def _hold_weights(model: CompiledTransformer, tensors: Mapping[str, Tensor], device: torch.device | str | None,
@@ -120,7 +135,7 @@ def _hold_weights(model: CompiledTransformer, tensors: Mapping[str, Tensor], dev
         model.embed.register_parameter(name, nn.Parameter(own(f"embed.{name}"), requires_grad=False))
     model.pos_embed = _Holder()
     model.pos_embed.register_buffer("W_pos", own("pos_embed.W_pos"))
-    model.blocks = nn.ModuleList()
+    model.blocks = _Blocks()
     block_names = (("attn", ("W_Q", "W_K", "W_V", "W_O", "beta")), ("mlp", ("W_in", "b_in", "W_out", "b_out")))
     for i in range(len(model._masks)):
         block = _Holder()
@@ -150,6 +165,11 @@ class CompiledTransformer(nn.Module):
     ``tensor.to_dense()`` gives the usual matrix. ``sparse=False`` holds every weight dense (the
     trainer does, to train them).
     """
+
+    embed: _Holder
+    pos_embed: _Holder
+    blocks: _Blocks
+    unembed: _Holder
 
     def __init__(self, config: Mapping[str, Any], tensors: Mapping[str, Any],
                  device: torch.device | str | None = None, dtype: torch.dtype = torch.float32,
@@ -284,7 +304,7 @@ class CompiledTransformer(nn.Module):
         z = _tap_heads(tap, p + "hook_z", z)  # (B, H, N, V)
         return merge_heads(z, a.W_O)  # (B, N, D)  summed over heads
 
-    def _mlp(self, m: nn.Module, h: Tensor, tap: Tap = no_tap, prefix: str = "") -> Tensor:
+    def _mlp(self, m: _Holder, h: Tensor, tap: Tap = no_tap, prefix: str = "") -> Tensor:
         """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D); hidden activations tapped
         as ``{prefix}hook_pre``/``hook_post`` when the tap listens to them (else the fused chunks)."""
         hooked = tap if listens(tap, prefix + "hook_pre") or listens(tap, prefix + "hook_post") else None

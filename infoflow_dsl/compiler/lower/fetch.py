@@ -45,7 +45,8 @@ def position_head(builder: CircuitBuilder, head: Head) -> None:
     per-token target's or the gather route's fetch at the tokens, by a structural mask instead
     (:func:`masked_position_head`)."""
     position = head.position
-    assert position is not None, f"position head {head.name} fetches no position"
+    assert isinstance(position, ir.PositionVariable | ir.FixedPosition | ir.LastPosition | ir.RunLength), \
+        f"position head {head.name} fetches no position of a program over vectors"
     exact_here = (builder.program.per_token or builder.gathered) and head.site == "token"
     by_offset = isinstance(position, ir.PositionVariable) or (isinstance(position, ir.LastPosition) and position.offset)
     if by_offset or exact_here:
@@ -62,7 +63,8 @@ def position_head(builder: CircuitBuilder, head: Head) -> None:
         query = (LinearForm.const(-1.0), LinearForm.const(0.0))
         gap = 2 * math.sin(0.75 * theta) * math.sin(0.5 * theta)
     else:
-        k = position.index  # type: ignore[union-attr]
+        assert isinstance(position, ir.FixedPosition), f"position head {head.name}: {position!r}"
+        k = position.index
         query = (LinearForm.const(math.cos(theta * k)), LinearForm.const(math.sin(theta * k)))
         gap = 1 - math.cos(theta)
     gap -= 8 * builder.unit_roundoff  # rounding of q·k

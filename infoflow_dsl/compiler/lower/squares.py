@@ -38,8 +38,8 @@ def _squares(builder: CircuitBuilder, layer: int, route: SquareRoute,
              inputs: Sequence[tuple[Quantity, float, float]], tolerance: float) -> list[Approximation]:
     """u² within ``tolerance`` for each (u, low, high), built by ``route`` from ``layer`` on."""
     approximations = []
+    builder.reserve_units(sum(route.units(low, high, tolerance) for _, low, high in inputs))
     for u, low, high in inputs:
-        builder.reserve_units(route.units(low, high, tolerance))
 
         def names(offset: int, stem: str) -> str:
             return builder.direction(builder.fresh(f"L{layer + offset}:{stem}"))

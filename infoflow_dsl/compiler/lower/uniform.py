@@ -26,7 +26,7 @@ def uniform_head(builder: CircuitBuilder, node: ComparisonNode, head: Head) -> N
     """The head of a sum/mean node; its result (a component per component of the body) goes to
     ``builder.results[node.name]``."""
     variable = node.variables[0]
-    shape = node.body.type.shape  # type: ignore[union-attr]
+    shape = node.body.type.shape
     components = [node.body] if not shape else [ir.Component(node.body, i + 1) for i in range(shape[0])]
     parts = [separated(builder, c, variable, node.site) for c in components]
     head = placed(builder, head, [pair for varying, _ in parts for pair in varying])

@@ -68,7 +68,7 @@ def _token(builder: CircuitBuilder, expr: ir.Token, site: str) -> list[Quantity]
         return builder.results[position.node]
     if isinstance(position, ir.PositionVariable) and not position.offset:
         return builder.own_token()
-    fetched = fetched_position(position)  # type: ignore[arg-type]
+    fetched = fetched_position(position)
     return builder.fetched[(fetched, "token" if isinstance(position, ir.PositionVariable) else site)]
 
 

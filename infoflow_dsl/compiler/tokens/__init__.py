@@ -48,7 +48,7 @@ def lower_tokens(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit
         token = lowering.token(program.target.position, row)
         output = token.onehot
         bound = token.error + max(readout_rounding(f, 1.0, builder.unit_roundoff) for f in output)
-        shape: tuple[int, ...] = (program.vocabulary.size,)
+        shape: tuple[int, ...] = (program.token_vocabulary.size,)
         if bound >= 0.25:
             raise CompileError(f"the token scores are within {bound:.3g} of 0/1, not a safe margin")
     else:

@@ -321,8 +321,9 @@ def product(builder: TokenCircuitBuilder, f: Feature, g: Feature, text: str) -> 
             return gate(builder, first, second, text)
     if f.values is None or g.values is None:
         raise NoConstruction(f"{text}: a product of two features needs one with finitely many values")
-    cut_side, other = (f, g) if len(f.values) <= len(g.values) else (g, f)
-    return _cut_product(builder, cut_side, other, text)
+    if len(f.values) <= len(g.values):
+        return _cut_product(builder, f, f.values, g, text)
+    return _cut_product(builder, g, g.values, f, text)
 
 
 def scaled_by(builder: TokenCircuitBuilder, finite: Feature, bounded: Feature, text: str) -> Feature:
@@ -335,14 +336,15 @@ def scaled_by(builder: TokenCircuitBuilder, finite: Feature, bounded: Feature, t
         return gate(builder, finite, bounded, text)
     if finite.values is None:
         raise NoConstruction(f"{text}: a product of two features needs one with finitely many values")
-    return _cut_product(builder, finite, bounded, text)
+    return _cut_product(builder, finite, finite.values, bounded, text)
 
 
-def _cut_product(builder: TokenCircuitBuilder, cut_side: Feature, other: Feature, text: str) -> Feature:
+def _cut_product(builder: TokenCircuitBuilder, cut_side: Feature, cut_values: frozenset[Fraction], other: Feature,
+                 text: str) -> Feature:
     """cut_side·other: one cut between each two consecutive values of ``cut_side``, each gating
     ``other`` (exact for any ``other`` within its bounds) in one stage, into one direction."""
     f, g = cut_side, other
-    ordered = sorted(cut_side.values)
+    ordered = sorted(cut_values)
     units: list[Unit] = []
     cuts: list[tuple[Threshold, float, float]] = []
     linear_part = other.form.scaled(float(ordered[0]))
@@ -356,5 +358,5 @@ def _cut_product(builder: TokenCircuitBuilder, cut_side: Feature, other: Feature
                      (2 * other.magnitude + span) / max(span, 1e-300)))
     error = other.error * max(abs(float(v)) for v in ordered)
     return _unit_feature(builder, stem="product", formula=text, inputs=[f, g], units=units,
-                         values=_products(f.values, g.values), error=error, extra=linear_part,
+                         values=_products(cut_values, g.values), error=error, extra=linear_part,
                          rounding=_cut_rounding(builder, cut_side, cuts))

@@ -67,7 +67,7 @@ class TokenLowering:
         return built
 
     def token(self, position: ir.Position, row: str) -> TokenFeature:
-        key = ("token", renamed(position, row, LOCAL))  # type: ignore[arg-type]
+        key = ("token", renamed(position, row, LOCAL))
         cached = self.builder.cache.get(key)
         if isinstance(cached, TokenFeature):
             return cached

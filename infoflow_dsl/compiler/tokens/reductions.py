@@ -75,7 +75,7 @@ def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
         raise lowering.refuse(expr, "a condition on len in this range is not a structural mask (only a sum can "
                                 "take it as a bracket)")
     for factor in factors:
-        body = ir.Arithmetic("*", ir.Bracket(factor), body, ir.SCALAR)  # type: ignore[arg-type]
+        body = ir.Arithmetic("*", ir.Bracket(factor), body, ir.SCALAR)
     classes = key_classes(body, key, row)
     if expr.kind in ("min", "max"):
         if len(classes) > 1:
@@ -152,7 +152,7 @@ def extreme(lowering: TokenLowering, expr: ir.Reduce, body: ir.Expr, key: str, r
                                         reads=key)
     parts: list[tuple[float, Feature]] = []
     for (coefficient, query_part, k_expr), out, k in zip(keyed, outputs, key_features, strict=True):
-        read = Feature(LinearForm.of(out), lowering.values(k_expr), out_stage,  # type: ignore[arg-type]
+        read = Feature(LinearForm.of(out), lowering.values(k_expr), out_stage,
                        k.error + tail * (k.magnitude + 1) * 2)  # within its values' hull, not on them
         q = lowering.feature(query_part, row) if query_part is not None else constant_feature(Fraction(1))
         parts.append((coefficient, ffn.scaled_by(lowering.builder, q, read, describe(expr))))
@@ -183,7 +183,7 @@ def _always(condition: ir.PositionCondition, length: int) -> bool:
     return False
 
 
-def _key_first(condition: tuple[str | int, str, str | int]) -> Condition:
+def _key_first(condition: tuple[str | int, ir.ComparisonOperator, str | int]) -> Condition:
     left, op, right = condition
     if isinstance(left, str) and left.startswith("key"):
         return condition

@@ -218,4 +218,4 @@ def key_classes(body: ir.Expr, key: str, query: str) -> list[KeyClass]:
 
 def renamed(expr: ir.Expr, old: str, new: str, offset: int = 0) -> ir.Expr:
     """``expr`` with free variable ``old`` read as ``new + offset`` (``typed.rename``)."""
-    return ir.rename(expr, old, new, offset)  # type: ignore[return-value]
+    return ir.rename(expr, old, new, offset)

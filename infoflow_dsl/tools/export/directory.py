@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,8 +82,9 @@ def _layout_json(layout: ExportLayout | NativeLayout) -> dict[str, Any]:
         if layout.positions is not None:
             coordinates["positions"] = [layout.positions, layout.positions + layout.n_positions]
         shape = {"n_head": layout.n_head, "head_dim": layout.head_dim, "n_inner": layout.n_inner}
-    out = {"width": layout.width, **shape, "n_layers": layout.n_layers, "embedding_layer": layout.embedding_layer,
-           "layer_of_compiled": [layer + layout.offset for layer in range(layout.n_layers - layout.offset)]}
+    out: dict[str, Any] = {
+        "width": layout.width, **shape, "n_layers": layout.n_layers, "embedding_layer": layout.embedding_layer,
+        "layer_of_compiled": [layer + layout.offset for layer in range(layout.n_layers - layout.offset)]}
     if isinstance(layout, ExportLayout):
         out["bias_units"] = list(layout.bias_units)
     return out | {"coordinates": coordinates}
@@ -327,7 +328,7 @@ def export_io(target: Any) -> ExportIO:
     return ExportIO.from_json(read_info(target))
 
 
-def export_inputs(target: Any, x: torch.Tensor) -> dict[str, torch.Tensor | None]:
+def export_inputs(target: Any, x: torch.Tensor) -> Mapping[str, torch.Tensor | None]:
     """``hf_model(**export_inputs(DIR, x))``: inputs_embeds (B, T'+2, width) and the attention
     mask (B, n_head, T'+2, T'+2) for x (B, T', d) (:mod:`.inputs`)."""
     return export_io(target).arguments(x)
@@ -389,7 +390,7 @@ def _load_model(directory: str | os.PathLike[str], to: str, dtype: torch.dtype) 
     if to == "tl-native":
         from .native import load_tl_native
 
-        return load_tl_native(directory, dtype)
+        return load_tl_native(Path(directory), dtype)
     transformers = transformers_module()
     transformers.utils.logging.disable_progress_bar()
     return transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype,

@@ -135,11 +135,12 @@ def assign_slots(masks: tuple[tuple[HeadMask, ...], ...], names: tuple[tuple[str
     """(every head's slot, each slot's mask): slots grouped by mask kind in order of first use,
     a kind taking max over layers of its heads in the layer."""
     kinds: dict[HeadMask, int] = {}
-    for layer in masks:
-        for kind in set(layer):
-            kinds[kind] = max(kinds.get(kind, 0), layer.count(kind))
+    for kinds_of_layer in masks:
+        for kind in set(kinds_of_layer):
+            kinds[kind] = max(kinds.get(kind, 0), kinds_of_layer.count(kind))
     order = list(dict.fromkeys(kind for layer in masks for kind in layer))
-    start, slot_masks = {}, []
+    start: dict[HeadMask, int] = {}
+    slot_masks: list[HeadMask] = []
     for kind in order:
         start[kind] = len(slot_masks)
         slot_masks.extend([kind] * kinds[kind])

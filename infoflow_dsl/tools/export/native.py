@@ -163,7 +163,7 @@ def native_attention(model: CompiledTransformer, layout: NativeLayout, compiled:
             place(parts["k"], a.W_K[i].detach(), dm, span(base, width))
             place(parts["v"], a.W_V[i].detach(), dm, span(base, values))
             place(parts["o"], a.W_O[i].detach(), span(base, values), dm)
-    out = {}
+    out: dict[str, Tensor] = {}
     for name, weight in parts.items():
         out |= {f"attn.{name}.weight": weight.T, f"attn.{name}.bias": zeros(weight.shape[1])}
     return out

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -134,7 +135,7 @@ def embedding_interval(model: CompiledTransformer) -> tuple[Tensor, Tensor]:
     return torch.cat([low.expand(length, -1), cls]) + pos, torch.cat([high.expand(length, -1), cls]) + pos
 
 
-def attention_interval(attn: torch.nn.Module, low: Tensor, high: Tensor) -> tuple[float, Tensor, Tensor]:
+def attention_interval(attn: Any, low: Tensor, high: Tensor) -> tuple[float, Tensor, Tensor]:
     """(the largest |β q·k| of the layer's heads, and the interval of h + Σ_h z_h W_O[h]) for h in
     [low, high] (T+1, D): z_h lies in the hull of the values over every row and 0."""
     scores, out_low, out_high = 0.0, low.clone(), high.clone()

@@ -71,7 +71,7 @@ def layout(nodes: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
     ties in the order given), top to bottom, ROWS to a column."""
     first = _columns(nodes)
     slot: dict[str, int] = {}
-    corners = {}
+    corners: dict[str, tuple[float, float]] = {}
     for s in sorted(first):
         members = [n for n in nodes if stage(n) == s]
 

@@ -76,7 +76,7 @@ def head_reads(model: CompiledTransformer, layer: int, head: int) -> list[int]:
     """The residual directions head ``head`` of ``layer`` (1-based) reads: the rows of its W_Q,
     W_K or W_V with a nonzero entry, in index order."""
     attn = model.blocks[layer - 1].attn
-    rows = sum((_dense(getattr(attn, name))[head] != 0).any(dim=1).to(torch.int64) for name in ("W_Q", "W_K", "W_V"))
+    rows = torch.stack([(_dense(getattr(attn, name))[head] != 0).any(dim=1) for name in ("W_Q", "W_K", "W_V")]).any(0)
     return torch.nonzero(rows).reshape(-1).tolist()
 
 

@@ -30,7 +30,7 @@ def token_examples(program: ir.Program, count: int, seed: int) -> torch.Tensor:
 def token_names(program: ir.Program, ids: torch.Tensor) -> list[list[list[str]]]:
     """Each sequence's tokens by name, one single-entry row per token (the page joins a row)."""
     assert program.vocabulary is not None
-    names = program.vocabulary.names
+    names = program.token_vocabulary.names
     return [[[names[int(i)]] for i in row] for row in ids]
 
 
