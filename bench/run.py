@@ -71,6 +71,7 @@ class Sizes:
     widths: tuple[int, ...]  # d of min_pairwise at T = 128, ε = 1e-2 (file size, compile memory)
     width_length: int
     repeats: int  # timed CLI compiles at long T: best of this many
+    scale_runs: int = 3  # the long-T table's settings timed: every core, one thread, --samples 0 (smoke: the first)
 
 
 FULL = Sizes(
@@ -85,7 +86,7 @@ FULL = Sizes(
 SMOKE = Sizes(
     examples=("first_three",), cli_samples=8, scale_lengths=(4, 8), eps_programs=("min_pairwise",),
     eps_values=(1e-1, 1e-2), lengths=(4, 8), forward_lengths=(8,), forward_numbers=64, reference_lengths=(8,),
-    reference_batch=2, check_length=8, check_samples=8, widths=(2,), width_length=4, repeats=1,
+    reference_batch=2, check_length=8, check_samples=8, widths=(2,), width_length=4, repeats=1, scale_runs=1,
 )
 
 
@@ -179,7 +180,7 @@ def compile_at_scale(sizes: Sizes, folder: Path) -> str:
     rows, ratios = [], {}
     runs = [(None, f"default (every core: {os.cpu_count()})", samples_flag(sizes)), (1, "1", samples_flag(sizes)),
             (None, f"default (every core: {os.cpu_count()}), `--samples 0`", ["--samples", "0"])]
-    for threads, shown, flags in runs:
+    for threads, shown, flags in runs[:sizes.scale_runs]:
         walls = []
         for length in sizes.scale_lengths:
             out = folder / f"min_pairwise_{length}.safetensors"

@@ -101,10 +101,11 @@ def interpolant(u: LinearForm, reach_of_u: float, function: Callable[[float], fl
         terms.append((right, slopes[anchor]))
     if anchor > 0:
         terms.append((right.scaled(-1.0), -slopes[anchor - 1]))
-    for i in range(anchor + 1, len(slopes)):
-        terms.append((u.plus(LinearForm.const(-knots[i])), slopes[i] - slopes[i - 1]))
-    for i in range(1, anchor):
-        terms.append((u.scaled(-1.0).plus(LinearForm.const(knots[i])), slopes[i] - slopes[i - 1]))
+    rising, falling = u.plus(LinearForm()), u.scaled(-1.0).plus(LinearForm())  # u and −u, zero terms dropped
+    for i in range(anchor + 1, len(slopes)):  # u − k_i (a wide square has a million of these: built directly)
+        terms.append((LinearForm(rising.terms, rising.constant - knots[i]), slopes[i] - slopes[i - 1]))
+    for i in range(1, anchor):  # k_i − u
+        terms.append((LinearForm(falling.terms, falling.constant + knots[i]), slopes[i] - slopes[i - 1]))
     units = tuple(ReLUUnit(form, direction, c) for form, c in terms if c != 0.0)
     swing = max(abs(v - values[anchor]) for v in values)
     reach = max(abs(k) for k in knots) + reach_of_u

@@ -197,7 +197,7 @@ def test_analyze_reports_the_cost_law_and_layers_of_each_route():
 
 #: Random inputs per model (plus corners): the canonical examples get more, the table fewer
 #: (a deep model's forward is slower: its residual stream has a direction per tent level).
-CANONICAL_SAMPLES, TABLE_SAMPLES = 1_000, 150
+CANONICAL_SAMPLES, TABLE_SAMPLES = 500, 150
 
 
 def _worst(compiled: ifl.CompiledTransformer, name: str, samples: int) -> float:

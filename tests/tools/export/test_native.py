@@ -36,8 +36,8 @@ from infoflow_dsl.reference.measure import model_inputs
 from infoflow_dsl.tools.export.directory import ExportError
 from infoflow_dsl.tools.export.native import load_tl_native
 
-SAMPLES = 1000
-FEWER = {"intrinsic_4": 200, "intrinsic_5": 200, "intrinsic_6": 200}
+SAMPLES = 500
+FEWER = {"intrinsic_4": 100, "intrinsic_5": 100, "intrinsic_6": 100}
 EXACT = 1e-12
 FLOAT32_SLACK = 8.0
 

@@ -27,7 +27,7 @@ from infoflow_dsl.tools.export.inputs import allowed_keys
 from infoflow_dsl.tools.export.penalty import UNDERFLOW, score_bound
 from infoflow_dsl.transformer.model import CompiledTransformer
 
-SAMPLES = 1000
+SAMPLES = 500
 EXACT = 1e-12
 #: float32: |export − model64| at most this many times |model32 − model64| (as test_directory's)
 FLOAT32_SLACK = 8.0
@@ -45,7 +45,7 @@ def test_a_self_contained_export_computes_the_model_with_no_mask_under_eager_and
     info = json.loads((tmp_path / "out" / "infoflow.json").read_text())
     penalty = info["self_contained"]
     assert penalty["penalty"] >= 2 * (2 * penalty["score_bound"] + UNDERFLOW[torch.float64])
-    x = model_inputs(program_of(model), SAMPLES, seed=5)  # length T: 1,000 random inputs, then 256 corners
+    x = model_inputs(program_of(model), SAMPLES, seed=5)  # length T: 500 random inputs, then 256 corners
     arguments = ifl.export_inputs(tmp_path / "out", x)
     assert set(arguments) == {"inputs_embeds"}
     with torch.no_grad():
