@@ -2,8 +2,9 @@
 
 Every shipped example and table programs of every route: in float64 the export computes
 ``model(x)`` within 1e-12 and is within ε of the reference on 500 random inputs and 256
-corners (``bench/bench_export.py`` runs 2,000); the same after a ``save_pretrained`` round trip; in float32 within the model's own
-rounding (its distance from the float64 model, times a small slack).
+corners (``bench/bench_export.py`` runs 2,000); the same after a ``save_pretrained`` round
+trip; in float32 within the model's own rounding (its distance from the float64 model, times a
+small slack).
 """
 
 from __future__ import annotations
