@@ -132,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_cmd.add_argument("--seeds", type=_positive_int, default=1, help="seeds per configuration (default 1)")
     sweep_cmd.add_argument("--workers", type=_positive_int, default=2,
                            help="parallel runs: 1 runs in this process, more start a local Ray (default 2)")
-    sweep_cmd.add_argument("--address", help="join this Ray cluster (e.g. ray://head:10001 or auto)")
+    sweep_cmd.add_argument("--address", type=_ray_address,
+                           help="join this Ray cluster: auto, HOST:6379 (a head's GCS port) or ray://HOST:10001 "
+                                "(Ray Client); refused in seconds when no head answers")
     sweep_cmd.add_argument("--compare-eps", type=_positive_float, default=1e-2,
                            help="ε of the compiled model shown for reference (default 1e-2)")
     sweep_cmd.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the sweep's folder")
@@ -183,6 +185,18 @@ def _head_budget(text: str) -> tuple[int, ...]:
     return budget
 
 
+def _ray_address(text: str) -> str:
+    """A Ray address of a form ``ray.init`` takes (:mod:`.cluster`), checked as a flag."""
+    from ..errors import SweepError
+    from .cluster import address_endpoint
+
+    try:
+        address_endpoint(text)
+    except SweepError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` with the one atomic writer (``transformer.io``); a failure is
     the user's (UsageError, exit 2) with the path and the reason."""
@@ -197,9 +211,12 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise UsageError(f"{path}: cannot write: {error.strerror or error}") from None
 
 
-def check_writable(path: Path) -> None:
-    """Fail (UsageError) before any work if ``path`` cannot be written: a missing or read-only
-    folder, or a path that names a folder."""
+def check_writable(path: Path, *inputs: Path) -> None:
+    """Fail (UsageError, exit 2) before any work if ``path`` cannot be written as an output
+    file: a missing folder, a folder that refuses a file (tried: permissions, a read-only or
+    full file system, /sys or /proc, whoever the user is), a path that names a folder, a
+    device, a FIFO or another non-regular file (an output replaces what is there), or one of
+    the command's own ``inputs``."""
     import os
 
     folder = path.resolve().parent
@@ -207,8 +224,38 @@ def check_writable(path: Path) -> None:
         raise UsageError(f"{path}: the folder {folder} does not exist")
     if path.is_dir():
         raise UsageError(f"{path}: is a folder, expected a file name")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"{path}: cannot write to the folder {folder} (permission denied)")
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{path}: is not a regular file (a device, FIFO or socket); an output replaces the file "
+                         f"it is written to")
+    for source in inputs:
+        if path.exists() and source.exists() and os.path.samefile(path, source):
+            raise UsageError(f"{path}: is this command's input {source}; write the output elsewhere")
+    _try_writing_in(folder, path)
+
+
+def check_writable_folder(path: Path) -> None:
+    """Fail (UsageError) before any work if the output folder ``path`` cannot be made or
+    written: its parent missing or refusing a file, or ``path`` itself a file."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{path}: not a folder")
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise UsageError(f"{path}: the folder {parent} does not exist")
+    _try_writing_in(path if path.is_dir() else parent, path)
+
+
+def _try_writing_in(folder: Path, path: Path) -> None:
+    """Create and remove an empty hidden file in ``folder``: the one test that covers every way
+    a write can be refused (``os.access`` says yes to root on a read-only file system)."""
+    import os
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".infoflow-probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        raise UsageError(f"{path}: cannot write to the folder {folder}: {error.strerror or error}") from None
 
 
 def read_program_text(path: Path) -> str:
@@ -239,7 +286,7 @@ def command_analyze(arguments: argparse.Namespace) -> int:
 
     for output in (arguments.plot, arguments.html):
         if output is not None:
-            check_writable(output)
+            check_writable(output, arguments.file)
     source = read_program_text(arguments.file)
     program = parse_program(source, str(arguments.file), length=arguments.length)
     report = analyze(program, arguments.heads)
@@ -264,7 +311,7 @@ def command_compile(arguments: argparse.Namespace) -> int:
     from ..transformer.io import model_to_bytes
 
     output = arguments.output or arguments.file.with_suffix(".safetensors")
-    check_writable(output)  # flags and paths first: nothing is compiled for a file that cannot be written
+    check_writable(output, arguments.file)  # flags and paths first: nothing is compiled for an unwritable file
     try:
         device = resolve_device(arguments.device)
     except CompileError as error:

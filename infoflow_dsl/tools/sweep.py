@@ -14,8 +14,10 @@ size for reference) and ``DIR/nmse.png``.
 
 ``workers == 1`` runs in this process without Ray. Otherwise runs are Ray tasks (one CPU each,
 and a quarter of a GPU with ``--device cuda``):
-``ray.init(address=...)`` joins an existing cluster, without an address a local Ray with
-``workers`` CPUs is started. A task gets the program's text (not its path) and returns the
+``ray.init(address=...)`` joins an existing cluster (:mod:`.cluster`: the address is checked
+and refused in seconds when no head answers), without an address a local Ray with ``workers``
+CPUs is started. The folder is made by the first finished run: a sweep that cannot start
+leaves nothing behind. A task gets the program's text (not its path) and returns the
 model's bytes, so workers need the package but no shared disk.
 """
 
@@ -187,9 +189,10 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
 
 
 def record(folder: Path, row: dict[str, Any], model: bytes, run: Run) -> None:
-    """Write the run's model, then its row: a row in results.csv always has its model on disk."""
+    """Write the run's model, then its row: a row in results.csv always has its model on disk.
+    The folder is made here, by the first finished run (a sweep that fails to start leaves none)."""
     models = folder / "models"
-    models.mkdir(exist_ok=True)
+    models.mkdir(parents=True, exist_ok=True)
     target = models / f"{run.file_id}.safetensors"
     write_bytes_atomically(target, model)
     append_row(folder / "results.csv", {**row, "model": f"models/{target.name}"})
@@ -200,9 +203,14 @@ def record(folder: Path, row: dict[str, Any], model: bytes, run: Run) -> None:
 
 def execute(runs: Sequence[Run], folder: Path, workers: int = 1, address: str | None = None,
             on_finished: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, str]]:
-    """Run every run not yet in ``folder/results.csv``; return all finished rows."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Run every run not yet in ``folder/results.csv``; return all finished rows. A folder
+    holding runs that are not of this grid is refused (SweepError): its summary would drop
+    them; a grid that extends the folder's (more seeds, another T) resumes it."""
     done = {row["run"] for row in read_results(folder / "results.csv")}
+    foreign = done - {run.key for run in runs}
+    if foreign:
+        raise SweepError(f"{folder}: its results.csv holds {len(foreign)} run(s) of another grid; give another -o, "
+                         f"or the flags of that sweep (or a grid that contains it) to resume it")
     todo = [run for run in runs if run.key not in done]
     finished = _in_process(todo) if workers == 1 and address is None else _with_ray(todo, workers, address)
     for run, (row, model) in finished:
@@ -219,17 +227,15 @@ def _in_process(todo: Sequence[Run]) -> Iterable[tuple[Run, tuple[dict[str, Any]
 
 def _with_ray(todo: Sequence[Run], workers: int, address: str | None,
               ) -> Iterable[tuple[Run, tuple[dict[str, Any], bytes]]]:
-    """Ray tasks, yielded as they finish; a local Ray (``workers`` CPUs) unless ``address``."""
+    """Ray tasks, yielded as they finish; a local Ray (``workers`` CPUs) unless ``address``
+    (:mod:`.cluster`)."""
     import ray
+
+    from .cluster import start_ray
 
     if not todo:
         return
-    if address is None:
-        package_root = str(Path(__file__).resolve().parent.parent)  # workers import this very package
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    else:
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    start_ray(workers, address)
     try:
         on_gpu = todo[0].settings.device.startswith("cuda")
         task = ray.remote(num_cpus=1, num_gpus=GPU_SHARE if on_gpu else 0)(run_one)
@@ -402,6 +408,7 @@ def finish(folder: Path, title: str, grid: Grid, runs: Sequence[Run], rows: Sequ
     configs = summarise(rows, runs, analyze_verdict(program_at))
     references = [compiled_reference(program_at(length), grid.base, compare_eps) for length in grid.lengths]
     text = render_summary(title, protocol_text(grid), configs, references)
+    folder.mkdir(parents=True, exist_ok=True)
     write_bytes_atomically(folder / "summary.md", text.encode("utf-8"))
     plot_nmse(title, configs, folder / "nmse.png")
     return configs

@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from ..errors import UsageError
-from .cli import EXIT_OK, read_program_text, write_atomically
+from .cli import EXIT_OK, check_writable, check_writable_folder, read_program_text, write_atomically
 
 
 def _training_program(arguments: argparse.Namespace, length: int | None) -> Any:
@@ -63,6 +63,7 @@ def command_train(arguments: argparse.Namespace) -> int:
     settings = _training_settings(arguments, arguments.heads, arguments.layers)
     settings = replace(settings, d_model=arguments.d_model, steps=arguments.steps)
     output = arguments.output or arguments.file.with_suffix(".trained.safetensors")
+    check_writable(output, arguments.file)
     try:
         result = train(program, settings, _init_model(arguments))
     except TrainError as error:
@@ -84,6 +85,7 @@ def command_sweep(arguments: argparse.Namespace) -> int:
     from . import sweep
     from .train import TrainError
 
+    check_writable_folder(arguments.output)
     base = _training_settings(arguments, arguments.heads[0], None)
     source = read_program_text(arguments.file)
     program_at = cache(lambda length: _training_program(arguments, length))
@@ -96,8 +98,6 @@ def command_sweep(arguments: argparse.Namespace) -> int:
     try:
         runs = sweep.expand(grid, str(arguments.file), source, init)
         folder = arguments.output
-        if folder.exists() and not folder.is_dir():
-            raise UsageError(f"{folder}: not a folder")
         rows = sweep.execute(runs, folder, arguments.workers, arguments.address,
                              on_finished=lambda row: print(f"  {row['run']}: NMSE best {row['best_nmse']}, "
                                                                  f"last {row['final_nmse']}", flush=True))

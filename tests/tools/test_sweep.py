@@ -3,14 +3,19 @@ with two workers giving the same runs as in-process, summary.md and nmse.png, ba
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
+import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -170,7 +175,80 @@ def test_two_ray_workers_give_the_same_runs_as_one_process(tmp_path) -> None:
         assert (tmp_path / "ray" / row["model"]).read_bytes() == (tmp_path / "local" / row["model"]).read_bytes()
 
 
+def test_a_folder_of_another_grid_is_refused_and_a_grid_that_contains_it_resumes(tmp_path) -> None:
+    folder = tmp_path / "sweep"
+    sweep.execute(toy_runs(toy_grid(((1,),), seeds=1)), folder, workers=1)
+    with pytest.raises(ifl.SweepError, match="1 run\\(s\\) of another grid"):
+        sweep.execute(toy_runs(toy_grid(((2,),), seeds=1)), folder, workers=1)
+    code, _, err = run_cli(["sweep", str(D_RETRIEVAL), "--heads", "2", *TOY_FLAGS, "--steps", "20", "-o", str(folder)])
+    assert code == 2 and "another grid" in err and "Traceback" not in err
+    rows = sweep.execute(toy_runs(toy_grid(((1,), (2,)), seeds=1)), folder, workers=1)  # extends the first grid
+    assert len(rows) == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def ray_head() -> Iterator[str]:
+    """A real Ray head on loopback (``ray start --head --block``, its own temp folder, token
+    authentication off for the test), stopped on exit: its address ``127.0.0.1:PORT``."""
+    port, folder = _free_port(), tempfile.mkdtemp(prefix="ifl-ray-", dir="/tmp")  # short: Ray's socket paths
+    head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", f"--port={port}",
+                             "--node-ip-address=127.0.0.1", "--num-cpus=2", "--include-dashboard=false",
+                             "--disable-usage-stats", f"--temp-dir={folder}"],
+                            env={**os.environ, "RAY_AUTH_MODE": "disabled"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert head.poll() is None and time.monotonic() < deadline, "the Ray head did not start"
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        head.terminate()
+        head.wait(60)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_sweep_joins_a_real_ray_head_through_address(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    runs = toy_runs(toy_grid(((1,),), seeds=2))
+    local = {row["run"]: row for row in sweep.execute(runs, tmp_path / "local", workers=1)}
+    with ray_head() as address:
+        code, out, err = run_cli(["sweep", str(D_RETRIEVAL), "--heads", "1", *TOY_FLAGS, "--steps", "20",
+                                  "--seeds", "2", "--address", address, "-o", str(tmp_path / "cluster")])
+    assert code == 0, err
+    assert "2 of 2 runs finished" in out
+    joined = read_csv(tmp_path / "cluster" / "results.csv")
+    assert sorted(row["run"] for row in joined) == sorted(local)
+    assert all(row["best_nmse"] == local[row["run"]]["best_nmse"] for row in joined)
+
+
+@pytest.mark.parametrize("address", ["auto", "ray://127.0.0.1:{port}", "127.0.0.1:{port}"])
+def test_an_address_where_no_ray_head_answers_exits_2_in_seconds_leaving_nothing(address, tmp_path,
+                                                                                    monkeypatch) -> None:
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "no-ray"))  # ``auto`` finds no head started on this machine
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    address = address.format(port=_free_port())
+    out = tmp_path / "out"
+    start = time.monotonic()
+    code, _, err = run_cli(["sweep", str(D_RETRIEVAL), "--heads", "1", "--steps", "2", *TOY_FLAGS,
+                            "--workers", "2", "--address", address, "-o", str(out)])
+    assert time.monotonic() - start < 10
+    assert code == 2 and f"--address {address}" in err and "Traceback" not in err, err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("flags", [
+    ["--address", "nope:x"], ["--address", "ray://:1"], ["--address", "host:70000"],
     ["--workers", "0"], ["--T", "4,0"], ["--seeds", "0"], ["--heads", "2,2", "--layers", "3"], ["--dist", "x"],
     ["--d-model", "8,a"], ["--compare-eps", "0"],
 ])

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_OK, UsageError
+from ..cli import EXIT_OK, UsageError, check_writable_folder
 
 TARGETS = ("hf-gpt2", "hf-llama", "tl-native")
 LAYERNORMS = ("exact", "active")
@@ -48,6 +48,7 @@ def command_export(arguments: argparse.Namespace) -> int:
     from ...transformer.io import load
     from .directory import ExportError, export, read_info
 
+    check_writable_folder(arguments.output)
     try:
         model = load(arguments.model, device="cpu")
     except ModelFileError as error:

@@ -273,14 +273,13 @@ def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: st
 
 def _write(directory: Path, built: Built, force: bool) -> None:
     """The config, model.safetensors and infoflow.json into a temporary sibling, then renamed."""
-    from safetensors.torch import save_file
 
     parent = directory.resolve().parent
     temporary = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=parent))
     try:
         os.chmod(temporary, umask_mode(directory=True))  # mkdtemp makes 0700 whatever the umask
         built.write_config(temporary)
-        save_file(built.tensors, str(temporary / "model.safetensors"), metadata={"format": "pt"})
+        _save_tensors(built.tensors, temporary / "model.safetensors", directory)
         (temporary / INFO_FILE).write_text(json.dumps(built.info, indent=1) + "\n", encoding="utf-8")
         for written in temporary.iterdir():  # safetensors writes 0600 whatever the umask
             os.chmod(written, umask_mode())
@@ -296,6 +295,18 @@ def _write(directory: Path, built: Built, force: bool) -> None:
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
+
+
+def _save_tensors(tensors: dict[str, torch.Tensor], path: Path, directory: Path) -> None:
+    """``model.safetensors``; safetensors reports a failed write (a full disk) as its own
+    SafetensorError: an ExportError naming the export's folder and the reason."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save_file
+
+    try:
+        save_file(tensors, str(path), metadata={"format": "pt"})
+    except SafetensorError as error:
+        raise ExportError(f"{directory}: cannot write model.safetensors: {error}") from None
 
 
 # ---------------------------------------------------------------------------- reading back

@@ -17,7 +17,7 @@ def command_report(arguments: argparse.Namespace) -> int:
     from . import model_page
 
     output = arguments.output or arguments.model.with_suffix(".html")
-    check_writable(output)
+    check_writable(output, arguments.model)
 
     _, page = with_compiled_model(arguments.model, model_page, "show")
     data = page.encode("utf-8")

@@ -51,6 +51,29 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path) -> None:
     assert code == 2 and "not an infoflow export" in err
 
 
+def test_a_disk_that_fills_during_the_export_exits_2_with_the_folder_and_leaves_nothing(tmp_path,
+                                                                                          monkeypatch) -> None:
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    def full_disk(*_: object, **__: object) -> None:  # what safetensors raises when the disk fills
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
+    out = tmp_path / "out"
+    code, text, err = run_cli(["export", EXAMPLE, "-o", str(out)])
+    assert (code, text) == (2, "") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"{out}: cannot write model.safetensors" in err and "No space left on device" in err
+    assert list(tmp_path.iterdir()) == []
+    model = ifl.load(EXAMPLE)
+    try:
+        ifl.export(model, out)
+    except ifl.ExportError as error:  # the API's documented exception
+        assert "No space left on device" in str(error)
+    else:
+        raise AssertionError("the export did not fail")
+
+
 def test_a_trained_model_exports_and_check_says_measured_only(tmp_path) -> None:
     target = program("d_retrieval", 4)
     settings = TrainSettings(heads=(4,), d_model=16, d_head=4, d_mlp=16, steps=30, batch=64, validation=256)
