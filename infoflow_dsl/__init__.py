@@ -119,7 +119,8 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public names (``dir(ifl)``, tab completion): no imports or helpers of this module."""
+    return sorted(__all__)
 
 
 def parse_program(source: str, path: str = "<string>", length: int | None = None,
@@ -132,9 +133,12 @@ def parse_program(source: str, path: str = "<string>", length: int | None = None
 
 
 def load_program(path: str | Path, length: int | None = None, margin: float | None = None) -> Program:
-    """Read, parse and check a ``.iflow`` file. Raises :class:`ProgramError` for every fault
-    in the program, ``OSError`` when the file cannot be read."""
-    source = Path(path).read_text(encoding="utf-8")
+    """Read, parse and check a ``.iflow`` file (UTF-8, a byte-order mark allowed). Raises
+    :class:`ProgramError` for every fault in the program (a file that is not UTF-8 included),
+    ``OSError`` when the file cannot be read."""
+    from .language.files import program_source
+
+    source = program_source(path)
     return parse_program(source, str(path), length=length, margin=margin)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -21,6 +21,7 @@ from .analysis.comparisons import ComparisonTree, build_tree
 from .analysis.gather import UnrollError, gather
 from .analysis.info_sets import information_sets
 from .analysis.schedule import Schedule, build_schedule, heads_per_layer
+from .arguments import program_argument
 from .compiler.assemble import assemble
 from .compiler.circuit import Circuit
 from .compiler.lower import lower
@@ -32,6 +33,9 @@ from .language.check import check
 from .language.parse import parse
 from .reference.measure import budgeted_samples, measure_error
 from .transformer.model import CompiledTransformer
+
+if TYPE_CHECKING:
+    from .arguments import ProgramSource
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_EPS = 1e-3
@@ -196,7 +200,7 @@ def relower(model: CompiledTransformer, program: ir.Program | None = None) -> Lo
                          allow_inefficient=config.get("route") == "gather", ffn=config.get("ffn", "wide"))
 
 
-def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | torch.dtype = "float32",
+def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str | torch.dtype = "float32",
                     device: str | torch.device | None = None, samples: int | None = None,
                     seed: int = 0, ffn: str | None = None, allow_inefficient: bool = False) -> CompiledTransformer:
     """Compile a checked program into a :class:`CompiledTransformer` within ``eps``.
@@ -215,6 +219,7 @@ def compile_program(program: ir.Program, eps: float = DEFAULT_EPS, dtype: str | 
     random inputs, none with 0, or (``None``, the default) as many as fit the measurement budget
     (:func:`budgeted_samples`).
     """
+    program = program_argument(program, "compile")
     torch_dtype = resolve_dtype(dtype)
     target_device = resolve_device(device)
     if not (isinstance(eps, float | int) and math.isfinite(eps) and eps > 0):

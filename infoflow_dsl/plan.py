@@ -17,14 +17,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .analysis.comparisons import build_tree
 from .analysis.ranges import roots_at_zero
 from .analysis.report import AnalysisReport, gather_applies
 from .analysis.schedule import Schedule, build_schedule
+from .arguments import program_argument
 from .errors import CompileError
 from .language import typed as ir
+
+if TYPE_CHECKING:
+    from .arguments import ProgramSource
 
 
 def schedule_program(program: ir.Program, heads: Sequence[int] | None = None) -> Schedule:
@@ -49,10 +53,11 @@ def schedule_program(program: ir.Program, heads: Sequence[int] | None = None) ->
     return token_schedule(free, circuit, None, heads)
 
 
-def analyze(program: ir.Program, heads: Sequence[int] | None = None) -> AnalysisReport:
+def analyze(program: ProgramSource, heads: Sequence[int] | None = None) -> AnalysisReport:
     """``infoflow_dsl.analyze``: the analysis of a checked program (what ``analyze`` prints), its
     schedule the model ``compile`` builds (:func:`schedule_program`); ``heads`` asks whether that
-    per-layer head budget suffices."""
+    per-layer head budget suffices. ``program`` may be a path (:mod:`.arguments`)."""
+    program = program_argument(program, "analyze")
     schedule = schedule_program(program, heads)
     return AnalysisReport(program=program, tree=schedule.tree, schedule=schedule,
                           roots_at_zero=roots_at_zero(program),

@@ -19,11 +19,12 @@ a method against the truth.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..analysis.comparisons import ComparisonNode, ComparisonTree, NodeResult, build_tree
+from ..arguments import model_argument
 from ..compiler.circuit import ONE, FFNBlock, LinearForm
 from ..compiler.lower import ROUNDING_SAFETY
 from ..language import typed as ir
@@ -31,6 +32,9 @@ from ..language.functions import POINTWISE
 from ..pipeline import Lowering, StoredProgramError, relower
 from ..transformer.model import CompiledTransformer
 from .evaluate import VALUE_RULES, ReferenceEvaluator
+
+if TYPE_CHECKING:
+    from ..arguments import ModelSource
 
 Tensor = torch.Tensor
 
@@ -127,9 +131,10 @@ def _checked_lowering(model: CompiledTransformer) -> Lowering:
     return lowering
 
 
-def circuit(model: CompiledTransformer) -> tuple[CircuitSite, ...]:
-    """Every comparison node (one record per component) and FFN function of a compiled model."""
-    lowered = _checked_lowering(model).circuit
+def circuit(model: ModelSource) -> tuple[CircuitSite, ...]:
+    """Every comparison node (one record per component) and FFN function of a compiled model
+    (or the path of its file)."""
+    lowered = _checked_lowering(model_argument(model, "circuit")).circuit
     index = {name: i for i, name in enumerate(lowered.directions)}
     heads = {h.name: h for h in lowered.heads}
     layer_heads: dict[int, list[str]] = {}

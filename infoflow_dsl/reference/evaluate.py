@@ -20,15 +20,19 @@ token at the retrieved position.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
+from ..arguments import program_argument
 from ..language import typed as ir
 from ..language.check import check
 from ..language.functions import POINTWISE
 from .fast_pairs import reduce_pairs
 from .tokens import UNDEFINED_ID, check_ids, token_values
+
+if TYPE_CHECKING:
+    from ..arguments import ProgramSource
 
 Tensor = torch.Tensor
 
@@ -330,16 +334,20 @@ def evaluator_for(program: ir.Program, x: Tensor) -> tuple[ir.Program, Reference
     x = torch.as_tensor(x)
     if x.dim() != 3 or x.shape[2] != program.dimension or x.shape[1] < 1:
         raise ValueError(f"evaluate expects x of shape (batch, T, {program.dimension}), got {tuple(x.shape)}")
+    if x.shape[1] > program.length:  # as the model refuses it: the program is checked up to its T
+        raise ValueError(f"input length {x.shape[1]} exceeds the program's T = {program.length} (check it at "
+                         f"that length first: ifl.load_program(path, length={x.shape[1]}))")
     return at_length(program, x.shape[1]), ReferenceEvaluator(x.to(torch.float64))
 
 
-def evaluate(program: ir.Program, x: Tensor) -> Tensor:
+def evaluate(program: ProgramSource, x: Tensor) -> Tensor:
     """The exact target on a batch, float64: x (B, T, d) -> (B,) or (B, k) for a sequence
     target; (B, T) or (B, T, k) for a per-token target, NaN where its condition fails.
 
-    T may differ from the program's declared length: the program is re-checked for it. A
+    T may be shorter than the program's declared length (the program is re-checked for it),
+    never longer (ValueError, as the model refuses it: check the program at that length). A
     token program takes ids (B, T') int64 for any T' in 1..T (``len`` = T'); a token output
     is int64 ids, ``UNDEFINED_ID`` (−1) where a per-token target is undefined.
     """
-    program, evaluator = evaluator_for(program, x)
+    program, evaluator = evaluator_for(program_argument(program, "evaluate"), x)
     return target_value(program, evaluator).clone()

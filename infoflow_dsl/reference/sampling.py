@@ -8,18 +8,24 @@ same on every run on that device.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..arguments import count_argument, program_argument
 from ..language.typed import Ball, Box, Program
 from .tokens import random_ids
 
+if TYPE_CHECKING:
+    from ..arguments import ProgramSource
 
-def sample_inputs(program: Program, count: int, seed: int = 0, length: int | None = None,
+
+def sample_inputs(program: ProgramSource, count: int, seed: int = 0, length: int | None = None,
                   device: str | torch.device = "cpu") -> torch.Tensor:
     """``count`` sequences from the domain: shape (count, T, d), float64, drawn on ``device``; for a
     token program uniformly random token ids, (count, length) int64 (``length`` in 1..T, default T)."""
+    program = program_argument(program, "sample_inputs")
+    count = count_argument(count, "the number of inputs")
     if program.over_tokens:
         return random_ids(program, count, seed, length)
     length = program.length if length is None else length

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..arguments import program_argument
 from ..language import typed as ir
+
+if TYPE_CHECKING:
+    from ..arguments import ProgramSource
 
 Tensor = torch.Tensor
 
@@ -43,9 +47,10 @@ def _token_id(vocabulary: ir.Vocabulary, token: Any) -> int:
     raise ValueError(f"{token!r} is not a token of the vocabulary {vocabulary.describe()}")
 
 
-def encode(program: ir.Program, tokens: Sequence[Any] | Sequence[Sequence[Any]]) -> Tensor:
+def encode(program: ProgramSource, tokens: Sequence[Any] | Sequence[Sequence[Any]]) -> Tensor:
     """Token ids, int64: a list of tokens gives (1, T'), a list of lists of one length (B, T').
     Raises ValueError for a token not in the vocabulary, ragged lists, or a length outside 1..T."""
+    program = program_argument(program, "encode")
     vocabulary = _vocabulary(program)
     nested = len(tokens) > 0 and isinstance(tokens[0], list | tuple)
     rows = [list(row) for row in tokens] if nested else [list(tokens)]
@@ -82,7 +87,7 @@ def token_values(program: ir.Program, ids: Tensor) -> Tensor:
     return table[ids].unsqueeze(-1)
 
 
-def decode(program: ir.Program, values: Tensor) -> list[Any]:
+def decode(program: ProgramSource, values: Tensor) -> list[Any]:
     """Outputs as Python values, nested as the tensor is: a token output's ids become the
     vocabulary's tokens (names, or numbers for a numeric vocabulary), and None where the
     target is undefined; numeric outputs become floats (None for NaN).
@@ -90,6 +95,7 @@ def decode(program: ir.Program, values: Tensor) -> list[Any]:
     A token output may also be given as a model's **scores**, a floating tensor (B, V) or
     (B, T', V) (the reference's ids are int64): each site's token is the argmax of its V
     scores (the smallest id on a tie), None where a per-token target is undefined."""
+    program = program_argument(program, "decode")
     vocabulary = _vocabulary(program)
     values = torch.as_tensor(values).detach().cpu()
     if program.token_output and values.dtype.is_floating_point:

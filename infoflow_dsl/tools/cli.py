@@ -259,11 +259,12 @@ def _try_writing_in(folder: Path, path: Path) -> None:
 
 
 def read_program_text(path: Path) -> str:
-    """The text of a program file; unreadable or non-UTF-8 files are a UsageError."""
+    """The text of a program file (:func:`~infoflow_dsl.language.files.program_source`: a file
+    that is not UTF-8 is a ProgramError at its first bad byte); an unreadable file is a UsageError."""
+    from ..language.files import program_source
+
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a text file (it is not valid UTF-8)") from None
+        return program_source(path)
     except OSError as error:
         raise UsageError(f"{path}: cannot read: {error.strerror or error}") from None
 

@@ -139,7 +139,10 @@ def write_bytes_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     ``os.replace``: the file is either complete or left as it was, with the mode the user's
     umask gives (:func:`umask_mode`). This is the one writer of every output file."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:  # named after the file asked for, not the hidden temporary one
+        raise type(error)(error.errno, error.strerror, str(path)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -17,12 +17,15 @@ bitwise the plain model's. A layer without heads still has its attention hooks, 
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from .model import HOOK_SHAPES, CompiledTransformer
+
+if TYPE_CHECKING:
+    from ..arguments import ModelSource
 
 LENS_MISSING = "ifl.hooked needs TransformerLens: install the 'lens' extra (pip install 'infoflow-dsl[lens]')"
 
@@ -72,11 +75,14 @@ def lens_config(model: CompiledTransformer) -> Any:
     )
 
 
-def hooked(model: CompiledTransformer) -> Any:
+def hooked(model: ModelSource) -> Any:
     """The compiled model as a ``transformer_lens.HookedRootModule`` (see the module docstring).
 
     Raises ImportError naming the ``lens`` extra when TransformerLens is not installed.
     """
+    from ..arguments import model_argument
+
+    model = model_argument(model, "hooked")
     lens = _lens()
     return _hooked_class(lens.HookedRootModule, lens.hook_points.HookPoint, lens.ActivationCache)(model)
 

@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -38,6 +38,9 @@ from .inputs import ExportIO
 from .layout import ExportLayout, plan
 from .native import NativeLayout
 from .weights import EXACT_LN_EPS, EXACT_LN_GAIN, gpt2_state_dict
+
+if TYPE_CHECKING:
+    from ...arguments import ModelSource
 
 TARGETS = ("hf-gpt2", "hf-llama", "tl-native")
 LAYERNORMS = ("exact", "active")
@@ -241,7 +244,7 @@ def _native(model: CompiledTransformer, dtype: torch.dtype) -> Built:
     return _built(model, layout, io, {"mode": "none"}, "tl-native", _compiled_bound(model), write_config, tensors)
 
 
-def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: str = "hf-gpt2",
+def export(model: ModelSource, directory: str | os.PathLike[str], to: str = "hf-gpt2",
            layernorm: str = "exact", dtype: torch.dtype | None = None, force: bool = False,
            ln_eps: float | None = None, ln_constant: float | None = None, self_contained: bool = False) -> Path:
     """Write ``model`` as a Hugging Face GPT-2 (or Llama, or TransformerLens-native) directory
@@ -255,8 +258,10 @@ def export(model: CompiledTransformer, directory: str | os.PathLike[str], to: st
     passed, inputs have exactly T tokens. ``to="hf-llama"`` (:mod:`.llama`) and ``"tl-native"``
     (:mod:`.native`) take neither. Raises :class:`ExportError` for a bad target, LayerNorm mode
     or option, penalties that cannot be exact, or an existing non-empty ``directory`` without
-    ``force``."""
-    model = vector_view(model)
+    ``force``. ``model`` may be the path of its file."""
+    from ...arguments import model_argument
+
+    model = vector_view(model_argument(model, "export"))
     directory = Path(directory)
     _check_target(directory, to, layernorm, force)
     _check_options(to, layernorm, self_contained)

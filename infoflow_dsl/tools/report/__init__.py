@@ -21,6 +21,7 @@ from .content import analysis_data, analysis_graph
 from .html import render_page
 
 if TYPE_CHECKING:
+    from ...arguments import ModelSource
     from ...transformer.model import CompiledTransformer
 
 
@@ -74,8 +75,10 @@ def model_page(model: CompiledTransformer) -> str:
     return render_page(model_data(model), model_measured(model))
 
 
-def report(model: CompiledTransformer, path: str | os.PathLike[str]) -> None:
-    """Write ``model``'s page to ``path`` atomically (a temporary file, then a rename)."""
+def report(model: ModelSource, path: str | os.PathLike[str]) -> None:
+    """Write ``model``'s page (``model`` or the path of its file) to ``path`` atomically (a
+    temporary file, then a rename)."""
+    from ...arguments import model_argument
     from ...transformer.io import write_bytes_atomically
 
-    write_bytes_atomically(path, model_page(model).encode("utf-8"))
+    write_bytes_atomically(path, model_page(model_argument(model, "report")).encode("utf-8"))
