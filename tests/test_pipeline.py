@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -212,3 +213,15 @@ def test_random_programs_analyse_and_compile_or_are_refused_cleanly(case):
     error, kept = errors_on(compiled, target, model_inputs(target, 64, seed=1))
     if bool(kept.any()):
         assert float(error[kept].max()) <= compiled.config["a_priori_bound"]
+
+
+def test_the_smallest_eps_suggested_is_the_same_whatever_eps_was_asked_and_compiles():
+    """The suggestion is a point of a fixed grid (2^(k/4), rounded up to two digits), not a step
+    up from the ε asked for (which gave 5.7e-05, 5.9e-05, 6.1e-05 or 6.4e-05 by the request)."""
+    suggested = set()
+    for eps in (5e-5, 1e-7):
+        with pytest.raises(ifl.CompileError, match=r"compile with --eps ([0-9.e-]+) \(or --dtype float64\)") as caught:
+            ifl.compile(program("min_pairwise"), eps=eps, dtype="float32", samples=0)
+        suggested.add(float(re.search(r"--eps ([0-9.e-]+)", str(caught.value)).group(1)))
+    (smallest,) = suggested
+    assert ifl.compile(program("min_pairwise"), eps=smallest, dtype="float32", samples=0).config["eps"] == smallest

@@ -14,6 +14,7 @@ grammar cannot express (``R^4.5``, ``x[1.5]``) are diagnosed there.
 
 from __future__ import annotations
 
+import difflib
 import re
 from functools import lru_cache
 from importlib import resources
@@ -406,6 +407,24 @@ def _acceptable(error: UnexpectedToken) -> set[str]:
     return set(accepts) if accepts else {str(name) for name in error.expected}
 
 
+#: the reductions a name written ``NAME_<`` may have meant (the grammar's REDUCER terminal)
+REDUCTIONS = ("min_", "max_", "sum_", "mean_", "argmin_", "argmax_", "top(k)_")
+
+
+def _unknown_reduction(text: str, token: Token) -> str | None:
+    """For ``mx_<s, t>``: the '<' follows a name ending in ``_`` that is no reduction. The hint
+    names the reductions and the closest one."""
+    if str(token) != "<" or token.start_pos is None:
+        return None
+    written = re.search(r"([A-Za-z][A-Za-z0-9_]*_)$", text[:token.start_pos])
+    if written is None:
+        return None
+    name = written.group(1)
+    closest = difflib.get_close_matches(name, REDUCTIONS, n=1, cutoff=0.5)
+    guess = f"; did you mean {closest[0]}?" if closest else ""
+    return f"`{name}` is not a reduction (the reductions are {', '.join(REDUCTIONS)}){guess}"
+
+
 def _syntax_diagnostic(path: str, error: UnexpectedInput, text: str) -> Diagnostic:
     parser = statement_parser()
     label = None
@@ -417,6 +436,9 @@ def _syntax_diagnostic(path: str, error: UnexpectedInput, text: str) -> Diagnost
     if isinstance(error, UnexpectedToken) and error.token.type != "$END":
         token = error.token
         span = _span(token)
+        unknown = _unknown_reduction(text, token)
+        if unknown is not None:
+            label = unknown
         message = f"unexpected '{token}'" + (f": {label}" if label else _expected(parser, _acceptable(error)))
     elif isinstance(error, UnexpectedToken | UnexpectedEOF):
         token = getattr(error, "token", None)

@@ -20,7 +20,9 @@ head or FFN block that writes that direction.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -214,8 +216,25 @@ def adversarial_search(model: CompiledTransformer, program: ir.Program, starts: 
         if value > best[0]:
             best[0], best[1] = value, candidate[0]
 
-    search()
+    with _scratch_hypothesis_home():
+        search()
     return best[0], best[1]
+
+
+@contextlib.contextmanager
+def _scratch_hypothesis_home() -> Iterator[None]:
+    """Hypothesis caches what it learns (``constants/``) under ``.hypothesis/`` in the current
+    folder; the search keeps nothing, so that folder is a temporary one for its duration (the
+    caller's setting restored after)."""
+    from hypothesis import configuration
+
+    previous = vars(configuration).get("__hypothesis_home_directory")
+    with tempfile.TemporaryDirectory(prefix="infoflow-hypothesis-") as scratch:
+        configuration.set_hypothesis_home_dir(scratch)
+        try:
+            yield
+        finally:
+            configuration.set_hypothesis_home_dir(previous)
 
 
 # ----------------------------------------------------------------------------- tracing

@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_argument("--eps", type=_positive_float, default=1e-3, help="the error bound ε (default 1e-3)")
     compile_cmd.add_argument("--T", dest="length", type=_length, help="override the program's length T")
     compile_cmd.add_argument("--margin", type=_positive_float, help="override the program's margin δ")
-    compile_cmd.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    compile_cmd.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                             help="the weights' floating type (float32; float64 reaches smaller ε)")
     compile_cmd.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     compile_cmd.add_argument("--ffn", choices=["wide", "deep", "auto"], default=None,
                              help="squares by one wide hidden layer (the default), by tent maps over extra "
@@ -106,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     check_cmd.add_argument("model", type=Path)
     check_cmd.add_argument("--samples", type=_nonnegative_int, default=10_000, help="random inputs (default 10000)")
     check_cmd.add_argument("--eps", type=_positive_float, help="the ε to check against (default: the model's)")
-    check_cmd.add_argument("--seed", type=_nonnegative_int, default=0)
+    check_cmd.add_argument("--seed", type=_nonnegative_int, default=0,
+                           help="the seed of the random inputs and of the search (0): the same seed, the same check")
     check_cmd.add_argument("--adversarial", type=_nonnegative_int, nargs="?", const=300, default=0, metavar="N",
                            help="then search for larger errors with hypothesis (N examples, default 300)")
     check_cmd.add_argument("--trace", action="store_true",

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .cli import EXIT_OK, UsageError
+from .cli import EXIT_ABOVE_EPS, EXIT_OK, UsageError
 
 UNDEFINED = "-"
 MAX_DECIMALS = 12
@@ -152,6 +152,7 @@ def command_run(arguments: argparse.Namespace) -> int:
     eps = float(eps) if isinstance(eps, int | float) and "trained" not in model.config else None
     print(f"{arguments.model}: {program.path}, T = {program.length}, tokens {program.token_vocabulary.describe()}, "
           f"{ids.shape[1]} token{'s' if ids.shape[1] != 1 else ''}")
-    for line in render(output_rows(program, model, ids, eps)):
+    rows = output_rows(program, model, ids, eps)
+    for line in render(rows):
         print(line)
-    return EXIT_OK
+    return EXIT_OK if all(r.agrees for r in rows) else EXIT_ABOVE_EPS  # as check: 3 when the model is wrong

@@ -281,6 +281,12 @@ target 1 2
         ("const A : R^{2 x 2} = randn(1.5)", (1, 29, "a seed must be a whole number, not 1.5")),
         ("target top(0)_<t> x(t)[1]", (1, 8, "top(k) needs k ≥ 1")),
         ("target x(1) é", (1, 13, "unexpected character 'é'")),
+        ("target mx_<s, t> <x(s), x(t)>", (1, 11, "unexpected '<': `mx_` is not a reduction (the reductions are "
+                                                  "min_, max_, sum_, mean_, argmin_, argmax_, top(k)_); did you mean "
+                                                  "max_?")),
+        ("target 1 + summ_<s> x(s)[1]", (1, 17, "unexpected '<': `summ_` is not a reduction (the reductions are "
+                                                "min_, max_, sum_, mean_, argmin_, argmax_, top(k)_); did you mean "
+                                                "sum_?")),
     ],
 )
 def test_syntax_error_messages(line: str, diagnostic: tuple[int, int, str]) -> None:

@@ -214,3 +214,16 @@ def test_trace_reads_a_token_models_ids() -> None:
         changed.embed.W_E[2, 0] = 0.5  # token "c" now also reads as "a" in direction 0
     found = trace(model, program, ids, reference=changed)
     assert found is not None and (found.layer, found.direction, found.token) == (0, "r0", 3)
+
+
+def test_the_adversarial_search_leaves_no_hypothesis_folder_where_it_runs(tmp_path: Path) -> None:
+    """Hypothesis caches under ``.hypothesis/`` in the current folder; ``check --adversarial``
+    keeps nothing there (a fresh process: the test process has configured hypothesis itself)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "infoflow_dsl.tools.cli", "check",
+                             str(EXAMPLES_DIR / "min_pairwise.safetensors"), "--samples", "8", "--adversarial", "10"],
+                            cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "adversarial" in result.stdout and list(tmp_path.iterdir()) == []

@@ -537,3 +537,15 @@ def test_a_bad_margin_or_eps_flag_is_blamed_on_the_flag(tmp_path: Path, monkeypa
     assert (code, out) == (2, "")
     assert err.startswith(f"infoflowc {command}: argument {flag}: ") and "good.iflow:" not in err
     assert [p.name for p in tmp_path.iterdir()] == ["good.iflow"]
+
+
+def test_every_flag_of_every_command_has_help_text() -> None:
+    import argparse
+
+    from infoflow_dsl.tools.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    silent = [f"{name} {'/'.join(action.option_strings) or action.dest}"
+              for name, command in commands.choices.items() for action in command._actions
+              if not action.help and action.option_strings and not isinstance(action, argparse._HelpAction)]
+    assert silent == []

@@ -10,6 +10,9 @@ unembedding, which sums its directions: one more rounding, √D·|y|·ϱ.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import torch
 
 from ...analysis.causality import is_causal
@@ -95,16 +98,39 @@ def lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtyp
         return _circuit(program, schedule, fit(eps), eps)
     except RoundingLimit as limit:
         dtype_name = str(dtype).replace("torch.", "")
-        smallest = eps
-        for _ in range(80):
-            smallest *= 2 ** 0.25
-            try:
-                fit(smallest)
-                break
-            except RoundingLimit:
-                continue
+        smallest = _two_digits_up(_smallest_eps(eps, fit))  # what is printed compiles
+        other = "" if dtype == torch.float64 else " (or --dtype float64)"
         raise CompileError(f"ε = {eps:g} is below what {dtype_name} can honour for this program (its rounding alone "
-                           f"may reach {limit.rounding:.2g}); the smallest ε it can is about {smallest:.2g}") from None
+                           f"may reach {limit.rounding:.2g}); the smallest ε it can is about {smallest:.2g}: compile "
+                           f"with --eps {smallest:.2g}{other}") from None
+
+
+def _two_digits_up(value: float) -> float:
+    """``value`` rounded up to two significant digits (6.1035e-05 -> 6.2e-05)."""
+    unit = 10.0 ** (math.floor(math.log10(value)) - 1)
+    return math.ceil(value / unit - 1e-9) * unit
+
+
+#: the grid the smallest feasible ε is looked for on: 2^(k/4), the same whatever ε was asked for
+EPS_GRID_STEPS_PER_OCTAVE = 4
+
+
+def _smallest_eps(eps: float, fit: Callable[[float], BudgetFit]) -> float:
+    """The first point of the fixed grid 2^(k/4) above ``eps`` at which ``fit`` meets its
+    rounding: the same answer for every ε asked for below it (a grid anchored at ``eps`` made the
+    suggestion move with the request). At most 80 steps (a factor 2^20)."""
+    step = math.ceil(EPS_GRID_STEPS_PER_OCTAVE * math.log2(eps) + 1e-9)
+    candidate = 2.0 ** (step / EPS_GRID_STEPS_PER_OCTAVE)
+    for k in range(step, step + 80):
+        candidate = 2.0 ** (k / EPS_GRID_STEPS_PER_OCTAVE)
+        if candidate <= eps:
+            continue
+        try:
+            fit(candidate)
+            return candidate
+        except RoundingLimit:
+            continue
+    return candidate
 
 
 def _min_length(builder: CircuitBuilder) -> int:

@@ -59,17 +59,20 @@ def _reading(reading: dict[str, Any], offset: int, to: str) -> dict[str, Any]:
 
 def exported_circuit(model: CompiledTransformer, layout: ExportLayout | Any,
                      to: str = "hf-gpt2") -> list[dict[str, Any]] | None:
-    """Every site of ``ifl.circuit(model)`` at the export's hooks (None for a model without a
-    circuit: trained, or its program gone); ``layout``: any layout with ``heads`` and ``offset``."""
+    """Every site of ``ifl.circuit(model)`` at the export's hooks (None for a trained model,
+    which has no circuit); ``layout``: any layout with ``heads`` and ``offset``. A compiled
+    model whose stored program no longer checks is refused (ExportError), as ``check``,
+    ``circuit`` and ``report`` refuse it: its export would carry neither circuit nor reference."""
     if "trained" in model.config:
         return None
+    from ...errors import ExportError
     from ...pipeline import StoredProgramError
     from ...reference.circuit_map import circuit
 
     try:
         sites = circuit(model)
-    except StoredProgramError:
-        return None
+    except StoredProgramError as error:
+        raise ExportError(str(error)) from None
     slots = {(h.compiled_layer, h.compiled_index): h for h in layout.heads}
     out = []
     for site in sites:

@@ -83,11 +83,14 @@ def command_export(arguments: argparse.Namespace) -> int:
     print(f"  a-priori bound   {'none (a trained model: measured only)' if bound is None else f'{bound:.3g}'}")
     penalties = info.get("self_contained")
     if penalties is not None:
-        print(f"  masks            penalties in the weights: P = {_power(penalties['penalty'])} ≥ 2(2S + 746), "
+        print(f"  masks            penalties in the weights: P = {_power(penalties['penalty'])} ≥ "
+              f"2(2S + {penalties['underflow']:g}), "
               f"scores |β q·k| ≤ S = {penalties['score_bound']:.4g}; is_causal {penalties['is_causal']}; "
               f"inputs of exactly T = {penalties['length']} tokens")
     passed = "inputs_embeds" if penalties is not None else "inputs_embeds, attention_mask"
-    print(f"  inputs           ifl.export_inputs({str(directory)!r}, x) -> {passed}")
+    given = "ids" if model.token_input else "x"  # a token model's export reads ids (B, T'), as the model does
+    shown = "ids = ifl.encode(program, tokens); " if model.token_input else ""
+    print(f"  inputs           {shown}ifl.export_inputs({str(directory)!r}, {given}) -> {passed}")
     if arguments.to == "tl-native":
         print(f"  load             infoflow_dsl.tools.export.native.load_tl_native({str(directory)!r}) "
               f"-> a TransformerBridge (boot_native + load_state_dict)")

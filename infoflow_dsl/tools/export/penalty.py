@@ -75,6 +75,7 @@ class Penalties:
     forbidden: tuple[Tensor, ...]
     classes: tuple[Tensor, ...]
     bidirectional: bool
+    underflow: float  # UNDERFLOW of the export's dtype: exp(−underflow) rounds to 0 there
 
     @property
     def positions(self) -> int:
@@ -88,7 +89,8 @@ class Penalties:
 
     def json(self) -> dict[str, object]:
         return {"length": self.length, "penalty": self.penalty, "score_bound": self.score_bound,
-                "norm_bound": self.norm_bound, "dims": list(self.dims), "is_causal": not self.bidirectional}
+                "norm_bound": self.norm_bound, "dims": list(self.dims), "is_causal": not self.bidirectional,
+                "underflow": self.underflow}
 
 
 def input_interval(model: CompiledTransformer) -> tuple[Tensor, Tensor]:
@@ -215,4 +217,4 @@ def plan_penalties(model: CompiledTransformer, slot_masks: tuple[HeadMask, ...],
             f"u S = {unit * max(scores, 1.0):.3g} in {str(dtype).removeprefix('torch.')} (N = {positions}, ‖h‖₁ ≤ "
             f"{norms:.4g}); export in float64 or without --self-contained")
     return Penalties(length=length, penalty=penalty, score_bound=scores, norm_bound=norms, forbidden=forbidden,
-                     classes=classes, bidirectional=reads_later_keys(slot_masks, length))
+                     classes=classes, bidirectional=reads_later_keys(slot_masks, length), underflow=UNDERFLOW[dtype])

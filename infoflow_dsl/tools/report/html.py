@@ -49,11 +49,12 @@ def _program(data: dict[str, Any]) -> str:
 def _analysis(data: dict[str, Any]) -> str:
     a = data["analysis"]
     rows = [("order β′", a["order"]), ("dimension β₁", a["dimension"]), ("verdict", a["verdict"]),
-            ("cost law", a["cost_law"]), ("independent of T", a["independent_of_T"]),
+            ("cost law", a["cost_law"]),
+            ("parameters against T", "independent of T" if a["independent_of_T"] else "grow with T (the cost law)"),
             ("reason", a["reason"] or "— (efficient)"),
             ("comparisons", f"{a['comparisons']} = {a['comparisons_at_T']} at T = {a['T']}"),
             ("layers, heads per layer", f"{a['layers']}, {a['heads']}"), ("T, d", f"{a['T']}, {a['d']}"),
-            ("output", f"{a['output']} ({a['defined_at']}), causal: {a['causal']}")]
+            ("output", f"{a['output']} ({a['defined_at']}), {'causal' if a['causal'] else 'not causal'}")]
     rows += [("note", note) for note in a["notes"]]
     model = data.get("model")
     if model is not None:

@@ -20,6 +20,7 @@ def test_export_writes_a_gpt2_directory_and_check_measures_it_within_eps(tmp_pat
     code, text, err = run_cli(["export", EXAMPLE, "--to", "hf-gpt2", "-o", str(out)])
     assert (code, err) == (0, "")
     assert "exported as hf-gpt2" in text and "LayerNorm        exact (ε_LN = 2^80, gain 2^40)" in text
+    assert f"ifl.export_inputs({str(out)!r}, x) -> inputs_embeds, attention_mask" in text
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "infoflow.json", "model.safetensors"]
     info = json.loads((out / "infoflow.json").read_text())
     assert info["eps"] == 1e-2 and info["a_priori_bound"] <= 1e-2 and info["program"]["name"] == "min_pairwise.iflow"
@@ -98,5 +99,25 @@ def test_a_token_model_exports_and_checks_through_the_cli(tmp_path) -> None:
     ifl.save(ifl.compile(ifl.load_program(TRACR_DIR / "sort.iflow"), samples=0), path)
     code, text, err = run_cli(["export", str(path), "-o", str(tmp_path / "out")])
     assert (code, err) == (0, "")
+    assert f"ids = ifl.encode(program, tokens); ifl.export_inputs({str(tmp_path / 'out')!r}, ids)" in text
     code, text, err = run_cli(["check", str(tmp_path / "out"), "--samples", "200"])
     assert (code, err) == (0, "") and "exact (every answer right)" in text
+
+
+def test_a_model_whose_stored_program_no_longer_checks_is_refused_as_check_refuses_it(tmp_path) -> None:
+    model = ifl.load(EXAMPLE)
+    model.config["program"]["source"] = model.config["program"]["source"].rstrip() + " +\n"
+    broken = tmp_path / "broken.safetensors"
+    ifl.save(model, broken)
+    for argv in (["export", str(broken), "-o", str(tmp_path / "out")], ["check", str(broken)]):
+        code, text, err = run_cli(argv)
+        assert (code, text) == (2, "") and "no longer checks" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.safetensors"]
+
+
+def test_a_float32_self_contained_export_states_float32s_underflow_constant(tmp_path) -> None:
+    code, text, err = run_cli(["export", EXAMPLE, "--self-contained", "--dtype", "float32", "-o", str(tmp_path / "o")])
+    assert (code, err) == (0, "")
+    assert "≥ 2(2S + 104)" in text and "746" not in text  # exp(−104) underflows float32; 746 is float64's
+    info = json.loads((tmp_path / "o" / "infoflow.json").read_text())
+    assert info["self_contained"]["underflow"] == 104.0

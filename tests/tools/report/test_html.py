@@ -35,3 +35,15 @@ def test_an_analysis_page_has_its_four_sections_in_order_and_fetches_nothing():
     assert not re.search(r'(src|href)="(https?:)?//', page) and "@import" not in page and "url(http" not in page
     assert "<title>t&lt;1&gt;: infoflow analysis</title>" in page and "target x(1) &lt; 2" in page
     assert render_page(_analysis_data()) == page
+
+
+def test_the_analysis_table_says_in_words_what_its_flags_mean():
+    """Read by a person: no Python ``True``/``False`` in a cell."""
+    page = render_page(_analysis_data())
+    assert "<td>parameters against T</td><td>independent of T</td>" in page
+    assert "readout (readout), not causal" in page
+    assert not re.search(r"<td>(True|False)</td>|: (True|False)<", page)
+    growing = _analysis_data()
+    growing["analysis"] |= {"independent_of_T": False, "causal": True}
+    page = render_page(growing)
+    assert "<td>grow with T (the cost law)</td>" in page and "readout (readout), causal" in page
