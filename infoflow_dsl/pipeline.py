@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from . import progress
 from .analysis.comparisons import ComparisonTree, build_tree
 from .analysis.gather import UnrollError, gather
 from .analysis.info_sets import information_sets
@@ -224,6 +225,7 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
     target_device = resolve_device(device)
     if not (isinstance(eps, float | int) and math.isfinite(eps) and eps > 0):
         raise CompileError(f"ε must be a positive number, got {eps!r}")
+    progress.stage("fitting the error budget")
     lowering = build_circuit(program, float(eps), torch_dtype, allow_inefficient, ffn)
     circuit, schedule, route = lowering.circuit, lowering.schedule, lowering.route
     ffn = square_route(ffn, route)
@@ -238,6 +240,7 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
         metadata["ffn"] = ffn
     if route != "efficient":
         metadata["route"] = route
+    progress.stage("assembling the weights")
     config, tensors = assemble(circuit, torch_dtype, metadata)
     model = CompiledTransformer(config, tensors, device=target_device, dtype=torch_dtype)
     if samples is None:

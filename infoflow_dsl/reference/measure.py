@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from .. import progress
 from ..language import typed as ir
 from ..transformer.model import CompiledTransformer
 from .evaluate import evaluate, retrieval_margin
@@ -115,6 +116,7 @@ def model_and_reference(model: CompiledTransformer, program: ir.Program,
             if start == 0:
                 predicted = y.new_empty(x.shape[0], *y.shape[1:])
             predicted[start:start + forward_batch] = y
+            progress.advance(chunk.shape[0])
             for part in range(start, start + chunk.shape[0], reference_batch):
                 r = evaluate(program, x[part:min(part + reference_batch, start + chunk.shape[0])])
                 if part == 0:
@@ -181,6 +183,7 @@ def measure_error(model: CompiledTransformer, program: ir.Program, samples: int 
 
         return measure_tokens(model, program, samples, seed).to_json()
     x = model_inputs(program, samples, seed)
+    progress.stage("measuring the error", total=x.shape[0], unit="input")
     error, kept = errors_on(model, program, x)
     worst = float(error[kept].max()) if bool(kept.any()) else 0.0
     return {"max_error": float(f"{worst:.3g}"), "samples": samples, "corners": CORNERS, "seed": seed,

@@ -21,7 +21,6 @@ head or FFN block that writes that direction.
 from __future__ import annotations
 
 import contextlib
-import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +31,8 @@ import torch
 from ..compiler.assemble import assemble
 from ..language import typed as ir
 from ..pipeline import relower
+from ..progress import advance, stage
+from ..progress import shown as show_progress
 from ..transformer.model import CompiledTransformer, attention_pattern, masked_scores, merge_heads, project_heads
 from .measure import CORNERS, errors_on, model_inputs, position_errors
 from .sampling import domain_corners, sample_inputs
@@ -71,30 +72,6 @@ def clip_to_domain(program: ir.Program, x: torch.Tensor) -> torch.Tensor:
         return x.clamp(domain.low, domain.high)
     norms = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     return x * torch.clamp(domain.radius / norms.clamp_min(1e-300), max=1.0)
-
-
-# ----------------------------------------------------------------------------- progress
-
-
-class Progress:
-    """A tqdm progress bar on stderr with the rate and the estimated time left, shown only on a
-    terminal and only once the work has run ~1.5 s (quiet in pipes, logs and tests)."""
-
-    def __init__(self, total: int, label: str, stream: Any = None) -> None:
-        from tqdm import tqdm
-
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.done = 0
-        self.bar = tqdm(total=total, desc=label, unit="input", file=self.stream, disable=not self.enabled,
-                        delay=1.5, leave=True, dynamic_ncols=True)
-
-    def update(self, done: int) -> None:
-        self.bar.update(done - self.done)
-        self.done = done
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 # ----------------------------------------------------------------------------- checking
@@ -146,9 +123,15 @@ def check_model(model: CompiledTransformer, program: ir.Program, samples: int = 
     if program.over_tokens:
         raise ValueError("check_model draws continuous inputs; a token model is checked by "
                          "infoflow_dsl.reference.token_check.measure_tokens")
-    eps = float(model.config.get("eps", 0.0) if eps is None else eps)
+    with show_progress("check") if progress else contextlib.nullcontext():
+        return _check(model, program, samples, float(model.config.get("eps", 0.0) if eps is None else eps), seed,
+                      adversarial)
+
+
+def _check(model: CompiledTransformer, program: ir.Program, samples: int, eps: float, seed: int,
+           adversarial: int) -> CheckResult:
     total = samples + CORNERS + max(samples // 10, 16)
-    bar = Progress(total, "checking") if progress else None
+    stage("checking random inputs, corners and near ties", total=total, unit="input")
     worst, worst_input, excluded, done = -1.0, torch.empty(0), 0, 0
     starts = torch.empty(0, program.length, program.dimension, dtype=torch.float64)  # the 16 worst so far
     start_errors = torch.empty(0, dtype=torch.float64)
@@ -161,11 +144,7 @@ def check_model(model: CompiledTransformer, program: ir.Program, samples: int = 
         excluded += int((~kept).sum())
         start_errors, order = torch.cat([start_errors, masked]).sort(descending=True, stable=True)
         starts, start_errors = torch.cat([starts, x])[order[:16]], start_errors[:16]
-        done += x.shape[0]
-        if bar is not None:
-            bar.update(done)
-    if bar is not None:
-        bar.close()
+        done += x.shape[0]  # the display counts the inputs as the model runs them (measure.model_and_reference)
     random_worst, adversarial_worst = worst, None
     if adversarial > 0:
         found, found_input = adversarial_search(model, program, starts, adversarial, seed)
@@ -201,6 +180,7 @@ def adversarial_search(model: CompiledTransformer, program: ir.Program, starts: 
     size = program.length * program.dimension
     width = _domain_width(program)
     best: list[Any] = [0.0, starts[0]]
+    stage("searching for larger errors (hypothesis)", total=budget, unit="example")
 
     @hypothesis_seed(seed)
     @settings(max_examples=budget, deadline=None, database=None, phases=[Phase.generate, Phase.target],
@@ -213,6 +193,7 @@ def adversarial_search(model: CompiledTransformer, program: ir.Program, starts: 
         error, kept = errors_on(model, program, candidate)
         value = float(error[0]) if bool(kept[0]) else 0.0
         target(value, label="error")
+        advance()
         if value > best[0]:
             best[0], best[1] = value, candidate[0]
 

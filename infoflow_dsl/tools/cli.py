@@ -308,7 +308,7 @@ def command_analyze(arguments: argparse.Namespace) -> int:
 
 
 def command_compile(arguments: argparse.Namespace) -> int:
-    from .. import parse_program
+    from .. import parse_program, progress
     from ..errors import CompileError
     from ..pipeline import compile_program, resolve_device
     from ..transformer.io import model_to_bytes
@@ -322,8 +322,9 @@ def command_compile(arguments: argparse.Namespace) -> int:
     source = read_program_text(arguments.file)
     program = parse_program(source, str(arguments.file), length=arguments.length, margin=arguments.margin)
     try:
-        model = compile_program(program, arguments.eps, arguments.dtype, device, arguments.samples,
-                                ffn=arguments.ffn, allow_inefficient=arguments.allow_inefficient)
+        with progress.shown("compile"):  # on a terminal: the stage that runs and how far it is
+            model = compile_program(program, arguments.eps, arguments.dtype, device, arguments.samples,
+                                    ffn=arguments.ffn, allow_inefficient=arguments.allow_inefficient)
     except CompileError as error:
         raise UsageError(f"{arguments.file}: cannot compile: {error}") from None
     config = model.config

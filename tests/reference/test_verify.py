@@ -3,7 +3,6 @@ robust loading of model files."""
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 from pathlib import Path
@@ -21,7 +20,7 @@ from programs import EXAMPLES_DIR
 import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.evaluate import retrieval_margin
-from infoflow_dsl.reference.verify import Progress, check_model, clip_to_domain, near_ties, trace
+from infoflow_dsl.reference.verify import check_model, clip_to_domain, near_ties, trace
 from infoflow_dsl.tools.cli import run
 
 
@@ -114,29 +113,6 @@ def test_near_ties_put_two_tokens_within_a_millionth_of_each_other():
     distances = torch.cdist(x, x) + torch.eye(x.shape[1]) * 1e9
     assert float(distances.amin(dim=(1, 2)).max()) <= 2e-6 * 4
     assert float(x.abs().max()) <= 1.0
-
-
-def test_progress_is_quiet_when_not_a_terminal(capsys):
-    bar = Progress(10, "checking", stream=__import__("sys").stderr)
-    bar.update(5)
-    bar.close()
-    assert capsys.readouterr().err == ""
-
-
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_on_a_terminal_shows_the_count_and_the_time_left():
-    stream = _Terminal()
-    bar = Progress(10, "checking", stream=stream)
-    bar.bar.delay = 0  # show at once (tqdm waits 1.5 s before its first line)
-    bar.update(5)
-    bar.bar.refresh()
-    bar.close()
-    shown = stream.getvalue()
-    assert "checking" in shown and "5/10" in shown and "<" in shown  # tqdm's [elapsed<remaining]
 
 
 # ----------------------------------------------------------------------------- malformed files

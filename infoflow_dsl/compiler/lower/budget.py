@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ... import progress
 from .quantity import ROUNDING_SAFETY, ErrorShares, ErrorVec, Quantity
 
 if TYPE_CHECKING:
@@ -113,7 +114,8 @@ def fit_budget(eps: float, attempt: Callable[[ErrorShares], tuple[CircuitBuilder
     allocated = False
     tightening: dict[str, float] = {}  # persistent factors from constraints (margins, √ inputs)
     best: BudgetFit | None = None
-    for _ in range(ATTEMPTS):
+    for number in range(1, ATTEMPTS + 1):
+        progress.stage(f"fitting the error budget, lowering {number}")
         builder, outputs = attempt(shares)
         rounding = max((ROUNDING_SAFETY * q.error.rounding for q in outputs), default=0.0)
         bound = max((q.error.value(shares) for q in outputs), default=0.0)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import torch
 
+from ... import progress
 from ...analysis.causality import is_causal
 from ...analysis.schedule import Schedule
 from ...analysis.stages import layers_for_output
@@ -119,6 +120,7 @@ def _smallest_eps(eps: float, fit: Callable[[float], BudgetFit]) -> float:
     """The first point of the fixed grid 2^(k/4) above ``eps`` at which ``fit`` meets its
     rounding: the same answer for every ε asked for below it (a grid anchored at ``eps`` made the
     suggestion move with the request). At most 80 steps (a factor 2^20)."""
+    progress.stage("looking for the smallest ε this dtype can honour")
     step = math.ceil(EPS_GRID_STEPS_PER_OCTAVE * math.log2(eps) + 1e-9)
     candidate = 2.0 ** (step / EPS_GRID_STEPS_PER_OCTAVE)
     for k in range(step, step + 80):

@@ -1,0 +1,102 @@
+"""What long work is doing, on a terminal: the stage that runs and how far it is.
+
+``infoflowc compile`` can take minutes (a small ε in float64: the error-budget fit builds the
+circuit several times, then the measurement runs the model on ten thousand inputs), ``check``
+likewise (its inputs, then the hypothesis search). The CLI wraps such a command in
+:func:`shown`; the pipeline announces its stages with :func:`stage` and counts its work with
+:func:`advance`, and those calls do nothing when no display is shown (the Python API, tests).
+
+A display writes to stderr only when stderr is a terminal, never into a pipe or a log, and only
+once the command has run :data:`DELAY` seconds (``INFOFLOW_PROGRESS_DELAY`` sets it), so a
+compile of a second prints nothing more. Each stage is one tqdm line, ``compile: measuring the
+error  45%|████▌     | 4608/10256 [00:03<00:04, 1.2k input/s]`` with a count, or the stage's
+name and its elapsed time without one; the line is cleared when the stage ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any, TextIO
+
+#: seconds a command runs before its progress shows (a short command prints none)
+DELAY = 1.5
+
+
+def _delay() -> float:
+    try:
+        return max(0.0, float(os.environ.get("INFOFLOW_PROGRESS_DELAY", DELAY)))
+    except ValueError:
+        return DELAY
+
+
+class StageDisplay:
+    """The progress line of one command on ``stream`` (a terminal), one tqdm bar per stage."""
+
+    def __init__(self, label: str, stream: TextIO) -> None:
+        self.label = label
+        self.stream = stream
+        self.started = time.monotonic()
+        self.delay = _delay()
+        self.bar: Any = None
+        self.done = 0
+
+    def stage(self, text: str, total: int | None = None, unit: str = "it") -> None:
+        """Start stage ``text`` (``total`` units of work, or None: a running clock)."""
+        from tqdm import tqdm
+
+        self.close()
+        waited = time.monotonic() - self.started
+        fmt = None if total is not None else "{desc} [{elapsed}]"
+        self.bar = tqdm(total=total, desc=f"{self.label}: {text}", unit=unit, file=self.stream, leave=False,
+                        dynamic_ncols=True, delay=max(0.0, self.delay - waited), bar_format=fmt, mininterval=0.2)
+        self.done = 0
+
+    def advance(self, count: int) -> None:
+        """``count`` more units of the current stage done."""
+        if self.bar is not None:
+            self.bar.update(count)
+            self.done += count
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+_CURRENT: ContextVar[StageDisplay | None] = ContextVar("infoflow_progress", default=None)
+
+
+@contextlib.contextmanager
+def shown(label: str, stream: TextIO | None = None) -> Iterator[StageDisplay | None]:
+    """A progress display labelled ``label`` for the work inside, on ``stream`` (stderr) when it
+    is a terminal; nothing otherwise. Within another display, that one goes on."""
+    stream = sys.stderr if stream is None else stream
+    if _CURRENT.get() is not None or not getattr(stream, "isatty", lambda: False)():
+        yield _CURRENT.get()
+        return
+    display = StageDisplay(label, stream)
+    token = _CURRENT.set(display)
+    try:
+        yield display
+    finally:
+        display.close()
+        _CURRENT.reset(token)
+
+
+def stage(text: str, total: int | None = None, unit: str = "it") -> None:
+    """Announce a stage of the current command's work (nothing when no display is shown)."""
+    display = _CURRENT.get()
+    if display is not None:
+        display.stage(text, total, unit)
+
+
+def advance(count: int = 1) -> None:
+    """Count ``count`` units of the current stage (nothing when no display is shown)."""
+    display = _CURRENT.get()
+    if display is not None:
+        display.advance(count)

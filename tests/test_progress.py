@@ -1,0 +1,98 @@
+"""``infoflow_dsl.progress``: long commands show their stage and its count on a terminal, and
+nothing in a pipe.
+
+Run as a user runs them, in a fresh process whose stderr is a pseudo-terminal (with a window
+size, as a terminal has; ``INFOFLOW_PROGRESS_DELAY=0`` so that the display does not wait its
+1.5 s), then with stderr a pipe. Before this module, compile printed nothing until it ended and
+check's bar stood at 100% through the whole hypothesis search.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import pty
+import select
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+from programs import EXAMPLES_DIR
+
+from infoflow_dsl import progress
+
+#: compile then check --adversarial in one process (one torch import for both)
+SCRIPT = """
+import sys
+from infoflow_dsl.tools.cli import run
+codes = [run(["compile", sys.argv[1], "--eps", "1e-3", "-o", sys.argv[2]]),
+         run(["check", sys.argv[2], "--samples", "2000", "--adversarial", "30"])]
+sys.exit(max(codes))
+"""
+
+
+def _commands(tmp_path: Path, stderr: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(EXAMPLES_DIR / "min_pairwise.iflow"),
+                             str(tmp_path / "m.safetensors")], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=stderr, env={**os.environ, "INFOFLOW_PROGRESS_DELAY": "0"})
+
+
+def _read_all(master: int, process: subprocess.Popen[bytes]) -> str:
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(master, 1 << 16)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif process.poll() is not None:
+            break
+    process.wait()
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def test_compile_and_check_show_their_stages_on_a_terminal_and_nothing_in_a_pipe(tmp_path: Path) -> None:
+    master, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # rows, columns
+    process = _commands(tmp_path, terminal)
+    os.close(terminal)
+    shown = _read_all(master, process)
+    os.close(master)
+    assert process.returncode == 0, shown
+    for stage in ("compile: fitting the error budget, lowering 1", "compile: assembling the weights",
+                  "compile: measuring the error", "check: checking random inputs, corners and near ties",
+                  "check: searching for larger errors (hypothesis)"):
+        assert stage in shown, stage
+    assert "/10256" in shown and "/30" in shown  # the measurement's and the search's counts
+    piped = _commands(tmp_path, subprocess.PIPE)
+    _, errors = piped.communicate()
+    assert piped.returncode == 0 and errors == b""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_display_counts_its_stage_and_the_calls_do_nothing_without_one(monkeypatch) -> None:
+    progress.stage("nobody watches", total=3)  # no display: nothing happens, nothing fails
+    progress.advance(2)
+    monkeypatch.setenv("INFOFLOW_PROGRESS_DELAY", "0")
+    stream = _Terminal()
+    with progress.shown("work", stream=stream) as display:
+        assert display is not None
+        progress.stage("counting", total=10, unit="input")
+        progress.advance(4)
+        display.bar.refresh()
+        with progress.shown("inner", stream=stream) as inner:  # a nested command goes on in the outer display
+            assert inner is display
+    assert "work: counting" in stream.getvalue() and "4/10" in stream.getvalue()
+    with progress.shown("quiet", stream=io.StringIO()) as none:  # not a terminal: no display
+        assert none is None
