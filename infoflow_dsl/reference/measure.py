@@ -90,7 +90,8 @@ def errors_on(model: CompiledTransformer, program: ir.Program, x: torch.Tensor) 
     """(|model − reference| per input (max over output components), kept) where ``kept`` marks
     the inputs the guarantee covers (best score ahead by the margin, for token retrievals).
     For a per-token target the error of an input is its largest over the positions where the
-    target is defined and, with a margin, where that position's retrieval clears it."""
+    target is defined and, with a margin, where that position's retrieval clears it. A NaN or
+    infinite output where the reference is defined has error +inf: the worst there is."""
     error, kept = position_errors(model, program, x)
     if error.dim() == 1:
         return error, kept
@@ -129,9 +130,10 @@ def wrong_answers(scores: torch.Tensor, truth: torch.Tensor) -> tuple[torch.Tens
     """A token output's (wrong, defined), bool, each shaped as ``truth``: the model's answer is
     the argmax of its V scores (``scores`` (..., V); the smallest id on a tie, as ``argmax``
     returns the first maximum), wrong where it differs from the reference's id ``truth`` (...)
-    at a defined site (``truth`` ≠ UNDEFINED_ID)."""
+    at a defined site (``truth`` ≠ UNDEFINED_ID); a site with a NaN or infinite score is wrong."""
     defined = truth != UNDEFINED_ID
-    return defined & (scores.argmax(dim=-1) != truth), defined
+    broken = ~scores.isfinite().all(dim=-1)  # a NaN or infinite score answers nothing
+    return defined & ((scores.argmax(dim=-1) != truth) | broken), defined
 
 
 def answer_margins(scores: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
@@ -160,6 +162,7 @@ def position_errors(model: CompiledTransformer, program: ir.Program,
         wrong, defined = wrong_answers(predicted, truth)
         return wrong.to(torch.float64), defined
     error = (predicted - truth).abs()
+    error = torch.where(predicted.isfinite() | truth.isnan(), error, torch.inf)  # a NaN or ±inf output: the worst
     if program.per_token:
         defined = ~truth.isnan()
         error = torch.where(defined, error, 0.0)

@@ -21,6 +21,8 @@ head or FFN block that writes that direction.
 from __future__ import annotations
 
 import contextlib
+import math
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -192,7 +194,7 @@ def adversarial_search(model: CompiledTransformer, program: ir.Program, starts: 
         candidate = clip_to_domain(program, starts[start] + delta * width * 10.0 ** (-exponent))[None]
         error, kept = errors_on(model, program, candidate)
         value = float(error[0]) if bool(kept[0]) else 0.0
-        target(value, label="error")
+        target(value if math.isfinite(value) else sys.float_info.max, label="error")  # NaN/inf output: the worst
         advance()
         if value > best[0]:
             best[0], best[1] = value, candidate[0]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -393,11 +394,12 @@ def command_check(arguments: argparse.Namespace) -> int:
               f"from the declared domain; trained to {model.config['trained'].get('final_nmse')} on "
               f"{model.config['trained'].get('dist')})")
     print(f"  evaluated        {result.evaluated} inputs (random, corners, near ties{excluded})")
-    print(f"  worst error      {result.random_worst:.3g}")
+    broken = "" if math.isfinite(result.worst_error) else " (the model's output is NaN or infinite there)"
+    print(f"  worst error      {result.random_worst:.3g}{broken if not math.isfinite(result.random_worst) else ''}")
     if result.adversarial_worst is not None:
         print(f"  adversarial      {result.adversarial_worst:.3g} after {result.adversarial_examples} examples")
     at = f" at position {result.worst_position}" if result.worst_position is not None else ""
-    print(f"  worst input      (error {result.worst_error:.3g}{at})")
+    print(f"  worst input      (error {result.worst_error:.3g}{at}){broken}")
     print(format_input(result.worst_input))
     verdict = "within ε" if result.within else "ABOVE ε"
     if trained and arguments.eps is None:

@@ -3,6 +3,8 @@ robust loading of model files."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import struct
 from pathlib import Path
@@ -203,3 +205,24 @@ def test_the_adversarial_search_leaves_no_hypothesis_folder_where_it_runs(tmp_pa
                             cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "adversarial" in result.stdout and list(tmp_path.iterdir()) == []
+
+
+def test_a_model_whose_outputs_are_nan_is_the_worst_not_within_eps(tmp_path: Path) -> None:
+    """One attention β set to 3e38 (finite, so the file is accepted): every output is NaN. The
+    check used to print "worst error -1 … within ε" (NaN > worst is never true), exit 0."""
+    from infoflow_dsl.transformer.model import CompiledTransformer
+
+    model = SHIPPED["min_pairwise"]
+    state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    state["blocks.0.attn.beta"][0] = 3e38
+    broken = CompiledTransformer(model.config, state, dtype=model.dtype)
+    program = program_of(model)
+    assert bool(broken(ifl.sample_inputs(program, 2).to(model.dtype)).isnan().all())
+    result = check_model(broken, program, samples=50, progress=False)
+    assert result.worst_error == float("inf") and not result.within
+    path = tmp_path / "nan.safetensors"
+    ifl.save(broken, path)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(["check", str(path), "--samples", "50"])
+    assert code == 3 and "ABOVE ε" in out.getvalue() and "NaN or infinite" in out.getvalue()

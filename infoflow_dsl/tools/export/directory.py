@@ -401,15 +401,31 @@ class ExportedModel(nn.Module):
 ATTENTION = {"hf-gpt2": "eager", "hf-llama": "sdpa"}
 
 
+#: the one weights file of an export; a pickle (``pytorch_model.bin``) or a sharded index is never read
+WEIGHTS_FILE = "model.safetensors"
+FOREIGN_WEIGHTS = ("pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json",
+                   "tf_model.h5", "flax_model.msgpack")
+
+
 def _load_model(directory: str | os.PathLike[str], to: str, dtype: torch.dtype) -> Any:
-    """The exported model: ``AutoModelForCausalLM`` (hf-gpt2, hf-llama) or a TransformerBridge (tl-native)."""
+    """The exported model: ``AutoModelForCausalLM`` (hf-gpt2, hf-llama) or a TransformerBridge
+    (tl-native), from ``model.safetensors`` alone: a directory without it, or with a pickle or a
+    sharded index beside it (which could point outside the directory), is refused
+    (ExportError) and ``from_pretrained`` is told ``use_safetensors=True``: nothing is unpickled."""
+    folder = Path(directory)
+    if not (folder / WEIGHTS_FILE).is_file():
+        raise ExportError(f"{folder}: no {WEIGHTS_FILE} (an infoflow export holds its weights there, and only there)")
+    foreign = [name for name in FOREIGN_WEIGHTS if (folder / name).exists()]
+    if foreign:
+        raise ExportError(f"{folder}: holds {', '.join(foreign)} beside {WEIGHTS_FILE}; an infoflow export holds "
+                          f"one safetensors file and nothing is read from a pickle or a shard index")
     if to == "tl-native":
         from .native import load_tl_native
 
         return load_tl_native(Path(directory), dtype)
     transformers = transformers_module()
     transformers.utils.logging.disable_progress_bar()
-    return transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype,
+    return transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype, use_safetensors=True,
                                                              attn_implementation=ATTENTION[to]).eval()
 
 

@@ -164,3 +164,43 @@ def test_an_existing_non_empty_directory_is_kept_unless_forced(tmp_path) -> None
     with pytest.raises(ExportError, match="unknown export target"):
         ifl.export(model, tmp_path / "other", to="hf-bert")
     assert not (tmp_path / "other").exists()
+
+
+def test_an_export_is_read_from_its_safetensors_alone_never_a_pickle_or_a_shard_index(tmp_path) -> None:
+    """``from_pretrained`` would take a ``pytorch_model.bin`` (a pickle) in place of a missing
+    ``model.safetensors``, and a ``model.safetensors.index.json`` may name shards outside the folder."""
+    from cli_runner import run_cli
+
+    model = shipped("min_pairwise")
+    ifl.export(model, tmp_path / "out")
+    weights = tmp_path / "out" / "model.safetensors"
+    state = dict(ifl.load_exported(tmp_path / "out").hf.state_dict())
+    torch.save(state, tmp_path / "out" / "pytorch_model.bin")
+    with pytest.raises(ExportError, match="holds pytorch_model.bin beside model.safetensors"):
+        ifl.load_exported(tmp_path / "out")
+    saved = weights.read_bytes()
+    weights.unlink()
+    with pytest.raises(ExportError, match="no model.safetensors"):
+        ifl.load_exported(tmp_path / "out")
+    code, _, err = run_cli(["check", str(tmp_path / "out")])
+    assert code == 2 and "no model.safetensors" in err
+    (tmp_path / "out" / "pytorch_model.bin").unlink()
+    weights.write_bytes(saved)
+    (tmp_path / "out" / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"transformer.wte.weight": "../elsewhere.safetensors"}}))
+    with pytest.raises(ExportError, match="model.safetensors.index.json"):
+        ifl.load_exported(tmp_path / "out")
+
+
+def test_an_export_whose_weights_give_nan_is_checked_above_eps(tmp_path) -> None:
+    from cli_runner import run_cli
+    from safetensors.torch import load_file, save_file
+
+    ifl.export(shipped("min_pairwise"), tmp_path / "out")
+    weights = tmp_path / "out" / "model.safetensors"
+    tensors = load_file(weights)
+    name = next(n for n in tensors if n.endswith("mlp.c_proj.weight"))
+    tensors[name] = torch.full_like(tensors[name], float("nan"))
+    save_file(tensors, weights, metadata={"format": "pt"})
+    code, out, _ = run_cli(["check", str(tmp_path / "out"), "--samples", "50"])
+    assert code == 3 and "ABOVE ε" in out
