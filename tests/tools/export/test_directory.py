@@ -176,11 +176,11 @@ def test_an_export_is_read_from_its_safetensors_alone_never_a_pickle_or_a_shard_
     weights = tmp_path / "out" / "model.safetensors"
     state = dict(ifl.load_exported(tmp_path / "out").hf.state_dict())
     torch.save(state, tmp_path / "out" / "pytorch_model.bin")
-    with pytest.raises(ExportError, match="holds pytorch_model.bin beside model.safetensors"):
+    with pytest.raises(ExportError, match=r"holds pytorch_model\.bin beside model\.safetensors"):
         ifl.load_exported(tmp_path / "out")
     saved = weights.read_bytes()
     weights.unlink()
-    with pytest.raises(ExportError, match="no model.safetensors"):
+    with pytest.raises(ExportError, match=r"no model\.safetensors"):
         ifl.load_exported(tmp_path / "out")
     code, _, err = run_cli(["check", str(tmp_path / "out")])
     assert code == 2 and "no model.safetensors" in err
@@ -188,7 +188,7 @@ def test_an_export_is_read_from_its_safetensors_alone_never_a_pickle_or_a_shard_
     weights.write_bytes(saved)
     (tmp_path / "out" / "model.safetensors.index.json").write_text(
         json.dumps({"weight_map": {"transformer.wte.weight": "../elsewhere.safetensors"}}))
-    with pytest.raises(ExportError, match="model.safetensors.index.json"):
+    with pytest.raises(ExportError, match=r"model\.safetensors\.index\.json"):
         ifl.load_exported(tmp_path / "out")
 
 
