@@ -21,6 +21,7 @@ model gives the same bytes, in any process).
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import tempfile
@@ -162,14 +163,38 @@ def write_bytes_atomically(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 def load(path: str | os.PathLike[str], device: torch.device | str | None = None) -> CompiledTransformer:
-    """Rebuild a model from its file alone. Raises :class:`ModelFileError` for every fault."""
+    """Rebuild a model from its file alone. Raises :class:`ModelFileError` for every fault.
+
+    Only a regular file is read (a FIFO would block, /dev/zero never ends), and its 8-byte
+    header length is checked against the file's size before anything else is read: a 6 GB file
+    of zeros is refused after 8 bytes, not after reading 6 GB."""
     try:
-        data = Path(path).read_bytes()
+        data = _read_model_file(Path(path))
     except FileNotFoundError:
         raise ModelFileError(f"{path}: no such file") from None
+    except _Fault as e:
+        raise ModelFileError(f"{path}: {e}") from None
     except OSError as e:
         raise ModelFileError(f"{path}: cannot read the file ({e.strerror or e})") from None
     return model_from_bytes(data, device=device, name=str(path))
+
+
+def _read_model_file(path: Path) -> bytes:
+    """The bytes of a model file, read only once its header length fits its size (_Fault)."""
+    with open(path, "rb", buffering=0) if path.is_file() else _not_regular(path) as stream:
+        size = os.fstat(stream.fileno()).st_size
+        head = stream.read(8)
+        if len(head) == 8:
+            (n,) = struct.unpack("<Q", head)
+            if n > min(_MAX_HEADER, size - 8):
+                raise _Fault(f"truncated or not a safetensors file (a header of {n:,} bytes in a file of {size:,})")
+        return head + stream.read()
+
+
+def _not_regular(path: Path) -> Any:
+    if not path.exists():
+        raise FileNotFoundError(path)
+    raise _Fault("not a regular file (a folder, device, FIFO or socket); a model is a .safetensors file")
 
 
 def model_from_bytes(data: bytes, device: torch.device | str | None = None,
@@ -240,16 +265,65 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
         tensors = safetensors.torch.load(data)
     except (safetensors.SafetensorError, ValueError, RuntimeError) as e:
         raise _Fault(f"corrupt or truncated tensor data ({_one_line(str(e))})") from None
-    tensors = dense_layout(tensors)
+    shapes = stored_shapes(tensors)  # before any tensor is made dense: a claimed shape is checked first
     try:
-        spec.check_tensor_shapes({tname: tuple(t.shape) for tname, t in tensors.items()})
+        spec.check_tensor_shapes(shapes)
     except ValueError as e:
         raise _Fault(_one_line(str(e))) from None
+    _check_memory(tensors, shapes, len(data))
+    tensors = dense_layout(tensors)
     for tname, t in tensors.items():
         if not bool(torch.isfinite(t.coalesce().values() if t.is_sparse else t).all()):
             raise _Fault(f"tensor {tname} holds non-finite values (NaN or infinity)")
     dtype = _DTYPES[dtypes.pop()] if dtypes else torch.float32
     return config, tensors, dtype
+
+
+#: what loading may hold in memory for a file of n bytes: max(LOAD_MEMORY_FLOOR, LOAD_AMPLIFICATION·n).
+#: A compiled model stays far below it (a matrix of a million entries or more under 10% nonzero
+#: is held sparse; a smaller one costs at most 8 MB dense); a small file claiming a huge dense
+#: tensor through the sparse layout is refused before anything is allocated.
+LOAD_MEMORY_FLOOR = 256 * 2**20
+LOAD_AMPLIFICATION = 64
+
+
+def stored_shapes(tensors: dict[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
+    """Every model tensor's shape as the file states it: a dense tensor's own, a sparse triple's
+    ``NAME.shape`` (checked: a vector of sizes ≥ 0, complete, not also stored dense). Nothing is
+    allocated."""
+    shapes = {name: tuple(t.shape) for name, t in tensors.items() if not any(name.endswith(p) for p in SPARSE_PARTS)}
+    for name in sorted({name.rsplit(".", 1)[0] for name in tensors if name not in shapes}):
+        missing = [name + suffix for suffix in SPARSE_PARTS if name + suffix not in tensors]
+        if missing:
+            raise _Fault(f"sparse tensor {name} lacks {', '.join(missing)}")
+        if name in shapes:
+            raise _Fault(f"tensor {name} is stored both dense and sparse")
+        shape = tensors[name + ".shape"]
+        if shape.dim() != 1 or bool((shape < 0).any()):
+            raise _Fault(f"sparse tensor {name}: its shape must be a vector of sizes ≥ 0")
+        shapes[name] = tuple(int(n) for n in shape)
+    return shapes
+
+
+def _check_memory(tensors: dict[str, torch.Tensor], shapes: dict[str, tuple[int, ...]], file_size: int) -> None:
+    """Refuse (_Fault) a file whose tensors, as the model holds them, would take more than
+    max(LOAD_MEMORY_FLOOR, LOAD_AMPLIFICATION × the file's size): products in Python integers
+    (no overflow), sparse-held matrices counted by their stored entries."""
+    need = 0
+    for name, shape in shapes.items():
+        itemsize = 8
+        if name in tensors:
+            need += math.prod(shape) * tensors[name].element_size()
+            continue
+        stored = int(tensors[name + ".values"].numel())
+        if holds_sparse(name, shape, stored):
+            need += stored * (itemsize + 2 * 8)
+        else:
+            need += math.prod(shape) * itemsize
+    allowed = max(LOAD_MEMORY_FLOOR, LOAD_AMPLIFICATION * file_size)
+    if need > allowed:
+        raise _Fault(f"its tensors would take {need / 2**20:,.0f} MB in memory from a file of {file_size:,} bytes "
+                      f"(at most {allowed / 2**20:,.0f} MB are read from a file this size)")
 
 
 def dense_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -270,12 +344,15 @@ def dense_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if values.dim() != 1 or indices.shape != values.shape or shape.dim() != 1 or bool((shape < 0).any()):
             raise _Fault(f"sparse tensor {name}: values and indices must be two vectors of one length, and shape "
                          f"a vector of sizes")
-        size = int(torch.prod(shape)) if shape.numel() else 1
+        dims = tuple(int(n) for n in shape)
+        size = math.prod(dims)  # a Python integer: no overflow
         indices = indices.to(torch.int64)
+        if indices.numel() and size == 0:
+            raise _Fault(f"sparse tensor {name}: its shape {list(dims)} has no entries, yet {indices.numel()} "
+                         f"values are stored")
         if indices.numel() and (int(indices[0]) < 0 or int(indices[-1]) >= size or
                                 bool((indices[1:] <= indices[:-1]).any())):
             raise _Fault(f"sparse tensor {name}: indices must increase strictly within 0..{size - 1}")
-        dims = tuple(int(n) for n in shape)
         if holds_sparse(name, dims, int(torch.count_nonzero(values))):
             out[name] = _coo_from_flat(indices, values, dims)
             continue

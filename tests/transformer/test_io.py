@@ -257,8 +257,52 @@ def test_missing_and_unreadable_files(tmp_path: Path) -> None:
     with pytest.raises(ModelFileError, match="no such file") as info:
         load(tmp_path / "nowhere.safetensors")
     assert str(info.value).startswith(str(tmp_path / "nowhere.safetensors"))
-    with pytest.raises(ModelFileError, match="cannot read"):
+    with pytest.raises(ModelFileError, match="not a regular file"):
         load(tmp_path)  # a folder
+
+
+def test_a_fifo_or_a_device_is_refused_without_reading_it(tmp_path: Path) -> None:
+    """A FIFO blocked the loader forever, /dev/zero ran it out of memory (issue 34, 3 and 11)."""
+    fifo = tmp_path / "model.safetensors"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(ModelFileError, match="not a regular file"):
+            load(path)
+
+
+def test_a_large_file_of_zeros_is_refused_after_its_header_length(tmp_path: Path) -> None:
+    """A header length of 0 in a 64 MB sparse file: refused from its first 8 bytes (the file is
+    never read whole; it used to be, 6.5 GB and 28 s for a 6 GB file)."""
+    path = tmp_path / "zeros.safetensors"
+    with open(path, "wb") as stream:
+        stream.truncate(64 * 2**20)  # a hole: no disk, no reading cost but what the loader reads
+    with pytest.raises(ModelFileError, match="not a safetensors file"):
+        load(path)
+
+
+def test_a_small_file_claiming_a_huge_tensor_is_refused_before_allocating() -> None:
+    """A sparse NAME.shape claiming 1.5e9 entries in a small file allocated 6.1 GB before the
+    shape check refused it; a shape whose product overflows int64 ended in exit 1. Now the
+    stated shapes are checked first, then the memory they imply (issue 34, point 3)."""
+    def claim(width: int, everywhere: bool) -> Callable[[dict[str, torch.Tensor]], None]:
+        def change(tensors: dict[str, torch.Tensor]) -> None:
+            d_model = int(tensors["blocks.0.attn.W_O.shape"][-1]) if "blocks.0.attn.W_O.shape" in tensors else \
+                int(tensors["blocks.0.attn.W_O"].shape[-1])
+            shapes = {"blocks.0.mlp.b_in": [width]}
+            if everywhere:
+                shapes |= {"blocks.0.mlp.W_in": [d_model, width], "blocks.0.mlp.W_out": [width, d_model]}
+            dtype = tensors["embed.W_E"].dtype if "embed.W_E" in tensors else tensors["embed.W_E.values"].dtype
+            for name, shape in shapes.items():
+                tensors.pop(name, None)
+                tensors |= {f"{name}.values": torch.zeros(0, dtype=dtype),
+                            f"{name}.indices": torch.zeros(0, dtype=torch.int64),
+                            f"{name}.shape": torch.tensor(shape, dtype=torch.int64)}
+        return change
+
+    for width, everywhere, message in ((1_500_000_000, False, "has shape"), (1_500_000_000, True, "would take"),
+                                       (2**62, True, "would take")):
+        with pytest.raises(ModelFileError, match=message):
+            model_from_bytes(_sparse_file(claim(width, everywhere)))
 
 
 def test_every_truncation_is_caught(tmp_path: Path) -> None:
