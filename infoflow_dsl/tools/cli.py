@@ -487,16 +487,21 @@ COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": comma
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit code (never raises for the user's faults)."""
-    try:
-        arguments = build_parser().parse_args(argv)
-        return COMMANDS[arguments.command](arguments)
-    except ProgramError as error:
-        print(error.render(), file=sys.stderr)
-        return EXIT_USER
-    except UsageError as error:
-        print(str(error), file=sys.stderr)
-        return EXIT_USER
+    """Run one command; return its exit code (never raises for the user's faults). What it
+    prints shows control characters from files as escapes, and cuts an error message of more
+    than 2,000 characters (:mod:`.terminal`)."""
+    from .terminal import shortened, visible_output
+
+    with visible_output():
+        try:
+            arguments = build_parser().parse_args(argv)
+            return COMMANDS[arguments.command](arguments)
+        except ProgramError as error:
+            print(error.render(), file=sys.stderr)
+            return EXIT_USER
+        except UsageError as error:
+            print(shortened(str(error)), file=sys.stderr)
+            return EXIT_USER
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -24,8 +24,10 @@ ANALYSIS_SECTIONS = SECTIONS[:4]
 
 
 def json_block(element_id: str, value: Any) -> str:
-    """``value`` as an inline JSON script element (``</`` escaped, so no text ends the element)."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    """``value`` as an inline JSON script element. Every ``<`` is written ``\\u003c`` (the same
+    JSON value), so no text from a file can end the element (``</script>``) or turn the rest of
+    the page into script data (``<!--<script>``, which hides the closing tag)."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 
