@@ -187,6 +187,8 @@ def program_of(model: CompiledTransformer) -> ir.Program:
     except ProgramError as error:
         first = error.diagnostics[0].headline() if error.diagnostics else str(error)
         raise StoredProgramError(f"the program stored in the file no longer checks: {first}") from None
+    except ValueError as error:  # a stored T or margin that is no declaration's value
+        raise StoredProgramError(f"the program stored in the file cannot be checked: {error}") from None
 
 
 def relower(model: CompiledTransformer, program: ir.Program | None = None) -> Lowering:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..language.declarations import MAX_LENGTH
 from ..language.typed import Vocabulary
 from .masks import HeadMask, check_mask
 
@@ -71,6 +72,9 @@ class ModelConfig:
         if not isinstance(config, Mapping):
             raise ValueError(f"the config must be a JSON object, got {type(config).__name__}")
         length, d, d_model = (_positive_int(config, key) for key in ("T", "d", "d_model"))
+        if length > MAX_LENGTH:
+            raise ValueError(f"config['T'] is {length:,}; a model is compiled for T up to {MAX_LENGTH:,}")
+        check_described_fields(config)
         shape = config.get("output_shape")
         if not isinstance(shape, (list, tuple)) or len(shape) > 1 or any(
             isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in shape
@@ -143,6 +147,38 @@ class ModelConfig:
                             f"tensor {name} has shape {list(got)}, but width {w} is {bound[w][0]} in {bound[w][1]}"
                         )
                     bound.setdefault(w, (g, name))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
+#: the config's descriptive fields, which the tools read (check, export, report, circuit): each
+#: field's test of its value and what it must be. A field may be absent; present, it must pass.
+DESCRIBED_FIELDS: dict[str, tuple[Any, str]] = {
+    "eps": (lambda v: v is None or (_number(v) and v > 0), "a positive number or null (a trained model)"),
+    "a_priori_bound": (lambda v: v is None or (_number(v) and v >= 0), "a number ≥ 0 or null"),
+    "measured_error": (lambda v: v is None or (isinstance(v, Mapping) and all(isinstance(k, str) for k in v)),
+                       "null or an object"),
+    "dtype": (lambda v: v in ("float32", "float64"), '"float32" or "float64"'),
+    "ffn": (lambda v: v in ("wide", "deep", "auto"), '"wide", "deep" or "auto"'),
+    "route": (lambda v: v in ("efficient", "gather"), '"efficient" or "gather"'),
+    "trained": (lambda v: isinstance(v, Mapping), "an object (the training's settings)"),
+    "residual_labels": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
+    "program": (lambda v: isinstance(v, Mapping) and isinstance(v.get("name"), str)
+                and isinstance(v.get("source"), str) and (v.get("margin") is None or _number(v.get("margin"))),
+                "an object with a name and a source (strings) and a margin (a number or null)"),
+}
+
+
+def check_described_fields(config: Mapping[str, Any]) -> None:
+    """Each descriptive field present in ``config`` (:data:`DESCRIBED_FIELDS`) has a value of its
+    kind; ValueError naming the field and what it must be otherwise."""
+    for key, (valid, kind) in DESCRIBED_FIELDS.items():
+        if key in config and not valid(config[key]):
+            shown = repr(config[key])
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise ValueError(f"config[{key!r}] must be {kind}, got {shown}")
 
 
 def _positive_int(config: Mapping[str, Any], key: str) -> int:

@@ -205,6 +205,8 @@ def model_from_bytes(data: bytes, device: torch.device | str | None = None,
         return CompiledTransformer(config, tensors, device=device, dtype=dtype)
     except _Fault as e:
         raise ModelFileError(f"{name}: {e}") from None
+    except RecursionError:  # JSON nested hundreds deep in the config
+        raise ModelFileError(f"{name}: the config nests too deeply") from None
     except ValueError as e:  # the model's own checks of config and shapes
         raise ModelFileError(f"{name}: {_one_line(str(e))}") from None
 

@@ -489,3 +489,31 @@ def test_every_output_file_gets_the_mode_the_umask_gives(tmp_path: Path, umask: 
     wrong = {path: oct(mode) for path, mode in modes.items()
              if mode != (0o777 if (tmp_path / path).is_dir() else 0o666) & ~umask}
     assert not wrong, f"under umask {oct(umask)}: {wrong}"
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("eps", "0.01"), ("eps", -1), ("eps", [1e-3]), ("a_priori_bound", "small"), ("measured_error", [1]), ("dtype", "float16"),
+    ("ffn", "wider"), ("route", 3), ("trained", "yes"), ("residual_labels", [1, 2]), ("program", {"name": 3}),
+    ("program", {"name": "p.iflow", "source": "x", "margin": "0.1"}),
+])
+def test_a_config_field_of_the_wrong_kind_is_a_model_file_error_naming_it(field: str, value: object) -> None:
+    """These fields went unchecked until a tool read them: exit 1 (issue 34, points 7 and 9)."""
+    with pytest.raises(ModelFileError, match=rf"config\['{field}'\] must be"):
+        model_from_bytes(_retensor({}, {field: value}))
+
+
+def test_a_config_nested_deeply_or_with_t_above_the_limit_is_a_model_file_error() -> None:
+    with pytest.raises(ModelFileError, match="T up to 1,000,000"):
+        model_from_bytes(_retensor({}, {"T": 1_000_001}))
+    nested = json.loads("[" * 600 + "]" * 600)  # a config field nested 600 deep (RecursionError, exit 1, before)
+    with pytest.raises(ModelFileError, match="nests too deeply"):
+        model_from_bytes(_retensor({}, {"extra": nested}))
+    with pytest.raises(ModelFileError):  # the config's JSON text itself nested 100,000 deep
+        model_from_bytes(_deep_header(100_000))
+
+
+def _deep_header(depth: int) -> bytes:
+    """The good file with a metadata config of ``depth`` nested lists (JSON text, never parsed here)."""
+    data = _good()
+    meta = header(data)["__metadata__"]
+    return with_header(data, {**header(data), "__metadata__": {**meta, "infoflow": "[" * depth + "]" * depth}})

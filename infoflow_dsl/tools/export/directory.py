@@ -31,6 +31,8 @@ import torch
 from torch import nn
 
 from ...errors import ExportError
+from ...language.declarations import MAX_LENGTH
+from ...transformer.config import check_described_fields
 from ...transformer.io import umask_mode
 from ...transformer.model import CompiledTransformer
 from .hf import forward_in_batches, gpt2_config, transformers_module
@@ -322,6 +324,8 @@ def read_info(directory: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(directory) / INFO_FILE
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ExportError(f"{directory}: not an infoflow export ({INFO_FILE} nests too deeply)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ExportError(f"{directory}: not an infoflow export ({INFO_FILE}: {error})") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT:
@@ -364,17 +368,25 @@ class ExportedModel(nn.Module):
         super().__init__()
         info = read_info(directory)
         self.info = info
-        self.io = ExportIO.from_json(info)
+        try:  # infoflow.json as written by export: anything else is the folder's fault, not a crash
+            self.io = ExportIO.from_json(info)
+            layout = info["layout"]
+            self.shape = (int(layout["n_inner"]), int(layout["n_head"]), int(layout["width"]))
+            self.T, self.d = self.io.T, self.io.d
+            if isinstance(self.T, bool) or not isinstance(self.T, int) or not 1 <= self.T <= MAX_LENGTH:
+                raise ValueError(f"input T must be a whole number in 1..{MAX_LENGTH:,}, got {self.T!r}")
+            self.d_model = int(layout["width"])
+            self.config = {"program": info["program"], "eps": info["eps"], "a_priori_bound": info["a_priori_bound"],
+                           "T": self.T, "dtype": info["dtype"]}
+            check_described_fields(self.config)
+            to = info["to"]
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError, RecursionError) as error:
+            raise ExportError(f"{directory}: its {INFO_FILE} is not an export's ({type(error).__name__}: "
+                              f"{str(error)[:200]})") from None
         try:
-            self.hf = _load_model(directory, info["to"], dtype or self.io.w_x.dtype)
+            self.hf = _load_model(directory, to, dtype or self.io.w_x.dtype)
         except (OSError, ValueError, KeyError, RuntimeError) as error:
             raise ExportError(f"{directory}: cannot load the exported model ({error})") from None
-        layout = info["layout"]
-        self.shape = (int(layout["n_inner"]), int(layout["n_head"]), int(layout["width"]))
-        self.T, self.d = self.io.T, self.io.d
-        self.d_model = int(info["layout"]["width"])
-        self.config = {"program": info["program"], "eps": info["eps"], "a_priori_bound": info["a_priori_bound"],
-                       "T": self.T, "dtype": info["dtype"]}
         if info.get("trained") is not None:
             self.config["trained"] = info["trained"]
 

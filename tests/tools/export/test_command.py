@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from cli_runner import run_cli
 from compiled import program
@@ -121,3 +122,39 @@ def test_a_float32_self_contained_export_states_float32s_underflow_constant(tmp_
     assert "≥ 2(2S + 104)" in text and "746" not in text  # exp(−104) underflows float32; 746 is float64's
     info = json.loads((tmp_path / "o" / "infoflow.json").read_text())
     assert info["self_contained"]["underflow"] == 104.0
+
+
+def test_a_model_with_a_string_bound_is_refused_before_an_export_is_written(tmp_path) -> None:
+    """It used to write the directory, then exit 1 (issue 34, point 9)."""
+    data = (EXAMPLES_DIR / "min_pairwise.safetensors").read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    metadata = json.loads(data[8:8 + size])["__metadata__"]
+    config = json.loads(metadata["infoflow"]) | {"a_priori_bound": "0.0097"}
+    import safetensors.torch
+
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(safetensors.torch.save(safetensors.torch.load(data),
+                                            metadata={**metadata, "infoflow": json.dumps(config)}))
+    code, text, err = run_cli(["export", str(path), "-o", str(tmp_path / "out")])
+    assert (code, text) == (2, "") and "config['a_priori_bound'] must be" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
+
+
+@pytest.mark.parametrize("change", ["no input", "T a string", "layout a list", "eps a string", "deep"])
+def test_a_hostile_infoflow_json_is_refused_by_check_with_exit_2(change, tmp_path) -> None:
+    out = tmp_path / "out"
+    assert run_cli(["export", EXAMPLE, "-o", str(out)])[0] == 0
+    info_path = out / "infoflow.json"
+    info = json.loads(info_path.read_text())
+    if change == "no input":
+        del info["input"]
+    elif change == "T a string":
+        info["input"]["T"] = "32"
+    elif change == "layout a list":
+        info["layout"] = []
+    elif change == "eps a string":
+        info["eps"] = "0.01"
+    text = json.dumps(info) if change != "deep" else '{"format": "' + info["format"] + '", "x": ' + "[" * 100_000
+    info_path.write_text(text)
+    code, _, err = run_cli(["check", str(out), "--samples", "10"])
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
