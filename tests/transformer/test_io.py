@@ -492,7 +492,8 @@ def test_every_output_file_gets_the_mode_the_umask_gives(tmp_path: Path, umask: 
 
 
 @pytest.mark.parametrize(("field", "value"), [
-    ("eps", "0.01"), ("eps", -1), ("eps", [1e-3]), ("a_priori_bound", "small"), ("measured_error", [1]), ("dtype", "float16"),
+    ("eps", "0.01"), ("eps", -1), ("eps", [1e-3]), ("a_priori_bound", "small"), ("measured_error", [1]),
+    ("dtype", "float16"),
     ("ffn", "wider"), ("route", 3), ("trained", "yes"), ("residual_labels", [1, 2]), ("program", {"name": 3}),
     ("program", {"name": "p.iflow", "source": "x", "margin": "0.1"}),
 ])
