@@ -223,8 +223,8 @@ def check_writable(path: Path, *inputs: Path) -> None:
     import os
 
     folder = path.resolve().parent
-    if not folder.is_dir():
-        raise UsageError(f"{path}: the folder {folder} does not exist")
+    if not folder.is_dir() or not path.absolute().parent.is_dir():  # nope/../x: resolve() hides the missing nope
+        raise UsageError(f"{path}: the folder {path.parent} does not exist")
     if path.is_dir():
         raise UsageError(f"{path}: is a folder, expected a file name")
     if path.exists() and not path.is_file():
@@ -242,8 +242,8 @@ def check_writable_folder(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise UsageError(f"{path}: not a folder")
     parent = path.resolve().parent
-    if not parent.is_dir():
-        raise UsageError(f"{path}: the folder {parent} does not exist")
+    if not parent.is_dir() or not path.absolute().parent.is_dir():
+        raise UsageError(f"{path}: the folder {path.parent} does not exist")
     _try_writing_in(path if path.is_dir() else parent, path)
 
 

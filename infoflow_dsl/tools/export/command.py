@@ -49,6 +49,8 @@ def command_export(arguments: argparse.Namespace) -> int:
     from .directory import ExportError, export, read_info
 
     check_writable_folder(arguments.output)
+    if arguments.model.resolve().is_relative_to(arguments.output.resolve()):
+        raise UsageError(f"{arguments.output}: holds the model {arguments.model}, which the export would replace")
     try:
         model = load(arguments.model, device="cpu")
     except ModelFileError as error:

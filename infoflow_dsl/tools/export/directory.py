@@ -150,8 +150,10 @@ def _check_target(directory: Path, to: str, layernorm: str, force: bool) -> None
         raise ExportError(f"{directory}: exists and is not a folder")
     if directory.is_dir() and any(directory.iterdir()) and not force:
         raise ExportError(f"{directory}: the folder exists and is not empty (use --force to replace it)")
-    if not directory.resolve().parent.is_dir():
-        raise ExportError(f"{directory}: the folder {directory.resolve().parent} does not exist")
+    if not directory.resolve().parent.is_dir() or not directory.absolute().parent.is_dir():
+        raise ExportError(f"{directory}: the folder {directory.parent} does not exist")
+    if Path.cwd().resolve().is_relative_to(directory.resolve()):
+        raise ExportError(f"{directory}: is the current folder or holds it; an export replaces its folder whole")
 
 
 def _check_options(to: str, layernorm: str, self_contained: bool) -> None:

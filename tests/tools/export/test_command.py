@@ -158,3 +158,22 @@ def test_a_hostile_infoflow_json_is_refused_by_check_with_exit_2(change, tmp_pat
     info_path.write_text(text)
     code, _, err = run_cli(["check", str(out), "--samples", "10"])
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_export_never_replaces_the_folder_holding_its_model_or_the_current_one(tmp_path, monkeypatch) -> None:
+    """``export M -o DIR --force`` deleted M when M was in DIR; ``-o . --force`` left an empty
+    ``..XXXX.old`` folder behind (issue 34, point 8)."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    model = folder / "m.safetensors"
+    model.write_bytes((EXAMPLES_DIR / "min_pairwise.safetensors").read_bytes())
+    code, _, err = run_cli(["export", str(model), "-o", str(folder), "--force"])
+    assert code == 2 and "holds the model" in err and model.exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, _, err = run_cli(["export", str(model), "-o", ".", "--force"])
+    assert code == 2 and "current folder" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "models"] and not any(elsewhere.iterdir())
+    code, _, err = run_cli(["compile", str(EXAMPLES_DIR / "min_pairwise.iflow"), "-o", "nope/../x.safetensors"])
+    assert (code, "does not exist" in err) == (2, True) and not any(elsewhere.iterdir())
