@@ -25,11 +25,12 @@ import torch
 
 from ..analysis.comparisons import ComparisonNode, ComparisonTree, NodeResult, build_tree
 from ..arguments import model_argument
+from ..compiler.assemble import assemble
 from ..compiler.circuit import ONE, FFNBlock, LinearForm
 from ..compiler.lower import ROUNDING_SAFETY
 from ..language import typed as ir
 from ..language.functions import POINTWISE
-from ..pipeline import Lowering, StoredProgramError, relower
+from ..pipeline import Lowering, StoredProgramError, relower, resolve_dtype
 from ..transformer.model import CompiledTransformer
 from .evaluate import VALUE_RULES, ReferenceEvaluator
 
@@ -120,21 +121,51 @@ def _reading(form: LinearForm, hook: str, index: dict[str, int]) -> Reading:
 # ---------------------------------------------------------------------------- the map
 
 
-def _checked_lowering(model: CompiledTransformer) -> Lowering:
-    """The model's lowering (:func:`~infoflow_dsl.pipeline.relower`). Raises
-    :class:`~infoflow_dsl.pipeline.StoredProgramError` for a model without a program, or whose
-    program no longer gives its residual directions."""
+def _checked_lowering(model: CompiledTransformer, verify_weights: bool = True) -> Lowering:
+    """The model's lowering (:func:`~infoflow_dsl.pipeline.relower`), checked against its weights:
+    the circuit of the stored program, assembled in the model's dtype, must be the model's tensors
+    exactly (compiling is deterministic). Raises :class:`~infoflow_dsl.pipeline.StoredProgramError`
+    for a model without a program, or whose program no longer gives its residual directions or
+    its weights (a program text edited after compiling: ``min`` made ``max`` used to be printed
+    as the model's circuit)."""
     lowering = relower(model)
     if list(lowering.circuit.directions) != list(model.config.get("residual_labels", [])):
         raise StoredProgramError("the model's residual directions differ from its program's circuit "
                                  "(compiled by another version of infoflow?)")
+    if verify_weights:
+        check_weights(model, lowering)
     return lowering
 
 
-def circuit(model: ModelSource) -> tuple[CircuitSite, ...]:
+def check_weights(model: CompiledTransformer, lowering: Lowering) -> None:
+    """StoredProgramError unless the circuit of ``lowering``, assembled in the dtype the model was
+    compiled in (its config's), is the model's tensors in that dtype exactly."""
+    dtype = resolve_dtype(model.config["dtype"])
+    _, tensors = assemble(lowering.circuit, dtype)
+    held = model.state_dict()
+    for name, tensor in tensors.items():
+        mine = held.get(name)
+        if mine is None or mine.shape != tensor.shape or not _same_entries(mine.cpu().to(dtype), tensor):
+            raise StoredProgramError(f"the weights do not compute the program stored in the file ({name} differs "
+                                     f"from its circuit's): the file was changed after compiling, or compiled by "
+                                     f"another version of infoflow")
+
+
+def _same_entries(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same tensor, entry for entry; a sparse-held matrix is compared by its nonzero entries
+    (never made dense)."""
+    if not (a.is_sparse or b.is_sparse):
+        return torch.equal(a, b)
+    a, b = ((t if t.is_sparse else t.to_sparse()).coalesce() for t in (a, b))
+    return torch.equal(a.indices(), b.indices()) and torch.equal(a.values(), b.values())
+
+
+def circuit(model: ModelSource, verify_weights: bool = True) -> tuple[CircuitSite, ...]:
     """Every comparison node (one record per component) and FFN function of a compiled model
-    (or the path of its file)."""
-    lowered = _checked_lowering(model_argument(model, "circuit")).circuit
+    (or the path of its file), once its weights are checked to be its stored program's
+    (:func:`check_weights`; ``verify_weights=False`` for a view of a model checked already, as
+    export's one-hot view of a token model)."""
+    lowered = _checked_lowering(model_argument(model, "circuit"), verify_weights).circuit
     index = {name: i for i, name in enumerate(lowered.directions)}
     heads = {h.name: h for h in lowered.heads}
     layer_heads: dict[int, list[str]] = {}

@@ -104,6 +104,8 @@ def command_sweep(arguments: argparse.Namespace) -> int:
         configs = sweep.finish(folder, arguments.file.name, grid, runs, rows, program_at, arguments.compare_eps)
     except (TrainError, sweep.SweepError) as error:
         raise UsageError(f"infoflowc sweep: {error}") from None
+    except OSError as error:  # a write in the folder failed mid-sweep (a full disk): the rows so far are kept
+        raise UsageError(f"{arguments.output}: cannot write: {error.strerror or error}") from None
     print(f"{arguments.file}: {len(rows)} of {len(runs)} runs finished; best NMSE per configuration:")
     for c in configs:
         print(f"  heads {c.heads:<8} T {c.length:<5} d_model {c.d_model:<5} steps {c.steps:<7} "

@@ -245,3 +245,22 @@ def test_cli_circuit_refuses_a_bad_file_and_a_model_without_program(tmp_path):
     ifl.save(random_model(), handmade)
     code, out, err = run_cli(["circuit", str(handmade)])
     assert (code, out) == (2, "") and err.strip() == f"{handmade}: the file holds no program source"
+
+
+def test_a_stored_program_that_is_not_the_weights_program_is_refused(tmp_path) -> None:
+    """The program text changed from min to max after compiling: circuit used to print a max node,
+    exit 0, though the weights compute min (issue 34, point 6)."""
+    from cli_runner import run_cli
+    from programs import EXAMPLES_DIR
+
+    from infoflow_dsl.pipeline import StoredProgramError
+
+    model = ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors")
+    assert ifl.circuit(model)  # the file as compiled: its circuit
+    model.config["program"]["source"] = model.config["program"]["source"].replace("min_<", "max_<")
+    with pytest.raises(StoredProgramError, match="the weights do not compute the program stored in the file"):
+        ifl.circuit(model)
+    path = tmp_path / "swapped.safetensors"
+    ifl.save(model, path)
+    code, out, err = run_cli(["circuit", str(path)])
+    assert (code, out) == (2, "") and "do not compute the program" in err

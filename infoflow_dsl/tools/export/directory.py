@@ -156,6 +156,20 @@ def _check_target(directory: Path, to: str, layernorm: str, force: bool) -> None
         raise ExportError(f"{directory}: is the current folder or holds it; an export replaces its folder whole")
 
 
+def _check_stored_program(model: CompiledTransformer) -> None:
+    """ExportError unless a compiled model's weights are its stored program's (a trained model
+    has no program's weights to match): the export's circuit map is read off that program."""
+    if "trained" in model.config:
+        return
+    from ...pipeline import StoredProgramError, relower
+    from ...reference.circuit_map import check_weights
+
+    try:
+        check_weights(model, relower(model))
+    except StoredProgramError as error:
+        raise ExportError(str(error)) from None
+
+
 def _check_options(to: str, layernorm: str, self_contained: bool) -> None:
     """The options each target takes: --layernorm active and --self-contained are GPT-2's."""
     if to != "hf-gpt2" and self_contained:
@@ -265,7 +279,9 @@ def export(model: ModelSource, directory: str | os.PathLike[str], to: str = "hf-
     ``force``. ``model`` may be the path of its file."""
     from ...arguments import model_argument
 
-    model = vector_view(model_argument(model, "export"))
+    model = model_argument(model, "export")
+    _check_stored_program(model)
+    model = vector_view(model)
     directory = Path(directory)
     _check_target(directory, to, layernorm, force)
     _check_options(to, layernorm, self_contained)

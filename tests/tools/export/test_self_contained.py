@@ -24,7 +24,8 @@ from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.measure import model_inputs
 from infoflow_dsl.tools.export.directory import ExportError
 from infoflow_dsl.tools.export.inputs import allowed_keys
-from infoflow_dsl.tools.export.penalty import UNDERFLOW, score_bound
+from infoflow_dsl.tools.export.layout import plan
+from infoflow_dsl.tools.export.penalty import UNDERFLOW, PenaltyError, score_bound
 from infoflow_dsl.transformer.model import CompiledTransformer
 
 SAMPLES = 500
@@ -130,7 +131,9 @@ def test_other_lengths_and_inexact_penalties_are_refused_with_the_reason(tmp_pat
     state = dict(model.state_dict())
     state["embed.W_E"] = state["embed.W_E"] * 1e6  # a residual of ‖h‖₁ ~ 1e7: the penalty's rounding is too large
     loud = CompiledTransformer(model.config, state, dtype=torch.float32)
-    with pytest.raises(ExportError, match="more than their own rounding"):
+    with pytest.raises(PenaltyError, match="more than their own rounding"):
+        plan(loud, self_contained=True, dtype=torch.float32)
+    with pytest.raises(ExportError, match="do not compute the program"):  # export refuses such weights first
         ifl.export(loud, tmp_path / "loud", self_contained=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing half-written
 
