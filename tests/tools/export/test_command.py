@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -140,10 +142,18 @@ def test_a_model_with_a_string_bound_is_refused_before_an_export_is_written(tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
 
 
-@pytest.mark.parametrize("change", ["no input", "T a string", "layout a list", "eps a string", "deep"])
-def test_a_hostile_infoflow_json_is_refused_by_check_with_exit_2(change, tmp_path) -> None:
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    """One export of min_pairwise, copied by each test that changes it."""
+    out = tmp_path_factory.mktemp("export") / "out"
     assert run_cli(["export", EXAMPLE, "-o", str(out)])[0] == 0
+    return out
+
+
+@pytest.mark.parametrize("change", ["no input", "T a string", "layout a list", "eps a string", "deep"])
+def test_a_hostile_infoflow_json_is_refused_by_check_with_exit_2(change, exported, tmp_path) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(exported, out)
     info_path = out / "infoflow.json"
     info = json.loads(info_path.read_text())
     if change == "no input":
