@@ -14,7 +14,6 @@ grammar cannot express (``R^4.5``, ``x[1.5]``) are diagnosed there.
 
 from __future__ import annotations
 
-import difflib
 import re
 from functools import lru_cache
 from importlib import resources
@@ -26,8 +25,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from ..errors import Diagnostic, ProgramError
 from . import syntax as ast
-
-KEYWORDS = ("input", "length", "const", "let", "margin", "target")
+from .syntax_errors import KEYWORDS, SYNTAX_EXAMPLES, unknown_reduction
 
 #: How deeply expressions may nest. Every stage walks trees recursively; past this depth a
 #: statement is refused with a diagnostic instead of exhausting Python's stack (exit 1).
@@ -41,49 +39,6 @@ TERMINAL_DESCRIPTIONS = {
     "MATRIX_SHAPE": "a matrix shape {m x n}",
     "STRING": 'a quoted token name such as "a"',
     "$END": "the end of the statement",
-}
-
-#: Common mistakes, labelled by the parser state they leave it in (lark's match_examples).
-SYNTAX_EXAMPLES: dict[str, list[str]] = {
-    "a declaration starts with one of: " + ", ".join(KEYWORDS): [
-        "x = 1",
-        "min_<t> x(t)[1]",
-        "1 + 2",
-    ],
-    "the input needs a space: input x : R^d": ["input x", "input x R^4", "input : R^4"],
-    "a space is written R, R^n or R^{m x n}": ["input x : R4", "input x : Q^4", "const c : R^ = 1"],
-    "a domain is written in [a, b] or in ball(r)": [
-        "input x : R^2 in",
-        "input x : R^2 in (0, 1)",
-        "input x : R^2 in [0 1]",
-        "input x : R^2 in [0, 1",
-    ],
-    "an expression is missing": ["target", "target 1 +", "target <x(1), >", "let f(a) ="],
-    "a reduction's variables are closed with '>' before its body": [
-        "target min_<t x(t)[1]",
-        "target min_<t, s <x(t), x(s)>",
-    ],
-    "a condition compares two positions: s != t, s < 3, t == T": [
-        "target min_<t : t> x(t)[1]",
-        "target min_<t : > x(t)[1]",
-        "target min_<t : t != > x(t)[1]",
-    ],
-    'a vocabulary is written token {"a", "b", "c"} (quoted names) or token {1, 2, 3} (numbers)': [
-        'input x : token {"a" "b"}',
-        "input x : token {a, b}",
-        'input x : token "a", "b"',
-        'input x : token {"a", }',
-    ],
-    'a bracket holds a comparison: [x(t) == "a"], [a < b and not c >= 1]': [
-        "target [x(1)]",
-        "target [x(1) == ]",
-        "target [x(1) < 2 and]",
-        "target [x(1) < 2 and 3]",
-        "target []",
-        "target(t) = [x(t)]",
-        "target(t) = [x(t) == ]",
-        "target(t) = [x(t) < 2 or 1]",
-    ],
 }
 
 
@@ -407,24 +362,6 @@ def _acceptable(error: UnexpectedToken) -> set[str]:
     return set(accepts) if accepts else {str(name) for name in error.expected}
 
 
-#: the reductions a name written ``NAME_<`` may have meant (the grammar's REDUCER terminal)
-REDUCTIONS = ("min_", "max_", "sum_", "mean_", "argmin_", "argmax_", "top(k)_")
-
-
-def _unknown_reduction(text: str, token: Token) -> str | None:
-    """For ``mx_<s, t>``: the '<' follows a name ending in ``_`` that is no reduction. The hint
-    names the reductions and the closest one."""
-    if str(token) != "<" or token.start_pos is None:
-        return None
-    written = re.search(r"([A-Za-z][A-Za-z0-9_]*_)$", text[:token.start_pos])
-    if written is None:
-        return None
-    name = written.group(1)
-    closest = difflib.get_close_matches(name, REDUCTIONS, n=1, cutoff=0.5)
-    guess = f"; did you mean {closest[0]}?" if closest else ""
-    return f"`{name}` is not a reduction (the reductions are {', '.join(REDUCTIONS)}){guess}"
-
-
 def _syntax_diagnostic(path: str, error: UnexpectedInput, text: str) -> Diagnostic:
     parser = statement_parser()
     label = None
@@ -436,7 +373,7 @@ def _syntax_diagnostic(path: str, error: UnexpectedInput, text: str) -> Diagnost
     if isinstance(error, UnexpectedToken) and error.token.type != "$END":
         token = error.token
         span = _span(token)
-        unknown = _unknown_reduction(text, token)
+        unknown = unknown_reduction(text, token)
         if unknown is not None:
             label = unknown
         message = f"unexpected '{token}'" + (f": {label}" if label else _expected(parser, _acceptable(error)))

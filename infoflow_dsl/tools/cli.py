@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProgramError, UsageError
+from .paths import check_writable, read_program_text, write_atomically
 
 EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_ABOVE_EPS = 0, 1, 2, 3
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE
@@ -198,78 +199,6 @@ def _ray_address(text: str) -> str:
     except SweepError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` with the one atomic writer (``transformer.io``); a failure is
-    the user's (UsageError, exit 2) with the path and the reason."""
-    from ..transformer.io import write_bytes_atomically
-
-    folder = path.resolve().parent
-    if not folder.is_dir():
-        raise UsageError(f"{path}: the folder {folder} does not exist")
-    try:
-        write_bytes_atomically(path, data)
-    except OSError as error:
-        raise UsageError(f"{path}: cannot write: {error.strerror or error}") from None
-
-
-def check_writable(path: Path, *inputs: Path) -> None:
-    """Fail (UsageError, exit 2) before any work if ``path`` cannot be written as an output
-    file: a missing folder, a folder that refuses a file (tried: permissions, a read-only or
-    full file system, /sys or /proc, whoever the user is), a path that names a folder, a
-    device, a FIFO or another non-regular file (an output replaces what is there), or one of
-    the command's own ``inputs``."""
-    import os
-
-    folder = path.resolve().parent
-    if not folder.is_dir() or not path.absolute().parent.is_dir():  # nope/../x: resolve() hides the missing nope
-        raise UsageError(f"{path}: the folder {path.parent} does not exist")
-    if path.is_dir():
-        raise UsageError(f"{path}: is a folder, expected a file name")
-    if path.exists() and not path.is_file():
-        raise UsageError(f"{path}: is not a regular file (a device, FIFO or socket); an output replaces the file "
-                         f"it is written to")
-    for source in inputs:
-        if path.exists() and source.exists() and os.path.samefile(path, source):
-            raise UsageError(f"{path}: is this command's input {source}; write the output elsewhere")
-    _try_writing_in(folder, path)
-
-
-def check_writable_folder(path: Path) -> None:
-    """Fail (UsageError) before any work if the output folder ``path`` cannot be made or
-    written: its parent missing or refusing a file, or ``path`` itself a file."""
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{path}: not a folder")
-    parent = path.resolve().parent
-    if not parent.is_dir() or not path.absolute().parent.is_dir():
-        raise UsageError(f"{path}: the folder {path.parent} does not exist")
-    _try_writing_in(path if path.is_dir() else parent, path)
-
-
-def _try_writing_in(folder: Path, path: Path) -> None:
-    """Create and remove an empty hidden file in ``folder``: the one test that covers every way
-    a write can be refused (``os.access`` says yes to root on a read-only file system)."""
-    import os
-    import tempfile
-
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".infoflow-probe.")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as error:
-        raise UsageError(f"{path}: cannot write to the folder {folder}: {error.strerror or error}") from None
-
-
-def read_program_text(path: Path) -> str:
-    """The text of a program file (:func:`~infoflow_dsl.language.files.program_source`: a file
-    that is not UTF-8 is a ProgramError at its first bad byte); an unreadable file is a UsageError."""
-    from ..language.files import program_source
-
-    try:
-        return program_source(path)
-    except OSError as error:
-        raise UsageError(f"{path}: cannot read: {error.strerror or error}") from None
 
 
 def command_parse(arguments: argparse.Namespace) -> int:

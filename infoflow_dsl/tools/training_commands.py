@@ -8,7 +8,8 @@ import argparse
 from typing import Any
 
 from ..errors import UsageError
-from .cli import EXIT_OK, check_writable, check_writable_folder, read_program_text, write_atomically
+from .cli import EXIT_OK
+from .paths import check_writable, check_writable_folder, read_program_text, write_atomically
 
 
 def _training_program(arguments: argparse.Namespace, length: int | None) -> Any:

@@ -18,8 +18,9 @@ from strategies import expression_strategy, mutate_tokens
 import infoflow_dsl as ifl
 from infoflow_dsl.language import syntax as ast
 from infoflow_dsl.language import typed as ir
-from infoflow_dsl.language.parse import SYNTAX_EXAMPLES, parse
+from infoflow_dsl.language.parse import parse
 from infoflow_dsl.language.printer import print_program
+from infoflow_dsl.language.syntax_errors import SYNTAX_EXAMPLES
 
 
 def test_the_table_is_large_and_distinct() -> None:

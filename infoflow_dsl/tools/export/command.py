@@ -12,7 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_OK, UsageError, check_writable_folder
+from ..cli import EXIT_OK, UsageError
+from ..paths import check_writable_folder
 
 TARGETS = ("hf-gpt2", "hf-llama", "tl-native")
 LAYERNORMS = ("exact", "active")

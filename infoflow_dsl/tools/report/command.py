@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import EXIT_OK, check_writable, with_compiled_model, write_atomically
+from ..cli import EXIT_OK, with_compiled_model
+from ..paths import check_writable, write_atomically
 
 
 def command_report(arguments: argparse.Namespace) -> int:
