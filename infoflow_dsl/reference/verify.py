@@ -35,7 +35,14 @@ from ..language import typed as ir
 from ..pipeline import relower
 from ..progress import advance, stage
 from ..progress import shown as show_progress
-from ..transformer.model import CompiledTransformer, attention_pattern, masked_scores, merge_heads, project_heads
+from ..transformer.model import (
+    CompiledTransformer,
+    attention_pattern,
+    masked_scores,
+    merge_heads,
+    mlp_block,
+    project_heads,
+)
 from .measure import CORNERS, errors_on, model_inputs, position_errors
 from .sampling import domain_corners, sample_inputs
 
@@ -390,5 +397,5 @@ def _layer_gap(model: CompiledTransformer, reference: CompiledTransformer, layer
         if found is not None:
             return found
     stream = middle.to(torch.float64)
-    expected = stream + reference._mlp(reference.blocks[layer].mlp, stream)
+    expected = stream + mlp_block(reference.blocks[layer].mlp, stream)
     return _first_gap(after.to(torch.float64), expected, slack, labels, layer + 1, who)

@@ -150,6 +150,13 @@ def _hold_weights(model: CompiledTransformer, tensors: Mapping[str, Tensor], dev
         model.unembed.register_parameter(name, nn.Parameter(own(f"unembed.{name}"), requires_grad=False))
 
 
+def mlp_block(m: _Holder, h: Tensor, tap: Tap = no_tap, prefix: str = "") -> Tensor:
+    """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D); hidden activations tapped
+    as ``{prefix}hook_pre``/``hook_post`` when the tap listens to them (else the fused chunks)."""
+    hooked = tap if listens(tap, prefix + "hook_pre") or listens(tap, prefix + "hook_post") else None
+    return relu_block(m, h, m.W_in, m.b_in, m.W_out, hooked, prefix) + m.b_out
+
+
 class CompiledTransformer(nn.Module):
     """The compiled transformer. ``model(x)``: x (B, T', d), 1 <= T' <= T -> (B,) or (B, K); a
     per-token model (config ``"output": "token"``) gives (B, T') or (B, T', K). A token model
@@ -304,12 +311,6 @@ class CompiledTransformer(nn.Module):
         z = _tap_heads(tap, p + "hook_z", z)  # (B, H, N, V)
         return merge_heads(z, a.W_O)  # (B, N, D)  summed over heads
 
-    def _mlp(self, m: _Holder, h: Tensor, tap: Tap = no_tap, prefix: str = "") -> Tensor:
-        """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D); hidden activations tapped
-        as ``{prefix}hook_pre``/``hook_post`` when the tap listens to them (else the fused chunks)."""
-        hooked = tap if listens(tap, prefix + "hook_pre") or listens(tap, prefix + "hook_post") else None
-        return relu_block(m, h, m.W_in, m.b_in, m.W_out, hooked, prefix) + m.b_out
-
     def _stream(self, x: Tensor, readout_only: bool = False, tap: Tap = no_tap) -> Iterator[Tensor]:
         """Yield the residual stream after the embedding and after each layer, each (B, T'+1, D).
 
@@ -329,7 +330,7 @@ class CompiledTransformer(nn.Module):
             if self._masks[layer] or tap is not no_tap:  # H_l = 0: an FFN-only layer
                 attn_out = tap(p + "hook_attn_out", self._attention(layer, h, only, tap))  # (B, N, D)
                 row = tap(p + "hook_resid_mid", row + attn_out)
-            mlp_out = tap(p + "hook_mlp_out", self._mlp(block.mlp, row, tap, p + "mlp."))  # (B, N, D)
+            mlp_out = tap(p + "hook_mlp_out", mlp_block(block.mlp, row, tap, p + "mlp."))  # (B, N, D)
             h = tap(p + "hook_resid_post", row + mlp_out)
             yield h
 
