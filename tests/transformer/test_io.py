@@ -518,3 +518,31 @@ def _deep_header(depth: int) -> bytes:
     data = _good()
     meta = header(data)["__metadata__"]
     return with_header(data, {**header(data), "__metadata__": {**meta, "infoflow": "[" * depth + "]" * depth}})
+
+
+#: mutants per valid file in CI (bench/bench_hostile_files.py runs thousands, with memory and time)
+FUZZ_EXAMPLES = 150
+
+
+@pytest.mark.parametrize("valid", ["random", "compiled", "token"])
+def test_fuzz_a_mutated_model_file_loads_and_runs_or_is_a_model_file_error(valid: str) -> None:
+    """Issue 34's fuzz: hypothesis mutates valid files (a config value, a tensor's shape, dtype
+    or offsets, a byte, a cut, deep nesting); every outcome is a model that runs on an input of
+    its length, or ModelFileError, never another exception."""
+    from hypothesis import HealthCheck, given, settings
+    from hostile_files import mutants
+
+    data = {"random": _good, "compiled": lambda: model_to_bytes(_compiled()),
+            "token": lambda: model_to_bytes(token_model("identity"))}[valid]()
+
+    @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(mutant=mutants(data))
+    def outcome(mutant: bytes) -> None:
+        try:
+            model = model_from_bytes(mutant)
+        except ModelFileError:
+            return
+        ids = torch.zeros(1, model.T, dtype=torch.long)
+        model(ids if model.token_input else ids.to(model.dtype)[..., None].expand(1, model.T, model.d))
+
+    outcome()

@@ -1,0 +1,60 @@
+"""Mutations of valid model files, for the loaders' fuzz tests (tests/transformer/test_io.py) and
+their benchmark (bench/bench_hostile_files.py): a config value replaced by any JSON, a tensor's
+header entry (shape, dtype, offsets) changed, a byte changed, the file cut short, or the config
+nested deeply. Each mutant must load as a model that runs, or be refused with ModelFileError."""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from hypothesis import strategies as st
+
+#: any JSON value, small: what a hostile config field may hold
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12)
+#: config keys worth changing beyond the file's own
+EXTRA_KEYS = ["input", "vocabulary", "token_output", "output", "program"]
+DTYPES = ["F16", "BF16", "I8", "U8", "I32", "I64", "F64", "F32", "BOOL", "X", 3]
+
+
+def header_of(data: bytes) -> dict[str, Any]:
+    (n,) = struct.unpack("<Q", data[:8])
+    return json.loads(data[8:8 + n])
+
+
+def with_header(data: bytes, header: dict[str, Any]) -> bytes:
+    """``data`` with its header replaced (the tensor bytes kept)."""
+    (n,) = struct.unpack("<Q", data[:8])
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data[8 + n:]
+
+
+@st.composite
+def mutants(draw: Any, valid: bytes) -> bytes:
+    """One mutation of the valid file ``valid``."""
+    header = header_of(valid)
+    kind = draw(st.sampled_from(["config", "shape", "dtype", "offsets", "byte", "cut", "nesting"]))
+    if kind in ("byte", "cut"):
+        at = draw(st.integers(0, len(valid) - 1))
+        return valid[:at] if kind == "cut" else valid[:at] + bytes([draw(st.integers(0, 255))]) + valid[at + 1:]
+    metadata = header["__metadata__"]
+    if kind in ("config", "nesting"):
+        config = json.loads(metadata["infoflow"])
+        key = draw(st.sampled_from(sorted(config) + EXTRA_KEYS))
+        depth = draw(st.integers(100, 5_000))
+        config[key] = "@nested@" if kind == "nesting" else draw(JSON_VALUES)
+        text = json.dumps(config).replace('"@nested@"', "[" * depth + "]" * depth)  # never parsed here
+        return with_header(valid, {**header, "__metadata__": {**metadata, "infoflow": text}})
+    name = draw(st.sampled_from(sorted(k for k in header if k != "__metadata__")))
+    entry = dict(header[name])
+    if kind == "shape":
+        entry["shape"] = draw(st.lists(st.integers(0, 2**62), max_size=3))
+    elif kind == "dtype":
+        entry["dtype"] = draw(st.sampled_from(DTYPES))
+    else:
+        entry["data_offsets"] = draw(st.lists(st.integers(0, 2**40), min_size=2, max_size=2))
+    return with_header(valid, {**header, name: entry})
