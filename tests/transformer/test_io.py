@@ -529,8 +529,8 @@ def test_fuzz_a_mutated_model_file_loads_and_runs_or_is_a_model_file_error(valid
     """Issue 34's fuzz: hypothesis mutates valid files (a config value, a tensor's shape, dtype
     or offsets, a byte, a cut, deep nesting); every outcome is a model that runs on an input of
     its length, or ModelFileError, never another exception."""
-    from hypothesis import HealthCheck, given, settings
     from hostile_files import mutants
+    from hypothesis import HealthCheck, given, settings
 
     data = {"random": _good, "compiled": lambda: model_to_bytes(_compiled()),
             "token": lambda: model_to_bytes(token_model("identity"))}[valid]()
