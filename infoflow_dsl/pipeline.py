@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -178,12 +179,15 @@ def refuse_v3(program: ir.Program, action: str = "compiled") -> None:
 def program_of(model: CompiledTransformer) -> ir.Program:
     """The checked program stored in the model's config (its T and margin as compiled)."""
     stored = model.config.get("program") or {}
-    source = stored.get("source")
+    return _stored_program(stored.get("source"), stored.get("name", "<stored program>"), stored.get("margin"),
+                           model.T)
+
+
+def _stored_program(source: object, name: str, margin: float | None, length: int) -> ir.Program:
     if not isinstance(source, str):
         raise StoredProgramError("the file holds no program source")
-    name = stored.get("name", "<stored program>")
     try:
-        return check(parse(source, name), name, source, length=model.T, margin=stored.get("margin"))
+        return check(parse(source, name), name, source, length=length, margin=margin)
     except ProgramError as error:
         first = error.diagnostics[0].headline() if error.diagnostics else str(error)
         raise StoredProgramError(f"the program stored in the file no longer checks: {first}") from None
@@ -197,10 +201,25 @@ def relower(model: CompiledTransformer, program: ir.Program | None = None) -> Lo
     and route (``"route": "gather"``) its config stores. Lowering is deterministic, so this is
     the model's own circuit unless the file was compiled by another version (its
     ``residual_labels`` then differ from the circuit's directions)."""
-    program = program_of(model) if program is None else program
     config = model.config
-    return build_circuit(program, float(config["eps"]), resolve_dtype(config["dtype"]),
-                         allow_inefficient=config.get("route") == "gather", ffn=config.get("ffn", "wide"))
+    stored = config.get("program") or {}
+    if program is None and not isinstance(stored.get("source"), str):
+        raise StoredProgramError("the file holds no program source")
+    route = (float(config["eps"]), str(config["dtype"]), config.get("route") == "gather", config.get("ffn", "wide"))
+    if program is not None:
+        return build_circuit(program, route[0], resolve_dtype(route[1]), allow_inefficient=route[2], ffn=route[3])
+    return _stored_lowering(stored.get("source"), stored.get("name", "<stored program>"), stored.get("margin"),
+                            model.T, *route)
+
+
+@lru_cache(maxsize=16)
+def _stored_lowering(source: object, name: str, margin: float | None, length: int, eps: float, dtype: str,
+                     gather: bool, ffn: str) -> Lowering:
+    """The lowering of a stored program, kept for the next call with the same file's settings
+    (export checks a model's weights against it, then reads its circuit map off it; check
+    --trace and circuit relower too). Lowering is deterministic and its result immutable."""
+    program = _stored_program(source, name, margin, length)
+    return build_circuit(program, eps, resolve_dtype(dtype), allow_inefficient=gather, ffn=ffn)
 
 
 def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str | torch.dtype = "float32",
