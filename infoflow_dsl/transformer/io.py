@@ -273,7 +273,7 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
     except ValueError as e:
         raise _Fault(_one_line(str(e))) from None
     _check_memory(tensors, shapes, len(data))
-    tensors = dense_layout(tensors)
+    tensors = dense_layout(tensors, shapes)
     for tname, t in tensors.items():
         if not bool(torch.isfinite(t.coalesce().values() if t.is_sparse else t).all()):
             raise _Fault(f"tensor {tname} holds non-finite values (NaN or infinity)")
@@ -328,25 +328,17 @@ def _check_memory(tensors: dict[str, torch.Tensor], shapes: dict[str, tuple[int,
                       f"(at most {allowed / 2**20:,.0f} MB are read from a file this size)")
 
 
-def dense_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def dense_layout(tensors: dict[str, torch.Tensor], shapes: dict[str, tuple[int, ...]]) -> dict[str, torch.Tensor]:
     """The model's tensors from a file's tensors: each NAME.values, NAME.indices, NAME.shape triple
-    rebuilt as NAME (checked: complete, one-dimensional, indices strictly increasing and in range):
+    (complete, its shape ``shapes[NAME]``: checked by :func:`stored_shapes`) rebuilt as NAME
+    (checked here: values and indices one-dimensional, indices strictly increasing and in range):
     dense, or, for a tensor the model holds sparse (``sparse.holds_sparse``), a sparse COO tensor
     built from the triple directly, never dense."""
     out = {name: t for name, t in tensors.items() if not any(name.endswith(part) for part in SPARSE_PARTS)}
-    names = sorted({name.rsplit(".", 1)[0] for name in tensors if name not in out})
-    for name in names:
-        parts = {suffix: tensors[name + suffix] for suffix in SPARSE_PARTS if name + suffix in tensors}
-        missing = [name + suffix for suffix in SPARSE_PARTS if suffix not in parts]
-        if missing:
-            raise _Fault(f"sparse tensor {name} lacks {', '.join(missing)}")
-        if name in out:
-            raise _Fault(f"tensor {name} is stored both dense and sparse")
-        values, indices, shape = parts[".values"], parts[".indices"], parts[".shape"]
-        if values.dim() != 1 or indices.shape != values.shape or shape.dim() != 1 or bool((shape < 0).any()):
-            raise _Fault(f"sparse tensor {name}: values and indices must be two vectors of one length, and shape "
-                         f"a vector of sizes")
-        dims = tuple(int(n) for n in shape)
+    for name in sorted(set(shapes) - set(out)):
+        values, indices, dims = tensors[name + ".values"], tensors[name + ".indices"], shapes[name]
+        if values.dim() != 1 or indices.shape != values.shape:
+            raise _Fault(f"sparse tensor {name}: values and indices must be two vectors of one length")
         size = math.prod(dims)  # a Python integer: no overflow
         indices = indices.to(torch.int64)
         if indices.numel() and size == 0:
