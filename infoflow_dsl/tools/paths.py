@@ -19,9 +19,7 @@ def write_atomically(path: Path, data: bytes) -> None:
     the user's (UsageError, exit 2) with the path and the reason."""
     from ..transformer.io import write_bytes_atomically
 
-    folder = path.resolve().parent
-    if not folder.is_dir():
-        raise UsageError(f"{path}: the folder {folder} does not exist")
+    _existing_parent(path)
     try:
         write_bytes_atomically(path, data)
     except OSError as error:
@@ -36,9 +34,7 @@ def check_writable(path: Path, *inputs: Path) -> None:
     the command's own ``inputs``."""
     import os
 
-    folder = path.resolve().parent
-    if not folder.is_dir() or not path.absolute().parent.is_dir():  # nope/../x: resolve() hides the missing nope
-        raise UsageError(f"{path}: the folder {path.parent} does not exist")
+    folder = _existing_parent(path)
     if path.is_dir():
         raise UsageError(f"{path}: is a folder, expected a file name")
     if path.exists() and not path.is_file():
@@ -55,10 +51,17 @@ def check_writable_folder(path: Path) -> None:
     written: its parent missing or refusing a file, or ``path`` itself a file."""
     if path.exists() and not path.is_dir():
         raise UsageError(f"{path}: not a folder")
-    parent = path.resolve().parent
-    if not parent.is_dir() or not path.absolute().parent.is_dir():
-        raise UsageError(f"{path}: the folder {path.parent} does not exist")
+    parent = _existing_parent(path)
     _try_writing_in(path if path.is_dir() else parent, path)
+
+
+def _existing_parent(path: Path) -> Path:
+    """The folder ``path`` is written in, which must exist (UsageError): checked resolved and as
+    written, since ``resolve()`` hides the missing ``nope`` of ``nope/../x``."""
+    folder = path.resolve().parent
+    if not folder.is_dir() or not path.absolute().parent.is_dir():
+        raise UsageError(f"{path}: the folder {path.parent} does not exist")
+    return folder
 
 
 def _try_writing_in(folder: Path, path: Path) -> None:
