@@ -32,6 +32,7 @@ from .errors import (
     SweepError,
     TrainError,
     UsageError,
+    WorkloadError,
 )
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ __all__ = [
     "SweepError",
     "TrainError",
     "UsageError",
+    "WorkloadError",
     "analyze",
     "circuit",
     "compile",

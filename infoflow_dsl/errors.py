@@ -7,7 +7,8 @@
   :class:`StoredProgramError` (exit 2): one whose stored program no longer checks.
 - :class:`ExportError`, :class:`TrainError`, :class:`SweepError` (exit 2): an export, a training
   setting or a sweep that cannot be made as asked; :class:`UsageError` (exit 2): a flag or a
-  file path. :class:`NoConstruction` is the :class:`CompileError` of a construct no lowering builds.
+  file path; :class:`WorkloadError` (exit 2): a measurement too large for this machine
+  (estimated before it starts). :class:`NoConstruction` is the :class:`CompileError` of a construct no lowering builds.
 
 Every one is reachable as ``infoflow_dsl.NAME``.
 
@@ -110,3 +111,9 @@ class SweepError(ValueError):
 
 class UsageError(Exception):
     """A fault of the user's outside a program (a flag, a file): one line on stderr, exit 2."""
+
+
+class WorkloadError(UsageError):
+    """A measurement that would need more memory than this process may use, or more time than
+    the limit (``INFOFLOW_MAX_SECONDS``), estimated before anything is allocated
+    (:mod:`infoflow_dsl.reference.workload`): exit 2, with both figures and what to change."""

@@ -34,6 +34,7 @@ from .language import typed as ir
 from .language.check import check
 from .language.parse import parse
 from .reference.measure import budgeted_samples, measure_error
+from .reference.workload import measurement_workload
 from .transformer.model import CompiledTransformer
 
 if TYPE_CHECKING:
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_EPS = 1e-3
+#: what a compile too large to measure here can change (reference/workload.py)
+MEASUREMENT_CHANGE = ("measure fewer inputs (--samples N, samples=N in Python; 0 skips the measurement: check the "
+                      "model afterwards), or lower T")
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -267,5 +271,6 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
     if samples is None:
         samples = budgeted_samples(model, program)
     if samples > 0:
+        measurement_workload(model, program, samples, MEASUREMENT_CHANGE).refuse_if_unaffordable()
         model.config["measured_error"] = measure_error(model, program, samples, seed)
     return model

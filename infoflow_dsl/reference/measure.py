@@ -7,6 +7,7 @@ worst error over the inputs the guarantee covers.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -46,17 +47,42 @@ def reference_cost(program: ir.Program) -> float:
     return 2.0 * cost(program.target) * (length if program.per_token else 1.0)
 
 
-def measurement_cost(model: CompiledTransformer, program: ir.Program) -> float:
-    """Floating-point operations to measure one input, roughly: the model's forward (2 per
-    weight per token: the forward multiplies dense matrices, zeros included, so a wide FFN costs
-    its full width; plus each head's (T+1) × T scores, softmax and values) and the reference
-    (:func:`reference_cost`)."""
-    length = program.length
-    cost = 2.0 * (length + 1) * model.parameter_count()
+@dataclass(frozen=True, kw_only=True)
+class ModelSize:
+    """What a forward costs, read off a model: its weights (``parameters``), the attention's work
+    per (query, key) pair summed over layers and heads (``pair_width``: H·(d_qk + d_v + 8) a layer,
+    the 8 for the score's softmax), the residual width and the widest FFN's hidden units, and the
+    bytes of one of its numbers."""
+
+    parameters: int
+    pair_width: int
+    d_model: int
+    widest_hidden: int
+    itemsize: int
+
+
+def model_size(model: Any) -> ModelSize:
+    """A compiled model's :class:`ModelSize`, or the one an export read back states
+    (``ExportedModel.model_size``: measured models are of either kind)."""
+    if not isinstance(model, CompiledTransformer):
+        return model.model_size()
+    pair_width = 0
     for block in model.blocks:
         heads, _, width = block.attn.W_Q.shape  # (H, D, E)
-        cost += 2.0 * heads * (length + 1) * length * (width + block.attn.W_V.shape[-1] + 8)
-    return cost + reference_cost(program)
+        pair_width += heads * (width + block.attn.W_V.shape[-1] + 8)
+    return ModelSize(parameters=model.parameter_count(), pair_width=pair_width, d_model=model.d_model,
+                     widest_hidden=max([*model.d_mlp, model.d_mlp_embedding, 1]),
+                     itemsize=torch.empty(0, dtype=model.dtype).element_size())
+
+
+def measurement_cost(model: Any, program: ir.Program) -> float:
+    """Floating-point operations to measure one input, roughly: the model's forward (2 per
+    weight per token: the forward multiplies dense matrices, zeros included, so a wide FFN costs
+    its full width; plus each head's (T+1) × T scores, softmax and values: :class:`ModelSize`)
+    and the reference (:func:`reference_cost`)."""
+    length, size = program.length, model_size(model)
+    forward = 2.0 * (length + 1) * size.parameters + 2.0 * (length + 1) * length * size.pair_width
+    return forward + reference_cost(program)
 
 
 def budgeted_samples(model: CompiledTransformer, program: ir.Program, budget: float = MEASUREMENT_BUDGET) -> int:

@@ -27,6 +27,7 @@ No margin excludes any input: on a finite vocabulary the guarantee is exact on e
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,21 +84,28 @@ def random_lengths(program: ir.Program, samples: int, seed: int) -> list[int]:
     return torch.bincount(drawn, minlength=program.length + 1)[1:].tolist()
 
 
-def token_inputs(program: ir.Program, samples: int, seed: int, limit: int = EXHAUSTIVE) -> list[TokenInputs]:
+def token_inputs(program: ir.Program, samples: int, seed: int, limit: int = EXHAUSTIVE) -> Iterator[TokenInputs]:
     """What :func:`measure_tokens` runs (see the module docstring), in chunks of at most
-    CHUNK_TOKENS ids: the exhaustive short lengths first, the constant sequences of the longer
-    lengths, then the random sequences by length (each length's chunks from seeds derived from
-    ``seed`` and the length)."""
+    CHUNK_TOKENS ids (or one sequence), made one at a time: the exhaustive short lengths first,
+    the constant sequences of the longer lengths, then the random sequences by length (each
+    length's chunks from seeds derived from ``seed`` and the length)."""
     size, short = program.token_vocabulary.size, exhaustive_lengths(program, limit)
-    parts = [TokenInputs(every_sequence(size, length), "exhaustive") for length in range(1, short + 1)]
-    parts += [TokenInputs(constant_sequences(size, length), "constant")
-              for length in range(short + 1, program.length + 1)]
+    for length in range(1, short + 1):
+        yield TokenInputs(every_sequence(size, length), "exhaustive")
+    for length in range(short + 1, program.length + 1):
+        yield TokenInputs(constant_sequences(size, length), "constant")
     for length, count in enumerate(random_lengths(program, samples, seed), start=1):
         step = max(1, CHUNK_TOKENS // length)
         for index, start in enumerate(range(0, count, step)):
             chunk_seed = seed + 1_000_003 * length + 7_919 * index
-            parts.append(TokenInputs(random_ids(program, min(step, count - start), chunk_seed, length), "random"))
-    return parts
+            yield TokenInputs(random_ids(program, min(step, count - start), chunk_seed, length), "random")
+
+
+def largest_part(program: ir.Program, limit: int = EXHAUSTIVE) -> int:
+    """The most ids one part of :func:`token_inputs` holds: the longest exhaustive length's
+    V^L·L, a constant part's V·T, or a random chunk's CHUNK_TOKENS (one sequence of T at least)."""
+    size, short = program.token_vocabulary.size, exhaustive_lengths(program, limit)
+    return max(size**short * short, size * program.length, CHUNK_TOKENS, program.length)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from ..transformer.model import (
 )
 from .measure import CORNERS, errors_on, model_inputs, position_errors
 from .sampling import domain_corners, sample_inputs
+from .workload import Workload, continuous_workload
 
 INPUT_CHUNK = 1 << 22  # numbers (inputs × T × d) per chunk of check's inputs: 32 MiB in float64
 ROUNDING = {torch.float32: 2.0**-24, torch.float64: 2.0**-53}
@@ -120,6 +121,24 @@ def check_inputs(program: ir.Program, samples: int, seed: int) -> Iterator[torch
         yield near_ties(program, min(step, ties - start), _chunk_seed(seed + 3, index))
 
 
+def check_workload(model: CompiledTransformer, program: ir.Program, samples: int, adversarial: int) -> Workload:
+    """What :func:`check_model` will cost (:mod:`~infoflow_dsl.reference.workload`): its random
+    inputs, corners, near ties and adversarial examples (one input each), a chunk of inputs and
+    the corners held at once. What to change: fewer inputs, or (when even one random input is
+    too much: the corners and near ties are always checked) a model of a smaller T."""
+
+    def workload(count: int, examples: int, change: str) -> Workload:
+        chunk = max(1, INPUT_CHUNK // (program.length * program.dimension))
+        inputs = count + CORNERS + max(count // 10, 16) + examples
+        what = f"checking {count:,} random input{'s' if count != 1 else ''}, {CORNERS} corners and the near ties"
+        return continuous_workload(model, program, inputs, max(min(chunk, count), CORNERS), what, change)
+
+    smallest = workload(1, 0, "")
+    return workload(samples, adversarial, "lower --samples or --adversarial" if not smallest.over_limits() else
+                    f"even one random input is too much (the {CORNERS} corners and the near ties are always "
+                    f"checked): check a model compiled for a smaller T")
+
+
 def _chunk_seed(seed: int, index: int) -> int:
     return seed if index == 0 else seed + 1_000_003 * index
 
@@ -132,6 +151,7 @@ def check_model(model: CompiledTransformer, program: ir.Program, samples: int = 
     if program.over_tokens:
         raise ValueError("check_model draws continuous inputs; a token model is checked by "
                          "infoflow_dsl.reference.token_check.measure_tokens")
+    check_workload(model, program, samples, adversarial).refuse_if_unaffordable()
     with show_progress("check") if progress else contextlib.nullcontext():
         return _check(model, program, samples, float(model.config.get("eps", 0.0) if eps is None else eps), seed,
                       adversarial)

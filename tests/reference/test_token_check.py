@@ -45,7 +45,7 @@ def test_random_lengths_cover_every_length_and_are_seeded() -> None:
 
 def test_token_inputs_are_the_short_sequences_the_constant_ones_then_random_ids_by_length() -> None:
     program = token_program("identity")  # V = 3, T = 5: every sequence of lengths 1..4, constant ones of length 5
-    parts = token_inputs(program, 500, seed=0)
+    parts = list(token_inputs(program, 500, seed=0))
     exhaustive = [p for p in parts if p.kind == "exhaustive"]
     assert [p.ids.shape for p in exhaustive] == [(3**n, n) for n in range(1, 5)]
     constant = [p for p in parts if p.kind == "constant"]
@@ -54,13 +54,13 @@ def test_token_inputs_are_the_short_sequences_the_constant_ones_then_random_ids_
     assert sum(p.ids.shape[0] for p in random) == 500
     assert {p.ids.shape[1] for p in random} == set(range(1, 6))
     assert all(p.ids.dtype == torch.int64 and int(p.ids.max()) < 3 for p in parts)
-    again = token_inputs(program, 500, seed=0)
+    again = list(token_inputs(program, 500, seed=0))
     assert all(torch.equal(a.ids, b.ids) for a, b in zip(parts, again, strict=True))
 
 
 def _sites(program, seed: int = 0, samples: int = 300) -> tuple[int, int]:
     """(defined output sites, inputs) over the measured inputs, from the reference."""
-    parts = token_inputs(program, samples, seed)
+    parts = list(token_inputs(program, samples, seed))
     sites = 0
     for part in parts:
         truth = evaluate(program, part.ids)
@@ -101,7 +101,7 @@ def test_a_tie_goes_to_the_smallest_id_and_counts_wrong_where_that_is_not_the_re
     with torch.no_grad():
         model.unembed.W_U[2, 0] = 1.0  # direction 2 (x == "c") into the score of "a"
     result = measure_tokens(model, program, 300)
-    parts = token_inputs(program, 300, 0)
+    parts = list(token_inputs(program, 300, 0))
     c_sites = sum(int((p.ids == 2).sum()) for p in parts)
     c_inputs = sum(int((p.ids == 2).any(dim=1).sum()) for p in parts)
     assert (result.wrong, result.wrong_inputs, result.min_margin) == (c_sites, c_inputs, 0.0)

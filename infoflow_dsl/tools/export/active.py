@@ -24,6 +24,7 @@ import torch
 
 from ...pipeline import program_of
 from ...reference.measure import model_inputs
+from ...reference.workload import continuous_workload
 from ...transformer.model import CompiledTransformer
 from .hf import forward_in_batches, in_memory
 from .inputs import ExportIO
@@ -79,7 +80,10 @@ def choose(model: CompiledTransformer, layout: ExportLayout, eps: float = STANDA
     """C from the share of ε the compiled bound leaves (module docstring), or ``constant`` as given."""
     model64 = model if model.dtype == torch.float64 else CompiledTransformer(model.config, model.state_dict(),
                                                                              dtype=torch.float64)
-    x = model_inputs(program_of(model), PROBES, seed=23)
+    program = program_of(model)
+    continuous_workload(model64, program, PROBES, PROBES, f"probing the LayerNorm's constant on {PROBES} inputs",
+                        "export a model of a smaller T").refuse_if_unaffordable()
+    x = model_inputs(program, PROBES, seed=23)
     with torch.no_grad():
         y = model64(x)
     _, largest = outputs_at(model64, layout, x, None, eps, hidden=True)

@@ -32,6 +32,7 @@ from torch import nn
 
 from ...errors import ExportError
 from ...language.declarations import MAX_LENGTH
+from ...reference.measure import ModelSize
 from ...transformer.config import check_described_fields
 from ...transformer.io import umask_mode
 from ...transformer.model import CompiledTransformer
@@ -390,6 +391,7 @@ class ExportedModel(nn.Module):
             self.io = ExportIO.from_json(info)
             layout = info["layout"]
             self.shape = (int(layout["n_inner"]), int(layout["n_head"]), int(layout["width"]))
+            self.attention = (int(layout["n_layers"]), int(layout["head_dim"]))
             self.T, self.d = self.io.T, self.io.d
             if isinstance(self.T, bool) or not isinstance(self.T, int) or not 1 <= self.T <= MAX_LENGTH:
                 raise ValueError(f"input T must be a whole number in 1..{MAX_LENGTH:,}, got {self.T!r}")
@@ -416,6 +418,14 @@ class ExportedModel(nn.Module):
     @property
     def dtype(self) -> torch.dtype:
         return next(self.hf.parameters()).dtype
+
+    def model_size(self) -> ModelSize:
+        """What a forward costs (the measurement's estimate): layers × heads of width head_dim."""
+        n_inner, n_head, width = self.shape
+        layers, head_dim = self.attention
+        return ModelSize(parameters=sum(p.numel() for p in self.hf.parameters()),
+                         pair_width=layers * n_head * (2 * head_dim + 8), d_model=width, widest_hidden=n_inner,
+                         itemsize=torch.empty(0, dtype=self.dtype).element_size())
 
     @property
     def device(self) -> torch.device:

@@ -22,6 +22,7 @@ from ...reference.evaluate import evaluate
 from ...reference.measure import errors_on, model_inputs
 from ...reference.sampling import sample_inputs
 from ...reference.verify import writers
+from ...reference.workload import measurement_workload
 from ...transformer.model import CompiledTransformer
 from ...transformer.sparse import nonzero_entries
 from .content import GraphNode
@@ -199,6 +200,8 @@ def measured_section(model: CompiledTransformer, program: ir.Program) -> dict[st
     ``samples=0``), each to 3 significant digits (the inputs the margin leaves out are counted only);
     the worst input with both outputs; the model's and the reference's outputs on the examples."""
     measured = model.config.get("measured_error") or {"samples": UNMEASURED_SAMPLES, "seed": 0}
+    remeasure = "the report measures again on the inputs its compile measured: compile with fewer --samples"
+    measurement_workload(model, program, measured["samples"], remeasure).refuse_if_unaffordable()
     if program.over_tokens:
         return token_measured_section(model, program, measured["samples"], measured["seed"], example_inputs(program))
     x = model_inputs(program, measured["samples"], measured["seed"])
