@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProgramError, UsageError
+from .console import EXIT_INTERRUPTED
 from .paths import check_writable, read_program_text, write_atomically
 
 EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_ABOVE_EPS = 0, 1, 2, 3
@@ -454,7 +455,7 @@ def _run_and_flush(argv: Sequence[str] | None) -> int:
     except SystemExit as exit_:  # --help and --version exit through argparse
         code = exit_.code if isinstance(exit_.code, int) else EXIT_OK
     except KeyboardInterrupt:
-        code = 130
+        code = EXIT_INTERRUPTED
     except BrokenPipeError:
         raise
     except Exception as error:
