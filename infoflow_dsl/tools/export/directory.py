@@ -379,6 +379,10 @@ def export_outputs(target: Any, outputs: Any) -> torch.Tensor:
     return export_io(target).outputs(logits)
 
 
+#: the longest input an export is probed with when read (:meth:`ExportedModel._check_runs`)
+PROBE_LENGTH = 4096
+
+
 class ExportedModel(nn.Module):
     """An export read back: ``forward(x)`` = the HF model's output for x, as ``model(x)`` gives
     it; ``config`` holds the export's ε, bound and program (what ``check`` reads)."""
@@ -396,8 +400,11 @@ class ExportedModel(nn.Module):
             if isinstance(self.T, bool) or not isinstance(self.T, int) or not 1 <= self.T <= MAX_LENGTH:
                 raise ValueError(f"input T must be a whole number in 1..{MAX_LENGTH:,}, got {self.T!r}")
             self.d_model = int(layout["width"])
+            self.io.check_shapes(self.d_model)
             self.config = {"program": info["program"], "eps": info["eps"], "a_priori_bound": info["a_priori_bound"],
                            "T": self.T, "dtype": info["dtype"]}
+            if info.get("trained") is not None:
+                self.config["trained"] = info["trained"]
             check_described_fields(self.config)
             to = info["to"]
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError, RecursionError) as error:
@@ -405,10 +412,30 @@ class ExportedModel(nn.Module):
                               f"{str(error)[:200]})") from None
         try:
             self.hf = _load_model(directory, to, dtype or self.io.w_x.dtype)
-        except (OSError, ValueError, KeyError, RuntimeError) as error:
-            raise ExportError(f"{directory}: cannot load the exported model ({error})") from None
-        if info.get("trained") is not None:
-            self.config["trained"] = info["trained"]
+        except ExportError:
+            raise
+        except Exception as error:  # transformers reading the folder's files: whatever it raises is theirs
+            raise ExportError(f"{directory}: cannot load the exported model ({type(error).__name__}: "
+                              f"{str(error)[:300]})") from None
+        self._check_runs(directory)
+
+    def _check_runs(self, directory: str | os.PathLike[str]) -> None:
+        """One forward on the shortest input: files that each read well but do not fit together
+        (a width in infoflow.json that is not the weights') are refused here, not at first use. An
+        export that reads exactly T tokens (self-contained, or so compiled) is probed at T when
+        T ≤ PROBE_LENGTH (its attention is quadratic in T), else at first use."""
+        exact = self.io.exact_length_only or self.io.self_contained
+        if exact and self.T > PROBE_LENGTH:
+            return
+        shortest = self.T if exact else self.io.min_length
+        try:
+            probe = (torch.zeros(1, shortest, dtype=torch.int64) if self.token_input
+                     else torch.zeros(1, shortest, self.d, dtype=self.dtype))
+            with torch.no_grad():
+                self(probe)
+        except (RuntimeError, ValueError, TypeError, IndexError) as error:
+            raise ExportError(f"{directory}: its files do not make one model ({type(error).__name__}: "
+                              f"{str(error)[:300]})") from None
 
     @property
     def token_input(self) -> bool:

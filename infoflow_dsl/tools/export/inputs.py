@@ -78,6 +78,20 @@ class ExportIO:
                    torch.tensor(embedding["positions"], dtype=torch.float64).to(dtype),
                    vocabulary=int(spec.get("vocabulary", 0)))
 
+    def check_shapes(self, width: int) -> None:
+        """The embedding read from a file fits the model it feeds (ValueError otherwise): W_x is
+        (d + 1, width) ((V + 1, width) for a token export), cls (width,), the positions (≥ T + 2, width)."""
+        rows = (self.vocabulary or self.d) + 1
+        expected = {"W_x": (rows, width), "cls": (width,)}
+        found = {"W_x": tuple(self.w_x.shape), "cls": tuple(self.cls.shape)}
+        for name, shape in expected.items():
+            if found[name] != shape:
+                raise ValueError(f"embedding {name} has shape {list(found[name])}, expected {list(shape)}")
+        if self.positions is not None and (self.positions.dim() != 2 or self.positions.shape[0] < self.T + 2
+                                           or self.positions.shape[1] != width):
+            raise ValueError(f"embedding positions has shape {list(self.positions.shape)}, expected "
+                             f"[at least {self.T + 2}, {width}]")
+
     def json(self) -> dict[str, Any]:
         """The ``input`` entry of ``infoflow.json``."""
         out = {"T": self.T, "d": self.d, "min_length": self.min_length, "exact_length_only": self.exact_length_only,

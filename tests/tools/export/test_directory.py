@@ -192,6 +192,27 @@ def test_an_export_is_read_from_its_safetensors_alone_never_a_pickle_or_a_shard_
         ifl.load_exported(tmp_path / "out")
 
 
+@pytest.mark.parametrize(("change", "fault"), [
+    (lambda info: info["embedding"].update(W_x=[row[:5] for row in info["embedding"]["W_x"]]),
+     r"embedding W_x has shape \[5, 5\], expected \[5, 64\]"),
+    (lambda info: info["embedding"].update(cls=info["embedding"]["cls"][:3]), r"embedding cls has shape \[3\]"),
+    (lambda info: info.update(trained=[1, 2]), r"trained.*an object"),
+    (lambda info: info["layout"].update(width=32), r"embedding W_x has shape \[5, 64\], expected \[5, 32\]"),
+    (lambda info: info["input"].update(min_length="one"), r"its files do not make one model \(TypeError"),
+])
+def test_export_files_that_do_not_fit_together_are_refused_when_read(tmp_path, change, fault) -> None:
+    """Found by the fuzz below: an embedding whose shape is not the model's (the forward's
+    RuntimeError), a ``trained`` that is not an object (check's AttributeError), ... each an
+    ExportError when the folder is read, naming the fault."""
+    ifl.export(shipped("min_pairwise", torch.float32), tmp_path / "out")
+    path = tmp_path / "out" / "infoflow.json"
+    info = json.loads(path.read_text())
+    change(info)
+    path.write_text(json.dumps(info))
+    with pytest.raises(ExportError, match=fault):
+        ifl.load_exported(tmp_path / "out")
+
+
 def test_an_export_whose_weights_give_nan_is_checked_above_eps(tmp_path) -> None:
     from cli_runner import run_cli
     from safetensors.torch import load_file, save_file
@@ -204,3 +225,43 @@ def test_an_export_whose_weights_give_nan_is_checked_above_eps(tmp_path) -> None
     save_file(tensors, weights, metadata={"format": "pt"})
     code, out, _ = run_cli(["check", str(tmp_path / "out"), "--samples", "50"])
     assert code == 3 and "ABOVE ε" in out
+
+
+#: mutated export folders in CI (each loaded through transformers: about 0.5 s a load);
+#: bench/bench_hostile_files.py runs hundreds
+EXPORT_FUZZ_EXAMPLES = 40
+
+
+def test_fuzz_a_mutated_export_folder_loads_and_runs_or_is_an_export_error(tmp_path) -> None:
+    """Issue 34's fuzz, on export folders: hypothesis mutates infoflow.json and config.json (any
+    value at any depth replaced, removed or nested deeply), the weights file (as a model file),
+    removes a file or adds a pickle; ``load_exported`` gives a model that runs on an input of its
+    length, or ExportError, never another exception, and every fifth goes through ``check``
+    (exit 0, 2 or 3)."""
+    from cli_runner import run_cli
+    from hostile_files import export_mutants
+    from hypothesis import HealthCheck, given, settings
+
+    valid = tmp_path / "valid"
+    ifl.export(shipped("min_pairwise", torch.float32), valid)
+    files = {path.name: path.read_bytes() for path in valid.iterdir()}
+    seen = [0]
+
+    @settings(max_examples=EXPORT_FUZZ_EXAMPLES, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(mutant=export_mutants(files))
+    def outcome(mutant: dict[str, bytes]) -> None:
+        seen[0] += 1
+        folder = tmp_path / f"mutant{seen[0]}"
+        folder.mkdir()
+        for name, data in mutant.items():
+            (folder / name).write_bytes(data)
+        try:
+            model = ifl.load_exported(folder)
+        except ExportError:
+            return
+        model(torch.zeros(1, model.T, model.d))
+        if seen[0] % 5 == 0:
+            assert run_cli(["check", str(folder), "--samples", "10"])[0] in (0, 2, 3)
+
+    outcome()
