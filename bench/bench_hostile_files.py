@@ -6,13 +6,13 @@ Each mutant of three valid files (a random model, a compiled min_pairwise and a 
 ``tests/hostile_files.py``: a config value replaced by any JSON, a tensor's shape, dtype or
 offsets changed, a byte changed, the file cut, the config nested deeply) is written to disk and
 read with ``ifl.load`` in one process; a model that loads is run on one input of its length, and
-one in every 20 is also given to ``infoflowc circuit`` and ``infoflowc check --samples 20`` (in
-process). Then mutants of an export folder (min_pairwise exported to hf-gpt2; ``export_mutants``:
-any value of infoflow.json or config.json replaced, removed or nested, the weights file mutated,
-a file removed, a pickle added) are read with ``ifl.load_exported``, run, and every 20th given to
-``infoflowc check``. The promise: every outcome is a model that runs or a ModelFileError /
-ExportError (the CLI: exit 0, 2 or 3), never another exception; the slowest call and the
-process's peak memory are reported.
+one in every 20 is also given to ``infoflowc circuit``, ``check --samples 20``, ``report``,
+``export`` and (a token model) ``run`` (in process). Then mutants of an export folder
+(min_pairwise exported to hf-gpt2; ``export_mutants``: any value of infoflow.json or config.json
+replaced, removed or nested, the weights file mutated, a file removed, a pickle added) are read
+with ``ifl.load_exported``, run, and every 20th given to ``infoflowc check``. The promise: every
+outcome is a model that runs or a ModelFileError / ExportError (the CLI: exit 0, 2 or 3), never
+another exception; the slowest call and the process's peak memory are reported.
 """
 
 from __future__ import annotations
@@ -50,6 +50,25 @@ def valid_files() -> dict[str, bytes]:
             "compiled min_pairwise": model_to_bytes(compiled), "token": model_to_bytes(token_model("identity"))}
 
 
+def commands(path: Path, token_input: bool) -> list[list[str]]:
+    """The commands a loaded mutant goes through: circuit, check, report, export (and run, for a
+    token model), their outputs beside it."""
+    out = path.with_suffix("")
+    argv = [["circuit", str(path)], ["check", str(path), "--samples", "20"],
+            ["report", str(path), "-o", f"{out}.html"], ["export", str(path), "-o", f"{out}.export", "--force"]]
+    return argv + ([["run", str(path), "a", "b"]] if token_input else [])
+
+
+def command_outcome(argv: list[str]) -> str:
+    """``infoflowc ARGV`` in process: "COMMAND exit N", or "CRASH COMMAND ERROR" for an exception
+    (what the console script would report as exit 1)."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return f"{argv[0]} exit {run(argv)}"
+    except Exception as error:
+        return f"CRASH {argv[0]} {type(error).__name__}"
+
+
 def exercise(mutant: bytes, path: Path, counts: Counter[str], slowest: list[float], index: int) -> None:
     """Load (and run, and every 20th through the CLI) one mutant; count its outcome."""
     path.write_bytes(mutant)
@@ -67,10 +86,8 @@ def exercise(mutant: bytes, path: Path, counts: Counter[str], slowest: list[floa
     model(ids if model.token_input else ids.to(model.dtype)[..., None].expand(1, model.T, model.d))
     counts["loaded and ran"] += 1
     if index % 20 == 0:
-        for argv in (["circuit", str(path)], ["check", str(path), "--samples", "20"]):
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                code = run(argv)
-            counts[f"{argv[0]} exit {code}"] += 1
+        for argv in commands(path, model.token_input):
+            counts[command_outcome(argv)] += 1
     slowest[0] = max(slowest[0], time.perf_counter() - start)
 
 
@@ -101,8 +118,7 @@ def exercise_export(mutant: dict[str, bytes], folder: Path, counts: Counter[str]
         model(torch.zeros(1, model.T, model.d))
         counts["loaded and ran"] += 1
         if index % 20 == 0:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                counts[f"check exit {run(['check', str(folder), '--samples', '20'])}"] += 1
+            counts[command_outcome(["check", str(folder), "--samples", "20"])] += 1
     except ExportError:
         counts["refused (ExportError)"] += 1
     except Exception as error:  # the promise broken: counted and named

@@ -18,6 +18,7 @@ a method against the truth.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -137,11 +138,18 @@ def _checked_lowering(model: CompiledTransformer, verify_weights: bool = True) -
     return lowering
 
 
+#: the config's description of the circuit (what ``circuit``, ``report`` and ``export`` read
+#: besides the weights): checked against the relowered circuit's with the weights
+CIRCUIT_FIELDS = ("layers", "embedding_mlp", "residual_labels")
+
+
 def check_weights(model: CompiledTransformer, lowering: Lowering) -> None:
     """StoredProgramError unless the circuit of ``lowering``, assembled in the dtype the model was
-    compiled in (its config's), is the model's tensors in that dtype exactly."""
+    compiled in (its config's), is the model's tensors in that dtype exactly, and its description
+    in the config (:data:`CIRCUIT_FIELDS`: the heads, blocks and directions the tools read) is
+    the model's config's."""
     dtype = resolve_dtype(model.config["dtype"])
-    _, tensors = assemble(lowering.circuit, dtype)
+    config, tensors = assemble(lowering.circuit, dtype)
     held = model.state_dict()
     for name, tensor in tensors.items():
         mine = held.get(name)
@@ -149,6 +157,10 @@ def check_weights(model: CompiledTransformer, lowering: Lowering) -> None:
             raise StoredProgramError(f"the weights do not compute the program stored in the file ({name} differs "
                                      f"from its circuit's): the file was changed after compiling, or compiled by "
                                      f"another version of infoflow")
+    for field in CIRCUIT_FIELDS:
+        if model.config.get(field) != json.loads(json.dumps(config.get(field))):
+            raise StoredProgramError(f"the config's {field!r} does not describe the program's circuit: the file was "
+                                     f"changed after compiling, or compiled by another version of infoflow")
 
 
 def _same_entries(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -264,3 +264,27 @@ def test_a_stored_program_that_is_not_the_weights_program_is_refused(tmp_path) -
     ifl.save(model, path)
     code, out, err = run_cli(["circuit", str(path)])
     assert (code, out) == (2, "") and "do not compute the program" in err
+
+
+@pytest.mark.parametrize(("field", "change"), [
+    ("layers", lambda config: config["layers"][0].update(mlp=[["not", "a", "block"]])),
+    ("layers", lambda config: config["layers"][1]["heads"][0].update(computes="max_<t1> c1(t1)")),
+    ("embedding_mlp", lambda config: config.update(embedding_mlp=[{"name": 3}])),
+])
+def test_a_config_whose_circuit_description_was_changed_is_refused(tmp_path, field, change) -> None:
+    """Found by the hostile-file bench: a config whose layer descriptions were changed (weights
+    untouched) crashed ``report`` (exit 1) reading them; the description is checked against the
+    relowered circuit with the weights."""
+    from cli_runner import run_cli
+    from programs import EXAMPLES_DIR
+
+    from infoflow_dsl.pipeline import StoredProgramError
+
+    model = ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors")
+    change(model.config)
+    with pytest.raises(StoredProgramError, match=f"the config's '{field}' does not describe the program's circuit"):
+        ifl.circuit(model)
+    path, page = tmp_path / "changed.safetensors", tmp_path / "changed.html"
+    ifl.save(model, path)
+    code, out, err = run_cli(["report", str(path), "-o", str(page)])
+    assert (code, out) == (2, "") and "does not describe the program's circuit" in err and not page.exists()

@@ -1,7 +1,8 @@
 """Exact FFN constructions and √u.
 
 - relu(u), |u| = relu(u) + relu(−u), min(a, b) = a − relu(a − b), max(a, b) = a + relu(b − a):
-  exact; each adds only the rounding of its units, 2ϱ(|u| + Σ|coefficients|).
+  exact, built by :mod:`infoflow_dsl.compiler.exact` (the token lowering's too); each adds only
+  the rounding of its active unit, 2ϱ(|u| + Σ|coefficients|).
 - √u on the fewest knots whose chords stay within e/2 of √u (``quantity.sqrt_knots``: a piece
   [a², b²] departs by (b − a)²/(4(a + b))), e its share; u's error passes with factor
   1/(2√(low − err)) away from 0, and near 0 (where an input error δ becomes up to √δ) the
@@ -17,10 +18,11 @@ from collections.abc import Callable, Sequence
 
 from ...analysis.stages import ffn_stage
 from ..approximations import interpolant
-from ..circuit import FFNBlock, LinearForm, ReLUUnit
+from ..circuit import FFNBlock, LinearForm
+from ..exact import ExactFunction, abs_function, extremum_function, relu_function, unit_rounding
 from .budget import Constraint
 from .builder import CircuitBuilder, layer_after
-from .quantity import ErrorVec, Quantity, constant, in_direction, linear, sqrt_knots
+from .quantity import ErrorVec, Quantity, constant, linear, sqrt_knots
 
 #: Every unit of a √ reads its input's whole form, and a deep square's form has a term per tent
 #: level: a √ input (≥ 0) of more terms is first collected into one direction by one exact
@@ -29,47 +31,47 @@ COLLECT_TERMS = 8
 
 
 def relu_rounding(builder: CircuitBuilder, u: Quantity) -> ErrorVec:
-    """The rounding of relu units reading u: 2ϱ(|u| + Σ|coefficients of u's form|)."""
-    return ErrorVec.rounded(builder.unit_roundoff * 2 * (u.magnitude + sum(abs(c) for _, c in u.form.terms)))
+    """The rounding of a relu unit reading u (``exact.unit_rounding``)."""
+    return ErrorVec.rounded(unit_rounding(builder.unit_roundoff, u.magnitude, u.form))
 
 
-def relu_units(builder: CircuitBuilder, u: Quantity, formula: str, extra_inputs: Sequence[LinearForm] = (),
-               function: str = "relu") -> tuple[str, int]:
-    """Exact ReLU units relu(u) (and relu(w) for each extra input) into one new direction, in the
-    first FFN after u exists: (that direction, its layer)."""
+def exact_units(builder: CircuitBuilder, exact: ExactFunction, u: Quantity, formula: str) -> tuple[LinearForm, int]:
+    """The units of ``exact`` (reading u: its argument) into one new direction, in the first FFN
+    after u exists: (the function's value form, its layer)."""
     layer = layer_after(u.stage)
     direction = builder.direction(builder.fresh(f"L{layer}:r"))
-    units = tuple(ReLUUnit(form, direction, 1.0) for form in (u.form, *extra_inputs))
     builder.blocks.append(FFNBlock(
-        name=direction, layer=layer, output=direction, formula=formula, units=units, error=0.0, bias=0.0,
-        function=function, argument=u.form, rounding=relu_rounding(builder, u).rounding))
-    return direction, layer
+        name=direction, layer=layer, output=direction, formula=formula, units=exact.units(direction), error=0.0,
+        bias=0.0, function=exact.function, argument=u.form, rounding=relu_rounding(builder, u).rounding))
+    return exact.value(direction), layer
 
 
 def relu(builder: CircuitBuilder, u: Quantity) -> Quantity:
     if u.is_constant:
         return constant(max(u.form.constant, 0.0))
-    direction, layer = relu_units(builder, u, f"relu({u.form})")
-    return in_direction(direction, ffn_stage(layer), max(u.low, 0.0), max(u.high, 0.0),
-                        u.error.plus(relu_rounding(builder, u)))
+    form, layer = exact_units(builder, relu_function(u.form), u, f"relu({u.form})")
+    return Quantity(form=form, stage=ffn_stage(layer), low=max(u.low, 0.0), high=max(u.high, 0.0),
+                    error=u.error.plus(relu_rounding(builder, u)))
 
 
 def absolute(builder: CircuitBuilder, u: Quantity) -> Quantity:
     if u.is_constant:
         return constant(abs(u.form.constant))
-    direction, layer = relu_units(builder, u, f"|{u.form}|", extra_inputs=(u.form.scaled(-1.0),), function="abs")
+    form, layer = exact_units(builder, abs_function(u.form), u, f"|{u.form}|")
     low = 0.0 if u.low <= 0 <= u.high else min(abs(u.low), abs(u.high))
-    return in_direction(direction, ffn_stage(layer), low, u.magnitude, u.error.plus(relu_rounding(builder, u)))
+    return Quantity(form=form, stage=ffn_stage(layer), low=low, high=u.magnitude,
+                    error=u.error.plus(relu_rounding(builder, u)))
 
 
-def _extremum(builder: CircuitBuilder, a: Quantity, b: Quantity, sign: float) -> Quantity:
-    """min(a, b) = a − relu(a − b) (sign = 1); max(a, b) = a + relu(b − a) (sign = −1)."""
-    gap = linear([(sign, a), (-sign, b)])
+def _extremum(builder: CircuitBuilder, a: Quantity, b: Quantity, kind: str) -> Quantity:
+    """min(a, b) or max(a, b) (``exact.extremum_function``)."""
+    exact = extremum_function(a.form, b.form, kind)
+    sign = 1.0 if kind == "min" else -1.0
+    gap = linear([(sign, a), (-sign, b)])  # the gap's range and error; its form is exact.argument
     if gap.is_constant:
         return a if gap.form.constant <= 0 else b  # gap = ±(a − b): a wins when it is ≤ 0
-    direction, layer = relu_units(builder, gap, f"relu({gap.form})")
-    form = a.form.plus(LinearForm.of(direction), -sign)
-    pick = min if sign > 0 else max
+    form, layer = exact_units(builder, exact, gap, f"relu({gap.form})")
+    pick = min if kind == "min" else max
     # the gather route's slot trees take the larger error (sound and T times tighter over T
     # slots); the efficient route keeps the sum
     joint = a.error.widest(b.error) if builder.gathered else a.error.plus(b.error)
@@ -78,11 +80,11 @@ def _extremum(builder: CircuitBuilder, a: Quantity, b: Quantity, sign: float) ->
 
 
 def minimum(builder: CircuitBuilder, a: Quantity, b: Quantity) -> Quantity:
-    return _extremum(builder, a, b, 1.0)
+    return _extremum(builder, a, b, "min")
 
 
 def maximum(builder: CircuitBuilder, a: Quantity, b: Quantity) -> Quantity:
-    return _extremum(builder, a, b, -1.0)
+    return _extremum(builder, a, b, "max")
 
 
 def _into_one_direction(builder: CircuitBuilder, u: Quantity) -> Quantity:

@@ -13,7 +13,8 @@ adds is the dtype's rounding (estimated as 4ϱ times the largest pre-activation 
 - **and** of n indicators relu(Σ aᵢ − (n − 1)); **or** 1 − relu(1 − Σ aᵢ); 1 unit each, exact on
   0/1 inputs. **not** is 1 − a (no unit).
 - **relu**, |z| = relu(z) + relu(−z), min(a, b) = a − relu(a − b), max(a, b) = a + relu(b − a):
-  exact for every real input (Lipschitz 1).
+  exact for every real input (Lipschitz 1): :mod:`infoflow_dsl.compiler.exact`, one
+  construction and one rounding rule with the lowering over vectors.
 - **Table** φ(f) on f's values a₀ < … < aₙ: φ(a₀) + Σₖ (φ(aₖ) − φ(aₖ₋₁))·[f ≥ aₖ]: n robust
   steps, exact.
 - **Product** f·g of two features: a constant scales; an indicator gates; otherwise the side
@@ -31,6 +32,7 @@ from fractions import Fraction
 from ...analysis.stages import ffn_layer, ffn_stage
 from ...errors import CompileError, NoConstruction
 from ..circuit import LinearForm, ReLUUnit
+from ..exact import ExactFunction, abs_function, extremum_function, relu_function, unit_rounding
 from .builder import Feature, TokenCircuitBuilder, constant_feature
 
 ZERO, ONE_VALUE = Fraction(0), Fraction(1)
@@ -230,31 +232,34 @@ def disjunction(builder: TokenCircuitBuilder, parts: Sequence[Feature], text: st
                          error=sum(p.error for p in parts), extra=LinearForm.const(1.0))
 
 
+def _exact(builder: TokenCircuitBuilder, exact: ExactFunction, stem: str, inputs: Sequence[Feature],
+           magnitude: float, values: frozenset[Fraction] | None, error: float, text: str) -> Feature:
+    """The units of ``exact`` (:mod:`infoflow_dsl.compiler.exact`, the lowering over vectors'
+    too) into one fresh direction, one FFN after the inputs; its error: the inputs' plus its
+    active unit's rounding (``exact.unit_rounding``, ``magnitude`` bounding what it reads)."""
+    layer = ffn_layer(_stage(*inputs))
+    output = builder.fresh(stem)
+    rounding = unit_rounding(builder.unit_roundoff, magnitude, exact.argument)
+    builder.add_units(name=output, layer=layer, output=output, formula=text, units=list(exact.units(output)),
+                      error=error + rounding)
+    return Feature(exact.value(output), values, ffn_stage(layer), error + rounding)
+
+
 def rectified(builder: TokenCircuitBuilder, z: Feature, values: frozenset[Fraction] | None, text: str) -> Feature:
     """relu(z) (1 unit)."""
-    return _unit_feature(builder, stem="relu", formula=text, inputs=[z], units=[(z.form, 1.0, _reach(z))],
-                         values=values, error=z.error)
+    return _exact(builder, relu_function(z.form), "relu", [z], z.magnitude, values, z.error, text)
 
 
 def absolute(builder: TokenCircuitBuilder, z: Feature, values: frozenset[Fraction] | None, text: str) -> Feature:
     """|z| = relu(z) + relu(−z) (2 units)."""
-    return _unit_feature(builder, stem="abs", formula=text, inputs=[z],
-                         units=[(z.form, 1.0, _reach(z)), (z.form.scaled(-1.0), 1.0, _reach(z))], values=values,
-                         error=z.error)
+    return _exact(builder, abs_function(z.form), "abs", [z], z.magnitude, values, z.error, text)
 
 
 def extreme(builder: TokenCircuitBuilder, a: Feature, b: Feature, kind: str,
             values: frozenset[Fraction] | None, text: str) -> Feature:
     """min(a, b) = a − relu(a − b), max(a, b) = a + relu(b − a) (1 unit)."""
-    sign = -1.0 if kind == "min" else 1.0
-    difference = a.form.plus(b.form, -1.0).scaled(-sign)
-    units: list[Unit] = [(difference, sign, _reach(a) + _reach(b))]
-    return _unit_feature(builder, stem=kind, formula=text, inputs=[a, b], units=units, values=values,
-                         error=a.error + b.error, extra=a.form)
-
-
-def _reach(f: Feature) -> float:
-    return f.magnitude + abs(f.form.constant) + sum(abs(c) for _, c in f.form.terms)
+    return _exact(builder, extremum_function(a.form, b.form, kind), kind, [a, b], a.magnitude + b.magnitude, values,
+                  a.error + b.error, text)
 
 
 def _products(a: frozenset[Fraction], b: frozenset[Fraction] | None) -> frozenset[Fraction] | None:
