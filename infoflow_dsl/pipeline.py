@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_EPS = 1e-3
+#: what compile writes in every model's config besides its circuit, and relowering reads
+#: (their values' kinds are checked when the file is read: transformer/config.py)
+COMPILED_FIELDS = ("eps", "a_priori_bound", "dtype")
 #: what a compile too large to measure here can change (reference/workload.py)
 MEASUREMENT_CHANGE = ("measure fewer inputs (--samples N, samples=N in Python; 0 skips the measurement: check the "
                       "model afterwards), or lower T")
@@ -209,6 +212,10 @@ def relower(model: CompiledTransformer, program: ir.Program | None = None) -> Lo
     stored = config.get("program") or {}
     if program is None and not isinstance(stored.get("source"), str):
         raise StoredProgramError("the file holds no program source")
+    missing = [key for key in COMPILED_FIELDS if config.get(key) is None]
+    if missing:
+        raise StoredProgramError(f"the config lacks {' and '.join(repr(key) for key in missing)}, which every "
+                                 f"compiled model holds: the file was changed after compiling")
     route = (float(config["eps"]), str(config["dtype"]), config.get("route") == "gather", config.get("ffn", "wide"))
     if program is not None:
         return build_circuit(program, route[0], resolve_dtype(route[1]), allow_inefficient=route[2], ffn=route[3])

@@ -158,8 +158,9 @@ def _number(value: Any) -> bool:
 DESCRIBED_FIELDS: dict[str, tuple[Any, str]] = {
     "eps": (lambda v: v is None or (_number(v) and v > 0), "a positive number or null (a trained model)"),
     "a_priori_bound": (lambda v: v is None or (_number(v) and v >= 0), "a number ≥ 0 or null"),
-    "measured_error": (lambda v: v is None or (isinstance(v, Mapping) and all(isinstance(k, str) for k in v)),
-                       "null or an object"),
+    "measured_error": (lambda v: v is None or _measurement(v),
+                       "null or a measurement (max_error a number ≥ 0; samples, corners, seed and "
+                       "excluded_by_margin whole numbers ≥ 0; a token model's counts too)"),
     "dtype": (lambda v: v in ("float32", "float64"), '"float32" or "float64"'),
     "ffn": (lambda v: v in ("wide", "deep", "auto"), '"wide", "deep" or "auto"'),
     "route": (lambda v: v in ("efficient", "gather"), '"efficient" or "gather"'),
@@ -171,14 +172,35 @@ DESCRIBED_FIELDS: dict[str, tuple[Any, str]] = {
 }
 
 
+#: a measurement's whole-number counts: every model's, then a token model's (``"exhaustive"`` present)
+MEASURED_COUNTS = ("samples", "corners", "seed", "excluded_by_margin")
+TOKEN_MEASURED_COUNTS = ("inputs", "exhaustive", "exhaustive_length", "sites")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _measurement(value: Any) -> bool:
+    """A stored ``measured_error`` as compile writes it (``reference.measure.measure_error``)."""
+    if not isinstance(value, Mapping) or not (_number(value.get("max_error")) and value["max_error"] >= 0):
+        return False
+    counts = MEASURED_COUNTS + (TOKEN_MEASURED_COUNTS if "exhaustive" in value else ())
+    return all(_count(value.get(key)) for key in counts) and ("wrong" not in value or _count(value["wrong"]))
+
+
 def check_described_fields(config: Mapping[str, Any]) -> None:
     """Each descriptive field present in ``config`` (:data:`DESCRIBED_FIELDS`) has a value of its
-    kind; ValueError naming the field and what it must be otherwise."""
+    kind, and ε and the bound are null only in a trained model's; ValueError naming the field and
+    what it must be otherwise."""
     for key, (valid, kind) in DESCRIBED_FIELDS.items():
         if key in config and not valid(config[key]):
             shown = repr(config[key])
             shown = shown if len(shown) <= 80 else shown[:77] + "..."
             raise ValueError(f"config[{key!r}] must be {kind}, got {shown}")
+    for key in ("eps", "a_priori_bound"):
+        if key in config and config[key] is None and "trained" not in config:
+            raise ValueError(f"config[{key!r}] is null, which only a trained model's may be")
 
 
 def _positive_int(config: Mapping[str, Any], key: str) -> int:

@@ -270,6 +270,7 @@ def test_a_stored_program_that_is_not_the_weights_program_is_refused(tmp_path) -
     ("layers", lambda config: config["layers"][0].update(mlp=[["not", "a", "block"]])),
     ("layers", lambda config: config["layers"][1]["heads"][0].update(computes="max_<t1> c1(t1)")),
     ("embedding_mlp", lambda config: config.update(embedding_mlp=[{"name": 3}])),
+    ("a_priori_bound", lambda config: config.update(a_priori_bouSd=config.pop("a_priori_bound"))),
 ])
 def test_a_config_whose_circuit_description_was_changed_is_refused(tmp_path, field, change) -> None:
     """Found by the hostile-file bench: a config whose layer descriptions were changed (weights
@@ -282,9 +283,11 @@ def test_a_config_whose_circuit_description_was_changed_is_refused(tmp_path, fie
 
     model = ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors")
     change(model.config)
-    with pytest.raises(StoredProgramError, match=f"the config's '{field}' does not describe the program's circuit"):
+    fault = f"the config lacks '{field}'" if field == "a_priori_bound" else (
+        f"the config's '{field}' does not describe the program's circuit")
+    with pytest.raises(StoredProgramError, match=fault):
         ifl.circuit(model)
     path, page = tmp_path / "changed.safetensors", tmp_path / "changed.html"
     ifl.save(model, path)
     code, out, err = run_cli(["report", str(path), "-o", str(page)])
-    assert (code, out) == (2, "") and "does not describe the program's circuit" in err and not page.exists()
+    assert (code, out) == (2, "") and fault in err and not page.exists()

@@ -496,11 +496,25 @@ def test_every_output_file_gets_the_mode_the_umask_gives(tmp_path: Path, umask: 
     ("dtype", "float16"),
     ("ffn", "wider"), ("route", 3), ("trained", "yes"), ("residual_labels", [1, 2]), ("program", {"name": 3}),
     ("program", {"name": "p.iflow", "source": "x", "margin": "0.1"}),
+    # found by the hostile bench (report, check: KeyError / TypeError): a measurement without its counts
+    ("measured_error", {"max_error": 0.1}), ("measured_error", {"max_error": 0.1, "samples": 10, "corners": 256,
+                                                                "seed": -1, "excluded_by_margin": 0}),
+    ("measured_error", {"max_error": 0.1, "samples": 10, "corners": 0, "seed": 0, "excluded_by_margin": 0,
+                        "exhaustive": 3}),
 ])
 def test_a_config_field_of_the_wrong_kind_is_a_model_file_error_naming_it(field: str, value: object) -> None:
     """These fields went unchecked until a tool read them: exit 1 (issue 34, points 7 and 9)."""
     with pytest.raises(ModelFileError, match=rf"config\['{field}'\] must be"):
         model_from_bytes(_retensor({}, {field: value}))
+
+
+@pytest.mark.parametrize("field", ["eps", "a_priori_bound"])
+def test_a_null_eps_or_bound_belongs_to_a_trained_model_only(field: str) -> None:
+    """Found by the hostile bench: ``"eps": null`` in a compiled model's config crashed check and
+    report (float(None)); null marks a trained model, which says so."""
+    with pytest.raises(ModelFileError, match=rf"config\['{field}'\] is null, which only a trained model's may be"):
+        model_from_bytes(_retensor({}, {field: None}))
+    assert model_from_bytes(_retensor({}, {field: None, "trained": {"steps": 1}})).config[field] is None
 
 
 def test_a_config_nested_deeply_or_with_t_above_the_limit_is_a_model_file_error() -> None:

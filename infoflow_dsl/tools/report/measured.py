@@ -292,6 +292,7 @@ def residual_section(config: dict[str, Any]) -> list[dict[str, Any]]:
 def model_sections(model: CompiledTransformer, program: ir.Program,
                    spans: dict[str, str | None]) -> dict[str, Any]:
     """The model's sections that the weights and the config fix (the measured block aside)."""
+    sites = circuit(model)  # first: the weights and the config are checked to be the stored program's
     config = model.config
     measured = config.get("measured_error") or {}
     return {
@@ -300,7 +301,7 @@ def model_sections(model: CompiledTransformer, program: ir.Program,
                   "corners": measured.get("corners"), "seed": measured.get("seed"), "T": config["T"],
                   "d_model": config["d_model"], "layers": len(config["layers"]),
                   "output": config.get("output", "readout"), "output_shape": config["output_shape"]},
-        "graph": [n.to_json() for n in model_graph(model, circuit(model), spans)],
+        "graph": [n.to_json() for n in model_graph(model, sites, spans)],
         "heads": [{**h, "reads": [config["residual_labels"][i] for i in head_reads(model, h["layer"], h["index"])]}
                   for h in model_heads(config)],
         "attention": attention_section(model, program),
