@@ -317,7 +317,7 @@ def test_wheel_ships_the_grammar(tmp_path: Path) -> None:
     assert grammar == (ROOT / "grammar" / "iflow.lark").read_text(encoding="utf-8")
     entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(wheel) as archive:
-        assert "infoflowc = infoflow_dsl.tools.cli:main" in archive.read(entry_points).decode("utf-8")
+        assert "infoflowc = infoflow_dsl.tools.console:main" in archive.read(entry_points).decode("utf-8")
 
 
 # ----------------------------------------------------------------------------- flags and paths before any work
