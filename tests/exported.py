@@ -20,12 +20,27 @@ from infoflow_dsl.transformer.model import CompiledTransformer
 
 SHIPPED = sorted(path.stem for path in EXAMPLES_DIR.glob("*.safetensors"))
 
+#: the inputs an export test reads: EXPORT_SAMPLES random ones (WIDE_SAMPLES for the three widest
+#: shipped examples, FFNs of 1,712 to 3,006 units), then EXPORT_CORNERS of the domain's corners
+#: (the constant corner sequences among them). An export is exact (a gap ≤ 1e-12 on every input,
+#: a property of the weights' mapping), so a few hundred inputs show it; bench/bench_export.py
+#: measures every shipped example on 2,000.
+EXPORT_SAMPLES = 150
+WIDE_SAMPLES = {"intrinsic_4": 40, "intrinsic_5": 40, "intrinsic_6": 40}
+EXPORT_CORNERS = 64
+
 
 @cache
 def shipped(name: str, dtype: torch.dtype = torch.float64) -> CompiledTransformer:
     """A shipped compiled example, its weights in ``dtype``."""
     model = ifl.load(EXAMPLES_DIR / f"{name}.safetensors", device="cpu")
     return model if model.dtype == dtype else CompiledTransformer(model.config, model.state_dict(), dtype=dtype)
+
+
+def export_check_inputs(model: CompiledTransformer, name: str | None = None) -> torch.Tensor:
+    """The inputs an export test checks ``model`` on (see EXPORT_SAMPLES), seed 5."""
+    samples = WIDE_SAMPLES.get(name, EXPORT_SAMPLES) if name else EXPORT_SAMPLES
+    return model_inputs(program_of(model), samples, seed=5, corners=EXPORT_CORNERS)
 
 
 def export_and_load(model: CompiledTransformer, directory: Path) -> torch.nn.Module:

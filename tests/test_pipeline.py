@@ -17,7 +17,9 @@ from random_programs import random_programs
 import infoflow_dsl as ifl
 from infoflow_dsl.reference.measure import budgeted_samples, errors_on, model_inputs
 
-SETTINGS = [(1e-2, "float64"), (1e-3, "float64"), (1e-4, "float64"), (1e-2, "float32"), (1e-3, "float32")]
+#: ε from 1e-2 to 1e-4 in float64 and 1e-2, 1e-3 in float32 (1e-3 in float64 lies between the
+#: float64 settings and is float32's second: 48 compiles and measurements fewer)
+SETTINGS = [(1e-2, "float64"), (1e-4, "float64"), (1e-2, "float32"), (1e-3, "float32")]
 
 
 @pytest.mark.parametrize(("eps", "dtype"), SETTINGS, ids=[f"{e:g}-{d}" for e, d in SETTINGS])

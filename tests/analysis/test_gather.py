@@ -61,7 +61,7 @@ def test_triangle_center_is_within_eps_at_small_t(length: int) -> None:
     assert ifl.analyze(program("triangle_center")).verdict == "inefficient"
     model = gathered("triangle_center", length)
     assert model.config["ffn"] == "auto"  # the gather route's default: one wide layer would need ~T/ε units a square
-    assert_within(model, "triangle_center", length, 1_000)
+    assert_within(model, "triangle_center", length, 300)  # and the corners: a 14M-weight dense forward at T = 8
 
 
 @pytest.mark.parametrize("name", [n for n in COMPILED if n not in ("third_largest", "tok_prefix_top2")])

@@ -49,22 +49,34 @@ def _nonzero(example: ifl.Program, length: int) -> int | None:
         return None
 
 
-def _efficient_at_both_lengths(example) -> bool:
-    try:
-        return all(ifl.analyze(ifl.parse_program(example.source, example.path, length=n)).verdict == "efficient"
-                   for n in (SHORT, LONG))
-    except ProgramError:
-        return False
+def _verdicts(example) -> list[str | None]:
+    """analyze's verdict at T = 5, then at T = 40 if it was efficient at 5 (None where the
+    program does not check; analyze of an inefficient target at T = 40 compiles its gather
+    route to count its parameters, tens of seconds for ineff_top4)."""
+    verdicts: list[str | None] = []
+    for length in (SHORT, LONG):
+        try:
+            verdicts.append(ifl.analyze(ifl.parse_program(example.source, example.path, length=length)).verdict)
+        except ProgramError:
+            verdicts.append(None)
+        if verdicts[-1] != "efficient":
+            break
+    return verdicts
 
 
-EFFICIENT = [e.name for e in ALL if _efficient_at_both_lengths(e)]
-
-
-@pytest.mark.parametrize("name", EFFICIENT)
+@pytest.mark.parametrize("name", [e.name for e in ALL])
 def test_the_T_claim_holds_at_5_and_40(name: str) -> None:
     """Where analyze says the parameters do not grow with T, the compiled model at T = 40 has no
-    more nonzero parameters than at T = 5; where it says they grow, they do."""
+    more nonzero parameters than at T = 5; where it says they grow, they do. (A program that is
+    not efficient at both lengths is refused by compile where analyze says inefficient; the
+    verdicts are computed here, not at collection: every test process collects every module.)"""
     example = by_name(name)
+    verdicts = _verdicts(example)
+    if verdicts != ["efficient", "efficient"]:
+        for length, verdict in zip((SHORT, LONG), verdicts, strict=False):
+            if verdict == "inefficient":
+                assert _nonzero(example, length) is None, f"analyze calls T = {length} inefficient, compile builds it"
+        return
     independent = ifl.analyze(ifl.parse_program(example.source, example.path, length=LONG)).to_dict()[
         "cost"]["independent_of_T"]
     short, long = _nonzero(example, SHORT), _nonzero(example, LONG)
@@ -73,10 +85,3 @@ def test_the_T_claim_holds_at_5_and_40(name: str) -> None:
         assert long <= short, f"analyze says T-independent, but {short} -> {long} nonzero parameters"
     else:
         assert long > short, f"analyze says the parameters grow with T, but {short} -> {long}"
-
-
-def test_the_table_has_programs_on_both_sides_of_the_claim() -> None:
-    growing = [n for n in EFFICIENT if not ifl.analyze(ifl.parse_program(by_name(n).source, length=LONG)).to_dict()[
-        "cost"]["independent_of_T"]]
-    assert "tok_similarity_sum" in growing and "equal_positions" in growing
-    assert len(EFFICIENT) - len(growing) >= 30

@@ -13,7 +13,7 @@ import json
 
 import pytest
 import torch
-from exported import SHIPPED, export_and_load, largest_error, largest_gap, shipped, table_model
+from exported import SHIPPED, export_and_load, export_check_inputs, largest_error, largest_gap, shipped, table_model
 from transformers import AutoModelForCausalLM
 
 import infoflow_dsl as ifl
@@ -23,10 +23,6 @@ from infoflow_dsl.tools.export.directory import ExportError
 from infoflow_dsl.transformer import sparse
 from infoflow_dsl.transformer.model import CompiledTransformer
 
-SAMPLES = 500
-#: the three widest shipped examples (FFNs of 1,712 to 3,006 units) take fewer random inputs here;
-#: bench/bench_export.py runs all at 2,000
-FEWER = {"intrinsic_4": 150, "intrinsic_5": 150, "intrinsic_6": 150}
 EXACT = 1e-12
 #: float32: |export − model64| at most this many times |model32 − model64| (bench_export: 0.9 to 7.6)
 FLOAT32_SLACK = 8.0
@@ -38,9 +34,9 @@ TABLE = [("max_norm", "wide"), ("mean_token", "wide"), ("pairwise_distinct", "wi
          ("min_pairwise", "deep"), ("third_largest", "gather")]
 
 
-def assert_exact_and_within_eps(model: CompiledTransformer, tmp_path, samples: int = SAMPLES) -> None:
+def assert_exact_and_within_eps(model: CompiledTransformer, tmp_path, name: str | None = None) -> None:
     exported = export_and_load(model, tmp_path / "out")
-    x = model_inputs(program_of(model), samples, seed=5)  # the random inputs, then 256 corners
+    x = export_check_inputs(model, name)  # the random inputs, then corners
     with torch.no_grad():
         y, expected = exported(x), model(x)
     assert y.dtype == torch.float64
@@ -51,14 +47,14 @@ def assert_exact_and_within_eps(model: CompiledTransformer, tmp_path, samples: i
     again = AutoModelForCausalLM.from_pretrained(tmp_path / "again", attn_implementation="eager")
     assert again.state_dict().keys() == exported.hf.state_dict().keys()
     assert all(torch.equal(again.state_dict()[k], t) for k, t in exported.hf.state_dict().items())
-    arguments = ifl.export_inputs(tmp_path / "out", x[:64])
+    arguments = ifl.export_inputs(tmp_path / "out", x[:32])  # random inputs (the corners come last)
     with torch.no_grad():
-        assert torch.equal(ifl.export_outputs(tmp_path / "out", again(**arguments)), y[:64])
+        assert torch.equal(ifl.export_outputs(tmp_path / "out", again(**arguments)), y[:32])
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_example_exports_exactly_and_within_eps(name, tmp_path) -> None:
-    assert_exact_and_within_eps(shipped(name), tmp_path, FEWER.get(name, SAMPLES))
+    assert_exact_and_within_eps(shipped(name), tmp_path, name)
 
 
 @pytest.mark.parametrize(("name", "route"), TABLE)

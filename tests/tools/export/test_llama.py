@@ -19,6 +19,7 @@ from exported import (
     AsModel,
     assert_comparison_nodes_at_their_hooks,
     bridge_cache,
+    export_check_inputs,
     largest_error,
     largest_gap,
     shipped,
@@ -33,8 +34,6 @@ from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.measure import model_inputs
 from infoflow_dsl.tools.export.directory import ExportError
 
-SAMPLES = 500
-FEWER = {"intrinsic_4": 100, "intrinsic_5": 100, "intrinsic_6": 100}
 EXACT = 1e-12
 
 
@@ -43,11 +42,11 @@ def rms_norm_in_float64(self, h: torch.Tensor) -> torch.Tensor:
     return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
 
 
-def assert_exact_but_for_the_float32_norm_and_within_eps(model, directory, samples: int, monkeypatch) -> None:
+def assert_exact_but_for_the_float32_norm_and_within_eps(model, directory, name: str | None, monkeypatch) -> None:
     """The stock export within ε of the reference; the same weights with a float64 RMSNorm compute
     model(x) within 1e-12 (so the float32 norm is the only inexact step)."""
     ifl.export(model, directory, to="hf-llama")
-    x = model_inputs(program_of(model), samples, seed=5)
+    x = export_check_inputs(model, name)
     exported = ifl.load_exported(directory)
     assert exported.dtype == torch.float64
     assert largest_error(exported, model, x) <= model.config["eps"]
@@ -60,14 +59,12 @@ def assert_exact_but_for_the_float32_norm_and_within_eps(model, directory, sampl
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_example_is_exact_but_for_the_float32_norm_and_within_eps(name, tmp_path, monkeypatch) -> None:
-    assert_exact_but_for_the_float32_norm_and_within_eps(shipped(name), tmp_path / "out", FEWER.get(name, SAMPLES),
-                                                         monkeypatch)
+    assert_exact_but_for_the_float32_norm_and_within_eps(shipped(name), tmp_path / "out", name, monkeypatch)
 
 
 @pytest.mark.parametrize(("name", "route"), [("min_pairwise", "deep"), ("third_largest", "gather")])
 def test_deep_and_gather_route_models_export_to_llama(name, route, tmp_path, monkeypatch) -> None:
-    assert_exact_but_for_the_float32_norm_and_within_eps(table_model(name, route), tmp_path / "out", SAMPLES,
-                                                         monkeypatch)
+    assert_exact_but_for_the_float32_norm_and_within_eps(table_model(name, route), tmp_path / "out", None, monkeypatch)
 
 
 def test_a_stock_llama_whose_rmsnorm_rounds_to_float32_and_whose_rope_is_the_identity(tmp_path) -> None:

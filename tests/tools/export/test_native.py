@@ -19,6 +19,7 @@ from exported import (
     SHIPPED,
     assert_comparison_nodes_at_their_hooks,
     bridge_cache,
+    export_check_inputs,
     float32_export_gap,
     largest_error,
     largest_gap,
@@ -36,8 +37,6 @@ from infoflow_dsl.reference.measure import model_inputs
 from infoflow_dsl.tools.export.directory import ExportError
 from infoflow_dsl.tools.export.native import load_tl_native
 
-SAMPLES = 500
-FEWER = {"intrinsic_4": 100, "intrinsic_5": 100, "intrinsic_6": 100}
 EXACT = 1e-12
 FLOAT32_SLACK = 8.0
 
@@ -48,10 +47,10 @@ def native(name: str, directory):
     return model, load_tl_native(directory)
 
 
-def assert_exact_and_within_eps(model, directory, samples: int) -> None:
+def assert_exact_and_within_eps(model, directory, name: str | None = None) -> None:
     ifl.export(model, directory, to="tl-native")
     exported = ifl.load_exported(directory)
-    x = model_inputs(program_of(model), samples, seed=5)
+    x = export_check_inputs(model, name)
     with torch.no_grad():
         assert largest_gap(exported(x), model(x)) <= EXACT
     assert largest_error(exported, model, x) <= model.config["eps"]
@@ -59,12 +58,12 @@ def assert_exact_and_within_eps(model, directory, samples: int) -> None:
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_example_runs_natively_exactly_and_within_eps(name, tmp_path) -> None:
-    assert_exact_and_within_eps(shipped(name), tmp_path / "out", FEWER.get(name, SAMPLES))
+    assert_exact_and_within_eps(shipped(name), tmp_path / "out", name)
 
 
 @pytest.mark.parametrize(("name", "route"), [("min_pairwise", "deep"), ("third_largest", "gather")])
 def test_deep_and_gather_route_models_run_natively(name, route, tmp_path) -> None:
-    assert_exact_and_within_eps(table_model(name, route), tmp_path / "out", SAMPLES)
+    assert_exact_and_within_eps(table_model(name, route), tmp_path / "out")
 
 
 def test_the_directory_is_a_config_boot_native_accepts_and_a_state_dict_it_loads_strictly(tmp_path) -> None:
