@@ -36,7 +36,7 @@ from ...reference.measure import ModelSize
 from ...transformer.config import check_described_fields
 from ...transformer.io import umask_mode
 from ...transformer.model import CompiledTransformer
-from .hf import forward_in_batches, gpt2_config, transformers_module
+from .hf import forward_in_batches, gpt2_config, load_export_model
 from .inputs import ExportIO
 from .layout import ExportLayout, plan
 from .native import NativeLayout
@@ -411,7 +411,7 @@ class ExportedModel(nn.Module):
             raise ExportError(f"{directory}: its {INFO_FILE} is not an export's ({type(error).__name__}: "
                               f"{str(error)[:200]})") from None
         try:
-            self.hf = _load_model(directory, to, dtype or self.io.w_x.dtype)
+            self.hf = load_export_model(directory, to, dtype or self.io.w_x.dtype)
         except ExportError:
             raise
         except Exception as error:  # transformers reading the folder's files: whatever it raises is theirs
@@ -461,39 +461,6 @@ class ExportedModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y for x (B, T', d) (a token export: ids (B, T')), in batches (:func:`~.hf.forward_in_batches`)."""
         return forward_in_batches(self.hf, self.io, x, shape=self.shape)
-
-
-#: the attention each target's model is read back with: GPT-2's eager (its softmax in the weights'
-#: dtype); Llama's sdpa (its eager softmax is float32)
-ATTENTION = {"hf-gpt2": "eager", "hf-llama": "sdpa"}
-
-
-#: the one weights file of an export; a pickle (``pytorch_model.bin``) or a sharded index is never read
-WEIGHTS_FILE = "model.safetensors"
-FOREIGN_WEIGHTS = ("pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json",
-                   "tf_model.h5", "flax_model.msgpack")
-
-
-def _load_model(directory: str | os.PathLike[str], to: str, dtype: torch.dtype) -> Any:
-    """The exported model: ``AutoModelForCausalLM`` (hf-gpt2, hf-llama) or a TransformerBridge
-    (tl-native), from ``model.safetensors`` alone: a directory without it, or with a pickle or a
-    sharded index beside it (which could point outside the directory), is refused
-    (ExportError) and ``from_pretrained`` is told ``use_safetensors=True``: nothing is unpickled."""
-    folder = Path(directory)
-    if not (folder / WEIGHTS_FILE).is_file():
-        raise ExportError(f"{folder}: no {WEIGHTS_FILE} (an infoflow export holds its weights there, and only there)")
-    foreign = [name for name in FOREIGN_WEIGHTS if (folder / name).exists()]
-    if foreign:
-        raise ExportError(f"{folder}: holds {', '.join(foreign)} beside {WEIGHTS_FILE}; an infoflow export holds "
-                          f"one safetensors file and nothing is read from a pickle or a shard index")
-    if to == "tl-native":
-        from .native import load_tl_native
-
-        return load_tl_native(Path(directory), dtype)
-    transformers = transformers_module()
-    transformers.utils.logging.disable_progress_bar()
-    return transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype, use_safetensors=True,
-                                                             attn_implementation=ATTENTION[to]).eval()
 
 
 def load_exported(directory: str | os.PathLike[str], dtype: torch.dtype | None = None) -> ExportedModel:

@@ -1,11 +1,15 @@
-"""The Hugging Face side of an export: the GPT2Config, an in-memory GPT-2, batched forwards."""
+"""The Hugging Face side of an export: the GPT2Config, an in-memory GPT-2, batched forwards, and
+the exported model read back from its one safetensors file."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from ...errors import ExportError
 from .inputs import ExportIO
 from .layout import ExportLayout
 
@@ -74,3 +78,36 @@ def forward_in_batches(hf: Any, io: ExportIO, x: torch.Tensor, hidden: bool = Fa
                 largest = max([largest, *(float(h.double().square().sum(-1).max()) for h in out.hidden_states)])
     y = torch.cat(parts) if parts else io.outputs(torch.zeros(0, rows, 2, dtype=dtype))
     return (y, largest) if hidden else y
+
+
+#: the attention each target's model is read back with: GPT-2's eager (its softmax in the weights'
+#: dtype); Llama's sdpa (its eager softmax is float32)
+ATTENTION = {"hf-gpt2": "eager", "hf-llama": "sdpa"}
+
+
+#: the one weights file of an export; a pickle (``pytorch_model.bin``) or a sharded index is never read
+WEIGHTS_FILE = "model.safetensors"
+FOREIGN_WEIGHTS = ("pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json",
+                   "tf_model.h5", "flax_model.msgpack")
+
+
+def load_export_model(directory: str | os.PathLike[str], to: str, dtype: torch.dtype) -> Any:
+    """The exported model: ``AutoModelForCausalLM`` (hf-gpt2, hf-llama) or a TransformerBridge
+    (tl-native), from ``model.safetensors`` alone: a directory without it, or with a pickle or a
+    sharded index beside it (which could point outside the directory), is refused
+    (ExportError) and ``from_pretrained`` is told ``use_safetensors=True``: nothing is unpickled."""
+    folder = Path(directory)
+    if not (folder / WEIGHTS_FILE).is_file():
+        raise ExportError(f"{folder}: no {WEIGHTS_FILE} (an infoflow export holds its weights there, and only there)")
+    foreign = [name for name in FOREIGN_WEIGHTS if (folder / name).exists()]
+    if foreign:
+        raise ExportError(f"{folder}: holds {', '.join(foreign)} beside {WEIGHTS_FILE}; an infoflow export holds "
+                          f"one safetensors file and nothing is read from a pickle or a shard index")
+    if to == "tl-native":
+        from .native import load_tl_native
+
+        return load_tl_native(Path(directory), dtype)
+    transformers = transformers_module()
+    transformers.utils.logging.disable_progress_bar()
+    return transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype, use_safetensors=True,
+                                                             attn_implementation=ATTENTION[to]).eval()
