@@ -1,7 +1,7 @@
 """RASP, the language of Tracr's programs, with Tracr's API: a program written for Tracr runs
 here after changing one import (``from tracr.rasp import rasp`` → ``from infoflow_dsl import
 rasp``). The expressions are in :mod:`.expressions`, the evaluator (Tracr's semantics) in
-:mod:`.evaluation`.
+:mod:`.evaluation`, the value set of every SOp (Tracr's basis inference) in :mod:`.values`.
 
 >>> from infoflow_dsl import rasp
 >>> reverse = rasp.Aggregate(rasp.Select(rasp.indices, rasp.length - rasp.indices - 1, rasp.Comparison.EQ),

@@ -1,0 +1,135 @@
+"""The value set of every SOp of a RASP program, inferred as Tracr's basis inference does: from
+the vocabulary and the longest length, each node's set from its children's, before anything is
+compiled.
+
+- ``tokens``: the vocabulary; ``indices``: {0, ..., N−1}; ``length``: {1, ..., N} (N =
+  ``max_seq_len``);
+- ``Map(f, a)``: {f(v) : v ∈ V(a)}; ``SequenceMap(f, a, b)``: {f(u, v) : u ∈ V(a), v ∈ V(b)}
+  (every pair, as Tracr: the two SOps' correlation is not tracked); ``Full(v)``: {v};
+  ``ConstantSOp``: its values;
+- ``Aggregate(s, a, default)``: a numerical one, every mean of 1 to N values of V(a) (repeats
+  allowed: the sums of n values, level by level, each divided by n) and the default; a
+  categorical one, V(a) and the default (Tracr compiles a categorical Aggregate only where it
+  selects one value);
+- ``SelectorWidth``: {0, ..., N}.
+
+A function that raises on a value of its argument's set is a :class:`ValueSetError` naming the
+node and the value. A set past MAX_VALUES is one too: the table that would hold it is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+from .expressions import (
+    Aggregate,
+    ConstantSOp,
+    Full,
+    IndicesType,
+    LengthType,
+    Map,
+    RASPExpr,
+    SelectorWidth,
+    SequenceMap,
+    SOp,
+    TokensType,
+    is_numerical,
+)
+
+MAX_VALUES = 100_000
+
+ValueSet = frozenset[Any]
+
+
+class ValueSetError(ValueError):
+    """A node whose value set cannot be inferred: its function raised on a value, or the set is too large."""
+
+
+def value_sets(program: SOp, vocabulary: Iterable[Hashable], max_seq_len: int) -> dict[int, ValueSet]:
+    """Every SOp's value set under ``program``, by ``unique_id`` (selectors have none)."""
+    if not isinstance(max_seq_len, int) or max_seq_len < 1:
+        raise ValueError(f"max_seq_len must be a whole number ≥ 1, got {max_seq_len!r}")
+    inference = _Inference(frozenset(vocabulary), max_seq_len)
+    inference.visit(program)
+    return inference.sets
+
+
+class _Inference:
+    def __init__(self, vocabulary: ValueSet, max_seq_len: int) -> None:
+        self.vocabulary, self.length = vocabulary, max_seq_len
+        self.sets: dict[int, ValueSet] = {}
+
+    def visit(self, expr: RASPExpr) -> None:
+        if expr.unique_id in self.sets:
+            return
+        for child in expr.children:
+            self.visit(child)
+        if isinstance(expr, SOp):
+            found = self.infer(expr)
+            if len(found) > MAX_VALUES:
+                raise ValueSetError(f"{_named(expr)} takes more than {MAX_VALUES:,} values")
+            self.sets[expr.unique_id] = found
+
+    def of(self, sop: SOp) -> ValueSet:
+        return self.sets[sop.unique_id]
+
+    def infer(self, expr: SOp) -> ValueSet:
+        n = self.length
+        if isinstance(expr, TokensType):
+            return self.vocabulary
+        if isinstance(expr, IndicesType):
+            return frozenset(range(n))
+        if isinstance(expr, LengthType):
+            return frozenset(range(1, n + 1))
+        if isinstance(expr, Map):
+            return _applied(expr, lambda v: expr.f(v), ((v,) for v in self.of(expr.inner) if v is not None))
+        if isinstance(expr, SequenceMap):
+            pairs = ((u, v) for u in self.of(expr.fst) for v in self.of(expr.snd) if u is not None and v is not None)
+            return _applied(expr, lambda u, v: expr.f(u, v), pairs)
+        if isinstance(expr, Full):
+            return frozenset({expr.fill})
+        if isinstance(expr, ConstantSOp):
+            return frozenset(expr.value)
+        if isinstance(expr, Aggregate):
+            values = self.of(expr.sop) - {None}
+            means = mean_values(values, n, expr) if is_numerical(expr) else values
+            return means | {expr.default}
+        if isinstance(expr, SelectorWidth):
+            return frozenset(range(n + 1))
+        raise ValueSetError(f"{_named(expr)}: no value set for a {type(expr).__name__}")
+
+
+def _applied(expr: SOp, function: Callable[..., Any], arguments: Iterable[tuple[Any, ...]]) -> ValueSet:
+    found = set()
+    for argument in arguments:
+        try:
+            found.add(function(*argument))
+        except Exception as error:  # the user's function: whatever it raises is reported with its value
+            shown = argument[0] if len(argument) == 1 else argument
+            raise ValueSetError(f"{_named(expr)}: its function raises {type(error).__name__} on {shown!r} "
+                                f"({error})") from None
+    return frozenset(found)
+
+
+def mean_values(values: ValueSet, length: int, expr: SOp) -> ValueSet:
+    """Every mean of 1..``length`` values of ``values`` (repeats allowed): a value itself (one
+    selected, as the evaluator returns it), then the sums of n ≥ 2 values, level by level,
+    divided by n. Exact for integers and booleans; for other floats the evaluator's sum in
+    position order may differ from these in the last bit."""
+    try:
+        sums: set[Any] = set(values)
+        means = set(values)
+        for count in range(2, length + 1):
+            sums = {s + v for s in sums for v in values}
+            means |= {s / count for s in sums}
+            if len(sums) > MAX_VALUES:
+                raise ValueSetError(f"{_named(expr)}: its means over up to {length} positions take more than "
+                                    f"{MAX_VALUES:,} values")
+    except TypeError as error:
+        raise ValueSetError(f"{_named(expr)}: a numerical Aggregate of values that do not average ({error})") from None
+    return frozenset(means)
+
+
+def _named(expr: RASPExpr) -> str:
+    return f"{type(expr).__name__} {expr.label!r}"
