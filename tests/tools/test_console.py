@@ -10,9 +10,13 @@ import sys
 import pytest
 
 #: a real SIGINT, sent by the process to itself the moment MODULE starts importing (a meta path
-#: finder sees every import first), then the console script's entry as pip's script calls it
+#: finder sees every import first), then the console script's entry as pip's script calls it.
+#: Python's own SIGINT handler is installed first: a process started in the background of a
+#: non-interactive shell (as CI may run the suite) inherits SIGINT ignored, and Ctrl-C never
+#: reaches it at all.
 INTERRUPTED_DURING = """
 import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as on a terminal (a background job ignores SIGINT)
 class Interrupt:
     def find_spec(self, name, path=None, target=None):
         if name == {module!r}:
