@@ -46,6 +46,7 @@ class RASPExpr:
     """An expression of a RASP program: its children, its label and its annotations."""
 
     default_name = "expr"
+    numbered = True  # the default label is default_name_<id>; the input primitives' is default_name alone
 
     def __init__(self) -> None:
         self.unique_id = next(_ids)
@@ -61,7 +62,8 @@ class RASPExpr:
 
     @property
     def name(self) -> str:
-        return str(self._annotations.get("name", f"{self.default_name}_{self.unique_id}"))
+        default = f"{self.default_name}_{self.unique_id}" if self.numbered else self.default_name
+        return str(self._annotations.get("name", default))
 
     @property
     def label(self) -> str:
@@ -164,30 +166,21 @@ class TokensType(SOp):
     """The input sequence itself."""
 
     default_name = "tokens"
-
-    @property
-    def name(self) -> str:
-        return str(self._annotations.get("name", "tokens"))
+    numbered = False
 
 
 class IndicesType(SOp):
     """The positions 0, 1, ..., n − 1."""
 
     default_name = "indices"
-
-    @property
-    def name(self) -> str:
-        return str(self._annotations.get("name", "indices"))
+    numbered = False
 
 
 class LengthType(SOp):
     """The sequence's length n, at every position."""
 
     default_name = "length"
-
-    @property
-    def name(self) -> str:
-        return str(self._annotations.get("name", "length"))
+    numbered = False
 
 
 tokens = TokensType()

@@ -83,10 +83,10 @@ class _Inference:
         if isinstance(expr, LengthType):
             return frozenset(range(1, n + 1))
         if isinstance(expr, Map):
-            return _applied(expr, lambda v: expr.f(v), ((v,) for v in self.of(expr.inner) if v is not None))
+            return _applied(expr, expr.f, ((v,) for v in self.of(expr.inner) if v is not None))
         if isinstance(expr, SequenceMap):
             pairs = ((u, v) for u in self.of(expr.fst) for v in self.of(expr.snd) if u is not None and v is not None)
-            return _applied(expr, lambda u, v: expr.f(u, v), pairs)
+            return _applied(expr, expr.f, pairs)
         if isinstance(expr, Full):
             return frozenset({expr.fill})
         if isinstance(expr, ConstantSOp):

@@ -45,7 +45,7 @@ from ..transformer.model import (
 )
 from .measure import CORNERS, errors_on, model_inputs, position_errors
 from .sampling import domain_corners, sample_inputs
-from .workload import Workload, continuous_workload
+from .workload import Workload, continuous_workload, unless_fixed
 
 INPUT_CHUNK = 1 << 22  # numbers (inputs × T × d) per chunk of check's inputs: 32 MiB in float64
 ROUNDING = {torch.float32: 2.0**-24, torch.float64: 2.0**-53}
@@ -133,10 +133,9 @@ def check_workload(model: CompiledTransformer, program: ir.Program, samples: int
         what = f"checking {count:,} random input{'s' if count != 1 else ''}, {CORNERS} corners and the near ties"
         return continuous_workload(model, program, inputs, max(min(chunk, count), CORNERS), what, change)
 
-    smallest = workload(1, 0, "")
-    return workload(samples, adversarial, "lower --samples or --adversarial" if not smallest.over_limits() else
-                    f"even one random input is too much (the {CORNERS} corners and the near ties are always "
-                    f"checked): check a model compiled for a smaller T")
+    return unless_fixed(workload(samples, adversarial, "lower --samples or --adversarial"), workload(1, 0, ""),
+                        f"even one random input is too much (the {CORNERS} corners and the near ties are always "
+                        f"checked): check a model compiled for a smaller T")
 
 
 def _chunk_seed(seed: int, index: int) -> int:

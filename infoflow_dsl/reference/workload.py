@@ -23,6 +23,7 @@ after minutes with an allocator's error.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -117,6 +118,12 @@ class Workload:
         over = self.over_limits()
         if over:
             raise WorkloadError(f"{self.what} would need {' and '.join(over)}; {self.change}")
+
+
+def unless_fixed(requested: Workload, least: Workload, fixed: str) -> Workload:
+    """``requested``, saying ``fixed`` as what to change when even ``least`` (the smallest
+    request of its kind: the parts every measurement runs) is over the limits, where no flag helps."""
+    return requested if not least.over_limits() else dataclasses.replace(requested, change=fixed)
 
 
 def forward_bytes(model: Any, length: int) -> float:

@@ -19,7 +19,7 @@ from .cli import EXIT_ABOVE_EPS, EXIT_OK, UsageError
 
 def command_check_tokens(arguments: argparse.Namespace, model: Any, program: Any) -> int:
     from ..reference.token_check import measure_tokens
-    from ..reference.workload import measurement_workload
+    from ..reference.workload import measurement_workload, unless_fixed
 
     if arguments.adversarial:
         raise UsageError(f"{arguments.model}: --adversarial perturbs continuous inputs; a token model's inputs are "
@@ -27,10 +27,10 @@ def command_check_tokens(arguments: argparse.Namespace, model: Any, program: Any
     trained = "trained" in model.config
     eps = float("inf") if trained and arguments.eps is None else float(
         arguments.eps if arguments.eps is not None else model.config.get("eps", 0.0))
-    fixed = measurement_workload(model, program, 0, "")  # the short and constant sequences are always measured
-    measurement_workload(model, program, arguments.samples, "lower --samples" if not fixed.over_limits() else
-                         "even with --samples 0 the short and constant sequences of every length are measured: "
-                         "check a model compiled for a smaller T").refuse_if_unaffordable()
+    unless_fixed(measurement_workload(model, program, arguments.samples, "lower --samples"),
+                 measurement_workload(model, program, 0, ""),  # the short and constant sequences: always measured
+                 "even with --samples 0 the short and constant sequences of every length are measured: check a "
+                 "model compiled for a smaller T").refuse_if_unaffordable()
     result = measure_tokens(model, program, arguments.samples, arguments.seed)
     print(header(arguments, model, program, eps, trained))
     every = " (every input)" if result.exhaustive_length == program.length else ""
