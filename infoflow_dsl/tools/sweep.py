@@ -243,9 +243,25 @@ def _with_ray(todo: Sequence[Run], workers: int, address: str | None,
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             run = pending.pop(ready[0])
-            yield run, ray.get(ready[0])
+            yield run, task_result(ray.get, ready[0], "a local Ray" if address is None else f"--address {address}")
     finally:
         ray.shutdown()
+
+
+def task_result(get: Callable[[Any], Any], ref: Any, where: str) -> Any:
+    """A finished Ray task's result (``get(ref)``). A run's own error passes as the run raised
+    it; a failure of Ray itself (a raylet or a node that died, a cluster torn down under the
+    sweep) is a SweepError, exit 2: the runs finished before it are on disk, and the same
+    command resumes from them."""
+    from ray.exceptions import RayError, RayTaskError
+
+    try:
+        return get(ref)
+    except RayTaskError:
+        raise
+    except RayError as error:
+        raise SweepError(f"{where}: Ray failed during the sweep ({type(error).__name__}: {error}); the runs "
+                         f"finished so far are kept: run the same command to resume") from None
 
 
 # ---------------------------------------------------------------------------- summary

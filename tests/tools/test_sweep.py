@@ -271,3 +271,26 @@ def test_a_run_key_names_every_setting() -> None:
     assert run.key != other.key and run.file_id != other.file_id
     started = replace(run, init=b"model bytes")
     assert started.config_key.startswith(run.config_key + ";init=") and started.file_id != run.file_id
+
+
+def test_a_ray_failure_during_the_sweep_is_exit_2_and_a_runs_own_error_passes() -> None:
+    """Seen in a full run: a head torn down under an ``auto`` sweep raised LocalRayletDiedError
+    out of ray.get (exit 1). Ray's own failures are a SweepError that says the sweep resumes."""
+    from ray.exceptions import LocalRayletDiedError
+
+    from infoflow_dsl.errors import SweepError, TrainError
+    from infoflow_dsl.tools.sweep import task_result
+
+    def died(ref):
+        raise LocalRayletDiedError()
+
+    with pytest.raises(SweepError, match=r"--address auto: Ray failed during the sweep \(LocalRayletDiedError: .*\); "
+                                         r"the runs finished so far are kept: run the same command to resume"):
+        task_result(died, None, "--address auto")
+
+    def refused(ref):
+        raise TrainError("no such distribution")
+
+    with pytest.raises(TrainError, match="no such distribution"):
+        task_result(refused, None, "a local Ray")
+    assert task_result(lambda ref: ref * 2, 21, "a local Ray") == 42
