@@ -224,6 +224,13 @@ class BruteForce:
             return out
         if isinstance(expr, ir.Reduce):
             return self.memoised(expr, env, lambda: self.reduce(expr, env))
+        if isinstance(expr, ir.TableLookup):
+            key = [self.value(a, env) for a in expr.arguments]
+            for index, entry in enumerate(expr.table.keys):
+                if all(a == k for a, k in zip(key, entry, strict=True)):
+                    return expr.table.values[index]
+            assert expr.table.default is not None, f"{expr.table.name} has no entry for {key}"
+            return expr.table.default
         raise TypeError(f"not a value expression: {type(expr).__name__}")
 
     def reduce(self, expr: ir.Reduce, env: dict[str, int]) -> Value:

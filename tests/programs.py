@@ -393,6 +393,19 @@ input x : token {1, 2, 3}
 length T = 6
 target max_<t> sum_<s> [x(s) == x(t)] - min_<t> x(t)
 """),
+    _extra("tok_table_words", "tokens tables token-keyed count-keyed default", """
+input x : token {"apple", "pear", "fig"}
+length T = 6
+table size = {"apple": 5, "pear": 4, "fig": 3}
+table half = {1: 0.5, 2: 1, _: 0}
+target(t) = half(sum_<s> [size(x(s)) == size(x(t))]) + size(x(t))
+"""),
+    _extra("tok_table_pairs", "tokens tables two-argument booleans fetched-token", """
+input x : token {1, 2, 3}
+length T = 6
+table order = {(1, 2): true, (2, 3): true, (1, 3): true, _: false}
+target(t : t >= 2) = order(x(t - 1), x(t)) + 2 * order(x(t), sum_<s : s <= t> [x(s) == 1])
+"""),
 ]
 
 TOKENS: list[ExampleProgram] = TRACR + TOKEN_EXTRA

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from infoflow_dsl.language import syntax as ast
 
-NOT_NAMES = {"input", "length", "const", "let", "margin", "target", "in", "ball", "randn", "and", "R", "top",
+NOT_NAMES = {"input", "length", "const", "let", "margin", "target", "table", "in", "ball", "randn", "and", "R", "top",
              "or", "not", "token"}
 REDUCER_PREFIXES = ("argmin_", "argmax_", "min_", "max_", "sum_", "mean_")
 
@@ -102,7 +102,17 @@ def declaration_strategy(
         st.lists(vector_literals, min_size=1, max_size=3).map(lambda rows: ast.MatrixLiteral(tuple(rows))),
         st.integers(0, 10**6).map(ast.RandnLiteral),
     )
+    booleans = st.sampled_from(["true", "false"]).map(ast.Name)
+    table_atoms = st.one_of(TOKEN_TEXTS.map(ast.String), signed_numbers, booleans)
+    table_keys = st.one_of(st.tuples(table_atoms), st.tuples(table_atoms, table_atoms))
+    table_entries = st.builds(ast.TableEntry, table_keys, table_atoms)
+    tables = st.builds(
+        lambda name, entries, default: ast.TableDecl(
+            name, (*entries, *((ast.TableEntry((), default),) if default else ()))),
+        names, st.lists(table_entries, min_size=1, max_size=4), st.none() | table_atoms,
+    )
     return st.one_of(
+        tables,
         st.builds(ast.InputDecl, names, spaces, domains),
         st.builds(ast.LengthDecl, names, sizes),
         st.builds(ast.ConstDecl, names, st.none() | spaces, const_values),

@@ -273,7 +273,7 @@ EXPAND_RULES: dict[type, Callable[[Any], list[Polynomial]]] = {
     ir.MatVec: _matvec,
     NodeResult: _node_result,
     **{atomic: _atom for atomic in (ir.Norm, ir.Pointwise, ir.Presence, ir.TokenLiteral, ir.PositionNumber,
-                                    ir.Compare, ir.Logical, ir.Not, ir.Bracket)},
+                                    ir.Compare, ir.Logical, ir.Not, ir.Bracket, ir.TableLookup)},
 }
 
 

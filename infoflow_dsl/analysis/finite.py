@@ -164,6 +164,18 @@ def _arithmetic(expr: ir.Arithmetic, domain: FiniteDomain) -> ValueSet:
 
 BOOLEAN_VALUES = frozenset({Fraction(0), Fraction(1)})
 
+
+def _table(expr: ir.TableLookup, domain: FiniteDomain) -> ValueSet:
+    """The table's values at the argument values it can meet (a key matches the value it equals
+    as a float); every value it holds when an argument's set is unknown."""
+    table = expr.table
+    arguments = [value_set(a, domain) for a in expr.arguments]
+    known = [a for a in arguments if a is not None]
+    if len(known) < len(arguments) or math.prod(len(a) for a in known) > MAX_PAIRS:
+        return frozenset(Fraction(v) for v in table.outputs())
+    found = {table.lookup(tuple(float(v) for v in key)) for key in itertools.product(*known)}
+    return frozenset(Fraction(v) for v in found if v is not None)
+
 #: The value set rule of each value node (and of a comparison node's result).
 VALUE_SET_RULES: dict[type, Callable[[Any, FiniteDomain], ValueSet]] = {
     ir.NumberLiteral: lambda expr, domain: frozenset({Fraction(expr.value)}),
@@ -186,6 +198,7 @@ VALUE_SET_RULES: dict[type, Callable[[Any, FiniteDomain], ValueSet]] = {
     ir.Logical: lambda expr, domain: BOOLEAN_VALUES,
     ir.Not: lambda expr, domain: BOOLEAN_VALUES,
     ir.Bracket: lambda expr, domain: BOOLEAN_VALUES,
+    ir.TableLookup: _table,
     NodeResult: lambda expr, domain: domain.results.get(expr.node),
 }
 

@@ -182,6 +182,7 @@ RANGE_RULES: dict[type, Callable[[Any, ir.Program], list[Interval]]] = {
     ir.Logical: lambda expr, program: [Interval(0.0, 1.0)],
     ir.Not: lambda expr, program: [Interval(0.0, 1.0)],
     ir.Bracket: lambda expr, program: [Interval(0.0, 1.0)],
+    ir.TableLookup: lambda expr, program: [Interval(min(expr.table.outputs()), max(expr.table.outputs()))],
 }
 
 

@@ -221,6 +221,7 @@ STAGE_RULES: dict[type, Callable[[StageClock, Any], int]] = {
     ir.Logical: StageClock._condition,
     ir.Not: lambda clock, expr: clock.stage(expr.argument),
     ir.Bracket: lambda clock, expr: clock.stage(expr.condition),
+    ir.TableLookup: lambda clock, expr: next_ffn(max(clock.stage(a) for a in expr.arguments)),  # a lookup: one FFN
 }
 
 

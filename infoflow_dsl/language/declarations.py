@@ -1,6 +1,6 @@
 """Declarations: the input, the length, the margin, the constants and the names a program defines.
 
-``declare`` checks every declaration but their expressions (the target's, which ``check``
+``declare`` checks every declaration (tables: :mod:`.tables`) but their expressions (the target's, which ``check``
 types, and the macros' bodies, typed where they are inlined) and collects what the typing
 needs: the input's name, dimension and domain, T, the margin δ, the constants' values and the
 macros. The ``length``/``margin`` given on the command line replace the declared ones.
@@ -17,6 +17,7 @@ from . import syntax as ast
 from . import typed as ir
 from .functions import CALLABLE
 from .randomness import randn
+from .tables import check_table
 
 #: The largest sequence length accepted (position ranges are counted over 1..T with arrays).
 MAX_LENGTH = 1_000_000
@@ -48,6 +49,7 @@ class Declarations:
     margin: float | None = None
     constants: Mapping[str, ir.Constant] = field(default_factory=dict)
     macros: Mapping[str, ast.LetDecl] = field(default_factory=dict)
+    tables: Mapping[str, ir.Table] = field(default_factory=dict)
     defined: Mapping[str, ast.Span] = field(default_factory=dict)
     binder_names: frozenset[str] = frozenset()
     target: ast.TargetDecl | None = None
@@ -73,6 +75,7 @@ def declare(program: ast.SourceProgram, error: ast.Report, length: int | None, m
         domain = None if vocabulary is None else token_domain(vocabulary)
     constants: dict[str, ir.Constant] = {}
     macros: dict[str, ast.LetDecl] = {}
+    tables: dict[str, ir.Table] = {}
     checked_length = _length(lengths, length, error)
     checked_margin = _margin(margins, margin, error)
     for declaration in program.declarations:
@@ -82,9 +85,13 @@ def declare(program: ast.SourceProgram, error: ast.Report, length: int | None, m
                 constants[declaration.name] = constant
         elif isinstance(declaration, ast.LetDecl) and names.define(declaration.name, declaration.span):
             macros[declaration.name] = declaration
+        elif isinstance(declaration, ast.TableDecl) and names.define(declaration.name, declaration.span):
+            table = check_table(declaration, vocabulary, error)
+            if table is not None:
+                tables[declaration.name] = table
     return Declarations(
         input_name=input_name, dimension=dimension, domain=domain, length=checked_length, margin=checked_margin,
-        constants=constants, macros=macros, defined=names.defined, binder_names=_binder_names(program),
+        constants=constants, macros=macros, tables=tables, defined=names.defined, binder_names=_binder_names(program),
         target=target, vocabulary=vocabulary,
     )
 

@@ -1,7 +1,7 @@
 """Stage 1, parse: source text -> :class:`~infoflow_dsl.language.syntax.SourceProgram` (with spans).
 
-The file is first cut into statements (one declaration per line; a line break inside ``( )``
-or ``[ ]`` continues the statement, unless the next line starts with a declaration keyword,
+The file is first cut into statements (one declaration per line; a line break inside ``( )``,
+``[ ]`` or ``{ }`` continues the statement, unless the next line starts with a declaration keyword,
 which marks an unclosed bracket). Each statement is parsed on its own with the LALR parser
 (start rule ``statement``), so every syntax error in the file is reported, each with its
 line and column, not only the first. Because every statement is parsed from the parser's
@@ -62,7 +62,7 @@ def statement_parser() -> Lark:
 def split_statements(source: str) -> list[tuple[int, int]]:
     """Character ranges ``[start, end)`` of the statements of ``source``.
 
-    A newline ends a statement unless brackets ``(``/``[`` are open; an open bracket is
+    A newline ends a statement unless brackets ``(``/``[``/``{`` are open; an open bracket is
     abandoned (and the statement ended) when the next line starts with a keyword.
     """
     ranges: list[tuple[int, int]] = []
@@ -80,9 +80,9 @@ def split_statements(source: str) -> list[tuple[int, int]]:
             close = source.find('"', i + 1, _line_end(source, i))
             i = close + 1 if close >= 0 else i + 1
             continue
-        if ch in "([":
+        if ch in "([{":
             depth += 1
-        elif ch in ")]":
+        elif ch in ")]}":
             depth = max(depth - 1, 0)
         elif ch == "\n" and (depth == 0 or _next_line_starts_declaration(source, i + 1)):
             ranges.append((start, i))
@@ -179,6 +179,17 @@ class SyntaxBuilder(Transformer):
 
     def let_decl(self, meta: Any, name: Token, parameters: tuple[str, ...] | None, body: ast.Expr) -> ast.LetDecl:
         return ast.LetDecl(str(name), parameters, body, _span(meta))
+
+    def table_decl(self, meta: Any, name: Token, *entries: ast.TableEntry) -> ast.TableDecl:
+        return ast.TableDecl(str(name), entries, _span(meta))
+
+    def single_entry(self, meta: Any, key: ast.TableAtom, value: ast.TableAtom) -> ast.TableEntry:
+        keys = () if isinstance(key, ast.Name) and key.name == "_" else (key,)
+        return ast.TableEntry(keys, value, _span(meta))
+
+    def pair_entry(self, meta: Any, first: ast.TableAtom, second: ast.TableAtom,
+                   value: ast.TableAtom) -> ast.TableEntry:
+        return ast.TableEntry((first, second), value, _span(meta))
 
     def params(self, meta: Any, *names: Token | None) -> tuple[str, ...]:
         return tuple(str(n) for n in names if n is not None)

@@ -188,6 +188,23 @@ def _const_value(value: ast.ConstValue) -> str:
     return f"randn({value.seed})"
 
 
+def _table_atom(atom: ast.TableAtom) -> str:
+    if isinstance(atom, ast.String):
+        return f'"{atom.text}"'
+    return atom.text if isinstance(atom, ast.SignedNumber) else atom.name
+
+
+def _table_entry(entry: ast.TableEntry) -> str:
+    """``k: v``, ``(k, j): v`` or ``_: v``."""
+    if not entry.keys:
+        key = "_"
+    elif len(entry.keys) == 1:
+        key = _table_atom(entry.keys[0])
+    else:
+        key = f"({', '.join(_table_atom(k) for k in entry.keys)})"
+    return f"{key}: {_table_atom(entry.value)}"
+
+
 def print_declaration(declaration: ast.Declaration) -> str:
     """The text of one declaration (one line)."""
     if isinstance(declaration, ast.InputDecl):
@@ -208,6 +225,8 @@ def print_declaration(declaration: ast.Declaration) -> str:
         return f"let {declaration.name}{parameters} = {print_expr(declaration.body)}"
     if isinstance(declaration, ast.MarginDecl):
         return f"margin {declaration.value.text}"
+    if isinstance(declaration, ast.TableDecl):
+        return f"table {declaration.name} = {{{', '.join(_table_entry(e) for e in declaration.entries)}}}"
     assert isinstance(declaration, ast.TargetDecl)
     if declaration.variable is None:
         return f"target {print_expr(declaration.expression)}"
@@ -296,6 +315,7 @@ DESCRIBE_RULES: dict[type, Callable[[Any], str]] = {
     ir.Logical: lambda e: f"{_ir_condition(e.left)} {e.operator} {_ir_condition(e.right)}",
     ir.Not: lambda e: f"not {_ir_condition(e.argument)}",
     ir.Bracket: lambda e: f"[{describe(e.condition)}]",
+    ir.TableLookup: lambda e: f"{e.table.name}({', '.join(describe(a) for a in e.arguments)})",
 }
 
 

@@ -390,6 +390,28 @@ class LetDecl:
     span: Span = _span_field()
 
 
+#: A key or value of a table as written: a quoted name, a number, or ``true``/``false``/``_`` (a Name).
+TableAtom = Union[String, SignedNumber, Name]
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    """``key: value`` or ``(key1, key2): value`` in a table; ``keys`` is () for the default ``_: value``."""
+
+    keys: tuple[TableAtom, ...]
+    value: TableAtom
+    span: Span = _span_field()
+
+
+@dataclass(frozen=True)
+class TableDecl:
+    """``table f = {k1: v1, (k1, j1): v, _: v0}`` (language v4): a finite function of one or two values."""
+
+    name: str
+    entries: tuple[TableEntry, ...]
+    span: Span = _span_field()
+
+
 @dataclass(frozen=True)
 class MarginDecl:
     value: SignedNumber
@@ -414,7 +436,7 @@ class TargetDecl:
         return self.variable is not None
 
 
-Declaration = Union[InputDecl, LengthDecl, ConstDecl, LetDecl, MarginDecl, TargetDecl]
+Declaration = Union[InputDecl, LengthDecl, ConstDecl, LetDecl, MarginDecl, TargetDecl, TableDecl]
 
 
 @dataclass(frozen=True)

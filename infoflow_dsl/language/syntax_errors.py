@@ -11,7 +11,7 @@ import re
 from lark import Token
 
 #: the words a declaration starts with
-KEYWORDS = ("input", "length", "const", "let", "margin", "target")
+KEYWORDS = ("input", "length", "const", "let", "margin", "target", "table")
 
 #: Common mistakes, labelled by the parser state they leave it in (lark's match_examples).
 SYNTAX_EXAMPLES: dict[str, list[str]] = {

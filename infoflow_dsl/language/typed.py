@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, Union, get_args
+from typing import Any, Literal, NamedTuple, TypeVar, Union, get_args
 
 from .syntax import NO_SPAN, Span
 
@@ -360,10 +360,48 @@ class Bracket:
     type: ValueType = SCALAR
 
 
+class Table(NamedTuple):
+    """A checked finite table (language v4): each key tuple (one number per argument; a
+    categorical token's key is its id in the vocabulary) and its value, and the value of every
+    other key (None: none; the checker proved every argument value a key). A NamedTuple, not a
+    node: the walkers never descend into it."""
+
+    name: str
+    keys: tuple[tuple[float, ...], ...]
+    values: tuple[float, ...]
+    default: float | None
+    token_columns: tuple[bool, ...]  # per argument: keyed by categorical tokens
+
+    @property
+    def arity(self) -> int:
+        return len(self.token_columns)
+
+    def lookup(self, key: tuple[float, ...]) -> float | None:
+        """The value at ``key`` (floats compared exactly), the default, or None."""
+        for entry, value in zip(self.keys, self.values, strict=True):
+            if entry == key:
+                return value
+        return self.default
+
+    def outputs(self) -> frozenset[float]:
+        """Every value the table can give."""
+        return frozenset(self.values) | (frozenset() if self.default is None else {self.default})
+
+
+@dataclass(frozen=True)
+class TableLookup:
+    """``f(a)`` or ``g(a, b)``: a table (language v4) at its arguments' values, exact: a number."""
+
+    table: Table
+    arguments: tuple[Expr, ...]
+    span: Span = _span_field()
+    type: ValueType = SCALAR
+
+
 Expr = Union[
     NumberLiteral, Constant, Token, Component, Inner, Norm, Square, Pointwise, Arithmetic, Negate, Divide,
     MatVec, Reduce, PositionVariable, FixedPosition, LastPosition, ArgPosition, Presence,
-    RunLength, ReflectedPosition, TokenLiteral, PositionNumber, Compare, Logical, Not, Bracket,
+    RunLength, ReflectedPosition, TokenLiteral, PositionNumber, Compare, Logical, Not, Bracket, TableLookup,
 ]
 
 #: The node classes of the typed IR, by role: positions (what ``x(...)`` and conditions read),
@@ -372,10 +410,10 @@ POSITION_NODES: tuple[type, ...] = (PositionVariable, FixedPosition, LastPositio
                                     ReflectedPosition)
 VALUE_NODES: tuple[type, ...] = tuple(node for node in get_args(Expr) if node not in POSITION_NODES)
 COMPILE_ONLY_NODES: tuple[type, ...] = (Presence,)
-#: The classes of language v3 (token vocabularies, brackets, positions as numbers), which the
+#: The classes of language v3 (token vocabularies, brackets, positions as numbers) and v4 (tables), which the
 #: lowering does not build yet: ``compile`` refuses a program that holds one, with the reason.
 V3_NODES: tuple[type, ...] = (RunLength, ReflectedPosition, TokenLiteral, PositionNumber, Compare, Logical, Not,
-                              Bracket)
+                              Bracket, TableLookup)
 
 
 # ----------------------------------------------------------------------------- traversal

@@ -69,10 +69,38 @@ def _type_call(checker: Checker, expr: ast.Call, scope: Scope) -> ir.Expr:
             *(lambda a=a: checker.scalar(a, scope, f"the argument of {name}") for a in expr.arguments)
         ))
         return ir.Pointwise(name, arguments, expr.span)  # type: ignore[arg-type]
+    if name in checker.declared.tables:
+        return _table_lookup(checker, expr, checker.declared.tables[name], scope)
     if name in checker.declared.constants:
         raise checker.fail(expr.span, f"'{name}' is a constant, not a function")
+    if name in checker.declared.defined:  # a table that failed its own check
+        raise Failed()
     raise checker.fail(expr.span, f"unknown function '{name}' (the functions are relu, min, max, "
-                                  f"the input {checker.declared.input_name}(...) and the let macros)")
+                                  f"the input {checker.declared.input_name}(...), the let macros and the tables)")
+
+
+def _table_lookup(checker: Checker, expr: ast.Call, table: ir.Table, scope: Scope) -> ir.Expr:
+    """``f(a)``/``g(a, b)`` of a table: one argument per key part, a categorical token where the
+    keys are quoted tokens, else a number (a numeric token, a count, a position, ...)."""
+    if checker.declared.vocabulary is None:
+        raise checker.fail(expr.span, f"table {table.name} maps finitely many values: tables apply in a program "
+                                      f"over tokens (input x : token {{...}}), whose values are finite")
+    if len(expr.arguments) != table.arity:
+        raise checker.fail(expr.span, f"table {table.name} takes {table.arity} argument{'s' * (table.arity != 1)}, "
+                                      f"got {len(expr.arguments)}")
+
+    def argument(node: ast.Expr, tokens: bool) -> ir.Expr:
+        if not tokens:
+            return checker.scalar(node, scope, f"the argument of table {table.name}")
+        typed = checker.type_of(node, scope)
+        if typed.type != ir.TOKEN:
+            raise checker.fail(node.span, f"table {table.name} is keyed by tokens: its argument must be a "
+                                          f"token x(...), got a {typed.type}")
+        return typed
+
+    arguments = tuple(checker.each(*(lambda a=a, k=k: argument(a, k)
+                                     for a, k in zip(expr.arguments, table.token_columns, strict=True))))
+    return ir.TableLookup(table, arguments, expr.span)
 
 
 def _token(checker: Checker, expr: ast.Call, scope: Scope) -> ir.Expr:

@@ -171,6 +171,19 @@ class ReferenceEvaluator:
     def _Pointwise(self, expr: ir.Pointwise, scope: tuple[str, ...]) -> Tensor:
         return POINTWISE[expr.function].apply(*(self.value(a, scope) for a in expr.arguments))
 
+    def _TableLookup(self, expr: ir.TableLookup, scope: tuple[str, ...]) -> Tensor:
+        """The table's value at each argument tuple (NaN at a key it lacks: the checker proved
+        none occurs); a categorical token's value is its id, as the table's keys are."""
+        arguments = torch.broadcast_tensors(*(self.value(a, scope).to(torch.float64) for a in expr.arguments))
+        table = expr.table
+        out = torch.full_like(arguments[0], torch.nan if table.default is None else table.default)
+        for key, value in zip(table.keys, table.values, strict=True):
+            hit = arguments[0] == key[0]
+            for argument, part in zip(arguments[1:], key[1:], strict=True):
+                hit &= argument == part
+            out = torch.where(hit, value, out)
+        return out
+
     def _Arithmetic(self, expr: ir.Arithmetic, scope: tuple[str, ...]) -> Tensor:
         left, right = self.value(expr.left, scope), self.value(expr.right, scope)
         if expr.operator == "*":
@@ -226,7 +239,7 @@ VALUE_RULES: dict[type, Callable[[ReferenceEvaluator, Any, tuple[str, ...]], Ten
     node: getattr(ReferenceEvaluator, "_" + node.__name__)
     for node in (ir.NumberLiteral, ir.Constant, ir.Token, ir.Component, ir.Inner, ir.Norm, ir.Square, ir.Pointwise,
                  ir.Arithmetic, ir.Negate, ir.Divide, ir.MatVec, ir.Reduce, ir.TokenLiteral, ir.PositionNumber,
-                 ir.Compare, ir.Logical, ir.Not, ir.Bracket)
+                 ir.Compare, ir.Logical, ir.Not, ir.Bracket, ir.TableLookup)
 }
 
 ReferenceEvaluator.value_rules = VALUE_RULES

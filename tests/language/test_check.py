@@ -26,11 +26,12 @@ BAD_PROGRAMS = [
     bad("syntax-two-operands", "target 1 2",
         (3, 10, "unexpected '2'; expected one of '*', '+', '-', '/', '@', '[', '^', the end of the statement")),
     bad("syntax-not-a-declaration", "x(1) + 1",
-        (3, 1, "unexpected 'x': a declaration starts with one of: input, length, const, let, margin, target")),
+        (3, 1, "unexpected 'x': a declaration starts with one of: input, length, const, let, margin, target, table")),
     # -- unknown names and functions
     bad("unknown-name", "target <x(1), w>", (3, 15, "unknown name 'w'")),
     bad("unknown-function", "target foo(x(1))",
-        (3, 8, "unknown function 'foo' (the functions are relu, min, max, the input x(...) and the let macros)")),
+        (3, 8, "unknown function 'foo' (the functions are relu, min, max, the input x(...), the let macros "
+               "and the tables)")),
     bad("constant-called", "const w : R^2 = [1, 2]\ntarget w(1)", (4, 8, "'w' is a constant, not a function")),
     bad("input-without-position", "target <x, x(1)>",
         (3, 9, "the input 'x' is a sequence; write x(t) for the token at position t")),

@@ -197,7 +197,7 @@ target max(x(1)[1],
 
 def test_a_line_break_outside_brackets_ends_the_statement() -> None:
     assert diagnostics_of("input x : R^2\nlength T = 4\ntarget x(1)\n  + x(2)\n") == [
-        (4, 3, "unexpected '+': a declaration starts with one of: input, length, const, let, margin, target"),
+        (4, 3, "unexpected '+': a declaration starts with one of: input, length, const, let, margin, target, table"),
     ]
 
 
@@ -259,7 +259,7 @@ target 1 2
     ("line", "diagnostic"),
     [
         ("x = 1", (1, 1, "unexpected 'x': a declaration starts with one of: input, length, const, let, margin, "
-                         "target")),
+                         "target, table")),
         ("input x : R4", (1, 12, "unexpected '4': a space is written R, R^n or R^{m x n}")),
         ("input x : R^2 in (0, 1)", (1, 18, "unexpected '(': a domain is written in [a, b] or in ball(r)")),
         ("input x : R^2 in [0 1]", (1, 21, "unexpected '1': a domain is written in [a, b] or in ball(r)")),

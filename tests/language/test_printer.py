@@ -252,6 +252,7 @@ def examples_of_every_typed_class() -> dict[type, object]:
         ir.Logical: ir.Logical("or", compare, ir.Not(compare)),
         ir.Not: ir.Not(ir.Logical("and", compare, compare)),
         ir.Bracket: ir.Bracket(compare),
+        ir.TableLookup: ir.TableLookup(ir.Table("size", ((0.0,),), (5.0,), 3.0, (True,)), (ir.Token(t, ir.TOKEN),)),
     }
 
 
@@ -285,6 +286,7 @@ def test_every_typed_class_is_described() -> None:
         "Logical": 'x(t) == "b" or (not x(t) == "b")',
         "Not": 'not (x(t) == "b" and x(t) == "b")',
         "Bracket": '[x(t) == "b"]',
+        "TableLookup": "size(x(t))",
     }
 
 

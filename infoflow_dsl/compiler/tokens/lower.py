@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ...analysis.finite import FiniteDomain, value_set
+from ...analysis.finite import FiniteDomain, smallest_gap, value_set
 from ...errors import NoConstruction
 from ...language import typed as ir
 from ...language.printer import describe
@@ -188,6 +188,56 @@ def _pointwise_rule(lowering: TokenLowering, expr: ir.Pointwise, row: str) -> Fe
     raise lowering.refuse(expr, f"{expr.function} is not exact on finite values")
 
 
+def _table_rule(lowering: TokenLowering, expr: ir.TableLookup, row: str) -> Feature:
+    """A table (v4) at its arguments: of one categorical token, Σ_v f(v)·[x = v] over the token's
+    indicators (no unit, exact); else the table on one number key by robust steps
+    (``ffn.table``: exact), two arguments first combined into the key a·M + b, which M makes
+    one-to-one on the pairs of values they can take."""
+    table, text = expr.table, describe(expr)
+    if table.arity == 1 and table.token_columns[0]:
+        token = lowering.token(expr.arguments[0].position, row)  # type: ignore[union-attr]
+        outputs = [table.lookup((float(v),)) or 0.0 for v in range(len(token.onehot))]
+        form = LinearForm()
+        for value, indicator in zip(outputs, token.onehot, strict=True):
+            form = form.plus(indicator, value)
+        return Feature(form, lowering.values(expr), token.stage, token.error * sum(abs(v) for v in outputs))
+    parts = [_table_argument(lowering, a, tokens, row) for a, tokens in zip(expr.arguments, table.token_columns,
+                                                                            strict=True)]
+    key = parts[0]
+    decode: dict[Fraction, tuple[float, ...]] = {v: (float(v),) for v in key.values or ()}
+    if len(parts) == 2:
+        key, decode = _paired_key(parts[0], parts[1], text)
+    return ffn.table(lowering.builder, key, lambda v: Fraction(table.lookup(decode[v]) or 0.0), text)
+
+
+def _table_argument(lowering: TokenLowering, argument: ir.Expr, tokens: bool, row: str) -> Feature:
+    """A table's argument as a number: a categorical token as its id Σ_v v·[x = v]."""
+    if not tokens:
+        return lowering.feature(argument, row)
+    assert isinstance(argument, ir.Token)  # the checker's rule for a token-keyed column
+    token = lowering.token(argument.position, row)
+    form = LinearForm()
+    for index, indicator in enumerate(token.onehot):
+        form = form.plus(indicator, float(index))
+    ids = frozenset(Fraction(i) for i in range(len(token.onehot)))
+    return Feature(form, ids, token.stage, token.error * sum(range(len(token.onehot))))
+
+
+def _paired_key(a: Feature, b: Feature, text: str) -> tuple[Feature, dict[Fraction, tuple[float, ...]]]:
+    """The key a·M + b with M = (range of b + its smallest gap) / (a's smallest gap): distinct
+    pairs of values give distinct keys; and the map back from a key to its pair."""
+    if a.values is None or b.values is None:
+        raise NoConstruction(f"{text}: a table's arguments must take finitely many values")
+    scale = (max(b.values) - min(b.values) + _gap(b.values)) / _gap(a.values)
+    decode: dict[Fraction, tuple[float, ...]] = {u * scale + v: (float(u), float(v))
+                                                 for u in a.values for v in b.values}
+    return ffn.linear([(float(scale), a), (1.0, b)], frozenset(decode)), decode
+
+
+def _gap(values: frozenset[Fraction]) -> Fraction:
+    return smallest_gap(values, values) or Fraction(1)
+
+
 def _position_number_rule(lowering: TokenLowering, expr: ir.PositionNumber, row: str) -> Feature:
     position = expr.position
     if isinstance(position, ir.RunLength):
@@ -272,6 +322,7 @@ RULES: dict[type, Callable[[TokenLowering, Any, str], Feature]] = {
     ir.Pointwise: _pointwise_rule,
     ir.PositionNumber: _position_number_rule,
     ir.Reduce: reduce,
+    ir.TableLookup: _table_rule,
 }
 
 __all__ = ["RULES", "TokenLowering"]

@@ -1,0 +1,125 @@
+"""Tables (language v4): ``table f = {k1: v1, (k1, j1): v, _: v0}`` checked into an ``ir.Table``.
+
+A table is a finite function of one or two values, RASP's ``Map`` and ``SequenceMap`` written
+out over the values their arguments can take. Its keys are quoted tokens of the vocabulary
+(read as the token's id, as a categorical token's value is everywhere in the IR) or numbers,
+one kind per column; its values are numbers, ``true`` (1) or ``false`` (0); ``_: v`` as the
+last entry gives every other key's value. Whether the keys cover every value a table's
+argument can take is a question about the program, answered where the table is applied
+(:func:`uncovered_values`).
+
+Token-valued tables (RASP Maps whose values are new tokens) are refused here with that
+reason: the compiled model's output vocabulary is its input's.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from . import syntax as ast
+from . import typed as ir
+
+BOOLEANS = {"true": 1.0, "false": 0.0}
+
+
+def check_table(declaration: ast.TableDecl, vocabulary: ir.Vocabulary | None, error: ast.Report) -> ir.Table | None:
+    """The checked table, or None (each fault reported at its entry)."""
+    failed = False
+    keys: list[tuple[float, ...]] = []
+    values: list[float] = []
+    default: float | None = None
+    columns: list[bool] | None = None
+    seen: dict[tuple[float, ...], ast.Span] = {}
+    for position, entry in enumerate(declaration.entries):
+        value = _value(entry.value, error)
+        if not entry.keys:
+            if position != len(declaration.entries) - 1:
+                error(entry.span, "the default `_: value` is the last entry of a table")
+                failed = True
+            default = value
+            failed |= value is None
+            continue
+        parsed = [_key(atom, vocabulary, error) for atom in entry.keys]
+        if value is None or any(p is None for p in parsed):
+            failed = True
+            continue
+        kinds = [kind for kind, _ in parsed]  # type: ignore[misc]
+        if columns is None:
+            columns = kinds
+        elif len(kinds) != len(columns):
+            error(entry.span, f"every key of table '{declaration.name}' has {len(columns)} part(s), as its first")
+            failed = True
+            continue
+        elif kinds != columns:
+            error(entry.span, "a table's keys are all tokens or all numbers in each position, as its first entry's")
+            failed = True
+            continue
+        key = tuple(number for _, number in parsed)  # type: ignore[misc]
+        if key in seen:
+            error(entry.span, f"this key is already in the table (line {seen[key].line}, column {seen[key].column})")
+            failed = True
+            continue
+        seen[key] = entry.span
+        keys.append(key)
+        values.append(value)
+    if columns is None and not failed:
+        error(declaration.span, f"table '{declaration.name}' has no keys: write at least one `key: value`")
+        failed = True
+    if failed or columns is None:
+        return None
+    return ir.Table(declaration.name, tuple(keys), tuple(values), default, tuple(columns))
+
+
+def _value(atom: ast.TableAtom, error: ast.Report) -> float | None:
+    if isinstance(atom, ast.SignedNumber):
+        return _finite(atom, error)
+    if isinstance(atom, ast.Name) and atom.name in BOOLEANS:
+        return BOOLEANS[atom.name]
+    if isinstance(atom, ast.String):
+        error(atom.span, "a table's values are numbers, true or false: a table of tokens is not compiled yet "
+                         "(the compiled model answers in its input's vocabulary)")
+        return None
+    error(atom.span, f"a table's value is a number, true or false, not '{atom.name}'")
+    return None
+
+
+def _finite(atom: ast.SignedNumber, error: ast.Report) -> float | None:
+    value = atom.value
+    if value != value or abs(value) == float("inf"):
+        error(atom.span, f"{atom.text} is not a finite number")
+        return None
+    return value
+
+
+def _key(atom: ast.TableAtom, vocabulary: ir.Vocabulary | None, error: ast.Report) -> tuple[bool, float] | None:
+    """(keyed by a categorical token, the key's number), or None (reported)."""
+    if isinstance(atom, ast.String):
+        if vocabulary is None or not vocabulary.categorical:
+            error(atom.span, f'"{atom.text}" is a token key: the input must be a categorical vocabulary '
+                             f'of quoted names')
+            return None
+        if atom.text not in vocabulary.names:
+            error(atom.span, f'token "{atom.text}" is not in the vocabulary {vocabulary.describe()}')
+            return None
+        return True, float(vocabulary.names.index(atom.text))
+    if isinstance(atom, ast.SignedNumber):
+        number = _finite(atom, error)
+        return None if number is None else (False, number)
+    if atom.name in BOOLEANS:
+        return False, BOOLEANS[atom.name]
+    error(atom.span, f"a table's key is a quoted token, a number, true or false, not '{atom.name}'"
+                     + (" (the default `_` is a whole entry: `_: value`)" if atom.name == "_" else ""))
+    return None
+
+
+def uncovered_values(table: ir.Table, arguments: list[frozenset[Fraction] | None]) -> tuple[float, ...] | None:
+    """A key tuple some argument values form that the table has no entry for (and no default),
+    or None when every combination is covered (or an argument's set is unknown)."""
+    known = [a for a in arguments if a is not None]
+    if table.default is not None or len(known) < len(arguments):
+        return None
+    present = set(table.keys)
+    combinations: list[tuple[float, ...]] = [()]
+    for values in known:
+        combinations = [(*c, float(v)) for c in combinations for v in sorted(values)]
+    return next((c for c in combinations if c not in present), None)
