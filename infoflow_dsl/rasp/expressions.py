@@ -26,7 +26,7 @@ from __future__ import annotations
 import enum
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 Value = Any
 Predicate = Callable[[Value, Value], bool]
@@ -40,6 +40,9 @@ class Encoding(enum.Enum):
 
     CATEGORICAL = "categorical"
     NUMERICAL = "numerical"
+
+
+E = TypeVar("E", bound="RASPExpr")
 
 
 class RASPExpr:
@@ -69,12 +72,12 @@ class RASPExpr:
     def label(self) -> str:
         return self.name
 
-    def named(self, name: str) -> RASPExpr:
+    def named(self: E, name: str) -> E:
         """This expression, labelled ``name`` (the same object, as in Tracr)."""
         self._annotations["name"] = name
         return self
 
-    def annotated(self, **annotations: Any) -> RASPExpr:
+    def annotated(self: E, **annotations: Any) -> E:
         self._annotations.update(annotations)
         return self
 
@@ -389,16 +392,18 @@ class SelectorWidth(SOp):
 
 def numerical(sop: SOp) -> SOp:
     """``sop``, annotated numerical (one direction holding its number)."""
-    return sop.annotated(encoding=Encoding.NUMERICAL)  # type: ignore[return-value]
+    return sop.annotated(encoding=Encoding.NUMERICAL)
 
 
 def categorical(sop: SOp) -> SOp:
     """``sop``, annotated categorical (one direction per value; the default)."""
-    return sop.annotated(encoding=Encoding.CATEGORICAL)  # type: ignore[return-value]
+    return sop.annotated(encoding=Encoding.CATEGORICAL)
 
 
 def get_encoding(sop: RASPExpr) -> Encoding:
-    return sop.annotations.get("encoding", Encoding.CATEGORICAL)
+    """The SOp's encoding; an annotation of Tracr's own Encoding enum is read by its value."""
+    encoding = sop.annotations.get("encoding", Encoding.CATEGORICAL)
+    return Encoding(getattr(encoding, "value", encoding))
 
 
 def is_numerical(sop: RASPExpr) -> bool:
@@ -407,3 +412,15 @@ def is_numerical(sop: RASPExpr) -> bool:
 
 def is_categorical(sop: RASPExpr) -> bool:
     return get_encoding(sop) is Encoding.CATEGORICAL
+
+
+#: The class names of RASP's expressions, most specific first: what :func:`kind` reads.
+KINDS = ("TokensType", "IndicesType", "LengthType", "LinearSequenceMap", "SequenceMap", "Map", "Full", "ConstantSOp",
+         "Select", "ConstantSelector", "SelectorOr", "SelectorAnd", "SelectorNot", "Aggregate", "SelectorWidth")
+
+
+def kind(expr: object) -> str | None:
+    """The RASP class of ``expr`` by name, through its bases: an expression of this module or,
+    duck-typed, of Tracr's ``tracr.rasp.rasp`` (the same class and attribute names)."""
+    names = [cls.__name__ for cls in type(expr).__mro__]
+    return next((name for name in names if name in KINDS), None)

@@ -22,20 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from .expressions import (
-    Aggregate,
-    ConstantSOp,
-    Full,
-    IndicesType,
-    LengthType,
-    Map,
-    RASPExpr,
-    SelectorWidth,
-    SequenceMap,
-    SOp,
-    TokensType,
-    is_numerical,
-)
+from .expressions import RASPExpr, SOp, is_numerical, kind
+
+#: The kinds of selectors (no value set).
+SELECTORS = frozenset({"Select", "ConstantSelector", "SelectorOr", "SelectorAnd", "SelectorNot"})
 
 MAX_VALUES = 100_000
 
@@ -65,7 +55,7 @@ class _Inference:
             return
         for child in expr.children:
             self.visit(child)
-        if isinstance(expr, SOp):
+        if kind(expr) not in SELECTORS:
             found = self.infer(expr)
             if len(found) > MAX_VALUES:
                 raise ValueSetError(f"{_named(expr)} takes more than {MAX_VALUES:,} values")
@@ -74,28 +64,30 @@ class _Inference:
     def of(self, sop: SOp) -> ValueSet:
         return self.sets[sop.unique_id]
 
-    def infer(self, expr: SOp) -> ValueSet:
-        n = self.length
-        if isinstance(expr, TokensType):
+    def infer(self, expr: Any) -> ValueSet:  # an SOp of any kind (its fields by kind(expr))
+        n, node = self.length, kind(expr)
+        if node == "LinearSequenceMap":
+            node = "SequenceMap"
+        if node == "TokensType":
             return self.vocabulary
-        if isinstance(expr, IndicesType):
+        if node == "IndicesType":
             return frozenset(range(n))
-        if isinstance(expr, LengthType):
+        if node == "LengthType":
             return frozenset(range(1, n + 1))
-        if isinstance(expr, Map):
+        if node == "Map":
             return _applied(expr, expr.f, ((v,) for v in self.of(expr.inner) if v is not None))
-        if isinstance(expr, SequenceMap):
+        if node == "SequenceMap":
             pairs = ((u, v) for u in self.of(expr.fst) for v in self.of(expr.snd) if u is not None and v is not None)
             return _applied(expr, expr.f, pairs)
-        if isinstance(expr, Full):
+        if node == "Full":
             return frozenset({expr.fill})
-        if isinstance(expr, ConstantSOp):
+        if node == "ConstantSOp":
             return frozenset(expr.value)
-        if isinstance(expr, Aggregate):
+        if node == "Aggregate":
             values = self.of(expr.sop) - {None}
             means = mean_values(values, n, expr) if is_numerical(expr) else values
             return means | {expr.default}
-        if isinstance(expr, SelectorWidth):
+        if node == "SelectorWidth":
             return frozenset(range(n + 1))
         raise ValueSetError(f"{_named(expr)}: no value set for a {type(expr).__name__}")
 

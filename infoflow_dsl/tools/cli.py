@@ -125,10 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.add_argument("-o", "--output", type=Path, help="the page (default: MODEL with .html)")
 
     from .export.command import add_export_parser
+    from .from_rasp import add_from_rasp_parser
     from .run import add_run_parser
 
     add_export_parser(commands)
     add_run_parser(commands)
+    add_from_rasp_parser(commands, _positive_int)
     train_cmd = commands.add_parser("train", help="train a model of the compiled family on the target")
     _training_flags(train_cmd, grid=False)
     train_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .trained.safetensors)")
@@ -387,6 +389,12 @@ def command_export(arguments: argparse.Namespace) -> int:
     return run_export(arguments)
 
 
+def command_from_rasp(arguments: argparse.Namespace) -> int:
+    from .from_rasp import command_from_rasp as write_program
+
+    return write_program(arguments)
+
+
 def command_run(arguments: argparse.Namespace) -> int:
     from .run import command_run as run_model
 
@@ -413,7 +421,7 @@ def command_sweep(arguments: argparse.Namespace) -> int:
 
 COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check,
             "circuit": command_circuit, "report": command_report, "train": command_train, "sweep": command_sweep,
-            "export": command_export, "run": command_run}
+            "export": command_export, "run": command_run, "from-rasp": command_from_rasp}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

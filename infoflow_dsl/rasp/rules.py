@@ -1,0 +1,406 @@
+"""The rule of each RASP class in :mod:`.translate`: how an SOp is read at a position
+(:data:`SOP_RULES`) and a selector as a condition on a key and a query (:data:`SELECTOR_RULES`)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ..language.typed import offset_text
+from .expressions import RASPExpr, is_categorical, kind
+from .literals import TranslationError, is_number, number_text, operand, table_value
+from .translate import (
+    ALWAYS,
+    MAX_TABLE,
+    NEVER,
+    OPERATORS,
+    Deferred,
+    Predicate,
+    Rendered,
+    Translator,
+    affine_fit,
+    affine_sum,
+    describe,
+    snapped,
+)
+
+# ----------------------------------------------------------------------------- SOps
+
+
+def _map(tr: Translator, expr: Any) -> Rendered:
+    """Of a token: the token seen through f; of anything else: f of its parts (:func:`_combined`)."""
+    inner = tr.sop(expr.inner)
+    if inner.token:
+        outer, view = expr.f, inner.view
+        return Rendered(inner.at, token=True, view=outer if view is None else (lambda v: outer(view(v))))
+    parts, function = _parts(expr.inner, inner)
+    return _combined(tr, expr, parts, lambda *values: expr.f(function(*values)))
+
+
+def _sequence_map(tr: Translator, expr: Any) -> Rendered:
+    """f of the two SOps' parts (:func:`_combined`)."""
+    first_parts, first = _parts(expr.fst, tr.sop(expr.fst))
+    second_parts, second = _parts(expr.snd, tr.sop(expr.snd))
+    by_id = {p.unique_id: p for p in (*first_parts, *second_parts)}  # each distinct SOp once (== builds an SOp)
+    parts, order = tuple(by_id.values()), list(by_id)
+    where_first = [order.index(p.unique_id) for p in first_parts]
+    where_second = [order.index(p.unique_id) for p in second_parts]
+    return _combined(tr, expr, parts, lambda *values: expr.f(first(*(values[i] for i in where_first)),
+                                                             second(*(values[i] for i in where_second))))
+
+
+def _parts(expr: RASPExpr, rendered: Rendered) -> tuple[tuple[RASPExpr, ...], Callable[..., Any]]:
+    if rendered.deferred is not None:
+        return rendered.deferred.parts, rendered.deferred.function
+    return (expr,), lambda value: value
+
+
+def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: Callable[..., Any]) -> Rendered:
+    """``function`` of the parts' values as a number: affine in numbers (a + b, 2·x − 1), else a
+    table of one or two arguments over their value sets; kept deferred while its values are
+    not numbers (tuples)."""
+    if not all(is_number(v) for v in tr.values_of(expr)):
+        return Rendered(lambda p: "", deferred=Deferred(parts, function))
+    rendered = [tr.sop(p) for p in parts]
+    columns = [tr.columns(p, r) for p, r in zip(parts, rendered, strict=True)]
+    if math.prod(len(c) for c in columns) > MAX_TABLE:
+        raise TranslationError(f"{describe(expr)}: a table of {' × '.join(str(len(c)) for c in columns)} values "
+                               f"is past {MAX_TABLE:,} entries")
+    grid = {keys: function(*(v for _, v in keys)) for keys in itertools.product(*columns)}
+    tr.require_numbers(expr, list(grid.values()))
+    if not any(r.token and tr.categorical for r in rendered):
+        numbers = [tr.number(p) for p in parts]
+        affine = affine_fit([tuple(float(v) for _, v in keys) for keys in grid], [float(v) for v in grid.values()])
+        if affine is not None:
+            return Rendered(tr.macro(expr.label, lambda p: affine_sum(affine, [n(p) for n in numbers])))
+    if len(parts) == 1 and not rendered[0].token:
+        steps = _steps([(v, out) for ((_, v),), out in grid.items()])
+        if steps is not None:
+            number = tr.number(parts[0])
+            return Rendered(tr.macro(expr.label, lambda p: _steps_text(steps, number(p))))
+    condition = _few_true(grid, rendered)
+    if condition is not None:
+        return Rendered(tr.macro(expr.label, lambda p: f"[{condition(p)}]"))
+    if len(parts) > 2:
+        raise TranslationError(f"{describe(expr)}: a function of {len(parts)} SOps that is not affine is not "
+                               f"compiled yet (a table holds one or two)")
+    entries = {tuple(k for k, _ in keys): table_value(v, describe(expr)) for keys, v in grid.items()}
+    # a number key: the compiler's value set of the argument may hold values RASP's does not
+    default = None if all(r.token for r in rendered) else "0"
+    name = tr.table(f"{expr.label}_table", entries, default)
+    return Rendered(tr.macro(expr.label, lambda p: f"{name}({', '.join(r.at(p) for r in rendered)})"))
+
+
+#: The most argument tuples a 0/1-valued function is written for as a bracket of equalities.
+MAX_TRUE = 3
+
+
+def _few_true(grid: dict[tuple[tuple[str, Any], ...], Any], rendered: list[Rendered]) -> Callable[[str], str] | None:
+    """A 0/1-valued function of tokens true on at most MAX_TRUE tuples, as ``(a == "x" and
+    b == "y") or ...`` (a token's indicator is free; a number's equality costs more than a
+    table's steps); else None."""
+    if not all(r.token for r in rendered) or not all(isinstance(v, bool) or v in (0, 1) for v in grid.values()):
+        return None
+    true = [keys for keys, value in grid.items() if value]
+    if not true or len(true) > MAX_TRUE:
+        return None
+
+    def condition(p: str) -> str:
+        conjunctions = [" and ".join(f"{r.at(p)} == {k}" for r, (k, _) in zip(rendered, keys, strict=True))
+                        for keys in true]
+        return " or ".join(f"({c})" if len(true) > 1 and len(rendered) > 1 else c for c in conjunctions)
+
+    return condition
+
+
+#: The most value changes a Map of a number is written with as brackets ([a >= c]) rather than a table.
+MAX_STEPS = 3
+
+
+def _steps(points: list[tuple[Any, Any]]) -> tuple[float, list[tuple[str, float]]] | None:
+    """f on its sorted arguments as f(v₀) + Σₖ Δₖ·[a >= cₖ], cₖ a short decimal in the middle
+    half of the gap where f changes (no value of a lies there, and a decimal literal is a binary
+    float that an exact value never equals), when f changes at most MAX_STEPS times; else None."""
+    ordered = sorted(points, key=lambda p: float(p[0]))
+    start, steps = float(ordered[0][1]), []
+    for (previous, before), (argument, after) in itertools.pairwise(ordered):
+        if float(after) != float(before):
+            steps.append((_cut(snapped(previous), snapped(argument)), float(after) - float(before)))
+    return (start, steps) if len(steps) <= MAX_STEPS else None
+
+
+def _cut(low: float, high: float) -> str:
+    """The shortest decimal in the middle half of (low, high)."""
+    middle, quarter = (low + high) / 2, (high - low) / 4
+    for digits in range(0, 18):
+        candidate = round(middle, digits)
+        if abs(candidate - middle) <= quarter:
+            return number_text(candidate)
+    return number_text(middle)
+
+
+def _steps_text(steps: tuple[float, list[tuple[str, float]]], argument: str) -> str:
+    start, changes = steps
+    terms = [operand(start)] if start or not changes else []
+    for cut, change in changes:
+        bracket = f"[{argument} >= {cut}]" if not cut.startswith("-") else f"[{argument} >= ({cut})]"
+        factor = bracket if abs(change) == 1 else f"{number_text(abs(change))} * {bracket}"
+        terms.append((f"{'-' if change < 0 else '+'} " if terms else "-" if change < 0 else "") + factor)
+    return f"({' '.join(terms)})"
+
+
+def _full(tr: Translator, expr: Any) -> Rendered:
+    if not is_number(expr.fill):
+        raise TranslationError(f"{describe(expr)}: a constant token {expr.fill!r} is not compiled yet (a constant "
+                               f"number is)")
+    return Rendered(lambda p: operand(expr.fill))
+
+
+def _refused(why: str) -> Callable[[Translator, Any], Rendered]:
+    def rule(tr: Translator, expr: Any) -> Rendered:
+        raise TranslationError(f"{describe(expr)}: {why}")
+
+    return rule
+
+
+def _selector_width(tr: Translator, expr: Any) -> Rendered:
+    predicate = tr.selector(expr.selector)
+    if predicate.always:
+        return Rendered(lambda p: "len")
+    if predicate.never:
+        return Rendered(lambda p: "0")
+    s = tr.binder()
+    return Rendered(tr.macro(expr.label, lambda p: f"sum_<{s}> {predicate.bracket(s, p)}"))
+
+
+def _aggregate(tr: Translator, expr: Any) -> Rendered:
+    """Categorical of a token: the token where the selector holds; else the mean of the selected."""
+    value, position = tr.sop(expr.sop), _selected_position(tr, expr.selector)
+    if position is not None and value.token and value.at("p") == "x(p)":
+        return Rendered(lambda p: f"x({position.replace('{p}', p)})", token=True, view=value.view)
+    if position in ("{p}", "len", "1"):
+        number = tr.number(expr.sop)
+        return Rendered(lambda p: number(position.replace("{p}", p)))
+    predicate = tr.selector(expr.selector)
+    default = expr.default if is_number(expr.default) else 0
+    if predicate.never:
+        return Rendered(lambda p: operand(default))
+    if is_categorical(expr) and value.token and value.at("p") == "x(p)":
+        s = tr.binder()
+        score = _retrieval_score(tr, expr.selector, predicate, s)
+        at = tr.macro(expr.label, lambda p: f"x({score.replace('{p}', p)})")
+        return Rendered(at, token=True, view=value.view)
+    number = tr.number(expr.sop)
+    s = tr.binder()
+    if predicate.always:
+        return Rendered(tr.macro(expr.label, lambda p: f"mean_<{s}> {number(s)}"))
+    if predicate.positional == "==":
+        return Rendered(number)
+    if predicate.positional in ("<=", ">="):  # never empty: the query's own position is in it
+        op = predicate.positional
+        return Rendered(tr.macro(expr.label, lambda p: f"mean_<{s} : {s} {op} {p}> {number(s)}"))
+    r = tr.binder()
+    width = tr.macro(f"{expr.label}_width", lambda p: f"sum_<{s}> {predicate.bracket(s, p)}")
+    total = tr.macro(f"{expr.label}_total", lambda p: f"sum_<{r}> {predicate.bracket(r, p)} * {number(r)}")
+    inverse = tr.inverse()
+    rest = "" if not default else f" + {operand(default)} * [{width('{p}')} == 0]"
+    return Rendered(tr.macro(expr.label, lambda p: f"{total(p)} * {inverse}({width(p)})" + rest.replace("{p}", p)))
+
+
+def _retrieval_score(tr: Translator, selector: Any, predicate: Predicate, s: str) -> str:
+    """Where a categorical Aggregate reads its token: the selected position, as
+    ``argmin_<s> |k(s) - q(t)|`` for numbers compared by EQ (Tracr compiles it where exactly one
+    key matches: the distance is 0 there and at least the values' gap elsewhere), else
+    ``argmax_<s> [selector]``."""
+    if predicate.always:
+        return f"argmax_<{s}> 0"
+    if kind(selector) == "Select" and _comparison(selector.predicate) == "EQ":
+        keys, queries = tr.sop(selector.keys), tr.sop(selector.queries)
+        if _numeric(tr, selector.keys, keys) and _numeric(tr, selector.queries, queries):
+            k, q = tr.number(selector.keys), tr.number(selector.queries)
+            return f"argmin_<{s}> |{k(s)} - {q('{p}')}|"
+    return f"argmax_<{s}> {predicate.bracket(s, '{p}')}"
+
+
+#: The positions a selector of one key per query can name, by (a, b, k) of P = a·t + b·len + k.
+POSITIONS: dict[tuple[float, float, float], str] = {(1, 0, 0): "{p}", (-1, 1, 1): "len + 1 - {p}", (0, 1, 0): "len",
+                                                   (0, 0, 1): "1"}
+
+
+def _selected_position(tr: Translator, selector: Any) -> str | None:
+    """The position ``Select(indices, q, EQ)`` selects when q depends on positions and length
+    alone (evaluated at every length, then fitted exactly by P = a·t + b·len + k) and P is a
+    position every query can read (its own, the last, the first, the mirror of its own)."""
+    if kind(selector) != "Select" or _comparison(selector.predicate) != "EQ" or kind(selector.keys) != "IndicesType":
+        return None
+    if _reads_tokens(selector.queries):
+        return None
+    from .evaluation import evaluate
+
+    grid = {}
+    for n in range(1, tr.length + 1):
+        values = evaluate(selector.queries, [tr.vocabulary[0]] * n)
+        if not all(is_number(v) for v in values):
+            return None
+        grid.update({(t, n): float(v) + 1 for t, v in enumerate(values, start=1)})
+    if tr.length < 2:
+        return None
+    b = grid[1, 2] - grid[1, 1]  # the triangle t ≤ n is no grid: solve at (1, 1), (1, 2), (2, 2), then check
+    a = grid[2, 2] - grid[1, 2]
+    k = grid[1, 1] - a - b
+    if any(a * t + b * n + k != value for (t, n), value in grid.items()):
+        return None
+    return POSITIONS.get((a, b, k))
+
+
+def _reads_tokens(expr: Any) -> bool:
+    return kind(expr) == "TokensType" or any(_reads_tokens(child) for child in expr.children)
+
+
+SOP_RULES: dict[str, Callable[[Translator, Any], Rendered]] = {
+    "TokensType": lambda tr, expr: Rendered(lambda p: f"x({p})", token=True),
+    "IndicesType": lambda tr, expr: Rendered(lambda p: f"({p} - 1)"),
+    "LengthType": lambda tr, expr: Rendered(lambda p: "len"),
+    "Map": _map,
+    "SequenceMap": _sequence_map,
+    "LinearSequenceMap": _sequence_map,
+    "Full": _full,
+    "ConstantSOp": _refused("a constant sequence is not compiled yet (its values depend on the input's length)"),
+    "Aggregate": _aggregate,
+    "SelectorWidth": _selector_width,
+}
+
+# ----------------------------------------------------------------------------- selectors
+
+
+def _comparison(predicate: object) -> str | None:
+    """The name of a Comparison (this package's or Tracr's enum), or None for a function."""
+    name = getattr(predicate, "name", None)
+    return name if name in (*OPERATORS, "TRUE", "FALSE") else None
+
+
+def _select(tr: Translator, expr: Any) -> Predicate:
+    name = _comparison(expr.predicate)
+    if name == "TRUE":
+        return ALWAYS
+    if name == "FALSE":
+        return NEVER
+    keys, queries = expr.keys, expr.queries
+    if name is not None and kind(keys) == kind(queries) == "IndicesType":
+        op = OPERATORS[name]
+        return Predicate(lambda s, t: f"{s} {op} {t}", positional=op)
+    key, query = tr.sop(keys), tr.sop(queries)
+    if name in ("EQ", "NEQ") and key.plain_token and query.plain_token:
+        op = OPERATORS[name]
+        return Predicate(lambda s, t: f"{key.at(s)} {op} {query.at(t)}")
+    if name is not None and _numeric(tr, keys, key) and _numeric(tr, queries, query):
+        op, k, q = OPERATORS[name], tr.number(keys), tr.number(queries)
+        return Predicate(lambda s, t: f"{k(s)} {op} {q(t)}")
+    return _predicate_table(tr, expr, key, query)
+
+
+def _numeric(tr: Translator, expr: RASPExpr, rendered: Rendered) -> bool:
+    if rendered.token:
+        return all(is_number(rendered.value_of(v)) for v in tr.vocabulary)
+    return all(is_number(v) for v in tr.values_of(expr))
+
+
+def _predicate_table(tr: Translator, expr: Any, key: Rendered, query: Rendered) -> Predicate:
+    """Any predicate of (key, query) as a table of true/false over their values."""
+    keys, queries = tr.columns(expr.keys, key), tr.columns(expr.queries, query)
+    if len(keys) * len(queries) > MAX_TABLE:
+        raise TranslationError(f"{describe(expr)}: a predicate table of {len(keys)} × {len(queries)} pairs is past "
+                               f"{MAX_TABLE:,} entries")
+    entries: dict[tuple[str, ...], str] = {}
+    for (kk, kv), (qk, qv) in ((k, q) for k in keys for q in queries):
+        try:
+            entries[kk, qk] = "true" if expr.predicate(kv, qv) else "false"
+        except Exception as error:  # the user's predicate: what it raises is reported with its values
+            raise TranslationError(f"{describe(expr)}: its predicate raises {type(error).__name__} on key {kv!r}, "
+                                   f"query {qv!r} ({error})") from None
+    holds = {pair: entry == "true" for pair, entry in entries.items()}
+    if not any(holds.values()):
+        return NEVER
+    if all(holds.values()):
+        return ALWAYS
+    if kind(expr.keys) == kind(expr.queries) == "IndicesType":
+        offset = _offset_condition({(float(k), float(q)): v for (k, q), v in holds.items()})
+        if offset is not None:
+            return Predicate(offset)
+    for side, rendered, column, index in ((expr.keys, key, keys, 0), (expr.queries, query, queries, 1)):
+        other = queries if index == 0 else keys
+        if all(len({holds[(k, o) if index == 0 else (o, k)] for o, _ in other}) == 1 for k, _ in column):
+            truth = {k: holds[(k, other[0][0]) if index == 0 else (other[0][0], k)] for k, _ in column}
+            return Predicate(_on_side(_one_sided(tr, expr, side, rendered, truth), index))
+    name = tr.table(f"{expr.label}_predicate", entries, None)
+    return Predicate(lambda s, t: f"{name}({key.at(s)}, {query.at(t)}) == 1")
+
+
+def _on_side(condition: Callable[[str], str], side: int) -> Callable[[str, str], str]:
+    """A condition on (key s, query t) that reads the key (side 0) or the query (side 1) only."""
+    return lambda s, t: condition(s if side == 0 else t)
+
+
+def _one_sided(tr: Translator, expr: Any, side: RASPExpr, rendered: Rendered,
+               truth: dict[str, bool]) -> Callable[[str], str]:
+    """A predicate that reads one side only: ``x(s) == "a"`` (or a few such), else a table of it."""
+    true = [k for k, v in truth.items() if v]
+    if rendered.plain_token and len(true) <= 3:
+        return lambda p: " or ".join(f"{rendered.at(p)} == {k}" for k in true)
+    name = tr.table(f"{expr.label}_predicate", {(k,): "true" if v else "false" for k, v in truth.items()},
+                    None if rendered.token else "0")
+    return lambda p: f"{name}({rendered.at(p)}) == 1"
+
+
+#: The comparisons ``s op t + c`` a predicate of two indices may be (key s, query t).
+OFFSET_TESTS = {"==": lambda d, c: d == c, "<": lambda d, c: d < c, "<=": lambda d, c: d <= c,
+                ">": lambda d, c: d > c, ">=": lambda d, c: d >= c, "!=": lambda d, c: d != c}
+
+
+def _offset_condition(holds: dict[tuple[float, float], bool]) -> Callable[[str, str], str] | None:
+    """``s == t - 2``-like: the predicate of (key index, query index) as k − q op c, when one fits."""
+    differences = sorted({k - q for k, q in holds})
+    for op, test in OFFSET_TESTS.items():
+        for c in differences:
+            if all(test(k - q, c) == v for (k, q), v in holds.items()):
+                return _offset_text(op, int(c))
+    return None
+
+
+def _offset_text(op: str, offset: int) -> Callable[[str, str], str]:
+    return lambda s, t: f"{s} {op} {t}{offset_text(offset)}"
+
+
+def _both(tr: Translator, expr: Any) -> Predicate:
+    first, second = tr.selector(expr.fst), tr.selector(expr.snd)
+    if first.never or second.never:
+        return NEVER
+    if first.always or second.always:
+        return second if first.always else first
+    return Predicate(lambda s, t: f"({first.text(s, t)}) and ({second.text(s, t)})")  # type: ignore[misc]
+
+
+def _either(tr: Translator, expr: Any) -> Predicate:
+    first, second = tr.selector(expr.fst), tr.selector(expr.snd)
+    if first.always or second.always:
+        return ALWAYS
+    if first.never or second.never:
+        return second if first.never else first
+    return Predicate(lambda s, t: f"({first.text(s, t)}) or ({second.text(s, t)})")  # type: ignore[misc]
+
+
+def _negated(tr: Translator, expr: Any) -> Predicate:
+    inner = tr.selector(expr.inner)
+    if inner.always or inner.never:
+        return NEVER if inner.always else ALWAYS
+    return Predicate(lambda s, t: f"not ({inner.text(s, t)})")  # type: ignore[misc]
+
+
+SELECTOR_RULES: dict[str, Callable[[Translator, Any], Predicate]] = {
+    "Select": _select,
+    "SelectorAnd": _both,
+    "SelectorOr": _either,
+    "SelectorNot": _negated,
+}

@@ -1,0 +1,328 @@
+"""A RASP program written as an ``.iflow`` program (language v4): ``from_rasp`` and ``infoflowc
+from-rasp`` compile what this writes, so the two give the same model, byte for byte.
+
+Every SOp becomes a ``let`` macro of its position (``let frac_prevs(t) = ...``, named by its
+label) or, where it is the input's token seen through Maps, stays that token:
+
+- ``tokens`` → ``x(p)``; ``indices`` → ``p - 1`` (RASP counts from 0); ``length`` → ``len``;
+  ``Full(v)`` → the number v;
+- ``Map(f, a)``: of a token, the same token seen through f (Maps compose; the function is
+  written out once, as a table keyed by the vocabulary, where a number is needed); of a
+  number, f on a's value set: ``α·a + β`` where f is affine there, else a table (language v4);
+- ``SequenceMap(f, a, b)`` (and ``LinearSequenceMap``): affine in two numbers, or a table of
+  two arguments over the pairs of their value sets;
+- ``Select(keys, queries, predicate)``: a condition on a key position s and a query position t:
+  ``s <= t`` for indices against indices, ``k(s) < q(t)`` for numbers, ``x(s) == x(t)`` for
+  tokens, else a table of the two values that is 1 where the predicate holds; ``&``, ``|``,
+  ``~`` are ``and``, ``or``, ``not``;
+- ``SelectorWidth(sel)`` → ``sum_<s> [sel(s, t)]``;
+- ``Aggregate(sel, v, default)``: categorical, of a token: the token at
+  ``argmax_<s> [sel(s, t)]`` (Tracr compiles a categorical Aggregate only where one position
+  is selected; where several are, the output is unspecified, as Tracr's); otherwise the mean
+  of v over the selected positions, ``mean_<s : s <= t> v(s)`` where the selector is a
+  never-empty range of positions, else Σ_s [sel]·v(s) times ``inverse`` of Σ_s [sel] (a
+  table of 1/n), plus the default where nothing is selected.
+
+Each reduction binds its own variable (s1, s2, ...): macros are inlined without hygiene.
+What cannot be written is a :class:`TranslationError` (a ``CompileError``, exit 2) naming the
+node: a Map to new tokens, a SequenceMap of two token-valued SOps into tokens, a constant
+sequence or selector.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from ..language.declarations import RESERVED
+from ..language.syntax_errors import KEYWORDS
+from .expressions import RASPExpr, kind
+from .literals import TranslationError, is_number, number_text, operand, table_value, token_text, vocabulary_text
+from .values import ValueSetError, value_sets
+
+if TYPE_CHECKING:
+    from ..language.typed import Program
+
+#: The most entries a table written for one Map or SequenceMap may have.
+MAX_TABLE = 20_000
+#: Names the program writes itself (never a macro's).
+OWN_NAMES = {"x", "t", "inverse", "true", "false", "_", "target", *KEYWORDS, *RESERVED}
+
+#: A default label (RASP's class name and a process-wide count), and what a translation appends to it.
+DEFAULT_LABEL = re.compile(r"^(map|sequence_map|linear_sequence_map|full|constant_sop|select|constant_selector|"
+                           r"selector_and|selector_or|selector_not|aggregate|selector_width)_(\d+)((_\w+)?)$")
+
+#: Tracr's comparisons of (key, query), as the language writes them.
+OPERATORS = {"EQ": "==", "LT": "<", "LEQ": "<=", "GT": ">", "GEQ": ">=", "NEQ": "!="}
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """An SOp whose values are not numbers (the tuples of ``make_nary_sequencemap``): kept as
+    ``function`` of its ``parts`` (distinct SOps) until a Map makes numbers of it."""
+
+    parts: tuple[RASPExpr, ...]
+    function: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """An SOp as the program reads it at a position: ``at(p)`` is its expression there, a number,
+    or, when ``token``, the input's token x(...) whose value ``view`` maps (None: unchanged)."""
+
+    at: Callable[[str], str]
+    token: bool = False
+    view: Callable[[Any], Any] | None = None
+    deferred: Deferred | None = None
+
+    @property
+    def plain_token(self) -> bool:
+        return self.token and self.view is None
+
+    def value_of(self, token: Any) -> Any:
+        return token if self.view is None else self.view(token)
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """A selector as a condition on a key position and a query position: ``text(s, t)``, or one
+    of ALWAYS/NEVER; ``positional`` is the operator of ``s op t`` when it only compares positions."""
+
+    text: Callable[[str, str], str] | None = None
+    always: bool = False
+    never: bool = False
+    positional: str | None = None
+
+    def bracket(self, key: str, query: str) -> str:
+        assert self.text is not None
+        return f"[{self.text(key, query)}]"
+
+
+ALWAYS, NEVER = Predicate(always=True), Predicate(never=True)
+
+
+class Translator:
+    """Writes the declarations of one program, children first, each SOp once."""
+
+    def __init__(self, vocabulary: Iterable[Hashable], max_seq_len: int, program: RASPExpr) -> None:
+        self.vocabulary: list[Any] = sorted(set(vocabulary), key=lambda v: (str(type(v)), v))
+        self.length = max_seq_len
+        self.vocabulary_text, self.categorical = vocabulary_text(self.vocabulary)
+        try:
+            self.sets = value_sets(program, self.vocabulary, max_seq_len)  # type: ignore[arg-type]
+        except ValueSetError as error:
+            raise TranslationError(str(error)) from None
+        self.declarations: list[str] = []
+        self.names: set[str] = set(OWN_NAMES)
+        self.rendered: dict[int, Rendered] = {}
+        self.predicates: dict[int, Predicate] = {}
+        self.binders = itertools.count(1)
+        self.inverse_written = False
+
+    # ------------------------------------------------------------------ names and declarations
+
+    def fresh_name(self, label: str) -> str:
+        """A name for ``label``, unique in the program. A default label's number (``map_27``: the
+        count of every expression built so far in the process) is dropped, and the names are
+        numbered in the program's own order (map, map_2, ...): the same program built twice
+        is written the same."""
+        base = re.sub(r"[^A-Za-z0-9_]", "_", label) or "sop"
+        base = DEFAULT_LABEL.sub(r"\1\3", base)
+        if base[0].isdigit():
+            base = "sop_" + base
+        if base.lower().startswith(("argmin_", "argmax_", "min_", "max_", "sum_", "mean_", "top")):
+            base = "v_" + base
+        name, counter = base, 2
+        while name in self.names or re.fullmatch(r"s\d+", name):
+            name, counter = f"{base}_{counter}", counter + 1
+        self.names.add(name)
+        return name
+
+    def binder(self) -> str:
+        return f"s{next(self.binders)}"
+
+    def macro(self, label: str, body: Callable[[str], str]) -> Callable[[str], str]:
+        """``let NAME(t) = body(t)``; the SOp at p is then ``NAME(p)``."""
+        name = self.fresh_name(label)
+        self.declarations.append(f"let {name}(t) = {body('t')}")
+        return lambda p: f"{name}({p})"
+
+    def table(self, label: str, entries: dict[tuple[str, ...], str], default: str | None) -> str:
+        name = self.fresh_name(label)
+        texts = [f"{k[0] if len(k) == 1 else '(' + ', '.join(k) + ')'}: {v}" for k, v in entries.items()]
+        if default is not None:
+            texts.append(f"_: {default}")
+        self.declarations.append(f"table {name} = {{{', '.join(texts)}}}")
+        return name
+
+    def inverse(self) -> str:
+        """The table ``inverse`` of 1/n for n = 1..N (0 elsewhere), written once."""
+        if not self.inverse_written:
+            entries = ", ".join(f"{n}: {number_text(1 / n)}" for n in range(1, self.length + 1))
+            self.declarations.append(f"table inverse = {{{entries}, _: 0}}")
+            self.inverse_written = True
+        return "inverse"
+
+    # ------------------------------------------------------------------ values
+
+    def values_of(self, expr: RASPExpr) -> list[Any]:
+        return sorted((v for v in self.sets[expr.unique_id] if v is not None), key=lambda v: (str(type(v)), v))
+
+    def columns(self, expr: RASPExpr, rendered: Rendered) -> list[tuple[str, Any]]:
+        """A table column for ``expr``: (key as written, the SOp's value there) per key."""
+        if rendered.deferred is not None:
+            raise TranslationError(f"{describe(expr)}: its values ({self.values_of(expr)[0]!r}, ...) are not numbers")
+        if rendered.token:
+            return [(self.token_key(v), rendered.value_of(v)) for v in self.vocabulary]
+        values = self.values_of(expr)
+        if not all(is_number(v) for v in values):
+            raise TranslationError(f"{describe(expr)}: its values {values[:4]!r} are not numbers or tokens of the "
+                                   f"input")
+        return [(number_text(snapped(v)), v) for v in values]
+
+    def token_key(self, token: Any) -> str:
+        return token_text(token, "the vocabulary") if self.categorical else number_text(token)
+
+    def number(self, expr: RASPExpr) -> Callable[[str], str]:
+        """``expr`` as a number at a position (a token through its view by a table, or affinely)."""
+        rendered = self.sop(expr)
+        if rendered.deferred is not None:
+            raise TranslationError(f"{describe(expr)}: its values ({self.values_of(expr)[0]!r}, ...) are not numbers")
+        if not rendered.token:
+            return rendered.at
+        if rendered.plain_token and not self.categorical:
+            return rendered.at
+        outputs = [(key, rendered.value_of(token)) for key, token in zip(
+            (self.token_key(v) for v in self.vocabulary), self.vocabulary, strict=True)]
+        self.require_numbers(expr, [v for _, v in outputs])
+        if not self.categorical:
+            affine = affine_fit([(float(t),) for t in self.vocabulary], [float(v) for _, v in outputs])
+            if affine is not None:
+                return lambda p: affine_sum(affine, [rendered.at(p)])
+        name = self.table(expr.label, {(k,): table_value(v, describe(expr)) for k, v in outputs}, None)
+        return lambda p: f"{name}({rendered.at(p)})"
+
+    def require_numbers(self, expr: RASPExpr, values: list[Any]) -> None:
+        odd = [v for v in values if not is_number(v)]
+        if odd:
+            raise TranslationError(f"{describe(expr)}: its value {odd[0]!r} is a new token: a Map to tokens the "
+                                   f"input does not have is not compiled yet (its values must be numbers, booleans "
+                                   f"or the input's own tokens)")
+
+    # ------------------------------------------------------------------ SOps
+
+    def sop(self, expr: RASPExpr) -> Rendered:
+        from .rules import SOP_RULES  # the rules build on this module's classes
+
+        if expr.unique_id not in self.rendered:
+            rule = SOP_RULES.get(kind(expr) or "")
+            if rule is None:
+                raise TranslationError(f"{describe(expr)}: a {type(expr).__name__} is not an SOp from_rasp can write")
+            self.rendered[expr.unique_id] = rule(self, expr)
+        return self.rendered[expr.unique_id]
+
+    def selector(self, expr: RASPExpr) -> Predicate:
+        from .rules import SELECTOR_RULES
+
+        if expr.unique_id not in self.predicates:
+            rule = SELECTOR_RULES.get(kind(expr) or "")
+            if rule is None:
+                raise TranslationError(f"{describe(expr)}: a {type(expr).__name__} is not compiled yet "
+                                       f"(a selector from keys, queries and a predicate is)")
+            self.predicates[expr.unique_id] = rule(self, expr)
+        return self.predicates[expr.unique_id]
+
+    def source(self, program: RASPExpr) -> str:
+        """The whole ``.iflow`` program whose per-token target is ``program``."""
+        output = self.output(program)
+        head = [f"# {program.label}: translated from RASP by infoflowc from-rasp",
+                f"input x : token {self.vocabulary_text}", f"length T = {self.length}"]
+        return "\n".join([*head, *self.declarations, f"target(t) = {output}"]) + "\n"
+
+    def output(self, program: RASPExpr) -> str:
+        rendered = self.sop(program)
+        if rendered.plain_token:
+            return rendered.at("t")  # a token output: the model answers with a token of the vocabulary
+        return self.number(program)("t")
+
+
+def snapped(value: Any) -> float:
+    """A number of RASP's value sets as the compiler computes it: RASP adds and divides floats
+    (0.1 + 0.2 − 0.3), the compiler exact rationals; a key is written as the float of the
+    simple fraction within 10⁻¹² of the value (0.30000000000000004 → 0.3), so that the two meet."""
+    number = float(value)
+    simple = float(Fraction(number).limit_denominator(1_000_000))
+    return simple if abs(simple - number) <= 1e-12 * max(1.0, abs(number)) else number
+
+
+def describe(expr: RASPExpr) -> str:
+    """``Aggregate 'frac'``: how a message names a RASP node."""
+    return f"{kind(expr) or type(expr).__name__} {expr.label!r}"
+
+
+def affine_fit(points: list[tuple[float, ...]], values: list[float]) -> tuple[list[float], float] | None:
+    """(α, γ) with Σᵢ αᵢ·uᵢ + γ == f(u) exactly (in floats) at every grid point, or None. Exactly:
+    a coefficient such as 0.2 is a binary float, and values computed with it would miss the
+    decimal keys and cuts written for them elsewhere (x + i/5 stays a table)."""
+    table = dict(zip(points, values, strict=True))
+    origin = tuple(min(u[i] for u in points) for i in range(len(points[0])))
+    alphas = []
+    for i in range(len(origin)):
+        others = sorted({u[i] for u in points} - {origin[i]})
+        if not others:
+            alphas.append(0.0)
+            continue
+        step = tuple(others[0] if j == i else origin[j] for j in range(len(origin)))
+        alphas.append((table[step] - table[origin]) / (others[0] - origin[i]))
+    gamma = table[origin] - sum(a * u for a, u in zip(alphas, origin, strict=True))
+    if all(sum(a * x for a, x in zip(alphas, u, strict=True)) + gamma == v for u, v in table.items()):
+        return alphas, gamma
+    return None
+
+
+def affine_sum(affine: tuple[list[float], float], terms: list[str]) -> str:
+    """``(a - 2 * b + 1)``: the affine function written out."""
+    alphas, gamma = affine
+    parts: list[str] = []
+    for c, term in zip(alphas, terms, strict=True):
+        if c == 0:
+            continue
+        factor = term if abs(c) == 1 else f"{number_text(abs(c))} * {term}"
+        parts.append((f"{'-' if c < 0 else '+'} " if parts else "-" if c < 0 else "") + factor)
+    if not parts:
+        return operand(gamma)
+    constant = "" if gamma == 0 else f" {'+' if gamma > 0 else '-'} {number_text(abs(gamma))}"
+    return f"({' '.join(parts)}{constant})"
+
+
+def rasp_source(program: RASPExpr, vocab: Iterable[Hashable], max_seq_len: int) -> str:
+    """The ``.iflow`` text of a RASP program over ``vocab`` and lengths 1..``max_seq_len``
+    (what ``infoflowc from-rasp`` writes)."""
+    if kind(program) is None or kind(program) in ("Select", "ConstantSelector", "SelectorAnd", "SelectorOr",
+                                                  "SelectorNot"):
+        raise TranslationError(f"from_rasp compiles an SOp (a value per position), got {type(program).__name__}")
+    if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or max_seq_len < 1:
+        raise TranslationError(f"max_seq_len must be a whole number ≥ 1, got {max_seq_len!r}")
+    return Translator(vocab, max_seq_len, program).source(program)
+
+
+def from_rasp(program: RASPExpr, vocab: Iterable[Hashable], max_seq_len: int, causal: bool = False,
+              name: str | None = None) -> Program:
+    """``ifl.from_rasp``: a RASP program (of :mod:`infoflow_dsl.rasp`, or duck-typed, of Tracr's
+    ``tracr.rasp.rasp``) as a checked :class:`Program`, the one ``load_program`` gives for the
+    text :func:`rasp_source` writes (its name ``NAME.iflow``, ``name`` or the program's label).
+    ``causal``: require that every output depend on the tokens up to its position only (Tracr's
+    causal flag); a program that reads later tokens is refused, naming why."""
+    from .. import parse_program
+    from ..analysis.causality import is_causal
+
+    source = rasp_source(program, vocab, max_seq_len)
+    checked = parse_program(source, f"{name or program.label}.iflow")
+    if causal and not is_causal(checked):
+        raise TranslationError(f"{describe(program)} is not causal: its output at a position reads later tokens "
+                               f"(a selector that is not bounded by the query's position, or length)")
+    return checked
