@@ -13,6 +13,7 @@ The Python API (DESIGN.md):
 >>> sites = ifl.circuit(model)          # where each comparison and FFN function lives in the cache
 >>> ifl.export(model, "out/")           # a Hugging Face GPT-2 directory (the ``export`` extra)
 >>> ifl.report(model, "min_pairwise.html")  # one self-contained page: graph, patterns, error, parameters
+>>> prog = ifl.from_rasp(rasp_program, vocab, max_seq_len)  # a RASP program (Tracr's API) as a Program
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from .pipeline import compile_program
     from .pipeline import compile_program as compile
     from .plan import analyze
+    from .rasp.translate import from_rasp
     from .reference.circuit_map import CircuitSite, circuit
     from .reference.evaluate import evaluate
     from .reference.sampling import sample_inputs
@@ -70,6 +72,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "tools.export.directory": ("export", "export_inputs", "export_outputs", "load_exported"),
     "tools.report": ("report",),
     "reference.tokens": ("decode", "encode"),
+    "rasp.translate": ("from_rasp",),
     "transformer.io": ("load",),
     "transformer.lens": ("hooked",),
     "transformer.model": ("CompiledTransformer",),
@@ -103,6 +106,7 @@ __all__ = [
     "export",
     "export_inputs",
     "export_outputs",
+    "from_rasp",
     "hooked",
     "load",
     "load_exported",

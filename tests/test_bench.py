@@ -99,3 +99,17 @@ def test_export_targets_bench_measures_a_row(tmp_path: Path) -> None:
     assert cells[0] == "previous_token" and len(cells) == 13
     assert all(float(cells[i]) <= 1e-12 for i in (1, 6))  # tl-native and self-contained gaps
     assert cells[10] == "true"  # previous_token's masks are causal: config.json keeps GPT-2's default
+
+
+def test_rasp_bench_measures_the_suite_and_refusals_and_renders_its_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench_rasp
+    import rasp_suite
+
+    assert len(rasp_suite.PROGRAMS) >= 40 and len({p.name for p in rasp_suite.PROGRAMS}) == len(rasp_suite.PROGRAMS)
+    monkeypatch.setattr(bench_rasp, "SAMPLES", 20)
+    table, exact, total = bench_rasp.suite_table((1,), rasp_suite.PROGRAMS[:2])
+    assert (exact, total) == (2, 2) and "| word_length | string map | yes," in table
+    from infoflow_dsl import rasp
+
+    refused = bench_rasp.measure(lambda: rasp.Map(str.upper, rasp.tokens).named("upper"), ("a",), 3)
+    assert refused.exact is None and "Map 'upper'" in refused.detail

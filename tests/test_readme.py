@@ -84,3 +84,20 @@ def test_the_tokens_section_shows_what_run_prints(tmp_path: Path, monkeypatch) -
     assert run_cli(["compile", str(ROOT / source), "-o", output, "--samples", "0"])[0] == 0
     code, out, _ = run_cli(["run", *shlex.split(run_line)])
     assert code == 0 and out == shown
+
+
+def test_the_rasp_section_runs_as_written(tmp_path: Path, monkeypatch) -> None:
+    """The README's RASP block: Tracr's reverse, imported from infoflow_dsl, compiled, run against
+    RASP's own evaluator and exported."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## RASP in: .*?```python\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    lines = block.group(1).splitlines()
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    decoded = next(i for i, line in enumerate(lines) if line.startswith("ifl.decode"))
+    exec("\n".join(lines[:decoded]), namespace)
+    assert eval(lines[decoded].split("#")[0], namespace) == [["c", "b", "a"]]
+    assert eval(lines[decoded + 1].split("#")[0], namespace) == ["c", "b", "a"]
+    exec(lines[decoded + 2].split("#")[0], namespace)
+    assert (tmp_path / "reverse_gpt2" / "infoflow.json").exists()

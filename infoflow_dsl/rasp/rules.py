@@ -23,6 +23,7 @@ from .translate import (
     affine_fit,
     affine_sum,
     describe,
+    linear_text,
     snapped,
 )
 
@@ -143,12 +144,11 @@ def _cut(low: float, high: float) -> str:
 
 def _steps_text(steps: tuple[float, list[tuple[str, float]]], argument: str) -> str:
     start, changes = steps
-    terms = [operand(start)] if start or not changes else []
-    for cut, change in changes:
-        bracket = f"[{argument} >= {cut}]" if not cut.startswith("-") else f"[{argument} >= ({cut})]"
-        factor = bracket if abs(change) == 1 else f"{number_text(abs(change))} * {bracket}"
-        terms.append((f"{'-' if change < 0 else '+'} " if terms else "-" if change < 0 else "") + factor)
-    return f"({' '.join(terms)})"
+    return linear_text([(change, f"[{argument} >= {_parenthesised(cut)}]") for cut, change in changes], start)
+
+
+def _parenthesised(number: str) -> str:
+    return f"({number})" if number.startswith("-") else number
 
 
 def _full(tr: Translator, expr: Any) -> Rendered:
@@ -212,10 +212,10 @@ def _aggregate(tr: Translator, expr: Any) -> Rendered:
 def _retrieval_score(tr: Translator, selector: Any, predicate: Predicate, s: str) -> str:
     """Where a categorical Aggregate reads its token: the selected position, as
     ``argmin_<s> |k(s) - q(t)|`` for numbers compared by EQ (Tracr compiles it where exactly one
-    key matches: the distance is 0 there and at least the values' gap elsewhere), else
-    ``argmax_<s> [selector]``."""
-    if predicate.always:
-        return f"argmax_<{s}> 0"
+    key matches: the distance is 0 there and at least the values' gap elsewhere), position 1
+    for a selector of every position, else ``argmax_<s> [selector]``."""
+    if predicate.always:  # every position: RASP defines the output only at length 1 (a mean of strings)
+        return "1"
     if kind(selector) == "Select" and _comparison(selector.predicate) == "EQ":
         keys, queries = tr.sop(selector.keys), tr.sop(selector.queries)
         if _numeric(tr, selector.keys, keys) and _numeric(tr, selector.queries, queries):

@@ -286,17 +286,21 @@ def affine_fit(points: list[tuple[float, ...]], values: list[float]) -> tuple[li
 
 def affine_sum(affine: tuple[list[float], float], terms: list[str]) -> str:
     """``(a - 2 * b + 1)``: the affine function written out."""
-    alphas, gamma = affine
+    return linear_text(list(zip(affine[0], terms, strict=True)), affine[1])
+
+
+def linear_text(terms: list[tuple[float, str]], constant: float) -> str:
+    """Σ cᵢ·termᵢ + constant as ``(a - 2 * b + 1)`` (zero terms left out)."""
     parts: list[str] = []
-    for c, term in zip(alphas, terms, strict=True):
+    for c, term in terms:
         if c == 0:
             continue
         factor = term if abs(c) == 1 else f"{number_text(abs(c))} * {term}"
         parts.append((f"{'-' if c < 0 else '+'} " if parts else "-" if c < 0 else "") + factor)
     if not parts:
-        return operand(gamma)
-    constant = "" if gamma == 0 else f" {'+' if gamma > 0 else '-'} {number_text(abs(gamma))}"
-    return f"({' '.join(parts)}{constant})"
+        return operand(constant)
+    tail = "" if constant == 0 else f" {'+' if constant > 0 else '-'} {number_text(abs(constant))}"
+    return f"({' '.join(parts)}{tail})"
 
 
 def rasp_source(program: RASPExpr, vocab: Iterable[Hashable], max_seq_len: int) -> str:

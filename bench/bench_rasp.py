@@ -1,0 +1,129 @@
+"""Benchmark: RASP programs compiled as written (``ifl.from_rasp``), against RASP's evaluator.
+
+    python bench/bench_rasp.py            # writes BENCHMARKS.md "RASP"
+    python bench/bench_rasp.py --quick    # T = 5 only, the first programs (a smoke run)
+
+1. Tracr's library (``infoflow_dsl.rasp.library``) at T = 10 and 40: the RASP program's model
+   beside the hand translation of ``compiled_examples/tracr/`` (nonzero parameters and their
+   ratio, layers), and whether every output agrees with RASP's evaluator.
+2. The suite of ``bench/rasp_suite.py`` (44 programs in 8 families) at max_seq_len = 6 and at
+   2× and 4× it: exact or not, nonzero parameters, compile seconds.
+
+"Exact": on every input of lengths 1..3 and SAMPLES random inputs of random lengths 1..T, every
+output where RASP's evaluator defines one is right (a token the same token, a number within
+ε = 1e-3), float64. A refusal is shown with its reason.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from rasp_suite import PROGRAMS
+from report import write_section
+
+import infoflow_dsl as ifl
+from infoflow_dsl.errors import CompileError
+from infoflow_dsl.rasp.agreement import agreement, every_input
+from infoflow_dsl.rasp.library import TRACR_PROGRAMS
+
+TRACR_DIR = Path(__file__).resolve().parent.parent / "compiled_examples" / "tracr"
+TRACR_LENGTHS = (10, 40)
+SUITE_LENGTH, SCALES = 6, (1, 2, 4)
+SAMPLES, EPS = 300, 1e-3
+
+
+@dataclass(frozen=True)
+class Measured:
+    parameters: int | None
+    layers: int | None
+    seconds: float
+    exact: bool | None
+    detail: str  # the refusal, or the first disagreement
+
+
+def mixed_inputs(vocab: list[Any], longest: int, count: int, seed: int = 0) -> list[tuple[Any, ...]]:
+    chooser = random.Random(seed)
+    return [tuple(chooser.choice(vocab) for _ in range(chooser.randint(1, longest))) for _ in range(count)]
+
+
+def measure(build: Any, vocab: tuple[Any, ...], length: int) -> Measured:
+    program = build()
+    start = time.perf_counter()
+    try:
+        checked = ifl.from_rasp(program, vocab, length)
+        model = ifl.compile(checked, eps=EPS, dtype="float64", samples=0)
+    except CompileError as refusal:
+        return Measured(None, None, time.perf_counter() - start, None, str(refusal).splitlines()[0][:120])
+    seconds = time.perf_counter() - start
+    words = list(vocab)
+    inputs = [*every_input(words, min(3, length)), *mixed_inputs(words, length, SAMPLES)]
+    found = agreement(program, model, checked, inputs)
+    detail = "" if found.exact(EPS) else f"first wrong: {found.first_wrong}"
+    return Measured(model.nonzero_parameter_count(), model.config["layers"] if isinstance(model.config["layers"], int)
+                    else len(model.config["layers"]), seconds, found.exact(EPS), detail)
+
+
+def hand_parameters(name: str, length: int) -> int:
+    program = ifl.load_program(TRACR_DIR / f"{name}.iflow", length=length)
+    return ifl.compile(program, eps=EPS, dtype="float64", samples=0).nonzero_parameter_count()
+
+
+def _exact(row: Measured) -> str:
+    return "refused: " + row.detail.replace("|", "\\|") if row.exact is None else ("yes" if row.exact else "NO")
+
+
+def tracr_table(lengths: tuple[int, ...]) -> str:
+    lines = ["| program | T | parameters, RASP | parameters, hand | ratio | exact vs RASP's evaluator |",
+             "|---|---|---|---|---|---|"]
+    for entry in TRACR_PROGRAMS:
+        for length in lengths:
+            row = measure(lambda e=entry, n=length: e.build(n), entry.vocab, length)
+            hand = hand_parameters(entry.name, length)
+            ratio = f"{row.parameters / hand:.2f}" if row.parameters else "–"
+            lines.append(f"| {entry.name} | {length} | {row.parameters or '–':,} | {hand:,} | {ratio} | "
+                         f"{_exact(row)} |" if row.parameters else
+                         f"| {entry.name} | {length} | – | {hand:,} | – | {_exact(row)} |")
+    return "\n".join(lines)
+
+
+def suite_table(scales: tuple[int, ...], programs: list[Any]) -> tuple[str, int, int]:
+    header = " | ".join(f"T = {SUITE_LENGTH * s}: exact, parameters, seconds" for s in scales)
+    lines = [f"| program | family | {header} |", "|---|---|" + "---|" * len(scales)]
+    exact = total = 0
+    for entry in programs:
+        cells = []
+        for scale in scales:
+            row = measure(entry.build, entry.vocab, SUITE_LENGTH * scale)
+            total += 1
+            exact += bool(row.exact)
+            cells.append(f"{_exact(row)}, {row.parameters or '–'}, {row.seconds:.2f}")
+        lines.append(f"| {entry.name} | {entry.family} | {' | '.join(cells)} |")
+    return "\n".join(lines), exact, total
+
+
+def main(argv: list[str]) -> None:
+    torch.set_num_threads(1)
+    quick = "--quick" in argv
+    tracr = tracr_table((5,) if quick else TRACR_LENGTHS)
+    suite, exact, total = suite_table((1,) if quick else SCALES, PROGRAMS[:6] if quick else PROGRAMS)
+    body = (f"Tracr's library written in RASP (`infoflow_dsl/rasp/library.py`) and compiled with `ifl.from_rasp`, "
+            f"beside the hand translations of `compiled_examples/tracr/` (nonzero parameters, float64, ε = {EPS}); "
+            f"exact = every output RASP's evaluator defines is right on every input of length ≤ 3 and {SAMPLES} "
+            f"random inputs of random lengths 1..T.\n\n{tracr}\n\n"
+            f"The suite of `bench/rasp_suite.py` ({len(PROGRAMS)} programs): {exact} of {total} (program, T) "
+            f"exact.\n\n{suite}\n\nTracr itself could not be run beside it here (no network to fetch it in this "
+            f"session); its figures for its own library are in the section \"Tracr's library\".")
+    if quick:
+        print(body)
+        return
+    write_section("RASP (bench/bench_rasp.py)", body)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
