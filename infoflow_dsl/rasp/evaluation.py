@@ -25,19 +25,13 @@ from .expressions import (
     Aggregate,
     ConstantSelector,
     ConstantSOp,
-    Full,
-    IndicesType,
-    LengthType,
     Map,
     RASPExpr,
     Select,
     SelectorAnd,
-    SelectorNot,
-    SelectorOr,
-    SelectorWidth,
     SequenceMap,
-    TokensType,
     Value,
+    kind,
 )
 
 Matrix = list[list[bool]]
@@ -58,7 +52,7 @@ class _Evaluator:
 
     def value(self, expr: RASPExpr) -> Any:
         if expr.unique_id not in self.values:
-            rule = RULES.get(type(expr)) or next((r for kind, r in RULES.items() if isinstance(expr, kind)), None)
+            rule = RULES.get(kind(expr) or "")  # by class name: Tracr's own expressions too
             if rule is None:
                 raise TypeError(f"cannot evaluate {type(expr).__name__} {expr.label!r}")
             self.values[expr.unique_id] = rule(self, expr)
@@ -116,19 +110,20 @@ def _aggregate(evaluator: _Evaluator, expr: Aggregate) -> list[Value]:
     return [aggregate_row(row, values, expr.default) for row in matrix]
 
 
-RULES: dict[type, Callable[[_Evaluator, Any], Any]] = {
-    TokensType: lambda evaluator, expr: list(evaluator.xs),
-    IndicesType: lambda evaluator, expr: list(range(len(evaluator.xs))),
-    LengthType: lambda evaluator, expr: [len(evaluator.xs)] * len(evaluator.xs),
-    Map: _map,
-    SequenceMap: _sequence_map,
-    Full: lambda evaluator, expr: [expr.fill] * len(evaluator.xs),
-    ConstantSOp: _constant_sop,
-    Select: _select,
-    ConstantSelector: _constant_selector,
-    SelectorOr: _elementwise(lambda a, b: a or b),
-    SelectorAnd: _elementwise(lambda a, b: a and b),
-    SelectorNot: lambda evaluator, expr: [[not v for v in row] for row in evaluator.value(expr.inner)],
-    Aggregate: _aggregate,
-    SelectorWidth: lambda evaluator, expr: [sum(row) for row in evaluator.value(expr.selector)],
+RULES: dict[str, Callable[[_Evaluator, Any], Any]] = {
+    "TokensType": lambda evaluator, expr: list(evaluator.xs),
+    "IndicesType": lambda evaluator, expr: list(range(len(evaluator.xs))),
+    "LengthType": lambda evaluator, expr: [len(evaluator.xs)] * len(evaluator.xs),
+    "Map": _map,
+    "SequenceMap": _sequence_map,
+    "LinearSequenceMap": _sequence_map,
+    "Full": lambda evaluator, expr: [expr.fill] * len(evaluator.xs),
+    "ConstantSOp": _constant_sop,
+    "Select": _select,
+    "ConstantSelector": _constant_selector,
+    "SelectorOr": _elementwise(lambda a, b: a or b),
+    "SelectorAnd": _elementwise(lambda a, b: a and b),
+    "SelectorNot": lambda evaluator, expr: [[not v for v in row] for row in evaluator.value(expr.inner)],
+    "Aggregate": _aggregate,
+    "SelectorWidth": lambda evaluator, expr: [sum(row) for row in evaluator.value(expr.selector)],
 }
