@@ -23,6 +23,7 @@ from .translate import (
     affine_fit,
     affine_sum,
     describe,
+    integer_order,
     linear_text,
     snapped,
 )
@@ -73,9 +74,15 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
     tr.require_numbers(expr, list(grid.values()))
     if not any(r.token and tr.categorical for r in rendered):
         numbers = [tr.number(p) for p in parts]
-        affine = affine_fit([tuple(float(v) for _, v in keys) for keys in grid], [float(v) for v in grid.values()])
+        points, values = [tuple(float(v) for _, v in keys) for keys in grid], [float(v) for v in grid.values()]
+        affine = affine_fit(points, values)
+        if affine is None and expr.unique_id in tr.order_only:  # compared only: any increasing map will do
+            whole = integer_order(points, values)
+            affine = None if whole is None else ([float(w) for w in whole], 0.0)
+            _note_lexicographic(tr, expr, parts, points, whole)
         if affine is not None:
-            return Rendered(tr.macro(expr.label, lambda p: affine_sum(affine, [n(p) for n in numbers])))
+            merged = _merged_means(tr, expr, parts, affine)
+            return merged or Rendered(tr.macro(expr.label, lambda p: affine_sum(affine, [n(p) for n in numbers])))
     if len(parts) == 1 and not rendered[0].token:
         steps = _steps([(v, out) for ((_, v),), out in grid.items()])
         if steps is not None:
@@ -96,6 +103,30 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
 
 #: The most argument tuples a 0/1-valued function is written for as a bracket of equalities.
 MAX_TRUE = 3
+
+
+def _note_lexicographic(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], points: list[tuple[float, ...]],
+                        whole: list[int] | None) -> None:
+    """Record ``expr`` = w·major + index (w > the largest index gap, major whole-numbered): its
+    comparisons are (major, position) in lexicographic order."""
+    if whole is None or len(parts) != 2 or kind(parts[1]) != "IndicesType" or whole[1] != 1:
+        return
+    majors = {p[0] for p in points}
+    if whole[0] >= tr.length and all(float(m).is_integer() for m in majors):
+        tr.lexicographic[expr.unique_id] = parts[0]
+
+
+#: (strictly, or-equal) ordering of a lexicographic comparison, by the comparison's operator.
+LEXICOGRAPHIC = {"<": ("<", "<"), "<=": ("<", "<="), ">": (">", ">"), ">=": (">", ">=")}
+
+
+def _lexicographic(tr: Translator, major: RASPExpr, op: str) -> Callable[[str, str], str]:
+    """k(s) op k(t) for k = w·m + index: ``m(s) < m(t) or (m(s) == m(t) and s < t)``."""
+    m = tr.number(major)
+    if op in ("==", "!="):
+        return lambda s, t: f"{m(s)} {op} {m(t)} {'and' if op == '==' else 'or'} {s} {op} {t}"
+    strict, last = LEXICOGRAPHIC[op]
+    return lambda s, t: f"{m(s)} {strict} {m(t)} or ({m(s)} == {m(t)} and {s} {last} {t})"
 
 
 def _few_true(grid: dict[tuple[tuple[str, Any], ...], Any], rendered: list[Rendered]) -> Callable[[str], str] | None:
@@ -194,19 +225,35 @@ def _aggregate(tr: Translator, expr: Any) -> Rendered:
         return Rendered(at, token=True, view=value.view)
     number = tr.number(expr.sop)
     s = tr.binder()
-    if predicate.always:
-        return Rendered(tr.macro(expr.label, lambda p: f"mean_<{s}> {number(s)}"))
     if predicate.positional == "==":
         return Rendered(number)
-    if predicate.positional in ("<=", ">="):  # never empty: the query's own position is in it
-        op = predicate.positional
-        return Rendered(tr.macro(expr.label, lambda p: f"mean_<{s} : {s} {op} {p}> {number(s)}"))
+    if predicate.always or predicate.positional in ("<=", ">="):  # never empty: the query's own position is in it
+        tr.means[expr.unique_id] = ("all" if predicate.always else predicate.positional, expr.sop)  # type: ignore[assignment]
+        return Rendered(tr.macro(expr.label, lambda p: f"{_mean_head(tr.means[expr.unique_id][0], s, p)} {number(s)}"))
     r = tr.binder()
     width = tr.macro(f"{expr.label}_width", lambda p: f"sum_<{s}> {predicate.bracket(s, p)}")
     total = tr.macro(f"{expr.label}_total", lambda p: f"sum_<{r}> {predicate.bracket(r, p)} * {number(r)}")
     inverse = tr.inverse()
     rest = "" if not default else f" + {operand(default)} * [{width('{p}')} == 0]"
     return Rendered(tr.macro(expr.label, lambda p: f"{total(p)} * {inverse}({width(p)})" + rest.replace("{p}", p)))
+
+
+def _mean_head(op: str, s: str, p: str) -> str:
+    return f"mean_<{s}>" if op == "all" else f"mean_<{s} : {s} {op} {p}>"
+
+
+def _merged_means(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...],
+                  affine: tuple[list[float], float]) -> Rendered | None:
+    """An affine function of means over the same never-empty range is one mean of the affine
+    function of their values (the weights sum to 1): pair_balance's opens − closes."""
+    ranges = {tr.means[p.unique_id][0] for p in parts if p.unique_id in tr.means}
+    if len(ranges) != 1 or not all(p.unique_id in tr.means for p in parts):
+        return None
+    (op,) = ranges
+    values = [tr.number(tr.means[p.unique_id][1]) for p in parts]
+    s = tr.binder()
+    body = affine_sum(affine, [v(s) for v in values])
+    return Rendered(tr.macro(expr.label, lambda p: f"{_mean_head(op, s, p)} {body}"))
 
 
 def _retrieval_score(tr: Translator, selector: Any, predicate: Predicate, s: str) -> str:
@@ -292,6 +339,8 @@ def _select(tr: Translator, expr: Any) -> Predicate:
         op = OPERATORS[name]
         return Predicate(lambda s, t: f"{s} {op} {t}", positional=op)
     key, query = tr.sop(keys), tr.sop(queries)
+    if name is not None and keys is queries and keys.unique_id in tr.lexicographic:
+        return Predicate(_lexicographic(tr, tr.lexicographic[keys.unique_id], OPERATORS[name]))
     if name in ("EQ", "NEQ") and key.plain_token and query.plain_token:
         op = OPERATORS[name]
         return Predicate(lambda s, t: f"{key.at(s)} {op} {query.at(t)}")

@@ -32,6 +32,7 @@ sequence or selector.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -122,6 +123,12 @@ class Translator:
         self.predicates: dict[int, Predicate] = {}
         self.binders = itertools.count(1)
         self.inverse_written = False
+        self.order_only = order_only_sops(program)
+        #: an order-only SOp that is w·major + index with w above every index gap: compared as
+        #: (major, position) lexicographically (make_sort's keys: x + i/N)
+        self.lexicographic: dict[int, RASPExpr] = {}
+        #: a mean over a never-empty range of positions (``<=``, ``>=``, ``all``), and of what
+        self.means: dict[int, tuple[str, RASPExpr]] = {}
 
     # ------------------------------------------------------------------ names and declarations
 
@@ -248,6 +255,47 @@ class Translator:
         if rendered.plain_token:
             return rendered.at("t")  # a token output: the model answers with a token of the vocabulary
         return self.number(program)("t")
+
+
+def order_only_sops(program: RASPExpr) -> set[int]:
+    """The SOps (by id) read only as both the keys and the queries of Selects that compare them
+    (Select(k, k, LT), as make_sort's keys): any strictly increasing map of their values selects
+    the same, so they may be written scaled (:func:`integer_order`)."""
+    uses: dict[int, list[Any]] = {}
+    seen: set[int] = set()
+    stack = [program]
+    while stack:
+        node = stack.pop()
+        if node.unique_id in seen:
+            continue
+        seen.add(node.unique_id)
+        for child in node.children:
+            uses.setdefault(child.unique_id, []).append(node)
+            stack.append(child)
+    return {sop for sop, parents in uses.items()
+            if all(kind(p) == "Select" and p.keys is p.queries and str(getattr(p.predicate, "name", "")) in OPERATORS
+                   for p in parents)}
+
+
+def integer_order(points: list[tuple[float, ...]], values: list[float]) -> list[int] | None:
+    """Whole coefficients (αᵢ·L) of an affine fit of f to within 10⁻⁹ whose αᵢ are fractions of
+    denominator ≤ 1000 (x + i/10 → 10·x + i), when they order the points as f does; else None."""
+    origin = [min(p[i] for p in points) for i in range(len(points[0]))]
+    table = dict(zip(points, values, strict=True))
+    alphas = []
+    for i in range(len(origin)):
+        others = sorted({p[i] for p in points} - {origin[i]})
+        if not others:
+            alphas.append(Fraction(0))
+            continue
+        step = tuple(others[0] if j == i else origin[j] for j in range(len(origin)))
+        alphas.append(Fraction((table[step] - table[tuple(origin)]) / (others[0] - origin[i])).limit_denominator(1000))
+    scale = math.lcm(*(a.denominator for a in alphas))
+    whole = [int(a * scale) for a in alphas]
+    scaled = {p: sum(w * x for w, x in zip(whole, p, strict=True)) for p in points}
+    ordered = all((scaled[p] < scaled[q]) == (table[p] < table[q] - 1e-9) and (scaled[p] == scaled[q]) ==
+                  (abs(table[p] - table[q]) <= 1e-9) for p in points for q in points)
+    return whole if ordered else None
 
 
 def snapped(value: Any) -> float:
