@@ -36,7 +36,8 @@ def _map(tr: Translator, expr: Any) -> Rendered:
     inner = tr.sop(expr.inner)
     if inner.token:
         outer, view = expr.f, inner.view
-        return Rendered(inner.at, token=True, view=outer if view is None else (lambda v: outer(view(v))))
+        return Rendered(inner.at, token=True, view=outer if view is None else (lambda v: outer(view(v))),
+                        first=inner.first)
     parts, function = _parts(expr.inner, inner)
     return _combined(tr, expr, parts, lambda *values: expr.f(function(*values)))
 
@@ -66,6 +67,7 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
     if not all(is_number(v) for v in tr.values_of(expr)):
         return Rendered(lambda p: "", deferred=Deferred(parts, function))
     rendered = [tr.sop(p) for p in parts]
+    first = max(r.first for r in rendered)
     columns = [tr.columns(p, r) for p, r in zip(parts, rendered, strict=True)]
     if math.prod(len(c) for c in columns) > MAX_TABLE:
         raise TranslationError(f"{describe(expr)}: a table of {' × '.join(str(len(c)) for c in columns)} values "
@@ -82,15 +84,16 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
             _note_lexicographic(tr, expr, parts, points, whole)
         if affine is not None:
             merged = _merged_means(tr, expr, parts, affine)
-            return merged or Rendered(tr.macro(expr.label, lambda p: affine_sum(affine, [n(p) for n in numbers])))
+            return merged or Rendered(tr.macro(expr.label, lambda p: affine_sum(affine, [n(p) for n in numbers])),
+                                     first=first)
     if len(parts) == 1 and not rendered[0].token:
         steps = _steps([(v, out) for ((_, v),), out in grid.items()])
         if steps is not None:
             number = tr.number(parts[0])
-            return Rendered(tr.macro(expr.label, lambda p: _steps_text(steps, number(p))))
+            return Rendered(tr.macro(expr.label, lambda p: _steps_text(steps, number(p))), first=first)
     condition = _few_true(grid, rendered)
     if condition is not None:
-        return Rendered(tr.macro(expr.label, lambda p: f"[{condition(p)}]"))
+        return Rendered(tr.macro(expr.label, lambda p: f"[{condition(p)}]"), first=first)
     if len(parts) > 2:
         raise TranslationError(f"{describe(expr)}: a function of {len(parts)} SOps that is not affine is not "
                                f"compiled yet (a table holds one or two)")
@@ -98,7 +101,7 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
     # a number key: the compiler's value set of the argument may hold values RASP's does not
     default = None if all(r.token for r in rendered) else "0"
     name = tr.table(f"{expr.label}_table", entries, default)
-    return Rendered(tr.macro(expr.label, lambda p: f"{name}({', '.join(r.at(p) for r in rendered)})"))
+    return Rendered(tr.macro(expr.label, lambda p: f"{name}({', '.join(r.at(p) for r in rendered)})"), first=first)
 
 
 #: The most argument tuples a 0/1-valued function is written for as a bracket of equalities.
@@ -209,6 +212,10 @@ def _selector_width(tr: Translator, expr: Any) -> Rendered:
 def _aggregate(tr: Translator, expr: Any) -> Rendered:
     """Categorical of a token: the token where the selector holds; else the mean of the selected."""
     value, position = tr.sop(expr.sop), _selected_position(tr, expr.selector)
+    shift = _index_shift(tr, expr.selector) if expr.unique_id in tr.row_only else None
+    if shift is not None and is_categorical(expr) and value.token and value.at("p") == "x(p)":
+        # read at the output's position only: x(t - k), and the target starts at k + 1 (RASP's None before)
+        return Rendered(lambda p: f"x({p}{offset_text(-shift)})", token=True, view=value.view, first=shift + 1)
     if position is not None and value.token and value.at("p") == "x(p)":
         return Rendered(lambda p: f"x({position.replace('{p}', p)})", token=True, view=value.view)
     if position in ("{p}", "len", "1"):
@@ -375,9 +382,9 @@ def _predicate_table(tr: Translator, expr: Any, key: Rendered, query: Rendered) 
     if all(holds.values()):
         return ALWAYS
     if kind(expr.keys) == kind(expr.queries) == "IndicesType":
-        offset = _offset_condition({(float(k), float(q)): v for (k, q), v in holds.items()})
-        if offset is not None:
-            return Predicate(offset)
+        relation = _index_relation({(float(k), float(q)): v for (k, q), v in holds.items()})
+        if relation is not None:
+            return Predicate(_offset_text(*relation))
     for side, rendered, column, index in ((expr.keys, key, keys, 0), (expr.queries, query, queries, 1)):
         other = queries if index == 0 else keys
         if all(len({holds[(k, o) if index == 0 else (o, k)] for o, _ in other}) == 1 for k, _ in column):
@@ -408,14 +415,30 @@ OFFSET_TESTS = {"==": lambda d, c: d == c, "<": lambda d, c: d < c, "<=": lambda
                 ">": lambda d, c: d > c, ">=": lambda d, c: d >= c, "!=": lambda d, c: d != c}
 
 
-def _offset_condition(holds: dict[tuple[float, float], bool]) -> Callable[[str, str], str] | None:
-    """``s == t - 2``-like: the predicate of (key index, query index) as k − q op c, when one fits."""
+def _index_relation(holds: dict[tuple[float, float], bool]) -> tuple[str, int] | None:
+    """(op, c) with the predicate of (key index k, query index q) ⇔ k − q op c (``s == t - 2``),
+    when one fits every pair."""
     differences = sorted({k - q for k, q in holds})
     for op, test in OFFSET_TESTS.items():
         for c in differences:
             if all(test(k - q, c) == v for (k, q), v in holds.items()):
-                return _offset_text(op, int(c))
+                return op, int(c)
     return None
+
+
+def _index_shift(tr: Translator, selector: Any) -> int | None:
+    """k ≥ 1 when ``selector`` selects exactly position t − k at query t (make_shift_by)."""
+    if kind(selector) != "Select" or kind(selector.keys) != "IndicesType" or kind(selector.queries) != "IndicesType":
+        return None
+    if _comparison(selector.predicate) is not None:
+        return None
+    indices = range(tr.length)
+    try:
+        holds = {(float(k), float(q)): bool(selector.predicate(k, q)) for k in indices for q in indices}
+    except Exception:  # the user's predicate: the general rule reports it
+        return None
+    relation = _index_relation(holds)
+    return -relation[1] if relation is not None and relation[0] == "==" and relation[1] < 0 else None
 
 
 def _offset_text(op: str, offset: int) -> Callable[[str, str], str]:

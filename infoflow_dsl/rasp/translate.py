@@ -79,6 +79,7 @@ class Rendered:
     token: bool = False
     view: Callable[[Any], Any] | None = None
     deferred: Deferred | None = None
+    first: int = 1  # the first position it is read at as written (earlier ones: RASP's None)
 
     @property
     def plain_token(self) -> bool:
@@ -123,7 +124,9 @@ class Translator:
         self.predicates: dict[int, Predicate] = {}
         self.binders = itertools.count(1)
         self.inverse_written = False
-        self.order_only = order_only_sops(program)
+        parents = parents_of(program)
+        self.order_only = order_only_sops(parents)
+        self.row_only = row_only_sops(program, parents)
         #: an order-only SOp that is w·major + index with w above every index gap: compared as
         #: (major, position) lexicographically (make_sort's keys: x + i/N)
         self.lexicographic: dict[int, RASPExpr] = {}
@@ -248,7 +251,9 @@ class Translator:
         output = self.output(program)
         head = [f"# {program.label}: translated from RASP by infoflowc from-rasp",
                 f"input x : token {self.vocabulary_text}", f"length T = {self.length}"]
-        return "\n".join([*head, *self.declarations, f"target(t) = {output}"]) + "\n"
+        first = self.sop(program).first
+        where = f"t : t >= {first}" if first > 1 else "t"
+        return "\n".join([*head, *self.declarations, f"target({where}) = {output}"]) + "\n"
 
     def output(self, program: RASPExpr) -> str:
         rendered = self.sop(program)
@@ -257,10 +262,8 @@ class Translator:
         return self.number(program)("t")
 
 
-def order_only_sops(program: RASPExpr) -> set[int]:
-    """The SOps (by id) read only as both the keys and the queries of Selects that compare them
-    (Select(k, k, LT), as make_sort's keys): any strictly increasing map of their values selects
-    the same, so they may be written scaled (:func:`integer_order`)."""
+def parents_of(program: RASPExpr) -> dict[int, list[Any]]:
+    """Every expression's readers in ``program``, by the expression's id."""
     uses: dict[int, list[Any]] = {}
     seen: set[int] = set()
     stack = [program]
@@ -272,6 +275,28 @@ def order_only_sops(program: RASPExpr) -> set[int]:
         for child in node.children:
             uses.setdefault(child.unique_id, []).append(node)
             stack.append(child)
+    return uses
+
+
+def row_only_sops(program: RASPExpr, parents: dict[int, list[Any]]) -> set[int]:
+    """The SOps read only at the output's own position: the program, and what only Maps and
+    SequenceMaps of such SOps read (no selector or Aggregate reads them at another position)."""
+    found = {program.unique_id}
+    changed = True
+    while changed:
+        changed = False
+        for sop, readers in parents.items():
+            if sop not in found and all(kind(r) in ("Map", "SequenceMap", "LinearSequenceMap")
+                                        and r.unique_id in found for r in readers):
+                found.add(sop)
+                changed = True
+    return found
+
+
+def order_only_sops(uses: dict[int, list[Any]]) -> set[int]:
+    """The SOps (by id) read only as both the keys and the queries of Selects that compare them
+    (Select(k, k, LT), as make_sort's keys): any strictly increasing map of their values selects
+    the same, so they may be written scaled (:func:`integer_order`)."""
     return {sop for sop, parents in uses.items()
             if all(kind(p) == "Select" and p.keys is p.queries and str(getattr(p.predicate, "name", "")) in OPERATORS
                    for p in parents)}
