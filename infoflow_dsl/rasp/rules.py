@@ -27,6 +27,7 @@ from .translate import (
     linear_text,
     snapped,
 )
+from .values import ValueSetError, mean_values
 
 # ----------------------------------------------------------------------------- SOps
 
@@ -43,7 +44,16 @@ def _map(tr: Translator, expr: Any) -> Rendered:
 
 
 def _sequence_map(tr: Translator, expr: Any) -> Rendered:
-    """f of the two SOps' parts (:func:`_combined`)."""
+    """A LinearSequenceMap of two numbers: its factors, with no value set needed; else f of the
+    two SOps' parts (:func:`_combined`)."""
+    if kind(expr) == "LinearSequenceMap" and expr.fst is not expr.snd:
+        left, right = tr.sop(expr.fst), tr.sop(expr.snd)
+        if left.deferred is None and right.deferred is None and not (tr.categorical and (left.token or right.token)):
+            affine = ([float(expr.fst_fac), float(expr.snd_fac)], 0.0)
+            merged = _merged_means(tr, expr, (expr.fst, expr.snd), affine)
+            numbers = [tr.number(expr.fst), tr.number(expr.snd)]
+            return merged or Rendered(tr.macro(expr.label, lambda p: affine_sum(affine, [n(p) for n in numbers])),
+                                      first=max(left.first, right.first))
     first_parts, first = _parts(expr.fst, tr.sop(expr.fst))
     second_parts, second = _parts(expr.snd, tr.sop(expr.snd))
     by_id = {p.unique_id: p for p in (*first_parts, *second_parts)}  # each distinct SOp once (== builds an SOp)
@@ -64,7 +74,8 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
     """``function`` of the parts' values as a number: affine in numbers (a + b, 2·x − 1), else a
     table of one or two arguments over their value sets; kept deferred while its values are
     not numbers (tuples)."""
-    if not all(is_number(v) for v in tr.values_of(expr)):
+    known = tr.value_set(expr)  # None: too many values to list, all numbers (sums, means)
+    if known is not None and not all(is_number(v) for v in known if v is not None):
         return Rendered(lambda p: "", deferred=Deferred(parts, function))
     rendered = [tr.sop(p) for p in parts]
     first = max(r.first for r in rendered)
@@ -257,10 +268,30 @@ def _merged_means(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...],
     if len(ranges) != 1 or not all(p.unique_id in tr.means for p in parts):
         return None
     (op,) = ranges
-    values = [tr.number(tr.means[p.unique_id][1]) for p in parts]
+    averaged = [tr.means[p.unique_id][1] for p in parts]
+    _set_mean_values(tr, expr, averaged, affine)
+    values = [tr.number(v) for v in averaged]
     s = tr.binder()
     body = affine_sum(affine, [v(s) for v in values])
     return Rendered(tr.macro(expr.label, lambda p: f"{_mean_head(op, s, p)} {body}"))
+
+
+def _set_mean_values(tr: Translator, expr: Any, averaged: list[Any], affine: tuple[list[float], float]) -> None:
+    """The merged mean's value set: means of the affine function of the values at one position
+    (of one token, when every averaged SOp reads the token alone), not RASP's every pair of the
+    two means' sets, which grows as T⁴ (pair_balance at T = 40: past 100,000)."""
+    rendered = [tr.sop(v) for v in averaged]
+    if all(r.token for r in rendered):
+        points = [tuple(r.value_of(token) for r in rendered) for token in tr.vocabulary]
+    else:
+        points = list(itertools.product(*(tr.values_of(v) for v in averaged)))
+    alphas, gamma = affine
+    per_position = frozenset(sum(a * float(v) for a, v in zip(alphas, point, strict=True)) + gamma
+                             for point in points)
+    try:
+        tr.inference.sets[expr.unique_id] = mean_values(per_position, tr.length, expr)
+    except ValueSetError:
+        tr.inference.sets[expr.unique_id] = None
 
 
 def _retrieval_score(tr: Translator, selector: Any, predicate: Predicate, s: str) -> str:

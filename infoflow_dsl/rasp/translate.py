@@ -43,7 +43,7 @@ from ..language.declarations import RESERVED
 from ..language.syntax_errors import KEYWORDS
 from .expressions import RASPExpr, kind
 from .literals import TranslationError, is_number, number_text, operand, table_value, token_text, vocabulary_text
-from .values import ValueSetError, value_sets
+from .values import MAX_VALUES, ValueSetError, ValueSetInference
 
 if TYPE_CHECKING:
     from ..language.typed import Program
@@ -114,10 +114,7 @@ class Translator:
         self.vocabulary: list[Any] = sorted(set(vocabulary), key=lambda v: (str(type(v)), v))
         self.length = max_seq_len
         self.vocabulary_text, self.categorical = vocabulary_text(self.vocabulary)
-        try:
-            self.sets = value_sets(program, self.vocabulary, max_seq_len)  # type: ignore[arg-type]
-        except ValueSetError as error:
-            raise TranslationError(str(error)) from None
+        self.inference = ValueSetInference(frozenset(self.vocabulary), max_seq_len, strict=False)
         self.declarations: list[str] = []
         self.names: set[str] = set(OWN_NAMES)
         self.rendered: dict[int, Rendered] = {}
@@ -179,8 +176,21 @@ class Translator:
 
     # ------------------------------------------------------------------ values
 
+    def value_set(self, expr: RASPExpr) -> frozenset[Any] | None:
+        """``expr``'s value set (None: past MAX_VALUES); a function that raises on one of its
+        argument's values is a TranslationError naming the node and the value."""
+        try:
+            self.inference.visit(expr)
+        except ValueSetError as error:
+            raise TranslationError(str(error)) from None
+        return self.inference.sets[expr.unique_id]
+
     def values_of(self, expr: RASPExpr) -> list[Any]:
-        return sorted((v for v in self.sets[expr.unique_id] if v is not None), key=lambda v: (str(type(v)), v))
+        found = self.value_set(expr)
+        if found is None:
+            raise TranslationError(f"{describe(expr)} takes more than {MAX_VALUES:,} values: a table or a "
+                                   f"comparison of it cannot be written")
+        return sorted((v for v in found if v is not None), key=lambda v: (str(type(v)), v))
 
     def columns(self, expr: RASPExpr, rendered: Rendered) -> list[tuple[str, Any]]:
         """A table column for ``expr``: (key as written, the SOp's value there) per key."""
@@ -229,6 +239,7 @@ class Translator:
         from .rules import SOP_RULES  # the rules build on this module's classes
 
         if expr.unique_id not in self.rendered:
+            self.value_set(expr)  # a function that raises is reported before anything reads it
             rule = SOP_RULES.get(kind(expr) or "")
             if rule is None:
                 raise TranslationError(f"{describe(expr)}: a {type(expr).__name__} is not an SOp from_rasp can write")

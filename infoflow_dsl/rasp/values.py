@@ -28,6 +28,8 @@ from .expressions import RASPExpr, SOp, is_numerical, kind
 SELECTORS = frozenset({"Select", "ConstantSelector", "SelectorOr", "SelectorAnd", "SelectorNot"})
 
 MAX_VALUES = 100_000
+#: The most pairs of values a SequenceMap's function is applied to.
+MAX_PAIRS = 4_000_000
 
 ValueSet = frozenset[Any]
 
@@ -40,31 +42,47 @@ def value_sets(program: SOp, vocabulary: Iterable[Hashable], max_seq_len: int) -
     """Every SOp's value set under ``program``, by ``unique_id`` (selectors have none)."""
     if not isinstance(max_seq_len, int) or max_seq_len < 1:
         raise ValueError(f"max_seq_len must be a whole number ≥ 1, got {max_seq_len!r}")
-    inference = _Inference(frozenset(vocabulary), max_seq_len)
+    inference = ValueSetInference(frozenset(vocabulary), max_seq_len)
     inference.visit(program)
-    return inference.sets
+    return inference.sets  # type: ignore[return-value]  # strict: no set is unknown
 
 
-class _Inference:
-    def __init__(self, vocabulary: ValueSet, max_seq_len: int) -> None:
-        self.vocabulary, self.length = vocabulary, max_seq_len
-        self.sets: dict[int, ValueSet] = {}
+class TooManyValues(ValueSetError):
+    """A set past MAX_VALUES."""
+
+
+class ValueSetInference:
+    """Value sets, each node's once, children first. ``strict``: a set past MAX_VALUES raises
+    :class:`TooManyValues`; else it is unknown (None), and so is every set inferred from it: the
+    translation asks for a set only where it writes a table of it."""
+
+    def __init__(self, vocabulary: ValueSet, max_seq_len: int, strict: bool = True) -> None:
+        self.vocabulary, self.length, self.strict = vocabulary, max_seq_len, strict
+        self.sets: dict[int, ValueSet | None] = {}
 
     def visit(self, expr: RASPExpr) -> None:
-        if expr.unique_id in self.sets:
-            return
+        if self.sets.get(expr.unique_id, None) is not None:
+            return  # an unknown set is inferred again: a child's may have been given since (a merged mean's)
         for child in expr.children:
             self.visit(child)
         if kind(expr) not in SELECTORS:
-            found = self.infer(expr)
-            if len(found) > MAX_VALUES:
-                raise ValueSetError(f"{_named(expr)} takes more than {MAX_VALUES:,} values")
+            try:
+                found = self.infer(expr)
+                if found is not None and len(found) > MAX_VALUES:
+                    raise TooManyValues(f"{_named(expr)} takes more than {MAX_VALUES:,} values")
+            except TooManyValues:
+                if self.strict:
+                    raise
+                found = None
             self.sets[expr.unique_id] = found
 
     def of(self, sop: SOp) -> ValueSet:
-        return self.sets[sop.unique_id]
+        found = self.sets[sop.unique_id]
+        if found is None:
+            raise TooManyValues(f"{_named(sop)} takes more than {MAX_VALUES:,} values")
+        return found
 
-    def infer(self, expr: Any) -> ValueSet:  # an SOp of any kind (its fields by kind(expr))
+    def infer(self, expr: Any) -> ValueSet | None:  # an SOp of any kind (its fields by kind(expr))
         n, node = self.length, kind(expr)
         if node == "LinearSequenceMap":
             node = "SequenceMap"
@@ -77,6 +95,8 @@ class _Inference:
         if node == "Map":
             return _applied(expr, expr.f, ((v,) for v in self.of(expr.inner) if v is not None))
         if node == "SequenceMap":
+            if len(self.of(expr.fst)) * len(self.of(expr.snd)) > MAX_PAIRS:
+                raise TooManyValues(f"{_named(expr)} takes more than {MAX_VALUES:,} values")
             pairs = ((u, v) for u in self.of(expr.fst) for v in self.of(expr.snd) if u is not None and v is not None)
             return _applied(expr, expr.f, pairs)
         if node == "Full":
@@ -116,7 +136,7 @@ def mean_values(values: ValueSet, length: int, expr: SOp) -> ValueSet:
             sums = {s + v for s in sums for v in values}
             means |= {s / count for s in sums}
             if len(sums) > MAX_VALUES:
-                raise ValueSetError(f"{_named(expr)}: its means over up to {length} positions take more than "
+                raise TooManyValues(f"{_named(expr)}: its means over up to {length} positions take more than "
                                     f"{MAX_VALUES:,} values")
     except TypeError as error:
         raise ValueSetError(f"{_named(expr)}: a numerical Aggregate of values that do not average ({error})") from None
