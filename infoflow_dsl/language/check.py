@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from fractions import Fraction
 from typing import Any
 
 from ..errors import Diagnostic, ProgramError
@@ -31,6 +30,7 @@ from .positions import (
     within_length,
 )
 from .scope import Failed, Scope
+from .tables import check_table_keys
 from .token_typing import (
     number_of,
 )
@@ -79,8 +79,8 @@ class Checker:
             return None
         scope, token_conditions = self._target_scope(declaration)
         target = self._type_target(expanded_target, scope) if scope is not None else None
-        if target is not None and self.declared.tables:
-            self._check_table_keys(target)
+        if target is not None and self.declared.tables and self.declared.vocabulary is not None:
+            check_table_keys(target, self.declared.vocabulary, self.length, self.error)
         if self.errors or target is None or self.declared.domain is None:
             return None
         kept = tuple(d for d in program.declarations if not isinstance(d, ast.LetDecl | ast.TargetDecl))
@@ -91,29 +91,6 @@ class Checker:
             expanded=expanded, token_variable=self.token_variable, token_conditions=token_conditions,
             vocabulary=self.declared.vocabulary,
         )
-
-    def _check_table_keys(self, target: ir.Expr) -> None:
-        """Each table applied in ``target`` has a key (or the default) for every value its
-        arguments can take, by the value sets of the finite analysis (exact rationals; a key
-        matches the value it equals as a float); else an error at the argument."""
-        from ..analysis.finite import FiniteDomain, value_set
-        from .tables import uncovered_values
-
-        vocabulary = self.declared.vocabulary
-        if vocabulary is None:  # the typing rule refused every table applied over vectors
-            return
-        numbers = vocabulary.values if vocabulary.values is not None else range(vocabulary.size)
-        domain = FiniteDomain(self.length, tuple(Fraction(v) for v in numbers), vocabulary.names)
-        for node in (target, *ir.sub_nodes(target)):
-            if isinstance(node, ir.TableLookup):
-                values = [value_set(a, domain) for a in node.arguments]
-                missing = uncovered_values(node.table, values)
-                if missing is not None:
-                    shown = ", ".join(_key_text(k, column, vocabulary)
-                                      for k, column in zip(missing, node.table.token_columns, strict=True))
-                    plural = "s" * (len(missing) > 1)
-                    self.error(node.span, f"table {node.table.name} has no entry for ({shown}), a value its "
-                                          f"argument{plural} can take here, and no default `_: value`")
 
     def _target_scope(self, target: ast.TargetDecl) -> tuple[Scope | None, tuple[ir.PositionCondition, ...]]:
         """The scope the target expression is typed in: empty for a sequence target; for
@@ -258,10 +235,6 @@ def _source_label(position: ir.PositionTerm, scope: Scope) -> str:
         mirrored = ir.PositionVariable(scope.source_name(position.mirrored.name))
         return ir.position_label(ir.ReflectedPosition(mirrored, position.offset, position.from_length)) or ""
     return ir.position_label(position) or ""
-
-
-def _key_text(key: float, token: bool, vocabulary: ir.Vocabulary) -> str:
-    return f'"{vocabulary.names[int(key)]}"' if token else f"{key:g}"
 
 
 def validate_overrides(length: int | None, margin: float | None) -> None:

@@ -112,6 +112,26 @@ def _key(atom: ast.TableAtom, vocabulary: ir.Vocabulary | None, error: ast.Repor
     return None
 
 
+def check_table_keys(target: ir.Expr, vocabulary: ir.Vocabulary, length: int, error: ast.Report) -> None:
+    """Each table applied in ``target`` has a key (or the default) for every value its arguments
+    can take there, by the value sets of the finite analysis (exact rationals; a key matches the
+    value it equals as a float); else an error at the use naming the missing key. (The checker
+    reads the analysis's value sets here: what a token program can compute is the question.)"""
+    from ..analysis.finite import FiniteDomain, value_set
+
+    numbers = vocabulary.values if vocabulary.values is not None else range(vocabulary.size)
+    domain = FiniteDomain(length, tuple(Fraction(v) for v in numbers), vocabulary.names)
+    for node in (target, *ir.sub_nodes(target)):
+        if isinstance(node, ir.TableLookup):
+            missing = uncovered_values(node.table, [value_set(a, domain) for a in node.arguments])
+            if missing is not None:
+                shown = ", ".join(f'"{vocabulary.names[int(k)]}"' if token else f"{k:g}"
+                                  for k, token in zip(missing, node.table.token_columns, strict=True))
+                plural = "s" * (len(missing) > 1)
+                error(node.span, f"table {node.table.name} has no entry for ({shown}), a value its argument{plural} "
+                                 f"can take here, and no default `_: value`")
+
+
 def uncovered_values(table: ir.Table, arguments: list[frozenset[Fraction] | None]) -> tuple[float, ...] | None:
     """A key tuple some argument values form that the table has no entry for (and no default),
     or None when every combination is covered (or an argument's set is unknown)."""

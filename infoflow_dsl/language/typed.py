@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypeVar, Union, get_args
+from typing import Any, Literal, TypeVar, Union, get_args
 
 from .syntax import NO_SPAN, Span
 
@@ -360,37 +360,10 @@ class Bracket:
     type: ValueType = SCALAR
 
 
-class Table(NamedTuple):
-    """A checked finite table (language v4): each key tuple (one number per argument; a
-    categorical token's key is its id in the vocabulary) and its value, and the value of every
-    other key (None: none; the checker proved every argument value a key). A NamedTuple, not a
-    node: the walkers never descend into it."""
-
-    name: str
-    keys: tuple[tuple[float, ...], ...]
-    values: tuple[float, ...]
-    default: float | None
-    token_columns: tuple[bool, ...]  # per argument: keyed by categorical tokens
-
-    @property
-    def arity(self) -> int:
-        return len(self.token_columns)
-
-    def lookup(self, key: tuple[float, ...]) -> float | None:
-        """The value at ``key`` (floats compared exactly), the default, or None."""
-        for entry, value in zip(self.keys, self.values, strict=True):
-            if entry == key:
-                return value
-        return self.default
-
-    def outputs(self) -> frozenset[float]:
-        """Every value the table can give."""
-        return frozenset(self.values) | (frozenset() if self.default is None else {self.default})
-
-
 @dataclass(frozen=True)
 class TableLookup:
-    """``f(a)`` or ``g(a, b)``: a table (language v4) at its arguments' values, exact: a number."""
+    """``f(a)`` or ``g(a, b)``: a table (language v4, :class:`~.program.Table`) at its arguments'
+    values, exact: a number."""
 
     table: Table
     arguments: tuple[Expr, ...]
@@ -520,4 +493,5 @@ def position_label(position: object) -> str | None:
 from .program import Ball as Ball  # noqa: E402
 from .program import Box as Box  # noqa: E402
 from .program import Program as Program  # noqa: E402
+from .program import Table as Table  # noqa: E402
 from .program import Vocabulary as Vocabulary  # noqa: E402

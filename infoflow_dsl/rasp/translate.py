@@ -247,7 +247,7 @@ class Translator:
         return self.rendered[expr.unique_id]
 
     def selector(self, expr: RASPExpr) -> Predicate:
-        from .rules import SELECTOR_RULES
+        from .selectors import SELECTOR_RULES
 
         if expr.unique_id not in self.predicates:
             rule = SELECTOR_RULES.get(kind(expr) or "")
