@@ -102,7 +102,7 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
             return Rendered(tr.macro(expr.label, lambda p: _steps_text(steps, number(p))), first=first)
     condition = _few_true(grid, rendered)
     if condition is not None:
-        return Rendered(tr.macro(expr.label, lambda p: f"[{condition(p)}]"), first=first)
+        return Rendered(tr.macro(expr.label, lambda p: f"[{condition(p)}]"), first=first, condition=condition)
     if len(parts) > 2:
         raise TranslationError(f"{describe(expr)}: a function of {len(parts)} SOps that is not affine is not "
                                f"compiled yet (a table holds one or two)")
@@ -129,17 +129,25 @@ def _note_lexicographic(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], 
 
 
 def _few_true(grid: dict[tuple[tuple[str, Any], ...], Any], rendered: list[Rendered]) -> Callable[[str], str] | None:
-    """A 0/1-valued function of tokens true on at most MAX_TRUE tuples, as ``(a == "x" and
-    b == "y") or ...`` (a token's indicator is free; a number's equality costs more than a
-    table's steps); else None."""
-    if not all(r.token for r in rendered) or not all(isinstance(v, bool) or v in (0, 1) for v in grid.values()):
+    """A 0/1-valued function of tokens and of SOps written as conditions, true on at most MAX_TRUE
+    tuples, as ``(a == "x" and b == "y") or ...`` (a token's indicator is free, a condition joins
+    the bracket: detect_pattern's three tests are one bracket); else None (a number's equality
+    costs more than a table's steps)."""
+    if not all(r.token or r.condition is not None for r in rendered):
+        return None
+    if not all(isinstance(v, bool) or v in (0, 1) for v in grid.values()):
         return None
     true = [keys for keys, value in grid.items() if value]
     if not true or len(true) > MAX_TRUE:
         return None
 
+    def test(r: Rendered, key: str, p: str) -> str:
+        if r.condition is None:
+            return f"{r.at(p)} == {key}"
+        return f"({r.condition(p)})" if float(key) else f"not ({r.condition(p)})"
+
     def condition(p: str) -> str:
-        conjunctions = [" and ".join(f"{r.at(p)} == {k}" for r, (k, _) in zip(rendered, keys, strict=True))
+        conjunctions = [" and ".join(test(r, k, p) for r, (k, _) in zip(rendered, keys, strict=True))
                         for keys in true]
         return " or ".join(f"({c})" if len(true) > 1 and len(rendered) > 1 else c for c in conjunctions)
 

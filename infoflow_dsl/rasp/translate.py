@@ -80,6 +80,7 @@ class Rendered:
     view: Callable[[Any], Any] | None = None
     deferred: Deferred | None = None
     first: int = 1  # the first position it is read at as written (earlier ones: RASP's None)
+    condition: Callable[[str], str] | None = None  # a 0/1 SOp written [condition]: the condition
 
     @property
     def plain_token(self) -> bool:
