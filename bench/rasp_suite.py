@@ -1,6 +1,7 @@
-"""The benchmark's own RASP suite: 44 programs beyond Tracr's library, in the families RASP
-programs in public use come in (string maps to numbers, numerical aggregates, selector
-combinations, SelectorWidth, LinearSequenceMap, retrievals, causal programs, patterns), each
+"""The benchmark's own RASP suite: 50 programs beyond Tracr's library, in the families RASP
+programs in public use come in (string maps to numbers and to new tokens, numerical
+aggregates, selector combinations, SelectorWidth, LinearSequenceMap, retrievals, causal
+programs, patterns), each
 written in ``infoflow_dsl.rasp`` as a Tracr user would, with its vocabulary.
 """
 
@@ -76,6 +77,16 @@ PROGRAMS: list[SuiteProgram] = [
     SuiteProgram("longer_words", "string map", lambda: _width(_word_length(), _word_length(), GT), WORDS),
     SuiteProgram("vowels_minus_length", "string map",
                  lambda: rasp.LinearSequenceMap(_vowels(), _word_length(), 2, -1), WORDS),
+    # string maps to new tokens (the model answers with tokens the input never had)
+    SuiteProgram("reverse_words", "new tokens", lambda: rasp.Map(lambda w: w[::-1], rasp.tokens), WORDS),
+    SuiteProgram("upper_reversed", "new tokens", lambda: rasp.Map(str.upper, library.make_reverse(rasp.tokens)),
+                 LETTERS),
+    SuiteProgram("with_first", "new tokens",
+                 lambda: rasp.SequenceMap(lambda a, b: a + b, rasp.tokens,
+                                          rasp.Aggregate(rasp.Select(rasp.indices, rasp.Full(0), EQ), rasp.tokens)),
+                 LETTERS),
+    SuiteProgram("word_class", "new tokens",
+                 lambda: rasp.Map(lambda n: "long" if n > 3 else "short", _word_length()), WORDS),
     # numerical aggregates
     SuiteProgram("frac_prevs_a", "numerical aggregate", lambda: library.make_frac_prevs(rasp.tokens == "a"), LETTERS),
     SuiteProgram("prefix_mean_digits", "numerical aggregate",

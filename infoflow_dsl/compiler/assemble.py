@@ -205,6 +205,8 @@ def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
         config["input"] = "tokens"
         config["vocabulary"] = {"names": list(names), "values": None if numbers is None else list(numbers)}
         config["token_output"] = circuit.token_output
+        if circuit.output_vocabulary is not None:
+            config["output_vocabulary"] = {"names": list(circuit.output_vocabulary)}
     config.update(metadata or {})
     return config, {name: tensor.to(dtype).coalesce() if tensor.is_sparse else tensor.to(dtype).contiguous()
                     for name, tensor in tensors.items()}

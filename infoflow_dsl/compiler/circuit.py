@@ -203,3 +203,4 @@ class Circuit:
     token_columns: tuple[tuple[str, tuple[float, ...]], ...] = field(default=())
     position_columns: tuple[tuple[str, tuple[float, ...]], ...] = field(default=())
     token_output: bool = False
+    output_vocabulary: tuple[str, ...] | None = None  # a token output over a table's tokens, not the input's

@@ -60,6 +60,7 @@ class Table(NamedTuple):
     values: tuple[float, ...]
     default: float | None
     token_columns: tuple[bool, ...]  # per argument: keyed by categorical tokens
+    tokens: tuple[str, ...] = ()  # a table of tokens: its values are ids into these (its output vocabulary)
 
     @property
     def arity(self) -> int:
@@ -118,8 +119,21 @@ class Program:
 
     @property
     def token_output(self) -> bool:
-        """The target's value is a token of the input (``x(...)``): an id, not a number."""
-        return self.vocabulary is not None and isinstance(self.target, Token)
+        """The target's value is a token: of the input (``x(...)``), or of a table of tokens
+        (language v4: a word's reversal, tokens the input never had): an id, not a number."""
+        return self.vocabulary is not None and (isinstance(self.target, Token) or self.token_table is not None)
+
+    @property
+    def token_table(self) -> Table | None:
+        """The table of tokens the target applies, when it does (its values are the output's tokens)."""
+        table = getattr(self.target, "table", None)
+        return table if isinstance(table, Table) and table.tokens else None
+
+    @property
+    def output_vocabulary(self) -> Vocabulary:
+        """The tokens a token output answers with: the input's, or a table of tokens' values."""
+        table = self.token_table
+        return self.token_vocabulary if table is None else Vocabulary(table.tokens)
 
     @property
     def output_shape(self) -> tuple[int, ...]:

@@ -8,8 +8,9 @@ last entry gives every other key's value. Whether the keys cover every value a t
 argument can take is a question about the program, answered where the table is applied
 (:func:`uncovered_values`).
 
-Token-valued tables (RASP Maps whose values are new tokens) are refused here with that
-reason: the compiled model's output vocabulary is its input's.
+A table of tokens (``table flip = {"apple": "elppa", ...}``: RASP Maps to new tokens) gives
+ids into its own tokens, in the order they first appear; it is the target's value only (the
+model then answers with those tokens), which :func:`check_token_tables` checks.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ def check_table(declaration: ast.TableDecl, vocabulary: ir.Vocabulary | None, er
     default: float | None = None
     columns: list[bool] | None = None
     seen: dict[tuple[float, ...], ast.Span] = {}
+    tokens: list[str] | None = [] if isinstance(declaration.entries[0].value, ast.String) else None
     for position, entry in enumerate(declaration.entries):
-        value = _value(entry.value, error)
+        value = _value(entry.value, tokens, error)
         if not entry.keys:
             if position != len(declaration.entries) - 1:
                 error(entry.span, "the default `_: value` is the last entry of a table")
@@ -67,17 +69,25 @@ def check_table(declaration: ast.TableDecl, vocabulary: ir.Vocabulary | None, er
         failed = True
     if failed or columns is None:
         return None
-    return ir.Table(declaration.name, tuple(keys), tuple(values), default, tuple(columns))
+    return ir.Table(declaration.name, tuple(keys), tuple(values), default, tuple(columns), tuple(tokens or ()))
 
 
-def _value(atom: ast.TableAtom, error: ast.Report) -> float | None:
+def _value(atom: ast.TableAtom, tokens: list[str] | None, error: ast.Report) -> float | None:
+    """A value's number; in a table of tokens (``tokens`` not None), a quoted token's id among
+    the table's tokens in the order they first appear."""
+    if tokens is not None:
+        if not isinstance(atom, ast.String):
+            error(atom.span, "a table's values are all numbers (true, false) or all quoted tokens")
+            return None
+        if atom.text not in tokens:
+            tokens.append(atom.text)
+        return float(tokens.index(atom.text))
     if isinstance(atom, ast.SignedNumber):
         return _finite(atom, error)
     if isinstance(atom, ast.Name) and atom.name in BOOLEANS:
         return BOOLEANS[atom.name]
     if isinstance(atom, ast.String):
-        error(atom.span, "a table's values are numbers, true or false: a table of tokens is not compiled yet "
-                         "(the compiled model answers in its input's vocabulary)")
+        error(atom.span, "a table's values are all numbers (true, false) or all quoted tokens")
         return None
     error(atom.span, f"a table's value is a number, true or false, not '{atom.name}'")
     return None
@@ -130,6 +140,15 @@ def check_table_keys(target: ir.Expr, vocabulary: ir.Vocabulary, length: int, er
                 plural = "s" * (len(missing) > 1)
                 error(node.span, f"table {node.table.name} has no entry for ({shown}), a value its argument{plural} "
                                  f"can take here, and no default `_: value`")
+
+
+def check_token_tables(target: ir.Expr, error: ast.Report) -> None:
+    """A table of tokens only as the whole target: its ids mean nothing in arithmetic or beside
+    the input's tokens (an error at each other use)."""
+    for node in ir.sub_nodes(target):
+        if isinstance(node, ir.TableLookup) and node.table.tokens:
+            error(node.span, f"table {node.table.name} gives tokens: it is the target's value only "
+                             f"(target(t) = {node.table.name}(...)), not a part of an expression yet")
 
 
 def uncovered_values(table: ir.Table, arguments: list[frozenset[Fraction] | None]) -> tuple[float, ...] | None:

@@ -268,10 +268,28 @@ class Translator:
         return "\n".join([*head, *self.declarations, f"target({where}) = {output}"]) + "\n"
 
     def output(self, program: RASPExpr) -> str:
+        """The target: a token of the input, new tokens by a table of tokens (a Map or a
+        SequenceMap to strings: the model answers with them), or a number."""
         rendered = self.sop(program)
         if rendered.plain_token:
             return rendered.at("t")  # a token output: the model answers with a token of the vocabulary
-        return self.number(program)("t")
+        parts: tuple[RASPExpr, ...]
+        if rendered.token and not all(is_number(rendered.value_of(v)) for v in self.vocabulary):
+            parts, function = (program,), lambda value: value
+            columns = [self.columns(program, rendered)]
+            arguments = [rendered.at]
+        elif rendered.deferred is not None:
+            parts, function = rendered.deferred.parts, rendered.deferred.function
+            columns = [self.columns(p, self.sop(p)) for p in parts]
+            arguments = [self.sop(p).at for p in parts]
+        else:
+            return self.number(program)("t")
+        if len(parts) > 2:
+            raise TranslationError(f"{describe(program)}: new tokens from {len(parts)} SOps: a table holds one or two")
+        entries = {tuple(k for k, _ in keys): token_text(function(*(v for _, v in keys)), describe(program))
+                   for keys in itertools.product(*columns)}
+        name = self.table(f"{program.label}_tokens", entries, None)
+        return f"{name}({', '.join(at('t') for at in arguments)})"
 
 
 def parents_of(program: RASPExpr) -> dict[int, list[Any]]:

@@ -323,13 +323,20 @@ def defined_positions(program: ir.Program, length: int) -> Tensor:
 
 
 def _token_ids(program: ir.Program, evaluator: ReferenceEvaluator) -> Tensor:
-    """A token output: the id at the position the target reads, (B,) or (B, T') int64;
-    ``UNDEFINED_ID`` where a per-token target's condition fails."""
-    assert isinstance(program.target, ir.Token) and evaluator.ids is not None
+    """A token output: the id at the position the target reads (or, for a table of tokens, the
+    id of its value among the table's tokens), (B,) or (B, T') int64; ``UNDEFINED_ID`` where a
+    per-token target's condition fails."""
+    assert evaluator.ids is not None
     scope = program.output_scope
-    positions = evaluator.position(program.target.position, scope)  # (B or 1, T' or 1) or (B or 1,)
-    positions = positions.expand(evaluator.batch, *([evaluator.length] if scope else []))
-    ids = torch.gather(evaluator.ids, 1, positions.clamp(0, evaluator.length - 1).reshape(evaluator.batch, -1))
+    if isinstance(program.target, ir.TableLookup):
+        value = evaluator.value(program.target, scope)  # (B or 1, T' or 1) or (B or 1,): the ids, as floats
+        ids = value.expand(evaluator.batch, *([evaluator.length] if scope else [])).to(torch.int64)
+        ids = ids.reshape(evaluator.batch, -1)
+    else:
+        assert isinstance(program.target, ir.Token)
+        positions = evaluator.position(program.target.position, scope)  # (B or 1, T' or 1) or (B or 1,)
+        positions = positions.expand(evaluator.batch, *([evaluator.length] if scope else []))
+        ids = torch.gather(evaluator.ids, 1, positions.clamp(0, evaluator.length - 1).reshape(evaluator.batch, -1))
     if not program.per_token:
         return ids.reshape(evaluator.batch)
     defined = evaluator.mask(program.token_conditions, scope).reshape(1, -1)  # (1, T' or 1)

@@ -96,19 +96,20 @@ def decode(program: ProgramSource, values: Tensor) -> list[Any]:
     (B, T', V) (the reference's ids are int64): each site's token is the argmax of its V
     scores (the smallest id on a tie), None where a per-token target is undefined."""
     program = program_argument(program, "decode")
-    vocabulary = _vocabulary(program)
     values = torch.as_tensor(values).detach().cpu()
     if program.token_output and values.dtype.is_floating_point:
         values = answers(program, values)
     if program.token_output:
+        vocabulary = program.output_vocabulary  # the input's, or a table of tokens' values
         tokens = vocabulary.names if vocabulary.values is None else vocabulary.values
         return _nested(values.tolist(), lambda i: None if i == UNDEFINED_ID else _number(tokens[int(i)]))
     return _nested(values.to(torch.float64).tolist(), lambda v: None if math.isnan(v) else v)
 
 
-def token_names(program: ir.Program, ids: Tensor | Sequence[int]) -> list[str]:
-    """The tokens of a sequence of ids (T',), as written in the vocabulary (``a``, ``2.5``)."""
-    names = _vocabulary(program).names
+def token_names(program: ir.Program, ids: Tensor | Sequence[int], answers: bool = False) -> list[str]:
+    """The tokens of a sequence of ids (T',), as written in the vocabulary (``a``, ``2.5``);
+    ``answers``: ids of a token output (a table of tokens' values, or the input's)."""
+    names = (program.output_vocabulary if answers else _vocabulary(program)).names
     return [names[int(i)] for i in torch.as_tensor(ids).reshape(-1).tolist()]
 
 
@@ -116,7 +117,7 @@ def answers(program: ir.Program, scores: Tensor) -> Tensor:
     """A token output's ids from a model's scores (B, V) or (B, T', V): the argmax over the V
     scores (the first, i.e. the smallest id, on a tie), ``UNDEFINED_ID`` where a per-token
     target is undefined at that length: (B,) or (B, T') int64."""
-    size = _vocabulary(program).size
+    size = program.output_vocabulary.size
     scores = torch.as_tensor(scores)
     if scores.dim() != (3 if program.per_token else 2) or scores.shape[-1] != size:
         want = "(batch, length, V)" if program.per_token else "(batch, V)"

@@ -76,7 +76,7 @@ def answer_lines(result: Any, program: Any) -> list[str]:
         return [f"  answers          exact on {result.inputs} inputs (every one of {result.sites} outputs the "
                 f"reference's token)", f"  smallest margin  {margin} (the right token's score minus the best other's)",
                 f"  closest input    {shown_input(program, result)}"]
-    said, want = (token_names(program, [int(v)])[0] for v in (result.worst_answer, result.worst_reference))
+    said, want = token_names(program, [int(result.worst_answer), int(result.worst_reference)], answers=True)
     return [f"  answers          WRONG at {result.wrong} of {result.sites} outputs, on {result.wrong_inputs} of "
             f"{result.inputs} inputs (accuracy {result.accuracy:.6g})",
             f"  smallest margin  {margin}",

@@ -84,7 +84,7 @@ def output_rows(program: Any, model: Any, ids: Any, eps: float | None) -> list[R
     decimals = decimals_for(eps)
 
     def show_token(i: int) -> str:
-        return UNDEFINED if i == UNDEFINED_ID else token_names(program, [i])[0]
+        return UNDEFINED if i == UNDEFINED_ID else token_names(program, [i], answers=True)[0]
 
     def row(position: int | None, token: str, out: Any, want: Any) -> Row:
         if program.token_output:

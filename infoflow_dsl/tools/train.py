@@ -115,7 +115,9 @@ def trained_config(program: ir.Program, settings: TrainSettings,
                    "vocabulary": {"names": list(vocabulary.names),
                                   "values": None if vocabulary.values is None else list(vocabulary.values)}}
         if program.token_output:
-            config["output_shape"] = [vocabulary.size]
+            config["output_shape"] = [program.output_vocabulary.size]
+        if program.token_table is not None:
+            config["output_vocabulary"] = {"names": list(program.token_table.tokens)}
     return config
 
 
@@ -360,7 +362,7 @@ def reference_target(program: ir.Program, x: Tensor) -> Tensor:
     y = evaluate(program, x)
     if not program.token_output:
         return y
-    size = program.token_vocabulary.size
+    size = program.output_vocabulary.size
     onehot = torch.nn.functional.one_hot(y.clamp_min(0), size).to(torch.float64)
     return torch.where((y < 0).unsqueeze(-1), torch.nan, onehot)
 

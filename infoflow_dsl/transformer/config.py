@@ -10,7 +10,9 @@ that dict as it was given (so a file is rewritten byte for byte) and reads its f
 A **token model** (language v3, DESIGN.md "Tokens (v3)") has ``"input": "tokens"``: it reads
 token ids (B, T') in 0..V−1, and its config also holds ``"vocabulary": {"names": [...],
 "values": [...] or null}`` (the program's :class:`~infoflow_dsl.language.typed.Vocabulary`,
-V names) with ``"d": V``; ``"token_output": true`` (default false) when the target's value is
+V names) with ``"d": V``; ``"output_vocabulary": {"names": [...]}`` when a token output
+answers with a table's tokens (language v4) rather than the input's;
+``"token_output": true`` (default false) when the target's value is
 a token, and then ``output_shape`` is [V] (a score per token). Its embedding is a table, one
 row per id: ``embed.W_E`` is [V, d_model] (the constant direction already in each row) and the
 ReLU block is empty (``embed.W_E1`` [V, 0]: any function of the own token is a row of the
@@ -226,9 +228,15 @@ def _token_fields(config: Mapping[str, Any], d: int, shape: tuple[int, ...]) -> 
     vocabulary = _vocabulary(config.get("vocabulary"))
     if vocabulary.size != d:
         raise ValueError(f"a token model's d is its vocabulary's size {vocabulary.size}, got d = {d}")
-    if token_output and shape != (d,):
-        raise ValueError(f"a token output scores the V = {d} tokens: config['output_shape'] must be [{d}], "
-                         f"got {list(shape)}")
+    scored = d
+    if "output_vocabulary" in config:  # a table of tokens' values (language v4), not the input's
+        if not token_output:
+            raise ValueError("config['output_vocabulary'] needs \"token_output\": true")
+        scored = _vocabulary({"names": (config["output_vocabulary"] or {}).get("names")
+                              if isinstance(config["output_vocabulary"], Mapping) else None, "values": None}).size
+    if token_output and shape != (scored,):
+        raise ValueError(f"a token output scores the V = {scored} tokens: config['output_shape'] must be "
+                         f"[{scored}], got {list(shape)}")
     return vocabulary, token_output
 
 

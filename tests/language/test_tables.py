@@ -39,6 +39,20 @@ def test_a_table_evaluates_as_written_and_its_default_elsewhere() -> None:
     assert ifl.evaluate(program, torch.tensor([[0, 1, 2, 0]])).tolist() == [[2.0, -1.0, 7.0, 2.0]]
 
 
+def test_a_table_of_tokens_answers_with_tokens_the_input_never_had() -> None:
+    """A Map from words to reversed words: the model's output vocabulary is the table's."""
+    source = ('input x : token {"apple", "pear", "fig"}\nlength T = 5\n'
+              'table flip = {"apple": "elppa", "pear": "raep", "fig": "gif"}\ntarget(t : t >= 2) = flip(x(t - 1))\n')
+    program = ifl.parse_program(source, "flip.iflow")
+    assert program.token_output and program.output_vocabulary.names == ("elppa", "raep", "gif")
+    ids = ifl.encode(program, ["fig", "apple", "pear"])
+    assert ifl.decode(program, ifl.evaluate(program, ids)) == [[None, "gif", "elppa"]]
+    model = ifl.compile(program, eps=1e-3, samples=0)
+    assert model.config["output_vocabulary"] == {"names": ["elppa", "raep", "gif"]}
+    assert ifl.decode(program, model(ids)) == [[None, "gif", "elppa"]]
+    assert_exact_on_short_inputs(source)
+
+
 def test_a_table_program_prints_back_to_itself() -> None:
     source = (HEADER + 'table g = {("a", "b"): true, (1, 2.5): false, _: -1}\n'
               'table f = {\n  "a": 1,\n  "b": 2\n}\ntarget(t) = f(x(t))\n')
@@ -50,9 +64,11 @@ def test_a_table_program_prints_back_to_itself() -> None:
 @pytest.mark.parametrize(("body", "expected"), [
     ('table f = {"a": 1}\ntarget(t) = f(x(t))',
      (4, 13, 'table f has no entry for ("b"), a value its argument can take here, and no default `_: value`')),
-    ('table f = {"a": "b"}\ntarget(t) = f(x(t))',
-     (3, 17, "a table's values are numbers, true or false: a table of tokens is not compiled yet "
-             "(the compiled model answers in its input's vocabulary)")),
+    ('table f = {"a": "b", "b": 2}\ntarget(t) = 1',
+     (3, 27, "a table's values are all numbers (true, false) or all quoted tokens")),
+    ('table f = {"a": "yes", _: "no"}\ntarget(t) = sum_<s> [f(x(s)) == 1]',
+     (4, 22, "table f gives tokens: it is the target's value only (target(t) = f(...)), not a part of an "
+             "expression yet")),
     ('table f = {(1, 2): 1, 3: 2}\ntarget(t) = 1', (3, 23, "every key of table 'f' has 2 part(s), as its first")),
     ('table f = {"z": 1}\ntarget(t) = 1', (3, 12, 'token "z" is not in the vocabulary {"a", "b", "c"}')),
     ('table f = {_: 1, "a": 2}\ntarget(t) = 1', (3, 12, "the default `_: value` is the last entry of a table")),

@@ -57,6 +57,21 @@ def test_from_rasp_is_the_program_of_the_text_it_writes_byte_for_byte() -> None:
     assert model_to_bytes(ifl.compile(again, eps=EPS, dtype="float64", samples=0)) == model_to_bytes(model)
 
 
+@pytest.mark.parametrize(("build", "vocab"), [
+    (lambda: rasp.Map(lambda w: w[::-1], rasp.tokens).named("flip"), ["apple", "pear", "fig"]),
+    (lambda: rasp.Map(str.upper, make_reverse(rasp.tokens)).named("upper_reversed"), ["a", "b", "c"]),
+    (lambda: rasp.SequenceMap(lambda a, b: a + b, rasp.tokens, rasp.Aggregate(
+        rasp.Select(rasp.indices, rasp.Full(0), rasp.Comparison.EQ), rasp.tokens)).named("with_first"), ["a", "b"]),
+])
+def test_new_tokens_are_a_table_of_tokens_and_the_model_answers_with_them(build, vocab) -> None:
+    program = build()
+    checked = from_rasp(program, vocab, LENGTH)
+    assert checked.token_output and checked.token_table is not None
+    model = ifl.compile(checked, eps=EPS, dtype="float64", samples=0)
+    found = agreement(program, model, checked, list(every_input(vocab, 4)))
+    assert found.positions > 0 and found.exact(EPS), found
+
+
 def test_a_token_output_answers_with_the_tokens_and_none_where_rasp_has_none() -> None:
     program, checked, model = compiled("shift_by_2")
     assert checked.token_output
@@ -64,8 +79,9 @@ def test_a_token_output_answers_with_the_tokens_and_none_where_rasp_has_none() -
     assert ifl.decode(checked, model(ids))[0][2:] == program(list("abcd"))[2:] == ["a", "b"]
 
 
-def _map_to_new_tokens() -> object:
-    return rasp.Map(lambda t: t.upper(), rasp.tokens).named("upper")
+def _compared_new_tokens() -> object:
+    pair = rasp.SequenceMap(lambda a, b: a + b, rasp.tokens, rasp.tokens).named("pair")
+    return rasp.SelectorWidth(rasp.Select(pair, pair, rasp.Comparison.EQ)).named("same_pairs")
 
 
 def _raising_map() -> object:
@@ -89,7 +105,7 @@ def _three_way_table() -> object:
 
 
 @pytest.mark.parametrize(("build", "vocab", "named"), [
-    (_map_to_new_tokens, ["a", "b"], "Map 'upper': its value 'A' is a new token"),
+    (_compared_new_tokens, ["a", "b"], "SequenceMap 'pair': its values ('aa', ...) are not numbers"),
     (_raising_map, ["a", "b"], "Map 'lookup': its function raises KeyError on 'b'"),
     (_raising_predicate, ["a", "b"], "Select 'select_"),
     (_numerical_mean_of_strings, ["a", "b"], "Aggregate 'frac': a numerical Aggregate of values that do not average"),

@@ -29,7 +29,7 @@ def make_frac():
 
 reverse = rasp.Aggregate(rasp.Select(rasp.indices, rasp.length - rasp.indices - 1, rasp.Comparison.EQ),
                          rasp.tokens).named("reverse")
-upper = rasp.Map(lambda t: t.upper(), rasp.tokens).named("upper")
+constant = rasp.ConstantSOp([1, 2, 3]).named("constant")
 not_a_program = 3
 '''
 
@@ -63,7 +63,7 @@ def test_flags_replace_the_files_vocab_and_length_and_the_default_output_is_name
 @pytest.mark.parametrize(("argument", "extra", "message"), [
     ("{source}:nothing", [], "defines no 'nothing'"),
     ("{source}:not_a_program", [], "not_a_program is a int, not a RASP SOp"),
-    ("{source}:upper", [], "Map 'upper': its value 'A' is a new token"),
+    ("{source}:constant", [], "ConstantSOp 'constant': a constant sequence"),
     ("{source}:reverse", ["--causal"], "Aggregate 'reverse' is not causal"),
     ("{source}", [], "write FILE.py:NAME"),
     ("{missing}:reverse", [], "no such file"),

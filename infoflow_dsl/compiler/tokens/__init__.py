@@ -23,7 +23,7 @@ from ...analysis.causality import is_causal
 from ...analysis.finite import finite_domain
 from ...errors import CompileError, NoConstruction
 from ...language import typed as ir
-from ..circuit import Circuit, ErrorBudget, readout_rounding
+from ..circuit import Circuit, ErrorBudget, LinearForm, readout_rounding
 from ..lower import UNIT_ROUNDOFF
 from .builder import TokenCircuitBuilder
 from .lower import RULES, TokenLowering
@@ -44,11 +44,9 @@ def lower_tokens(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit
     lowering = TokenLowering(builder, domain)
     row = program.token_variable or SEQUENCE_ROW
     if program.token_output:
-        assert isinstance(program.target, ir.Token)
-        token = lowering.token(program.target.position, row)
-        output = token.onehot
-        bound = token.error + max(readout_rounding(f, 1.0, builder.unit_roundoff) for f in output)
-        shape: tuple[int, ...] = (program.token_vocabulary.size,)
+        output, error = _token_scores(program, lowering, row)
+        bound = error + max(readout_rounding(f, 1.0, builder.unit_roundoff) for f in output)
+        shape: tuple[int, ...] = (len(output),)
         if bound >= 0.25:
             raise CompileError(f"the token scores are within {bound:.3g} of 0/1, not a safe margin")
     else:
@@ -69,4 +67,24 @@ def lower_tokens(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit
                            rounding=bound, bound=bound),
         output_site="token" if program.per_token else "readout", causal=program.per_token and is_causal(program),
         vocabulary=(vocabulary.names, vocabulary.values), token_columns=tuple(builder.token_columns.items()),
-        position_columns=tuple(builder.position_columns.items()), token_output=program.token_output)
+        position_columns=tuple(builder.position_columns.items()), token_output=program.token_output,
+        output_vocabulary=None if program.token_table is None else program.token_table.tokens)
+
+
+def _token_scores(program: ir.Program, lowering: TokenLowering, row: str) -> tuple[tuple[LinearForm, ...], float]:
+    """A token output's scores, one per token it can answer with, and their error: the fetched
+    token's indicators, or, for a table of tokens, [f(args) = w] for each of its tokens w (an
+    indicator table of the same keys: exact)."""
+    table = program.token_table
+    if table is None:
+        assert isinstance(program.target, ir.Token)
+        token = lowering.token(program.target.position, row)
+        return token.onehot, token.error
+    assert isinstance(program.target, ir.TableLookup)
+    scores = []
+    for index, name in enumerate(table.tokens):
+        default = None if table.default is None else float(table.default == index)
+        indicator = ir.Table(f'{table.name} == "{name}"', table.keys, tuple(float(v == index) for v in table.values),
+                             default, table.token_columns)
+        scores.append(lowering.feature(ir.TableLookup(indicator, program.target.arguments, program.target.span), row))
+    return tuple(s.form for s in scores), max(s.error for s in scores)
