@@ -41,11 +41,12 @@ def check_table(declaration: ast.TableDecl, vocabulary: ir.Vocabulary | None, er
             default = value
             failed |= value is None
             continue
-        parsed = [_key(atom, vocabulary, error) for atom in entry.keys]
-        if value is None or any(p is None for p in parsed):
+        found = [_key(atom, vocabulary, error) for atom in entry.keys]
+        parsed = [p for p in found if p is not None]
+        if value is None or len(parsed) < len(found):
             failed = True
             continue
-        kinds = [kind for kind, _ in parsed]  # type: ignore[misc]
+        kinds = [kind for kind, _ in parsed]
         if columns is None:
             columns = kinds
         elif len(kinds) != len(columns):
@@ -56,7 +57,7 @@ def check_table(declaration: ast.TableDecl, vocabulary: ir.Vocabulary | None, er
             error(entry.span, "a table's keys are all tokens or all numbers in each position, as its first entry's")
             failed = True
             continue
-        key = tuple(number for _, number in parsed)  # type: ignore[misc]
+        key = tuple(number for _, number in parsed)
         if key in seen:
             error(entry.span, f"this key is already in the table (line {seen[key].line}, column {seen[key].column})")
             failed = True

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from ..errors import CompileError
 
@@ -49,10 +49,10 @@ def vocabulary_text(vocabulary: Iterable[Hashable], where: str = "the vocabulary
     if not tokens:
         raise TranslationError(f"{where} is empty")
     if all(is_number(t) for t in tokens):
-        numbers = sorted({float(t) for t in tokens})  # type: ignore[arg-type]  # is_number said so
+        numbers = sorted({float(cast(float, t)) for t in tokens})
         return "{" + ", ".join(number_text(n) for n in numbers) + "}", False
     if all(isinstance(t, str) for t in tokens):
-        return "{" + ", ".join(token_text(t, where) for t in sorted(tokens)) + "}", True  # type: ignore[type-var]
+        return "{" + ", ".join(token_text(t, where) for t in sorted(cast(list[str], tokens))) + "}", True
     raise TranslationError(f"{where} mixes strings and numbers ({sorted(map(repr, tokens))}): a vocabulary is "
                            f"all names or all numbers")
 

@@ -239,7 +239,7 @@ def _aggregate(tr: Translator, expr: Any) -> Rendered:
     if predicate.positional == "==":
         return Rendered(number)
     if predicate.always or predicate.positional in ("<=", ">="):  # never empty: the query's own position is in it
-        tr.means[expr.unique_id] = ("all" if predicate.always else predicate.positional, expr.sop)  # type: ignore[assignment]
+        tr.means[expr.unique_id] = ("all" if predicate.always else str(predicate.positional), expr.sop)
         return Rendered(tr.macro(expr.label, lambda p: f"{_mean_head(tr.means[expr.unique_id][0], s, p)} {number(s)}"))
     r = tr.binder()
     width = tr.macro(f"{expr.label}_width", lambda p: f"sum_<{s}> {predicate.bracket(s, p)}")

@@ -149,7 +149,7 @@ def _both(tr: Translator, expr: Any) -> Predicate:
         return NEVER
     if first.always or second.always:
         return second if first.always else first
-    return Predicate(lambda s, t: f"({first.text(s, t)}) and ({second.text(s, t)})")  # type: ignore[misc]
+    return Predicate(lambda s, t: f"({first.condition(s, t)}) and ({second.condition(s, t)})")
 
 
 def _either(tr: Translator, expr: Any) -> Predicate:
@@ -158,14 +158,14 @@ def _either(tr: Translator, expr: Any) -> Predicate:
         return ALWAYS
     if first.never or second.never:
         return second if first.never else first
-    return Predicate(lambda s, t: f"({first.text(s, t)}) or ({second.text(s, t)})")  # type: ignore[misc]
+    return Predicate(lambda s, t: f"({first.condition(s, t)}) or ({second.condition(s, t)})")
 
 
 def _negated(tr: Translator, expr: Any) -> Predicate:
     inner = tr.selector(expr.inner)
     if inner.always or inner.never:
         return NEVER if inner.always else ALWAYS
-    return Predicate(lambda s, t: f"not ({inner.text(s, t)})")  # type: ignore[misc]
+    return Predicate(lambda s, t: f"not ({inner.condition(s, t)})")
 
 
 SELECTOR_RULES: dict[str, Callable[[Translator, Any], Predicate]] = {

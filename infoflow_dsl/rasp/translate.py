@@ -100,9 +100,12 @@ class Predicate:
     never: bool = False
     positional: str | None = None
 
+    def condition(self, key: str, query: str) -> str:
+        assert self.text is not None, "ALWAYS and NEVER have no text: their readers decide without one"
+        return self.text(key, query)
+
     def bracket(self, key: str, query: str) -> str:
-        assert self.text is not None
-        return f"[{self.text(key, query)}]"
+        return f"[{self.condition(key, query)}]"
 
 
 ALWAYS, NEVER = Predicate(always=True), Predicate(never=True)

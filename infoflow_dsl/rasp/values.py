@@ -44,7 +44,7 @@ def value_sets(program: SOp, vocabulary: Iterable[Hashable], max_seq_len: int) -
         raise ValueError(f"max_seq_len must be a whole number ≥ 1, got {max_seq_len!r}")
     inference = ValueSetInference(frozenset(vocabulary), max_seq_len)
     inference.visit(program)
-    return inference.sets  # type: ignore[return-value]  # strict: no set is unknown
+    return {sop: found for sop, found in inference.sets.items() if found is not None}  # strict: none is unknown
 
 
 class TooManyValues(ValueSetError):
