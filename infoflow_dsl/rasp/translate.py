@@ -268,7 +268,8 @@ class Translator:
                 f"input x : token {self.vocabulary_text}", f"length T = {self.length}"]
         first = self.sop(program).first
         where = f"t : t >= {first}" if first > 1 else "t"
-        return "\n".join([*head, *self.declarations, f"target({where}) = {output}"]) + "\n"
+        target = f"target({where}) = {output}"
+        return "\n".join([*head, *used_declarations(self.declarations, target), target]) + "\n"
 
     def output(self, program: RASPExpr) -> str:
         """The target: a token of the input, new tokens by a table of tokens (a Map or a
@@ -293,6 +294,20 @@ class Translator:
                    for keys in itertools.product(*columns)}
         name = self.table(f"{program.label}_tokens", entries, None)
         return f"{name}({', '.join(at('t') for at in arguments)})"
+
+
+def used_declarations(declarations: list[str], target: str) -> list[str]:
+    """The declarations the target reads, directly or through others (a rule may write a macro
+    that a later, better form leaves unread: make_sort's keys once compared lexicographically)."""
+    names = [d.split()[1].split("(")[0] for d in declarations]  # `let NAME(t) = ...`, `table NAME = {...}`
+    needed, frontier = set(), [target]
+    while frontier:
+        text = frontier.pop()
+        for name, declaration in zip(names, declarations, strict=True):
+            if name not in needed and re.search(rf"\b{name}\(", text):
+                needed.add(name)
+                frontier.append(declaration.split("=", 1)[1])
+    return [d for name, d in zip(names, declarations, strict=True) if name in needed]
 
 
 def parents_of(program: RASPExpr) -> dict[int, list[Any]]:
