@@ -48,6 +48,8 @@ def vocabulary_text(vocabulary: Iterable[Hashable], where: str = "the vocabulary
     tokens = list(dict.fromkeys(vocabulary))
     if not tokens:
         raise TranslationError(f"{where} is empty")
+    if any(isinstance(t, bool) for t in tokens):  # ifl.encode reads a token by its value, never a bool's
+        raise TranslationError(f"{where} holds booleans: write them as the numbers 0 and 1")
     if all(is_number(t) for t in tokens):
         numbers = sorted({float(cast(float, t)) for t in tokens})
         return "{" + ", ".join(number_text(n) for n in numbers) + "}", False

@@ -114,6 +114,7 @@ def _three_way_table() -> object:
      "ConstantSelector 'cs': a ConstantSelector is not compiled yet"),
     (lambda: rasp.Full("z").named("zed"), ["a"], "Full 'zed': a constant token 'z'"),
     (lambda: rasp.tokens, ["a", 1], "the vocabulary mixes strings and numbers"),
+    (lambda: rasp.tokens, [True, False], "the vocabulary holds booleans"),
     (lambda: rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ), ["a"], "from_rasp compiles an SOp"),
     (_three_way_table, [1, 2], "a function of 3 SOps that is not affine"),
 ])
