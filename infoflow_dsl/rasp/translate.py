@@ -353,16 +353,8 @@ def order_only_sops(uses: dict[int, list[Any]]) -> set[int]:
 def integer_order(points: list[tuple[float, ...]], values: list[float]) -> list[int] | None:
     """Whole coefficients (αᵢ·L) of an affine fit of f to within 10⁻⁹ whose αᵢ are fractions of
     denominator ≤ 1000 (x + i/10 → 10·x + i), when they order the points as f does; else None."""
-    origin = [min(p[i] for p in points) for i in range(len(points[0]))]
     table = dict(zip(points, values, strict=True))
-    alphas = []
-    for i in range(len(origin)):
-        others = sorted({p[i] for p in points} - {origin[i]})
-        if not others:
-            alphas.append(Fraction(0))
-            continue
-        step = tuple(others[0] if j == i else origin[j] for j in range(len(origin)))
-        alphas.append(Fraction((table[step] - table[tuple(origin)]) / (others[0] - origin[i])).limit_denominator(1000))
+    alphas = [Fraction(a).limit_denominator(1000) for a in _slopes(table)[1]]
     scale = math.lcm(*(a.denominator for a in alphas))
     whole = [int(a * scale) for a in alphas]
     scaled = {p: sum(w * x for w, x in zip(whole, p, strict=True)) for p in points}
@@ -385,20 +377,25 @@ def describe(expr: RASPExpr) -> str:
     return f"{kind(expr) or type(expr).__name__} {expr.label!r}"
 
 
+def _slopes(table: dict[tuple[float, ...], float]) -> tuple[tuple[float, ...], list[float]]:
+    """The grid's smallest point and f's slope along each coordinate from there (to the next
+    value of that coordinate, the others held): an affine f's coefficients."""
+    points = list(table)
+    origin = tuple(min(u[i] for u in points) for i in range(len(points[0])))
+    slopes = []
+    for i in range(len(origin)):
+        others = sorted({u[i] for u in points} - {origin[i]})
+        step = tuple(others[0] if j == i else origin[j] for j in range(len(origin))) if others else origin
+        slopes.append((table[step] - table[origin]) / (others[0] - origin[i]) if others else 0.0)
+    return origin, slopes
+
+
 def affine_fit(points: list[tuple[float, ...]], values: list[float]) -> tuple[list[float], float] | None:
     """(α, γ) with Σᵢ αᵢ·uᵢ + γ == f(u) exactly (in floats) at every grid point, or None. Exactly:
     a coefficient such as 0.2 is a binary float, and values computed with it would miss the
     decimal keys and cuts written for them elsewhere (x + i/5 stays a table)."""
     table = dict(zip(points, values, strict=True))
-    origin = tuple(min(u[i] for u in points) for i in range(len(points[0])))
-    alphas = []
-    for i in range(len(origin)):
-        others = sorted({u[i] for u in points} - {origin[i]})
-        if not others:
-            alphas.append(0.0)
-            continue
-        step = tuple(others[0] if j == i else origin[j] for j in range(len(origin)))
-        alphas.append((table[step] - table[origin]) / (others[0] - origin[i]))
+    origin, alphas = _slopes(table)
     gamma = table[origin] - sum(a * u for a, u in zip(alphas, origin, strict=True))
     if all(sum(a * x for a, x in zip(alphas, u, strict=True)) + gamma == v for u, v in table.items()):
         return alphas, gamma
