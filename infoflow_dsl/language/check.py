@@ -30,7 +30,7 @@ from .positions import (
     within_length,
 )
 from .scope import Failed, Scope
-from .tables import check_table_keys, check_token_tables
+from .tables import check_table_uses
 from .token_typing import (
     number_of,
 )
@@ -80,8 +80,7 @@ class Checker:
         scope, token_conditions = self._target_scope(declaration)
         target = self._type_target(expanded_target, scope) if scope is not None else None
         if target is not None and self.declared.tables and self.declared.vocabulary is not None:
-            check_table_keys(target, self.declared.vocabulary, self.length, self.error)
-            check_token_tables(target, self.error)
+            check_table_uses(target, self.declared.vocabulary, self.length, self.error)
         if self.errors or target is None or self.declared.domain is None:
             return None
         kept = tuple(d for d in program.declarations if not isinstance(d, ast.LetDecl | ast.TargetDecl))

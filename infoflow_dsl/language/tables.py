@@ -10,7 +10,7 @@ argument can take is a question about the program, answered where the table is a
 
 A table of tokens (``table flip = {"apple": "elppa", ...}``: RASP Maps to new tokens) gives
 ids into its own tokens, in the order they first appear; it is the target's value only (the
-model then answers with those tokens), which :func:`check_token_tables` checks.
+model then answers with those tokens), which :func:`check_table_uses` checks.
 """
 
 from __future__ import annotations
@@ -123,33 +123,32 @@ def _key(atom: ast.TableAtom, vocabulary: ir.Vocabulary | None, error: ast.Repor
     return None
 
 
-def check_table_keys(target: ir.Expr, vocabulary: ir.Vocabulary, length: int, error: ast.Report) -> None:
-    """Each table applied in ``target`` has a key (or the default) for every value its arguments
-    can take there, by the value sets of the finite analysis (exact rationals; a key matches the
-    value it equals as a float); else an error at the use naming the missing key. (The checker
-    reads the analysis's value sets here: what a token program can compute is the question.)"""
+def check_table_uses(target: ir.Expr, vocabulary: ir.Vocabulary, length: int, error: ast.Report) -> None:
+    """Each table applied in ``target``, checked where it is applied (an error at the use):
+
+    - it has a key (or the default) for every value its arguments can take there, by the value
+      sets of the finite analysis (exact rationals; a key matches the value it equals as a
+      float). The checker reads the analysis's value sets here: what a token program can
+      compute is the question;
+    - a table of tokens is the whole target only: its ids mean nothing in arithmetic or beside
+      the input's tokens."""
     from ..analysis.finite import FiniteDomain, value_set
 
     numbers = vocabulary.values if vocabulary.values is not None else range(vocabulary.size)
     domain = FiniteDomain(length, tuple(Fraction(v) for v in numbers), vocabulary.names)
     for node in (target, *ir.sub_nodes(target)):
-        if isinstance(node, ir.TableLookup):
-            missing = uncovered_values(node.table, [value_set(a, domain) for a in node.arguments])
-            if missing is not None:
-                shown = ", ".join(f'"{vocabulary.names[int(k)]}"' if token else f"{k:g}"
-                                  for k, token in zip(missing, node.table.token_columns, strict=True))
-                plural = "s" * (len(missing) > 1)
-                error(node.span, f"table {node.table.name} has no entry for ({shown}), a value its argument{plural} "
-                                 f"can take here, and no default `_: value`")
-
-
-def check_token_tables(target: ir.Expr, error: ast.Report) -> None:
-    """A table of tokens only as the whole target: its ids mean nothing in arithmetic or beside
-    the input's tokens (an error at each other use)."""
-    for node in ir.sub_nodes(target):
-        if isinstance(node, ir.TableLookup) and node.table.tokens:
+        if not isinstance(node, ir.TableLookup):
+            continue
+        if node.table.tokens and node is not target:
             error(node.span, f"table {node.table.name} gives tokens: it is the target's value only "
                              f"(target(t) = {node.table.name}(...)), not a part of an expression yet")
+        missing = uncovered_values(node.table, [value_set(a, domain) for a in node.arguments])
+        if missing is not None:
+            shown = ", ".join(f'"{vocabulary.names[int(k)]}"' if token else f"{k:g}"
+                              for k, token in zip(missing, node.table.token_columns, strict=True))
+            plural = "s" * (len(missing) > 1)
+            error(node.span, f"table {node.table.name} has no entry for ({shown}), a value its argument{plural} "
+                             f"can take here, and no default `_: value`")
 
 
 def uncovered_values(table: ir.Table, arguments: list[frozenset[Fraction] | None]) -> tuple[float, ...] | None:

@@ -214,14 +214,9 @@ class Translator:
     def number(self, expr: RASPExpr) -> Callable[[str], str]:
         """``expr`` as a number at a position (a token through its view by a table, or affinely)."""
         rendered = self.sop(expr)
-        if rendered.deferred is not None:
-            raise TranslationError(f"{describe(expr)}: its values ({self.values_of(expr)[0]!r}, ...) are not numbers")
-        if not rendered.token:
+        if rendered.deferred is None and (not rendered.token or (rendered.plain_token and not self.categorical)):
             return rendered.at
-        if rendered.plain_token and not self.categorical:
-            return rendered.at
-        outputs = [(key, rendered.value_of(token)) for key, token in zip(
-            (self.token_key(v) for v in self.vocabulary), self.vocabulary, strict=True)]
+        outputs = self.columns(expr, rendered)  # a token's: one key per token, its value through the view
         self.require_numbers(expr, [v for _, v in outputs])
         if not self.categorical:
             affine = affine_fit([(float(t),) for t in self.vocabulary], [float(v) for _, v in outputs])

@@ -35,7 +35,7 @@ def add_from_rasp_parser(commands: Any, positive_int: Any) -> None:
 
 def command_from_rasp(arguments: argparse.Namespace) -> int:
     from ..rasp.literals import TranslationError
-    from ..rasp.translate import from_rasp, rasp_source
+    from ..rasp.translate import from_rasp
     from .paths import check_writable, write_atomically
 
     file, name = _source(arguments.source)
@@ -49,8 +49,7 @@ def command_from_rasp(arguments: argparse.Namespace) -> int:
     output = arguments.output or Path(f"{name}.iflow")
     check_writable(output, file)
     try:
-        from_rasp(program, vocab, max_seq_len, causal=arguments.causal, name=output.stem)  # checks what is written
-        source = rasp_source(program, vocab, max_seq_len)
+        source = from_rasp(program, vocab, max_seq_len, causal=arguments.causal, name=output.stem).source
     except TranslationError as error:
         raise UsageError(f"{file}:{name}: cannot compile: {error}") from None
     write_atomically(output, source.encode("utf-8"))
