@@ -5,7 +5,7 @@
 
 1. Tracr's library (``infoflow_dsl.rasp.library``) at T = 10 and 40: the RASP program's model
    beside the hand translation of ``compiled_examples/tracr/`` (nonzero parameters and their
-   ratio, layers), and whether every output agrees with RASP's evaluator.
+   ratio), and whether every output agrees with RASP's evaluator.
 2. The suite of ``bench/rasp_suite.py`` (44 programs in 8 families) at max_seq_len = 6 and at
    2× and 4× it: exact or not, nonzero parameters, compile seconds.
 
@@ -41,7 +41,6 @@ SAMPLES, EPS = 300, 1e-3
 @dataclass(frozen=True)
 class Measured:
     parameters: int | None
-    layers: int | None
     seconds: float
     exact: bool | None
     detail: str  # the refusal, or the first disagreement
@@ -59,14 +58,13 @@ def measure(build: Any, vocab: tuple[Any, ...], length: int) -> Measured:
         checked = ifl.from_rasp(program, vocab, length)
         model = ifl.compile(checked, eps=EPS, dtype="float64", samples=0)
     except CompileError as refusal:
-        return Measured(None, None, time.perf_counter() - start, None, str(refusal).splitlines()[0][:120])
+        return Measured(None, time.perf_counter() - start, None, str(refusal).splitlines()[0][:120])
     seconds = time.perf_counter() - start
     words = list(vocab)
     inputs = [*every_input(words, min(3, length)), *mixed_inputs(words, length, SAMPLES)]
     found = agreement(program, model, checked, inputs)
     detail = "" if found.exact(EPS) else f"first wrong: {found.first_wrong}"
-    return Measured(model.nonzero_parameter_count(), model.config["layers"] if isinstance(model.config["layers"], int)
-                    else len(model.config["layers"]), seconds, found.exact(EPS), detail)
+    return Measured(model.nonzero_parameter_count(), seconds, found.exact(EPS), detail)
 
 
 def hand_parameters(name: str, length: int) -> int:
