@@ -228,9 +228,8 @@ class Translator:
     def require_numbers(self, expr: RASPExpr, values: list[Any]) -> None:
         odd = [v for v in values if not is_number(v)]
         if odd:
-            raise TranslationError(f"{describe(expr)}: its value {odd[0]!r} is a new token: a Map to tokens the "
-                                   f"input does not have is not compiled yet (its values must be numbers, booleans "
-                                   f"or the input's own tokens)")
+            raise TranslationError(f"{describe(expr)}: its value {odd[0]!r} is a new token, read here as a number: "
+                                   f"new tokens are compiled as the program's output only (a table of tokens)")
 
     # ------------------------------------------------------------------ SOps
 
