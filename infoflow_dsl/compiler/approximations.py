@@ -93,8 +93,10 @@ def interpolant(u: LinearForm, reach_of_u: float, function: Callable[[float], fl
     """
     values = [function(k) for k in knots]
     slopes = [(values[i + 1] - values[i]) / (knots[i + 1] - knots[i]) for i in range(len(knots) - 1)]
-    steepness = [abs(s) for s in slopes]  # the knot's anchor score: its flatter neighbouring slope
-    anchor = min(range(len(knots)), key=lambda i: min(steepness[max(i - 1, 0):i + 1]))
+    steepness = [abs(s) for s in slopes]
+    # the knot's anchor score: its flatter neighbouring slope (the ends have one neighbour)
+    flatness = [steepness[0], *map(min, steepness, steepness[1:]), steepness[-1]] if slopes else [0.0]
+    anchor = flatness.index(min(flatness))  # the first flattest, as min(range, key=...) picks it
     terms: list[tuple[LinearForm, float]] = []
     right = u.plus(LinearForm.const(-knots[anchor]))
     if anchor < len(slopes):
@@ -107,8 +109,8 @@ def interpolant(u: LinearForm, reach_of_u: float, function: Callable[[float], fl
     for i in range(1, anchor):  # k_i − u
         terms.append((LinearForm(falling.terms, falling.constant + knots[i]), slopes[i] - slopes[i - 1]))
     units = tuple(ReLUUnit(form, direction, c) for form, c in terms if c != 0.0)
-    swing = max(abs(v - values[anchor]) for v in values)
-    reach = max(abs(k) for k in knots) + reach_of_u
+    swing = max(max(values) - values[anchor], values[anchor] - min(values))  # max |v − f(k_a)|, the same bits
+    reach = max(max(knots), -min(knots)) + reach_of_u  # max |k| + reach of u
     rounding = unit_roundoff * (math.sqrt(len(units) + 1) * swing + max(abs(c) for c in slopes) * reach)
     return units, values[anchor], rounding
 
