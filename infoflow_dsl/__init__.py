@@ -11,6 +11,8 @@ The Python API (DESIGN.md):
 >>> ifl.save(model, "min_pairwise.safetensors"); model = ifl.load("min_pairwise.safetensors")
 >>> y, cache = ifl.hooked(model).run_with_cache(x)  # TransformerLens hook points (the ``lens`` extra)
 >>> sites = ifl.circuit(model)          # where each comparison and FFN function lives in the cache
+>>> graph = ifl.circuit_graph(model)    # its edges sender -> receiver (q, k, v, MLP in, output), checked
+>>> graph, truths = ifl.edge_truth(model)  # which edges zero, mean and resample ablation need, with witnesses
 >>> ifl.export(model, "out/")           # a Hugging Face GPT-2 directory (the ``export`` extra)
 >>> ifl.report(model, "min_pairwise.html")  # one self-contained page: graph, patterns, error, parameters
 >>> prog = ifl.from_rasp(rasp_program, vocab, max_seq_len)  # a RASP program (Tracr's API) as a Program
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
     from .reference.evaluate import evaluate
     from .reference.sampling import sample_inputs
     from .reference.tokens import decode, encode
+    from .tools.circuits.graph import EdgeGraph, circuit_graph
+    from .tools.circuits.truth import edge_truth
     from .tools.export.directory import export, export_inputs, export_outputs, load_exported
     from .tools.report import report
     from .transformer.io import load
@@ -73,6 +77,8 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "tools.report": ("report",),
     "reference.tokens": ("decode", "encode"),
     "rasp.translate": ("from_rasp",),
+    "tools.circuits.graph": ("EdgeGraph", "circuit_graph"),
+    "tools.circuits.truth": ("edge_truth",),
     "transformer.io": ("load",),
     "transformer.lens": ("hooked",),
     "transformer.model": ("CompiledTransformer",),
@@ -86,6 +92,7 @@ __all__ = [
     "CompileError",
     "CompiledTransformer",
     "Diagnostic",
+    "EdgeGraph",
     "ExportError",
     "ModelFileError",
     "NoConstruction",
@@ -98,9 +105,11 @@ __all__ = [
     "WorkloadError",
     "analyze",
     "circuit",
+    "circuit_graph",
     "compile",
     "compile_program",
     "decode",
+    "edge_truth",
     "encode",
     "evaluate",
     "export",

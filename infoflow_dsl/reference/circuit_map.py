@@ -122,7 +122,7 @@ def _reading(form: LinearForm, hook: str, index: dict[str, int]) -> Reading:
 # ---------------------------------------------------------------------------- the map
 
 
-def _checked_lowering(model: CompiledTransformer, verify_weights: bool = True) -> Lowering:
+def checked_lowering(model: CompiledTransformer, verify_weights: bool = True) -> Lowering:
     """The model's lowering (:func:`~infoflow_dsl.pipeline.relower`), checked against its weights:
     the circuit of the stored program, assembled in the model's dtype, must be the model's tensors
     exactly (compiling is deterministic). Raises :class:`~infoflow_dsl.pipeline.StoredProgramError`
@@ -177,7 +177,7 @@ def circuit(model: ModelSource, verify_weights: bool = True) -> tuple[CircuitSit
     (or the path of its file), once its weights are checked to be its stored program's
     (:func:`check_weights`; ``verify_weights=False`` for a view of a model checked already, as
     export's one-hot view of a token model)."""
-    lowered = _checked_lowering(model_argument(model, "circuit"), verify_weights).circuit
+    lowered = checked_lowering(model_argument(model, "circuit"), verify_weights).circuit
     index = {name: i for i, name in enumerate(lowered.directions)}
     heads = {h.name: h for h in lowered.heads}
     layer_heads: dict[int, list[str]] = {}

@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(TransformerLens hook, residual index, bound)")
     circuit_cmd.add_argument("model", type=Path)
     circuit_cmd.add_argument("--json", action="store_true", help="print the records as JSON")
+    from .circuits.command import add_edge_flags
+
+    add_edge_flags(circuit_cmd, _nonnegative_int)
     report_cmd = commands.add_parser("report", help="a self-contained HTML page of a compiled model")
     report_cmd.add_argument("model", type=Path)
     report_cmd.add_argument("-o", "--output", type=Path, help="the page (default: MODEL with .html)")
@@ -369,6 +372,11 @@ def with_compiled_model(path: Path, use: Callable[[Any], Any], verb: str) -> tup
 def command_circuit(arguments: argparse.Namespace) -> int:
     from ..reference.circuit_map import circuit
 
+    if arguments.edges or arguments.truth:
+        from .circuits.command import command_edges
+
+        with_compiled_model(arguments.model, lambda model: command_edges(arguments, model), "map")
+        return EXIT_OK
     model, sites = with_compiled_model(arguments.model, circuit, "map")
     if arguments.json:
         print(json.dumps({"model": str(arguments.model), "sites": [s.to_json() for s in sites]}, indent=1))

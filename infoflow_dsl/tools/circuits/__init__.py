@@ -1,0 +1,3 @@
+"""Certified ground truth for circuit discovery: a compiled model's edge graph (``graph``), the
+edge-level forward that ablates any set of edges (``patching``), and which edges each ablation
+needs (``truth``)."""

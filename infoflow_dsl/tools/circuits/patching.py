@@ -1,0 +1,123 @@
+"""The edge-level forward: a compiled model run with any set of edges ablated.
+
+The residual stream a receiver reads is the sum of the outputs of the senders before it
+(``graph``). Ablating the edge s → (r, c) replaces, in r's channel-c input only, the output o_s
+of s by a stand-in ô_s (ACDC's convention, Conmy et al. 2023):
+
+    input_(r,c) = Σ_(s before r) o_s + Σ_(s→(r,c) ablated) (ô_s − o_s),
+
+where every o_s is computed in the same patched run (a sender downstream of an ablated edge
+passes its own change on). The stand-ins are the ablations of the field:
+
+- ``zero``: ô_s = 0;
+- ``mean``: ô_s = the mean of o_s over the inputs of the batch (one length), position by
+  position: (1, T'+1, D);
+- ``resample``: ô_s = o_s on a corrupted input x' paired with each x (the clean run on x').
+
+Each head runs on its own three inputs (a (B, H, N, D) stack per channel), so any edge set costs
+one forward. Without ablated edges the patched forward is the model's own forward up to float
+rounding (its heads are the same products, summed in another order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from ...transformer.model import CompiledTransformer, attention_pattern, masked_scores, mlp_block
+from .graph import HEAD_CHANNELS, INPUT, MLP_CHANNEL, OUTPUT, OUTPUT_CHANNEL, CircuitEdge, EdgeGraph
+
+Tensor = torch.Tensor
+ABLATIONS = ("zero", "mean", "resample")
+EdgeKey = tuple[str, str, str]  # (sender, receiver, channel)
+
+
+def edge_key(edge: CircuitEdge) -> EdgeKey:
+    return (edge.sender, edge.receiver, edge.channel)
+
+
+@dataclass
+class PatchedRun:
+    """One patched forward's sender outputs (name -> (B, T'+1, D), float64) and its output."""
+
+    outputs: dict[str, Tensor]
+    y: Tensor
+
+
+class EdgeForward:
+    """The edge-level forward of ``model`` over the nodes of ``graph`` (float64, on the CPU)."""
+
+    def __init__(self, model: CompiledTransformer, graph: EdgeGraph) -> None:
+        self.model, self.graph = model, graph
+        self.blocks = [(b.attn, b.mlp) for b in model.blocks]
+
+    def _weights(self, layer: int, name: str) -> Tensor:
+        attn = self.blocks[layer][0]
+        return getattr(attn, name).detach().to(torch.float64)
+
+    def run(self, x: Tensor, ablated: Collection[EdgeKey] = (),
+            replacements: Mapping[str, Tensor] | None = None) -> PatchedRun:
+        """The output with the edges ``ablated`` (keys (sender, receiver, channel)) reading the
+        ``replacements`` of their senders (name -> a stand-in broadcasting to (B, T'+1, D))."""
+        replacement = dict(replacements or {})
+        changes: dict[tuple[str, str], list[str]] = {}
+        for sender, receiver, channel in ablated:
+            changes.setdefault((receiver, channel), []).append(sender)
+        model = self.model
+        with torch.no_grad():
+            outputs: dict[str, Tensor] = {INPUT: model.embedded(x).to(torch.float64)}  # (B, T'+1, D)
+
+            def read(receiver: str, channel: str, total: Tensor) -> Tensor:
+                for sender in changes.get((receiver, channel), []):
+                    total = total + (replacement[sender] - outputs[sender])
+                return total
+
+            total = outputs[INPUT]
+            for layer in range(len(self.blocks)):
+                heads = [n for n in self.graph.nodes if n.kind == "head" and n.layer == layer]
+                if heads:
+                    head_outputs = self._heads(layer, [n.name for n in heads], total, read)
+                    for node, out in zip(heads, head_outputs, strict=True):
+                        outputs[node.name] = out
+                        total = total + out
+                name = f"m{layer}"
+                if name in self.graph.by_name:
+                    out = mlp_block(self.blocks[layer][1], read(name, MLP_CHANNEL, total).to(model.dtype))
+                    outputs[name] = out.to(torch.float64)
+                    total = total + outputs[name]
+            final = read(OUTPUT, OUTPUT_CHANNEL, total)
+            y = model.readout(final.to(model.dtype)).to(torch.float64)
+        return PatchedRun(outputs, y)
+
+    def _heads(self, layer: int, names: list[str], total: Tensor,
+               read: Callable[[str, str, Tensor], Tensor]) -> list[Tensor]:
+        """Each head's output z_i W_O[i], (B, N, D) each, every head on its own q, k, v inputs."""
+        inputs = {c: torch.stack([read(n, c, total) for n in names], dim=1) for c in HEAD_CHANNELS}  # (B, H, N, D)
+        length = total.shape[1] - 1
+        w = {c: self._weights(layer, f"W_{c.upper()}") for c in HEAD_CHANNELS}  # (H, D, E)
+        q = torch.einsum("bhnd,hde->bhne", inputs["q"], w["q"])  # (B, H, N, E)
+        k = torch.einsum("bhnd,hde->bhne", inputs["k"][:, :, :length], w["k"])  # (B, H, T', E)
+        v = torch.einsum("bhnd,hde->bhne", inputs["v"][:, :, :length], w["v"])  # (B, H, T', V)
+        beta = self._weights(layer, "beta")  # (H,)
+        allowed = self.model.attention_masks(layer, length)  # (H, N, T') or None
+        scores, has_key = masked_scores((q * beta[:, None, None]) @ k.transpose(-1, -2), allowed)  # (B, H, N, T')
+        z = attention_pattern(scores, has_key) @ v  # (B, H, N, V)
+        w_o = self._weights(layer, "W_O")  # (H, V, D)
+        return list(torch.einsum("bhnv,hvd->bhnd", z, w_o).unbind(dim=1))
+
+
+def stand_ins(forward: EdgeForward, x: Tensor, ablation: str, corrupted: Tensor | None = None) -> dict[str, Tensor]:
+    """Every sender's stand-in under ``ablation`` for the batch x (one length): zeros, the batch
+    mean per position, or its clean output on ``corrupted`` (x' paired row by row with x)."""
+    if ablation not in ABLATIONS:
+        raise ValueError(f"unknown ablation {ablation!r}: one of {', '.join(ABLATIONS)}")
+    if ablation == "zero":
+        return {n.name: torch.zeros((), dtype=torch.float64) for n in forward.graph.senders()}
+    if ablation == "mean":
+        clean = forward.run(x).outputs
+        return {name: out.mean(dim=0, keepdim=True) for name, out in clean.items()}
+    if corrupted is None:
+        raise ValueError("resample ablation needs the corrupted inputs")
+    return forward.run(corrupted).outputs

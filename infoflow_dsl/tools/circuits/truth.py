@@ -1,0 +1,222 @@
+"""Which edges each ablation needs: the certified truth a discovery method is scored against.
+
+For an ablation (zero, mean or resample; ``patching``), an edge is **necessary** when ablating it
+alone puts the model's output out of its certificate on some input: a token output answers a
+wrong token at some defined site, a numeric output leaves the reference by more than the model's
+ε. The input where it does (the first one found) is stored as the **witness** (with its
+corrupted partner under resample ablation). The measured inputs:
+
+- a token program: every sequence of lengths 1..4 (1..T if T < 4; the exhaustive lengths of
+  ``check``, with a limit of :data:`EXHAUSTIVE_LIMIT` sequences), the constant sequences of the
+  longer lengths and ``samples`` random sequences of random lengths (``check``'s
+  ``token_inputs``);
+- a program over vectors: ``samples`` random inputs of the domain and its corners, at T. Where
+  the program has a retrieval margin δ, the certificate covers the inputs (per-token targets:
+  the sites) whose retrieval clears it, as ``check`` measures; the others count for nothing.
+
+Mean ablation averages each sender's output over the inputs of the same length, position by
+position; resample ablation pairs each input with another of the same length (a seeded
+permutation without fixed points where the length has two inputs or more).
+
+The **certificate**: ablating every (sender, receiver, channel) pair outside the graph at once
+leaves every output within ε (token outputs: the same tokens). The graph holds every pair the
+weights connect (``graph.check_against_weights``), so this holds exactly; it is measured anyway
+on the same inputs, as ``outside_error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ...language import typed as ir
+from ...reference.evaluate import evaluate, retrieval_margin
+from ...reference.measure import model_inputs, wrong_answers
+from ...reference.token_check import token_inputs
+from ...reference.tokens import token_names
+from .graph import EdgeGraph
+from .patching import ABLATIONS, EdgeForward, EdgeKey, edge_key, stand_ins
+
+Tensor = torch.Tensor
+EXHAUSTIVE_LENGTH = 4  # every token sequence up to this length is measured
+EXHAUSTIVE_LIMIT = 20_000  # ... while they are at most this many
+SAMPLES = 2_000
+
+
+@dataclass(frozen=True)
+class EdgeTruth:
+    """One edge under one ablation: necessary or not, the largest departure measured (token
+    outputs: the fraction of inputs answered wrong; numbers: the largest |y − reference|), and
+    the witness input (and its corrupted partner) where it leaves the certificate."""
+
+    edge: str
+    necessary: bool
+    departure: float
+    witness: Any = None
+    corrupted: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"edge": self.edge, "necessary": self.necessary, "departure": self.departure}
+        if self.witness is not None:
+            out["witness"] = self.witness
+        if self.corrupted is not None:
+            out["corrupted"] = self.corrupted
+        return out
+
+
+@dataclass(frozen=True)
+class AblationTruth:
+    """Every edge's truth under ``ablation``, measured on ``inputs`` inputs, and the certificate:
+    ``outside_error`` (the largest error with every pair outside the graph ablated) ≤ ε."""
+
+    ablation: str
+    inputs: int
+    edges: tuple[EdgeTruth, ...]
+    outside_error: float
+
+    @property
+    def necessary(self) -> tuple[str, ...]:
+        return tuple(e.edge for e in self.edges if e.necessary)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ablation": self.ablation, "inputs": self.inputs, "necessary": list(self.necessary),
+                "outside_error": self.outside_error, "edges": [e.to_json() for e in self.edges]}
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """Inputs of one length, their reference outputs and their resampling partners."""
+
+    x: Tensor
+    truth: Tensor
+    partner: Tensor
+    covered: Tensor | None  # where a margin program's guarantee holds (its retrieval clears δ), else None
+
+
+def measured_inputs(program: ir.Program, samples: int = SAMPLES, seed: int = 0) -> Iterator[Tensor]:
+    """The inputs of the truth (see the module docstring), one tensor per length."""
+    if not program.over_tokens:
+        yield model_inputs(program, samples, seed=seed)
+        return
+    size = program.token_vocabulary.size
+    limit = min(EXHAUSTIVE_LIMIT, sum(size**length for length in range(1, min(EXHAUSTIVE_LENGTH, program.length) + 1)))
+    by_length: dict[int, list[Tensor]] = {}
+    for part in token_inputs(program, samples, seed, limit=max(limit, size)):
+        by_length.setdefault(part.ids.shape[1], []).append(part.ids)
+    for length in sorted(by_length):
+        yield torch.cat(by_length[length])
+
+
+def _partners(count: int, seed: int) -> Tensor:
+    """A seeded permutation of 0..count−1 with no fixed point when count ≥ 2."""
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(seed))
+    partner = torch.empty_like(order)
+    partner[order] = order.roll(1)  # each input is paired with the next one of a random cycle
+    return partner
+
+
+def _numeric_error(y: Tensor, batch: _Batch) -> Tensor:
+    """|y − reference| where the guarantee covers the site (defined, and clearing a margin), else 0."""
+    truth, covered = batch.truth, batch.covered
+    error = torch.where(truth.isnan(), 0.0, (y - truth).abs().nan_to_num(nan=torch.inf))
+    if covered is not None:
+        error = torch.where(covered.reshape(covered.shape + (1,) * (error.dim() - covered.dim())), error, 0.0)
+    return error
+
+
+def _left(program: ir.Program, y: Tensor, batch: _Batch, eps: float) -> Tensor:
+    """Per input: whether the output left the certificate (bool (N,)) — a wrong token at a defined
+    site, or a number more than ε from the reference where the guarantee covers it."""
+    if program.token_output:
+        wrong, _ = wrong_answers(y, batch.truth)
+        return wrong.reshape(wrong.shape[0], -1).any(dim=1)
+    return (_numeric_error(y, batch).reshape(y.shape[0], -1) > eps).any(dim=1)
+
+
+def _departure(program: ir.Program, y: Tensor, batch: _Batch, left: Tensor) -> float:
+    if program.token_output:
+        return float(left.to(torch.float64).mean())
+    return float(_numeric_error(y, batch).max())
+
+
+def _shown(program: ir.Program, x: Tensor) -> Any:
+    return token_names(program, x) if program.over_tokens else x.tolist()
+
+
+class TruthMeasurement:
+    """The truth of ``graph``'s edges on ``model`` for ``program`` (its stored program)."""
+
+    def __init__(self, forward: EdgeForward, program: ir.Program, samples: int = SAMPLES, seed: int = 0) -> None:
+        self.forward, self.program = forward, program
+        self.eps = forward.graph.eps
+        self.batches = []
+        for index, x in enumerate(measured_inputs(program, samples, seed)):
+            exact = x if program.over_tokens else x.to(torch.float64)
+            with torch.no_grad():
+                truth = evaluate(program, exact)
+            covered = None if program.margin is None else retrieval_margin(program, exact) >= program.margin
+            self.batches.append(_Batch(x, truth, _partners(x.shape[0], seed + 7_919 * index), covered))
+
+    @property
+    def inputs(self) -> int:
+        return sum(b.x.shape[0] for b in self.batches)
+
+    def _inputs(self, x: Tensor) -> Tensor:
+        model = self.forward.model
+        return x if self.program.over_tokens else x.to(model.dtype)
+
+    def ablation(self, ablation: str) -> AblationTruth:
+        """Every edge's truth under ``ablation``, and the certificate."""
+        if ablation not in ABLATIONS:
+            raise ValueError(f"unknown ablation {ablation!r}: one of {', '.join(ABLATIONS)}")
+        prepared = []
+        for batch in self.batches:
+            x = self._inputs(batch.x)
+            corrupted = x[batch.partner] if ablation == "resample" else None
+            prepared.append((batch, x, stand_ins(self.forward, x, ablation, corrupted)))
+        resample = ablation == "resample"
+        truths = [self._edge(edge_key(e), e.name, prepared, resample) for e in self.forward.graph.edges]
+        outside = outside_pairs(self.forward.graph)
+        worst = 0.0
+        for batch, x, stands in prepared:
+            y = self.forward.run(x, outside, stands).y
+            worst = max(worst, _departure(self.program, y, batch, _left(self.program, y, batch, self.eps)))
+        return AblationTruth(ablation, self.inputs, tuple(truths), worst)
+
+    def _edge(self, key: EdgeKey, name: str, prepared: list[tuple[_Batch, Tensor, dict[str, Tensor]]],
+              resample: bool) -> EdgeTruth:
+        departure, witness, corrupted = 0.0, None, None
+        for batch, x, stands in prepared:
+            y = self.forward.run(x, [key], stands).y
+            left = _left(self.program, y, batch, self.eps)
+            departure = max(departure, _departure(self.program, y, batch, left))
+            if witness is None and bool(left.any()):
+                first = int(torch.nonzero(left)[0])
+                witness = _shown(self.program, batch.x[first])
+                corrupted = _shown(self.program, batch.x[batch.partner[first]]) if resample else None
+        return EdgeTruth(name, witness is not None, departure, witness, corrupted)
+
+
+def outside_pairs(graph: EdgeGraph) -> list[EdgeKey]:
+    """Every (sender, receiver, channel) pair that can carry something (the sender runs before the
+    receiver) and is not an edge of the graph."""
+    inside = {edge_key(e) for e in graph.edges}
+    return [(s.name, r.name, c) for r, c in graph.receivers() for s in graph.senders()
+            if s.order < r.order and (s.name, r.name, c) not in inside]
+
+
+def edge_truth(model: Any, ablations: tuple[str, ...] = ABLATIONS, samples: int = SAMPLES,
+               seed: int = 0) -> tuple[EdgeGraph, dict[str, AblationTruth]]:
+    """The edge graph of a compiled model (or its file) and each ablation's truth on it."""
+    from ...arguments import model_argument
+    from ...pipeline import program_of
+    from .graph import circuit_graph
+
+    compiled = model_argument(model, "edge_truth")
+    graph = circuit_graph(compiled)
+    measurement = TruthMeasurement(EdgeForward(compiled, graph), program_of(compiled), samples, seed)
+    return graph, {a: measurement.ablation(a) for a in ablations}
+

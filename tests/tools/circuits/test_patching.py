@@ -1,0 +1,78 @@
+"""The edge-level forward (infoflow_dsl/tools/circuits/patching.py): the model's own output with
+nothing ablated, a node's output removed through the model's own hooks when every edge out of it
+is zero-ablated, and a resample from the input itself changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from shipped_models import MEASURED, graph, shipped
+
+from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.reference.measure import model_inputs
+from infoflow_dsl.reference.tokens import random_ids
+from infoflow_dsl.tools.circuits.patching import EdgeForward, edge_key, stand_ins
+
+
+def _inputs(name: str, count: int = 48) -> torch.Tensor:
+    program = program_of(shipped(name))
+    if program.over_tokens:
+        return random_ids(program, count, seed=11, length=min(program.length, 6))
+    return model_inputs(program, count, seed=11).to(shipped(name).dtype)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal up to the float32 rounding of the shipped models (the forward sums heads apart)."""
+    return bool(((a - b).abs() <= 1e-5 * (1 + b.abs())).all())
+
+
+@pytest.mark.parametrize("name", MEASURED)
+def test_nothing_ablated_is_the_models_forward(name: str) -> None:
+    model, x = shipped(name), _inputs(name)
+    with torch.no_grad():
+        expected = model(x).to(torch.float64)
+    assert _close(EdgeForward(model, graph(name)).run(x).y, expected)
+
+
+@pytest.mark.parametrize("name", MEASURED)
+def test_zero_ablating_every_edge_out_of_a_node_removes_it_as_the_models_hooks_do(name: str) -> None:
+    """Independently of the edge forward: the model's own run with the node's output zeroed at its
+    TransformerLens hook (a head's z at its index, an MLP's hook_mlp_out)."""
+    model, edges, x = shipped(name), graph(name), _inputs(name)
+    forward = EdgeForward(model, edges)
+    zero = stand_ins(forward, x, "zero")
+    for node in edges.senders():
+        if node.kind == "input":
+            continue
+        out_of = [edge_key(e) for e in edges.edges if e.sender == node.name]
+        hook = f"blocks.{node.layer}.attn.hook_z" if node.kind == "head" else f"blocks.{node.layer}.hook_mlp_out"
+
+        def tap(name: str, value: torch.Tensor, hook: str = hook, index: int | None = node.index) -> torch.Tensor:
+            if name != hook:
+                return value
+            value = value.clone()
+            if index is None:
+                value.zero_()
+            else:
+                value[:, :, index] = 0.0
+            return value
+
+        with torch.no_grad():
+            expected = model.run(x, tap).to(torch.float64)
+        assert _close(forward.run(x, out_of, zero).y, expected), node.name
+
+
+@pytest.mark.parametrize("name", MEASURED)
+def test_resampling_from_the_input_itself_changes_no_bit(name: str) -> None:
+    model, edges, x = shipped(name), graph(name), _inputs(name)
+    forward = EdgeForward(model, edges)
+    every = [edge_key(e) for e in edges.edges]
+    assert torch.equal(forward.run(x, every, stand_ins(forward, x, "resample", x)).y, forward.run(x).y)
+
+
+def test_an_unknown_ablation_or_a_resample_without_inputs_is_refused() -> None:
+    forward, x = EdgeForward(shipped("tracr/reverse"), graph("tracr/reverse")), _inputs("tracr/reverse")
+    with pytest.raises(ValueError, match="unknown ablation 'noise'"):
+        stand_ins(forward, x, "noise")
+    with pytest.raises(ValueError, match="needs the corrupted inputs"):
+        stand_ins(forward, x, "resample")
