@@ -101,3 +101,14 @@ def test_the_rasp_section_runs_as_written(tmp_path: Path, monkeypatch) -> None:
     assert eval(lines[decoded + 1].split("#")[0], namespace) == ["c", "b", "a"]
     exec(lines[decoded + 2].split("#")[0], namespace)
     assert (tmp_path / "reverse_gpt2" / "infoflow.json").exists()
+
+
+def test_the_ground_truth_section_runs_as_written(capsys, monkeypatch) -> None:
+    """The README's ground-truth block, from the project's root (it reads a shipped model)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    monkeypatch.chdir(ROOT)
+    block = re.search(r"## Ground truth for circuit discovery.*?```python\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    exec(compile(block.group(1), "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "('input->a1.h0<v>', 'a1.h0->output<out>')" and printed[1] == "['a', 'b']"
