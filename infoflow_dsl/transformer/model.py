@@ -334,15 +334,6 @@ class CompiledTransformer(nn.Module):
             h = tap(p + "hook_resid_post", row + mlp_out)
             yield h
 
-    def embedded(self, x: Tensor) -> Tensor:
-        """h after the embedding, (B, T'+1, D): what the first layer reads."""
-        return self._embed(self._check_input(x))
-
-    def attention_masks(self, layer: int, length: int) -> Tensor | None:
-        """The allowed (query, key) pairs of each head of ``layer`` at length T': bool (H, T'+1, T'),
-        or None where no head of the layer has a mask."""
-        return self._head_masks(layer, length) if any(self._masks[layer]) else None
-
     def residual_stream(self, x: Tensor) -> list[Tensor]:
         """h after the embedding and after each of the L layers: L+1 tensors of shape (B, T'+1, D)."""
         return list(self._stream(x))
@@ -364,6 +355,17 @@ class CompiledTransformer(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.run(x)
+
+
+def embedded(model: CompiledTransformer, x: Tensor) -> Tensor:
+    """h after ``model``'s embedding, (B, T'+1, D): what its first layer reads."""
+    return model._embed(model._check_input(x))
+
+
+def attention_masks(model: CompiledTransformer, layer: int, length: int) -> Tensor | None:
+    """The allowed (query, key) pairs of each head of ``layer`` at length T': bool (H, T'+1, T'),
+    or None where no head of the layer has a mask."""
+    return model._head_masks(layer, length) if any(model._masks[layer]) else None
 
 
 def project_heads(h: Tensor, w: Tensor) -> Tensor:

@@ -26,7 +26,14 @@ from dataclasses import dataclass
 
 import torch
 
-from ...transformer.model import CompiledTransformer, attention_pattern, masked_scores, mlp_block
+from ...transformer.model import (
+    CompiledTransformer,
+    attention_masks,
+    attention_pattern,
+    embedded,
+    masked_scores,
+    mlp_block,
+)
 from .graph import HEAD_CHANNELS, INPUT, MLP_CHANNEL, OUTPUT, OUTPUT_CHANNEL, CircuitEdge, EdgeGraph
 
 Tensor = torch.Tensor
@@ -67,7 +74,7 @@ class EdgeForward:
             changes.setdefault((receiver, channel), []).append(sender)
         model = self.model
         with torch.no_grad():
-            outputs: dict[str, Tensor] = {INPUT: model.embedded(x).to(torch.float64)}  # (B, T'+1, D)
+            outputs: dict[str, Tensor] = {INPUT: embedded(model, x).to(torch.float64)}  # (B, T'+1, D)
 
             def read(receiver: str, channel: str, total: Tensor) -> Tensor:
                 for sender in changes.get((receiver, channel), []):
@@ -101,7 +108,7 @@ class EdgeForward:
         k = torch.einsum("bhnd,hde->bhne", inputs["k"][:, :, :length], w["k"])  # (B, H, T', E)
         v = torch.einsum("bhnd,hde->bhne", inputs["v"][:, :, :length], w["v"])  # (B, H, T', V)
         beta = self._weights(layer, "beta")  # (H,)
-        allowed = self.model.attention_masks(layer, length)  # (H, N, T') or None
+        allowed = attention_masks(self.model, layer, length)  # (H, N, T') or None
         scores, has_key = masked_scores((q * beta[:, None, None]) @ k.transpose(-1, -2), allowed)  # (B, H, N, T')
         z = attention_pattern(scores, has_key) @ v  # (B, H, N, V)
         w_o = self._weights(layer, "W_O")  # (H, V, D)
