@@ -129,6 +129,9 @@ def checked_lowering(model: CompiledTransformer, verify_weights: bool = True) ->
     for a model without a program, or whose program no longer gives its residual directions or
     its weights (a program text edited after compiling: ``min`` made ``max`` used to be printed
     as the model's circuit)."""
+    if "disguised" in model.config:
+        raise StoredProgramError("a disguised model's weights are not its circuit's (infoflowc disguise): its edge "
+                                 "graph is stored with it (infoflowc circuit MODEL --edges)")
     lowering = relower(model)
     if list(lowering.circuit.directions) != list(model.config.get("residual_labels", [])):
         raise StoredProgramError("the model's residual directions differ from its program's circuit "

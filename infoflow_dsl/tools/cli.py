@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.add_argument("model", type=Path)
     report_cmd.add_argument("-o", "--output", type=Path, help="the page (default: MODEL with .html)")
 
+    from .circuits.command import add_disguise_parser
     from .export.command import add_export_parser
     from .from_rasp import add_from_rasp_parser
     from .run import add_run_parser
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_parser(commands)
     add_run_parser(commands)
     add_from_rasp_parser(commands, _positive_int)
+    add_disguise_parser(commands, _positive_int, _nonnegative_int)
     train_cmd = commands.add_parser("train", help="train a model of the compiled family on the target")
     _training_flags(train_cmd, grid=False)
     train_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .trained.safetensors)")
@@ -397,6 +399,13 @@ def command_export(arguments: argparse.Namespace) -> int:
     return run_export(arguments)
 
 
+def command_disguise(arguments: argparse.Namespace) -> int:
+    from .circuits.command import command_disguise as write_disguised
+
+    with_compiled_model(arguments.model, lambda model: write_disguised(arguments, model), "disguise")
+    return EXIT_OK
+
+
 def command_from_rasp(arguments: argparse.Namespace) -> int:
     from .from_rasp import command_from_rasp as write_program
 
@@ -429,7 +438,8 @@ def command_sweep(arguments: argparse.Namespace) -> int:
 
 COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check,
             "circuit": command_circuit, "report": command_report, "train": command_train, "sweep": command_sweep,
-            "export": command_export, "run": command_run, "from-rasp": command_from_rasp}
+            "export": command_export, "run": command_run, "from-rasp": command_from_rasp,
+            "disguise": command_disguise}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -453,7 +453,7 @@ def test_a_file_with_a_bad_token_config_raises_model_file_error(tmp_path: Path) 
 
 def _modes_of_every_output(folder: Path) -> dict[str, int]:
     """Run every command that writes a file (compile, report, analyze --plot/--html, export, train,
-    sweep) into ``folder``; the permission bits of each file and folder written, by path."""
+    sweep, disguise) into ``folder``; the permission bits of each file and folder written, by path."""
     from cli_runner import run_cli
 
     source = REPO / "compiled_examples" / "min_pairwise.iflow"
@@ -469,6 +469,7 @@ def _modes_of_every_output(folder: Path) -> dict[str, int]:
          "-o", str(folder / "trained.safetensors")],
         ["sweep", str(REPO / "compiled_examples" / "d_retrieval.iflow"), "--heads", "1", *toy, "--workers", "1",
          "-o", str(folder / "sweep")],
+        ["disguise", str(model_file), "--rotate", "-o", str(folder / "disguised.safetensors")],
     ]
     for argv in commands:
         code, _, err = run_cli(argv)
@@ -484,7 +485,8 @@ def test_every_output_file_gets_the_mode_the_umask_gives(tmp_path: Path, umask: 
     finally:
         os.umask(previous)
     for expected in ("m.safetensors", "page.html", "plot.png", "analysis.html", "exported",
-                     "exported/model.safetensors", "trained.safetensors", "sweep/results.csv", "sweep/summary.md"):
+                     "exported/model.safetensors", "trained.safetensors", "sweep/results.csv", "sweep/summary.md",
+                     "disguised.safetensors"):
         assert expected in modes, sorted(modes)
     wrong = {path: oct(mode) for path, mode in modes.items()
              if mode != (0o777 if (tmp_path / path).is_dir() else 0o666) & ~umask}
@@ -495,6 +497,7 @@ def test_every_output_file_gets_the_mode_the_umask_gives(tmp_path: Path, umask: 
     ("eps", "0.01"), ("eps", -1), ("eps", [1e-3]), ("a_priori_bound", "small"), ("measured_error", [1]),
     ("dtype", "float16"),
     ("ffn", "wider"), ("route", 3), ("trained", "yes"), ("residual_labels", [1, 2]), ("program", {"name": 3}),
+    ("disguised", "yes"), ("disguised", {"rotate": True}), ("disguised", {"rotate": 1, "graph": {}}),
     ("program", {"name": "p.iflow", "source": "x", "margin": "0.1"}),
     # found by the hostile bench (report, check: KeyError / TypeError): a measurement without its counts
     ("measured_error", {"max_error": 0.1}), ("measured_error", {"max_error": 0.1, "samples": 10, "corners": 256,

@@ -1,12 +1,15 @@
 """``infoflowc circuit MODEL --edges [--truth] [--json]``: a model's edge graph and, with
-``--truth``, which edges each ablation needs (``graph``, ``truth``)."""
+``--truth``, which edges each ablation needs (``graph``, ``truth``); ``infoflowc disguise``:
+the realism passes (``disguise``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
+from ...errors import UsageError
 from .patching import ABLATIONS
 
 
@@ -52,3 +55,47 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
     for ablation, truth in truths.items():
         print(f"{ablation}: {len(truth.necessary)} of {len(truth.edges)} edges needed on {truth.inputs} inputs; "
               f"every pair outside the graph ablated at once: error {truth.outside_error:.3g} (ε {graph.eps:g})")
+
+
+def add_disguise_parser(commands: Any, positive_int: Any, nonnegative_int: Any) -> None:
+    """``infoflowc disguise MODEL [--split-heads [K]] [--split-neurons K] [--shuffle] [--rotate] -o OUT``."""
+    command = commands.add_parser("disguise", help="make a compiled model look trained, computing the same "
+                                                   "function, its edge graph carried with it")
+    command.add_argument("model", type=Path)
+    command.add_argument("--split-heads", type=positive_int, nargs="?", const=2, default=1, metavar="K",
+                         help="each head into K heads of the same pattern (K = 2 if not given)")
+    command.add_argument("--split-neurons", type=positive_int, default=1, metavar="K",
+                         help="each ReLU unit into K units (ReLU is positively homogeneous)")
+    command.add_argument("--shuffle", action="store_true", help="the heads of each layer and the units of each "
+                                                                "FFN in a random order")
+    command.add_argument("--rotate", action="store_true", help="the residual stream by a random orthogonal matrix")
+    command.add_argument("--seed", type=nonnegative_int, default=0, help="the passes' seed (0)")
+    command.add_argument("-o", "--output", type=Path, required=True, help="the disguised model (.safetensors)")
+
+
+def command_disguise(arguments: argparse.Namespace, model: Any) -> None:
+    """Write the disguised model and say what it computes and how far it moved."""
+    import torch
+
+    from ...pipeline import program_of
+    from ...reference.measure import model_inputs
+    from ...reference.tokens import random_ids
+    from ...transformer.io import save
+    from ..paths import check_writable
+    from .disguise import disguise
+
+    check_writable(arguments.output, arguments.model)
+    try:
+        disguised = disguise(model, split_heads=arguments.split_heads, split_neurons=arguments.split_neurons,
+                             shuffle=arguments.shuffle, rotate=arguments.rotate, seed=arguments.seed)
+    except ValueError as error:
+        raise UsageError(f"{arguments.model}: {error}") from None
+    program = program_of(model)
+    x = random_ids(program, 256, seed=arguments.seed) if program.over_tokens else model_inputs(
+        program, 256, seed=arguments.seed).to(model.dtype)
+    with torch.no_grad():
+        moved = float((disguised(x).double() - model(x).double()).abs().max())
+    save(disguised, arguments.output)
+    print(f"{arguments.output}: {disguised.nonzero_parameter_count():,} nonzero parameters (the model: "
+          f"{model.nonzero_parameter_count():,}); the output moved by at most {moved:.3g} on 256 random inputs "
+          f"(rounding; ε {model.config['eps']:g}); its edge graph: infoflowc circuit {arguments.output} --edges")

@@ -145,6 +145,15 @@ class EdgeGraph:
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=1)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EdgeGraph:
+        """The graph :meth:`to_json` wrote (a disguised model's carried graph)."""
+        nodes = tuple(GraphNode(n["name"], n["kind"], n["layer"], n["head"], n["computes"], tuple(n["writes"]))
+                      for n in data["nodes"])
+        edges = tuple(CircuitEdge(e["sender"], e["receiver"], e["channel"], tuple(e["directions"]), e["role"])
+                      for e in data["edges"])
+        return cls(nodes=nodes, edges=edges, layers=int(data["layers"]), eps=float(data["eps"]))
+
 
 # ---------------------------------------------------------------------------- from the circuit IR
 
@@ -295,11 +304,21 @@ def check_against_weights(model: CompiledTransformer, graph: EdgeGraph) -> None:
 
 def circuit_graph(model: Any) -> EdgeGraph:
     """The edge graph of a compiled model (or the path of its file), derived from its circuit and
-    checked against its weights (:func:`check_against_weights`)."""
+    checked against its weights (:func:`check_against_weights`); a disguised model's is the graph
+    carried through its passes, checked the same way unless the residual stream was rotated."""
     from ...arguments import model_argument
     from ...reference.circuit_map import checked_lowering
 
     compiled = model_argument(model, "circuit_graph")
-    graph = graph_from_circuit(checked_lowering(compiled).circuit, float(compiled.config["eps"]))
+    disguised = compiled.config.get("disguised")
+    if disguised is not None:  # the graph carried through the realism passes (``disguise``)
+        try:
+            graph = EdgeGraph.from_json(disguised["graph"])
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise StoredProgramError(f"the disguised model's stored edge graph is malformed ({error!r})") from None
+        if disguised["rotate"]:  # a rotated reader reads every coordinate: zero only up to rounding
+            return graph
+    else:
+        graph = graph_from_circuit(checked_lowering(compiled).circuit, float(compiled.config["eps"]))
     check_against_weights(compiled, graph)
     return graph

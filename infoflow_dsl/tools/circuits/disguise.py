@@ -1,0 +1,194 @@
+"""Realism passes that keep the certificate: a compiled model made to look trained, its edge
+graph carried through (``ifl.disguise(model, ...)``, ``infoflowc disguise MODEL ... -o OUT``).
+
+A compiled model is easy to read: one-hot, axis-aligned residual directions, one unit per
+interpolation knot, one head per comparison. Each pass below changes that while computing the
+same function, exactly in real arithmetic (in floats: within rounding, measured by ``check``):
+
+- **split heads** (k): head h becomes k heads with h's W_Q, W_K, W_V, β and mask (the same
+  pattern) and W_O scaled by w_1..w_k > 0, Σ w_i = 1: Σ_i w_i·z W_O = z W_O. Every edge of h
+  becomes k edges, one per copy.
+- **split neurons** (k): ReLU is positively homogeneous, relu(a·u) = a·relu(u) for a > 0, so a
+  unit c·relu(u) becomes k units (c·w_i/a_i)·relu(a_i·u), a_i ∈ [1/2, 2], w_i > 0, Σ w_i = 1
+  (every FFN, the embedding's too).
+- **shuffle**: the heads of each layer (with their masks) and the units of each FFN in a random
+  order; the graph's head nodes renamed by the same permutation.
+- **rotate**: a random orthogonal R (D × D, QR of a Gaussian, seeded): every residual writer
+  W ↦ W R and every reader W ↦ Rᵀ W (the residual stream becomes h R; the compiled model has no
+  LayerNorm, so nothing else changes). The graph keeps its direction names: direction i of the
+  disguised model is row i of R, reproducible from the seed stored with it.
+
+The disguised model keeps its program, ε and bound (``check`` measures it against the reference)
+and stores its record in ``config["disguised"]``: the passes, the seed and the carried graph
+(:func:`~.graph.circuit_graph` returns it). Its weights are not its circuit's any more, so the
+tools that relower the program (``circuit``'s map, ``check --trace``) refuse it and say so.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ...transformer.model import CompiledTransformer
+from .graph import CircuitEdge, EdgeGraph, GraphNode
+
+Tensor = torch.Tensor
+
+#: the residual stream's writers (their last dimension is D) and readers (their second-to-last is D)
+WRITERS = ("embed.W_E", "embed.W_E2", "embed.cls", "pos_embed.W_pos")
+LAYER_WRITERS = ("attn.W_O", "mlp.W_out", "mlp.b_out")
+LAYER_READERS = ("attn.W_Q", "attn.W_K", "attn.W_V", "mlp.W_in")
+HEAD_TENSORS = ("W_Q", "W_K", "W_V", "W_O", "beta")
+
+
+@dataclass(frozen=True)
+class DisguisePasses:
+    """Which passes run (in this order: split heads, split neurons, shuffle, rotate) and the seed."""
+
+    split_heads: int = 1
+    split_neurons: int = 1
+    shuffle: bool = False
+    rotate: bool = False
+    seed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"split_heads": self.split_heads, "split_neurons": self.split_neurons, "shuffle": self.shuffle,
+                "rotate": self.rotate, "seed": self.seed}
+
+
+def _weights(count: int, generator: torch.Generator) -> Tensor:
+    """count positive weights summing to 1 (each at least 1/(4·count))."""
+    raw = 1.0 + 3.0 * torch.rand(count, generator=generator, dtype=torch.float64)
+    return raw / raw.sum()
+
+
+def _split_weights(groups: int, k: int, generator: torch.Generator) -> Tensor:
+    """``groups`` runs of k positive weights, each run summing to 1: (groups·k,)."""
+    return torch.cat([_weights(k, generator) for _ in range(groups)] or [torch.ones(0, dtype=torch.float64)])
+
+
+def _head_map(graph: EdgeGraph, names: dict[str, list[str]]) -> EdgeGraph:
+    """The graph with each head node ``a{l}.h{i}`` replaced by the heads ``names[...]`` (every edge
+    to or from it copied to each); the nodes' indices read off the new names."""
+    def renamed(name: str) -> list[str]:
+        return names.get(name, [name])
+
+    nodes: list[GraphNode] = []
+    for node in graph.nodes:
+        for new in renamed(node.name):
+            index = int(new.split(".h")[1]) if node.kind == "head" else node.index
+            nodes.append(GraphNode(new, node.kind, node.layer, index, node.computes, node.writes))
+    nodes.sort(key=lambda n: (n.order, n.index if n.index is not None else -1))
+    edges = [CircuitEdge(s, r, e.channel, e.directions, e.role)
+             for e in graph.edges for s in renamed(e.sender) for r in renamed(e.receiver)]
+    order = {n.name: i for i, n in enumerate(nodes)}
+    edges.sort(key=lambda e: (order[e.receiver], "qkv".find(e.channel), order[e.sender]))
+    return EdgeGraph(nodes=tuple(nodes), edges=tuple(edges), layers=graph.layers, eps=graph.eps)
+
+
+class _Disguiser:
+    """The tensors (dense, float64), the config and the graph of one model, changed pass by pass."""
+
+    def __init__(self, model: CompiledTransformer, graph: EdgeGraph, seed: int) -> None:
+        self.tensors = {name: (t.to_dense() if t.is_sparse else t).detach().to("cpu", torch.float64).clone()
+                        for name, t in model.state_dict().items()}
+        self.config = copy.deepcopy(model.config)
+        self.graph = graph
+        self.generator = torch.Generator().manual_seed(seed)
+        self.layers = len(self.config["layers"])
+
+    def _reorder_heads(self, layer: int, sources: list[int], scales: Tensor) -> None:
+        """Layer ``layer``'s heads become the heads ``sources`` (repeats allowed), W_O scaled."""
+        p = f"blocks.{layer}.attn."
+        for name in HEAD_TENSORS:
+            self.tensors[p + name] = self.tensors[p + name][sources].clone()
+        self.tensors[p + "W_O"] *= scales[:, None, None]
+        heads = self.config["layers"][layer]["heads"]
+        self.config["layers"][layer]["heads"] = [copy.deepcopy(heads[i]) for i in sources]
+
+    def split_heads(self, k: int) -> None:
+        names: dict[str, list[str]] = {}
+        for layer in range(self.layers):
+            count = len(self.config["layers"][layer]["heads"])
+            scales = _split_weights(count, k, self.generator)
+            self._reorder_heads(layer, [h for h in range(count) for _ in range(k)], scales)
+            for h in range(count):
+                names[f"a{layer}.h{h}"] = [f"a{layer}.h{h * k + i}" for i in range(k)]
+        self.graph = _head_map(self.graph, names)
+
+    def shuffle_heads(self) -> None:
+        names: dict[str, list[str]] = {}
+        for layer in range(self.layers):
+            count = len(self.config["layers"][layer]["heads"])
+            order = torch.randperm(count, generator=self.generator).tolist()  # new head j is old head order[j]
+            self._reorder_heads(layer, order, torch.ones(count, dtype=torch.float64))
+            for new, old in enumerate(order):
+                names[f"a{layer}.h{old}"] = [f"a{layer}.h{new}"]
+        self.graph = _head_map(self.graph, names)
+
+    def _relu_blocks(self) -> list[tuple[str, str, str]]:
+        """(W_in, b_in, W_out) of every ReLU block: the embedding's and each layer's FFN."""
+        layers = [(f"blocks.{i}.mlp.W_in", f"blocks.{i}.mlp.b_in", f"blocks.{i}.mlp.W_out") for i in range(self.layers)]
+        return [("embed.W_E1", "embed.b_E1", "embed.W_E2"), *layers]
+
+    def split_neurons(self, k: int) -> None:
+        for w_in, b_in, w_out in self._relu_blocks():
+            units = self.tensors[b_in].shape[0]
+            a = 0.5 * 4.0 ** torch.rand(units * k, generator=self.generator, dtype=torch.float64)  # in [1/2, 2]
+            w = _split_weights(units, k, self.generator)
+            source = torch.arange(units).repeat_interleave(k)
+            self.tensors[w_in] = self.tensors[w_in][:, source] * a
+            self.tensors[b_in] = self.tensors[b_in][source] * a
+            self.tensors[w_out] = self.tensors[w_out][source] * (w / a)[:, None]
+
+    def shuffle_neurons(self) -> None:
+        for w_in, b_in, w_out in self._relu_blocks():
+            order = torch.randperm(self.tensors[b_in].shape[0], generator=self.generator)
+            self.tensors[w_in] = self.tensors[w_in][:, order]
+            self.tensors[b_in] = self.tensors[b_in][order]
+            self.tensors[w_out] = self.tensors[w_out][order]
+
+    def rotate(self) -> Tensor:
+        """Rotate the residual stream by a random orthogonal R; returns R (D, D)."""
+        size = self.tensors["unembed.W_U"].shape[0]
+        gaussian = torch.randn(size, size, generator=self.generator, dtype=torch.float64)
+        q, r = torch.linalg.qr(gaussian)
+        rotation = q * torch.sign(torch.diagonal(r))  # Haar-distributed: the signs fixed
+        writers = [*WRITERS, *(f"blocks.{i}.{n}" for i in range(self.layers) for n in LAYER_WRITERS)]
+        readers = ["unembed.W_U", *(f"blocks.{i}.{n}" for i in range(self.layers) for n in LAYER_READERS)]
+        for name in writers:  # (..., D) -> (..., D) R
+            self.tensors[name] = self.tensors[name] @ rotation
+        for name in readers:  # (..., D, E) -> Rᵀ (..., D, E)
+            self.tensors[name] = rotation.T @ self.tensors[name]
+        return rotation
+
+
+def disguise(model: Any, *, split_heads: int = 1, split_neurons: int = 1, shuffle: bool = False,
+             rotate: bool = False, seed: int = 0) -> CompiledTransformer:
+    """The model (or its file) with the realism passes (see the module docstring), its edge graph
+    carried in ``config["disguised"]``; the same dtype as the model."""
+    from ...arguments import model_argument
+    from .graph import circuit_graph
+
+    compiled = model_argument(model, "disguise")
+    if "disguised" in compiled.config:
+        raise ValueError("the model is disguised already: disguise the compiled model, with every pass at once")
+    for name, count in (("split_heads", split_heads), ("split_neurons", split_neurons)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"{name} must be a whole number ≥ 1, got {count!r}")
+    passes = DisguisePasses(split_heads, split_neurons, shuffle, rotate, seed)
+    work = _Disguiser(compiled, circuit_graph(compiled), seed)
+    if split_heads > 1:
+        work.split_heads(split_heads)
+    if split_neurons > 1:
+        work.split_neurons(split_neurons)
+    if shuffle:
+        work.shuffle_heads()
+        work.shuffle_neurons()
+    if rotate:
+        work.rotate()
+    work.config["disguised"] = {**passes.to_json(), "graph": work.graph.to_json()}
+    return CompiledTransformer(work.config, work.tensors, device="cpu", dtype=compiled.dtype)

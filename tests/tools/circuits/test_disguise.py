@@ -1,0 +1,99 @@
+"""The realism passes (infoflow_dsl/tools/circuits/disguise.py): each computes the model's function
+within rounding, carries the edge graph (checked against the weights exactly where no rotation
+mixes the coordinates), keeps the truth of an exact pass, and is deterministic."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+import torch
+from cli_runner import run_cli
+from programs import EXAMPLES_DIR
+from shipped_models import MEASURED, graph, shipped
+
+import infoflow_dsl as ifl
+from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.reference.measure import model_inputs
+from infoflow_dsl.reference.tokens import random_ids
+from infoflow_dsl.tools.circuits.disguise import disguise
+from infoflow_dsl.tools.circuits.patching import EdgeForward
+from infoflow_dsl.tools.circuits.truth import TruthMeasurement
+from infoflow_dsl.transformer.io import model_to_bytes
+
+PASSES = {
+    "split_heads": {"split_heads": 3},
+    "split_neurons": {"split_neurons": 3},
+    "shuffle": {"shuffle": True},
+    "rotate": {"rotate": True},
+    "all": {"split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
+}
+
+
+@cache
+def disguised(name: str, passes: str) -> ifl.CompiledTransformer:
+    return disguise(shipped(name), seed=4, **PASSES[passes])
+
+
+def _inputs(name: str) -> torch.Tensor:
+    program = program_of(shipped(name))
+    if program.over_tokens:
+        return random_ids(program, 128, seed=2, length=min(program.length, 6))
+    return model_inputs(program, 128, seed=2).to(shipped(name).dtype)
+
+
+@pytest.mark.parametrize("passes", PASSES)
+@pytest.mark.parametrize("name", MEASURED)
+def test_a_pass_computes_the_same_function_and_carries_the_graph(name: str, passes: str) -> None:
+    model, changed, x = shipped(name), disguised(name, passes), _inputs(name)
+    with torch.no_grad():
+        y, moved = model(x).double(), changed(x).double()
+    assert bool(((moved - y).abs() <= 1e-5 * (1 + y.abs())).all())  # float32 rounding
+    if model.token_output:
+        assert torch.equal(moved.argmax(-1), y.argmax(-1))
+    carried = ifl.circuit_graph(changed)  # checked against the weights unless rotated
+    k = PASSES[passes].get("split_heads", 1)
+    heads = [n for n in graph(name).nodes if n.kind == "head"]
+    assert sum(1 for n in carried.nodes if n.kind == "head") == k * len(heads)
+    assert len(carried.edges) >= len(graph(name).edges)
+    for node in carried.nodes:  # each head node names the head that now sits at its index
+        if node.kind == "head":
+            assert changed.config["layers"][node.layer]["heads"][node.index]["computes"] in node.computes
+
+
+@pytest.mark.parametrize("name", MEASURED)
+def test_the_rotated_models_edges_and_truth_are_the_plain_models(name: str) -> None:
+    plain, rotated = graph(name), ifl.circuit_graph(disguised(name, "rotate"))
+    assert rotated == plain
+    truths = [TruthMeasurement(EdgeForward(m, plain), program_of(shipped(name)), 100, seed=6).ablation("zero")
+              for m in (shipped(name), disguised(name, "rotate"))]
+    assert truths[0].necessary == truths[1].necessary
+
+
+def test_the_same_seed_gives_the_same_bytes_and_a_disguise_is_not_disguised_again() -> None:
+    again = disguise(shipped("tracr/sort"), seed=4, **PASSES["all"])
+    assert model_to_bytes(again) == model_to_bytes(disguised("tracr/sort", "all"))
+    assert model_to_bytes(disguise(shipped("tracr/sort"), seed=5, **PASSES["all"])) != model_to_bytes(again)
+    with pytest.raises(ValueError, match="disguised already"):
+        disguise(again, rotate=True)
+    with pytest.raises(ValueError, match="split_neurons must be a whole number"):
+        disguise(shipped("tracr/sort"), split_neurons=0)
+
+
+def test_the_cli_writes_a_disguised_model_that_checks_and_keeps_its_graph(tmp_path) -> None:
+    out = tmp_path / "sort.safetensors"
+    source = str(EXAMPLES_DIR / "tracr/sort.safetensors")
+    code, text, err = run_cli(["disguise", source, "--split-heads", "--split-neurons", "2", "--shuffle", "--rotate",
+                               "-o", str(out)])
+    assert code == 0 and err == "" and "moved by at most" in text, err
+    code, _, err = run_cli(["check", str(out), "--samples", "200"])
+    assert code == 0, err
+    code, text, _ = run_cli(["circuit", str(out), "--edges"])
+    assert code == 0 and "a3.h1->output<out>" in text  # the last head, split in two
+    code, _, err = run_cli(["circuit", str(out)])
+    assert code == 2 and "disguised model" in err and "Traceback" not in err
+    code, _, err = run_cli(["disguise", str(out), "--rotate", "-o", str(tmp_path / "again.safetensors")])
+    assert code == 2 and "disguised already" in err
+    code, _, err = run_cli(["disguise", source, "--split-neurons", "0", "-o", str(tmp_path / "x.safetensors")])
+    assert code == 2 and "--split-neurons" in err
+    assert not (tmp_path / "again.safetensors").exists() and not (tmp_path / "x.safetensors").exists()
