@@ -13,6 +13,7 @@ The Python API (DESIGN.md):
 >>> sites = ifl.circuit(model)          # where each comparison and FFN function lives in the cache
 >>> graph = ifl.circuit_graph(model)    # its edges sender -> receiver (q, k, v, MLP in, output), checked
 >>> graph, truths = ifl.edge_truth(model)  # which edges zero, mean and resample ablation need, with witnesses
+>>> looks_trained = ifl.disguise(model, split_heads=2, split_neurons=3, shuffle=True, rotate=True)
 >>> ifl.export(model, "out/")           # a Hugging Face GPT-2 directory (the ``export`` extra)
 >>> ifl.report(model, "min_pairwise.html")  # one self-contained page: graph, patterns, error, parameters
 >>> prog = ifl.from_rasp(rasp_program, vocab, max_seq_len)  # a RASP program (Tracr's API) as a Program
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from .reference.evaluate import evaluate
     from .reference.sampling import sample_inputs
     from .reference.tokens import decode, encode
+    from .tools.circuits.disguise import disguise
     from .tools.circuits.graph import EdgeGraph, circuit_graph
     from .tools.circuits.truth import edge_truth
     from .tools.export.directory import export, export_inputs, export_outputs, load_exported
@@ -77,6 +79,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "tools.report": ("report",),
     "reference.tokens": ("decode", "encode"),
     "rasp.translate": ("from_rasp",),
+    "tools.circuits.disguise": ("disguise",),
     "tools.circuits.graph": ("EdgeGraph", "circuit_graph"),
     "tools.circuits.truth": ("edge_truth",),
     "transformer.io": ("load",),
@@ -109,6 +112,7 @@ __all__ = [
     "compile",
     "compile_program",
     "decode",
+    "disguise",
     "edge_truth",
     "encode",
     "evaluate",

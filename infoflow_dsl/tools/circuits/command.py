@@ -58,10 +58,14 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
 
 
 def add_disguise_parser(commands: Any, positive_int: Any, nonnegative_int: Any) -> None:
-    """``infoflowc disguise MODEL [--split-heads [K]] [--split-neurons K] [--shuffle] [--rotate] -o OUT``."""
+    """``infoflowc disguise MODEL [--distract N] [--split-heads [K]] [--split-neurons K] [--shuffle] [--rotate]
+    -o OUT``."""
     command = commands.add_parser("disguise", help="make a compiled model look trained, computing the same "
                                                    "function, its edge graph carried with it")
     command.add_argument("model", type=Path)
+    command.add_argument("--distract", type=nonnegative_int, default=0, metavar="N",
+                         help="N distractor directions, a distractor head a layer and N distractor units an FFN: "
+                              "active on every input, read by nothing the output needs")
     command.add_argument("--split-heads", type=positive_int, nargs="?", const=2, default=1, metavar="K",
                          help="each head into K heads of the same pattern (K = 2 if not given)")
     command.add_argument("--split-neurons", type=positive_int, default=1, metavar="K",
@@ -86,7 +90,8 @@ def command_disguise(arguments: argparse.Namespace, model: Any) -> None:
 
     check_writable(arguments.output, arguments.model)
     try:
-        disguised = disguise(model, split_heads=arguments.split_heads, split_neurons=arguments.split_neurons,
+        disguised = disguise(model, distract=arguments.distract, split_heads=arguments.split_heads,
+                             split_neurons=arguments.split_neurons,
                              shuffle=arguments.shuffle, rotate=arguments.rotate, seed=arguments.seed)
     except ValueError as error:
         raise UsageError(f"{arguments.model}: {error}") from None

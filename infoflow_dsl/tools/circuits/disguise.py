@@ -5,6 +5,12 @@ A compiled model is easy to read: one-hot, axis-aligned residual directions, one
 interpolation knot, one head per comparison. Each pass below changes that while computing the
 same function, exactly in real arithmetic (in floats: within rounding, measured by ``check``):
 
+- **distract** (n): n new residual directions ``distractor:i`` that nothing the program needs
+  reads; in every layer one more head (random W_Q, W_K, W_V over the input's directions, no
+  mask, β = 1) and n more ReLU units in the FFN (random weights over the input's and the
+  distractors' directions), all writing random combinations of the distractor directions only.
+  They are active on every input and change no output. The graph gains their nodes and edges
+  (read off the weights, which hold them exactly), and no ablation ever needs one of them.
 - **split heads** (k): head h becomes k heads with h's W_Q, W_K, W_V, β and mask (the same
   pattern) and W_O scaled by w_1..w_k > 0, Σ w_i = 1: Σ_i w_i·z W_O = z W_O. Every edge of h
   becomes k edges, one per copy.
@@ -27,13 +33,14 @@ tools that relower the program (``circuit``'s map, ``check --trace``) refuse it 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ...transformer.model import CompiledTransformer
-from .graph import CircuitEdge, EdgeGraph, GraphNode
+from .graph import INPUT, OUTPUT, CircuitEdge, EdgeGraph, GraphNode, weight_edges, weight_writes
 
 Tensor = torch.Tensor
 
@@ -42,12 +49,14 @@ WRITERS = ("embed.W_E", "embed.W_E2", "embed.cls", "pos_embed.W_pos")
 LAYER_WRITERS = ("attn.W_O", "mlp.W_out", "mlp.b_out")
 LAYER_READERS = ("attn.W_Q", "attn.W_K", "attn.W_V", "mlp.W_in")
 HEAD_TENSORS = ("W_Q", "W_K", "W_V", "W_O", "beta")
+DISTRACTOR = "a distractor: nothing the output needs reads it"
 
 
 @dataclass(frozen=True)
 class DisguisePasses:
-    """Which passes run (in this order: split heads, split neurons, shuffle, rotate) and the seed."""
+    """Which passes run (in this order: distract, split heads, split neurons, shuffle, rotate) and the seed."""
 
+    distract: int = 0
     split_heads: int = 1
     split_neurons: int = 1
     shuffle: bool = False
@@ -55,8 +64,8 @@ class DisguisePasses:
     seed: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"split_heads": self.split_heads, "split_neurons": self.split_neurons, "shuffle": self.shuffle,
-                "rotate": self.rotate, "seed": self.seed}
+        return {"distract": self.distract, "split_heads": self.split_heads, "split_neurons": self.split_neurons,
+                "shuffle": self.shuffle, "rotate": self.rotate, "seed": self.seed}
 
 
 def _weights(count: int, generator: torch.Generator) -> Tensor:
@@ -99,6 +108,97 @@ class _Disguiser:
         self.graph = graph
         self.generator = torch.Generator().manual_seed(seed)
         self.layers = len(self.config["layers"])
+
+    # ------------------------------------------------------------------ distractors
+
+    def distract(self, n: int) -> None:
+        """n distractor directions, a distractor head per layer and n distractor units per FFN."""
+        labels = list(self.config["residual_labels"])
+        size = len(labels)
+        reads = [labels.index(d) for d in self.graph.by_name[INPUT].writes]
+        writes = list(range(size, size + n))
+        for name in self._writers():  # (..., D) -> (..., D + n), the new columns 0
+            t = self.tensors[name]
+            self.tensors[name] = torch.cat([t, t.new_zeros(*t.shape[:-1], n)], dim=-1)
+        for name in self._readers():  # (..., D, E) -> (..., D + n, E), the new rows 0
+            t = self.tensors[name]
+            self.tensors[name] = torch.cat([t, t.new_zeros(*t.shape[:-2], n, t.shape[-1])], dim=-2)
+        for layer in range(self.layers):
+            self._distractor_head(layer, reads, writes)
+            self._distractor_units(layer, n, reads + writes, writes)
+        self.config["residual_labels"] = labels + [f"distractor:{i + 1}" for i in range(n)]
+        self.config["d_model"] = size + n
+        self.graph = self._graph_from_weights()
+
+    def _random(self, rows: list[int], columns: list[int], shape: tuple[int, int], scale: float) -> Tensor:
+        """A (shape) matrix, zero but at (rows × columns), there scale·N(0, 1/len(rows))."""
+        out = torch.zeros(shape, dtype=torch.float64)
+        block = torch.randn(len(rows), len(columns), generator=self.generator, dtype=torch.float64)
+        out[torch.tensor(rows)[:, None], torch.tensor(columns)[None]] = scale * block / max(len(rows), 1) ** 0.5
+        return out
+
+    def _distractor_head(self, layer: int, reads: list[int], writes: list[int]) -> None:
+        p = f"blocks.{layer}.attn."
+        size = self.tensors["unembed.W_U"].shape[0]
+        width_e, width_v = max(self.tensors[p + "W_Q"].shape[-1], 2), max(self.tensors[p + "W_V"].shape[-1], 2)
+        widths = (("W_Q", width_e, -1), ("W_K", width_e, -1), ("W_V", width_v, -1), ("W_O", width_v, -2))
+        for name, width, axis in widths:
+            t = self.tensors[p + name]
+            pad = list(t.shape)
+            pad[axis] = width - t.shape[axis]
+            self.tensors[p + name] = torch.cat([t, t.new_zeros(pad)], dim=axis)  # zero columns change nothing
+        q, k = (self._random(reads, list(range(width_e)), (size, width_e), 1.0) for _ in range(2))
+        v = self._random(reads, list(range(width_v)), (size, width_v), 1.0)
+        o = self._random(list(range(width_v)), writes, (width_v, size), 1.0)
+        for name, new in (("W_Q", q), ("W_K", k), ("W_V", v), ("W_O", o)):
+            self.tensors[p + name] = torch.cat([self.tensors[p + name], new[None]])
+        self.tensors[p + "beta"] = torch.cat([self.tensors[p + "beta"], torch.ones(1, dtype=torch.float64)])
+        self.config["layers"][layer]["heads"].append({
+            "name": f"distractor:{layer}", "kind": "distractor", "site": "token", "mask": [], "beta": 1.0,
+            "computes": DISTRACTOR, "error": 0.0, "outputs": []})
+
+    def _distractor_units(self, layer: int, n: int, reads: list[int], writes: list[int]) -> None:
+        p = f"blocks.{layer}.mlp."
+        size = self.tensors["unembed.W_U"].shape[0]
+        w_in = self._random(reads, list(range(n)), (size, n), 1.0)
+        b_in = 0.1 * torch.randn(n, generator=self.generator, dtype=torch.float64)
+        w_out = self._random(list(range(n)), writes, (n, size), 1.0)
+        self.tensors[p + "W_in"] = torch.cat([self.tensors[p + "W_in"], w_in], dim=1)
+        self.tensors[p + "b_in"] = torch.cat([self.tensors[p + "b_in"], b_in])
+        self.tensors[p + "W_out"] = torch.cat([self.tensors[p + "W_out"], w_out])
+        self.config["layers"][layer]["mlp"].append({"name": f"distractor:{layer}", "computes": DISTRACTOR,
+                                                    "units": n, "error": 0.0, "output": "distractor:1"})
+
+    def _graph_from_weights(self) -> EdgeGraph:
+        """The graph after the distractors: the nodes the model now has (the program's keep their
+        descriptions, the distractors are described as such) and the edges its weights carry, each
+        with its former role, or the distractors' (read off the weights, which hold them exactly)."""
+        model = CompiledTransformer(self.config, self.tensors, device="cpu", dtype=torch.float64)
+        labels, old = self.config["residual_labels"], self.graph.by_name
+        nodes: list[GraphNode | None] = [old[INPUT]]
+        for layer in range(self.layers):
+            heads = self.config["layers"][layer]["heads"]
+            nodes.extend(old.get(f"a{layer}.h{i}") if head.get("kind") != "distractor" else GraphNode(
+                f"a{layer}.h{i}", "head", layer, i, DISTRACTOR, ()) for i, head in enumerate(heads))
+            if self.tensors[f"blocks.{layer}.mlp.b_in"].shape[0]:
+                mlp = old.get(f"m{layer}")
+                nodes.append(GraphNode(f"m{layer}", "mlp", layer, None,
+                                       DISTRACTOR if mlp is None else f"{mlp.computes}; distractor units", ()))
+        written = [dataclasses.replace(n, writes=tuple(labels[i] for i in sorted(weight_writes(model, n))))
+                   for n in nodes if n is not None]
+        bare = EdgeGraph(nodes=(*written, old[OUTPUT]), edges=(), layers=self.graph.layers, eps=self.graph.eps)
+        roles = {(e.sender, e.receiver, e.channel): e.role for e in self.graph.edges}
+        edges = tuple(CircuitEdge(*key, directions, roles.get(key, DISTRACTOR))
+                      for key, directions in weight_edges(model, bare).items())
+        return dataclasses.replace(bare, edges=edges)
+
+    def _writers(self) -> list[str]:
+        return [*WRITERS, *(f"blocks.{i}.{n}" for i in range(self.layers) for n in LAYER_WRITERS)]
+
+    def _readers(self) -> list[str]:
+        return ["unembed.W_U", *(f"blocks.{i}.{n}" for i in range(self.layers) for n in LAYER_READERS)]
+
+    # ------------------------------------------------------------------ heads and units
 
     def _reorder_heads(self, layer: int, sources: list[int], scales: Tensor) -> None:
         """Layer ``layer``'s heads become the heads ``sources`` (repeats allowed), W_O scaled."""
@@ -157,16 +257,14 @@ class _Disguiser:
         gaussian = torch.randn(size, size, generator=self.generator, dtype=torch.float64)
         q, r = torch.linalg.qr(gaussian)
         rotation = q * torch.sign(torch.diagonal(r))  # Haar-distributed: the signs fixed
-        writers = [*WRITERS, *(f"blocks.{i}.{n}" for i in range(self.layers) for n in LAYER_WRITERS)]
-        readers = ["unembed.W_U", *(f"blocks.{i}.{n}" for i in range(self.layers) for n in LAYER_READERS)]
-        for name in writers:  # (..., D) -> (..., D) R
+        for name in self._writers():  # (..., D) -> (..., D) R
             self.tensors[name] = self.tensors[name] @ rotation
-        for name in readers:  # (..., D, E) -> Rᵀ (..., D, E)
+        for name in self._readers():  # (..., D, E) -> Rᵀ (..., D, E)
             self.tensors[name] = rotation.T @ self.tensors[name]
         return rotation
 
 
-def disguise(model: Any, *, split_heads: int = 1, split_neurons: int = 1, shuffle: bool = False,
+def disguise(model: Any, *, distract: int = 0, split_heads: int = 1, split_neurons: int = 1, shuffle: bool = False,
              rotate: bool = False, seed: int = 0) -> CompiledTransformer:
     """The model (or its file) with the realism passes (see the module docstring), its edge graph
     carried in ``config["disguised"]``; the same dtype as the model."""
@@ -176,11 +274,14 @@ def disguise(model: Any, *, split_heads: int = 1, split_neurons: int = 1, shuffl
     compiled = model_argument(model, "disguise")
     if "disguised" in compiled.config:
         raise ValueError("the model is disguised already: disguise the compiled model, with every pass at once")
-    for name, count in (("split_heads", split_heads), ("split_neurons", split_neurons)):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"{name} must be a whole number ≥ 1, got {count!r}")
-    passes = DisguisePasses(split_heads, split_neurons, shuffle, rotate, seed)
+    for name, count, least in (("distract", distract, 0), ("split_heads", split_heads, 1),
+                               ("split_neurons", split_neurons, 1)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < least:
+            raise ValueError(f"{name} must be a whole number ≥ {least}, got {count!r}")
+    passes = DisguisePasses(distract, split_heads, split_neurons, shuffle, rotate, seed)
     work = _Disguiser(compiled, circuit_graph(compiled), seed)
+    if distract:
+        work.distract(distract)
     if split_heads > 1:
         work.split_heads(split_heads)
     if split_neurons > 1:

@@ -4,6 +4,7 @@ mixes the coordinates), keeps the truth of an exact pass, and is deterministic."
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import pytest
@@ -16,17 +17,18 @@ import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.measure import model_inputs
 from infoflow_dsl.reference.tokens import random_ids
-from infoflow_dsl.tools.circuits.disguise import disguise
+from infoflow_dsl.tools.circuits.disguise import DISTRACTOR, disguise
 from infoflow_dsl.tools.circuits.patching import EdgeForward
 from infoflow_dsl.tools.circuits.truth import TruthMeasurement
 from infoflow_dsl.transformer.io import model_to_bytes
 
 PASSES = {
+    "distract": {"distract": 3},
     "split_heads": {"split_heads": 3},
     "split_neurons": {"split_neurons": 3},
     "shuffle": {"shuffle": True},
     "rotate": {"rotate": True},
-    "all": {"split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
+    "all": {"distract": 2, "split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
 }
 
 
@@ -52,9 +54,10 @@ def test_a_pass_computes_the_same_function_and_carries_the_graph(name: str, pass
     if model.token_output:
         assert torch.equal(moved.argmax(-1), y.argmax(-1))
     carried = ifl.circuit_graph(changed)  # checked against the weights unless rotated
-    k = PASSES[passes].get("split_heads", 1)
-    heads = [n for n in graph(name).nodes if n.kind == "head"]
-    assert sum(1 for n in carried.nodes if n.kind == "head") == k * len(heads)
+    k, distractors = PASSES[passes].get("split_heads", 1), len(model.config["layers"])
+    heads = len([n for n in graph(name).nodes if n.kind == "head"])
+    heads += distractors if "distract" in PASSES[passes] else 0
+    assert sum(1 for n in carried.nodes if n.kind == "head") == k * heads
     assert len(carried.edges) >= len(graph(name).edges)
     for node in carried.nodes:  # each head node names the head that now sits at its index
         if node.kind == "head":
@@ -70,6 +73,20 @@ def test_the_rotated_models_edges_and_truth_are_the_plain_models(name: str) -> N
     assert truths[0].necessary == truths[1].necessary
 
 
+@pytest.mark.parametrize("name", MEASURED)
+def test_no_ablation_needs_a_distractor_and_the_certificate_holds(name: str) -> None:
+    """Distractors are active (their heads attend, their units fire) but nothing the output needs
+    reads them: every edge the distract pass added keeps its distractor role and is never needed."""
+    model = disguised(name, "distract")
+    edges = ifl.circuit_graph(model)
+    added = {e.name for e in edges.edges if e.role == DISTRACTOR}
+    assert added and {e.name for e in graph(name).edges} <= {e.name for e in edges.edges}
+    measurement = TruthMeasurement(EdgeForward(model, edges), program_of(model), 100, seed=8)
+    for ablation in ("zero", "mean", "resample"):
+        found = measurement.ablation(ablation)
+        assert not added & set(found.necessary) and found.outside_error <= edges.eps
+
+
 def test_the_same_seed_gives_the_same_bytes_and_a_disguise_is_not_disguised_again() -> None:
     again = disguise(shipped("tracr/sort"), seed=4, **PASSES["all"])
     assert model_to_bytes(again) == model_to_bytes(disguised("tracr/sort", "all"))
@@ -83,13 +100,13 @@ def test_the_same_seed_gives_the_same_bytes_and_a_disguise_is_not_disguised_agai
 def test_the_cli_writes_a_disguised_model_that_checks_and_keeps_its_graph(tmp_path) -> None:
     out = tmp_path / "sort.safetensors"
     source = str(EXAMPLES_DIR / "tracr/sort.safetensors")
-    code, text, err = run_cli(["disguise", source, "--split-heads", "--split-neurons", "2", "--shuffle", "--rotate",
-                               "-o", str(out)])
+    code, text, err = run_cli(["disguise", source, "--distract", "2", "--split-heads", "--split-neurons", "2",
+                               "--shuffle", "--rotate", "-o", str(out)])
     assert code == 0 and err == "" and "moved by at most" in text, err
     code, _, err = run_cli(["check", str(out), "--samples", "200"])
     assert code == 0, err
     code, text, _ = run_cli(["circuit", str(out), "--edges"])
-    assert code == 0 and "a3.h1->output<out>" in text  # the last head, split in two
+    assert code == 0 and re.search(r"a3\.h\d->output<out>", text)  # a copy of the last head, shuffled
     code, _, err = run_cli(["circuit", str(out)])
     assert code == 2 and "disguised model" in err and "Traceback" not in err
     code, _, err = run_cli(["disguise", str(out), "--rotate", "-o", str(tmp_path / "again.safetensors")])
