@@ -74,6 +74,11 @@ def add_disguise_parser(commands: Any, positive_int: Any, nonnegative_int: Any) 
                                                                 "FFN in a random order")
     command.add_argument("--rotate", action="store_true", help="the residual stream by a random orthogonal matrix")
     command.add_argument("--seed", type=nonnegative_int, default=0, help="the passes' seed (0)")
+    command.add_argument("--stats", action="store_true", help="print weight and activation statistics of the model "
+                                                              "and its disguise (zeros, distinct values, kurtosis, "
+                                                              "stable rank, active units)")
+    command.add_argument("--beside", type=Path, metavar="TRAINED", help="with --stats: a trained model's statistics "
+                                                                        "too (infoflowc train)")
     command.add_argument("-o", "--output", type=Path, required=True, help="the disguised model (.safetensors)")
 
 
@@ -100,7 +105,26 @@ def command_disguise(arguments: argparse.Namespace, model: Any) -> None:
         program, 256, seed=arguments.seed).to(model.dtype)
     with torch.no_grad():
         moved = float((disguised(x).double() - model(x).double()).abs().max())
+    trained = _trained(arguments.beside) if arguments.stats and arguments.beside else None
     save(disguised, arguments.output)
     print(f"{arguments.output}: {disguised.nonzero_parameter_count():,} nonzero parameters (the model: "
           f"{model.nonzero_parameter_count():,}); the output moved by at most {moved:.3g} on 256 random inputs "
           f"(rounding; ε {model.config['eps']:g}); its edge graph: infoflowc circuit {arguments.output} --edges")
+    if arguments.stats:
+        from .statistics import statistics_table, weight_statistics
+
+        rows = {"compiled": weight_statistics(model, x), "disguised": weight_statistics(disguised, x)}
+        if trained is not None:
+            rows["trained"] = weight_statistics(trained, x if trained.T >= x.shape[1] else x[:, :trained.T])
+        print(statistics_table(rows))
+
+
+def _trained(path: Path) -> Any:
+    """The model of ``--beside``, loaded (a bad file: UsageError)."""
+    from ...errors import ModelFileError
+    from ...transformer.io import load
+
+    try:
+        return load(path, device="cpu")
+    except ModelFileError as error:
+        raise UsageError(f"--beside: {error}") from None
