@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UsageError
-from .patching import ABLATIONS
+from . import ABLATIONS
 
 
 def add_edge_flags(parser: argparse.ArgumentParser, nonnegative_int: Any) -> None:

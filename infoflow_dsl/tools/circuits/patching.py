@@ -34,10 +34,10 @@ from ...transformer.model import (
     masked_scores,
     mlp_block,
 )
+from . import ABLATIONS
 from .graph import HEAD_CHANNELS, INPUT, MLP_CHANNEL, OUTPUT, OUTPUT_CHANNEL, CircuitEdge, EdgeGraph
 
 Tensor = torch.Tensor
-ABLATIONS = ("zero", "mean", "resample")
 EdgeKey = tuple[str, str, str]  # (sender, receiver, channel)
 
 

@@ -38,7 +38,8 @@ from ...reference.measure import model_inputs, wrong_answers
 from ...reference.token_check import token_inputs
 from ...reference.tokens import token_names
 from .graph import EdgeGraph
-from .patching import ABLATIONS, EdgeForward, EdgeKey, edge_key, stand_ins
+from . import ABLATIONS
+from .patching import EdgeForward, EdgeKey, edge_key, stand_ins
 
 Tensor = torch.Tensor
 EXHAUSTIVE_LENGTH = 4  # every token sequence up to this length is measured

@@ -17,7 +17,8 @@ from shipped_models import MEASURED, graph, shipped
 import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.reference.tokens import encode
-from infoflow_dsl.tools.circuits.patching import ABLATIONS, EdgeForward, edge_key, stand_ins
+from infoflow_dsl.tools.circuits import ABLATIONS
+from infoflow_dsl.tools.circuits.patching import EdgeForward, edge_key, stand_ins
 from infoflow_dsl.tools.circuits.truth import AblationTruth, TruthMeasurement, measured_inputs
 
 SAMPLES = 300
