@@ -37,8 +37,8 @@ from ...reference.evaluate import evaluate, retrieval_margin
 from ...reference.measure import model_inputs, wrong_answers
 from ...reference.token_check import token_inputs
 from ...reference.tokens import token_names
-from .graph import EdgeGraph
 from . import ABLATIONS
+from .graph import EdgeGraph
 from .patching import EdgeForward, EdgeKey, edge_key, stand_ins
 
 Tensor = torch.Tensor
