@@ -25,6 +25,8 @@ def add_edge_flags(parser: argparse.ArgumentParser, nonnegative_int: Any) -> Non
                         help="with --truth: one ablation (repeatable; default all three)")
     parser.add_argument("--samples", type=nonnegative_int, default=2_000, help="with --truth: random inputs (2000)")
     parser.add_argument("--seed", type=nonnegative_int, default=0, help="with --truth: the inputs' seed (0)")
+    parser.add_argument("--length", type=nonnegative_int, help="with --truth, a model over vectors: the inputs' "
+                                                               "length (default its T; any length up to T)")
 
 
 def command_edges(arguments: argparse.Namespace, model: Any) -> None:
@@ -34,7 +36,10 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
 
     if arguments.truth:
         ablations = tuple(dict.fromkeys(arguments.ablation or ABLATIONS))
-        graph, truths = edge_truth(model, ablations, arguments.samples, arguments.seed)
+        length = arguments.length
+        if length is not None:
+            _check_length(model, length)
+        graph, truths = edge_truth(model, ablations, arguments.samples, arguments.seed, length)
     else:
         graph, truths = circuit_graph(model), {}
     if arguments.json:
@@ -55,6 +60,15 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
     for ablation, truth in truths.items():
         print(f"{ablation}: {len(truth.necessary)} of {len(truth.edges)} edges needed on {truth.inputs} inputs; "
               f"every pair outside the graph ablated at once: error {truth.outside_error:.3g} (ε {graph.eps:g})")
+
+
+def _check_length(model: Any, length: int) -> None:
+    """UsageError unless ``--length`` is one the model's certificate covers."""
+    if model.vocabulary is not None:
+        raise UsageError("--length is for a model over vectors: a token model's truth reads every length")
+    low = model.T if model.exact_length_only else max(model.min_length, 1)
+    if not low <= length <= model.T:
+        raise UsageError(f"--length must be in {low}..{model.T} for this model, got {length}")
 
 
 def add_disguise_parser(commands: Any, positive_int: Any, nonnegative_int: Any) -> None:

@@ -34,7 +34,8 @@ import torch
 
 from ...language import typed as ir
 from ...reference.evaluate import evaluate, retrieval_margin
-from ...reference.measure import model_inputs, wrong_answers
+from ...reference.measure import CORNERS, wrong_answers
+from ...reference.sampling import domain_corners, sample_inputs
 from ...reference.token_check import token_inputs
 from ...reference.tokens import token_names
 from . import ABLATIONS
@@ -97,10 +98,14 @@ class _Batch:
     covered: Tensor | None  # where a margin program's guarantee holds (its retrieval clears δ), else None
 
 
-def measured_inputs(program: ir.Program, samples: int = SAMPLES, seed: int = 0) -> Iterator[Tensor]:
-    """The inputs of the truth (see the module docstring), one tensor per length."""
+def measured_inputs(program: ir.Program, samples: int = SAMPLES, seed: int = 0,
+                    length: int | None = None) -> Iterator[Tensor]:
+    """The inputs of the truth (see the module docstring), one tensor per length (a program over
+    vectors: at ``length``, T by default)."""
     if not program.over_tokens:
-        yield model_inputs(program, samples, seed=seed)
+        length = program.length if length is None else length
+        yield torch.cat([sample_inputs(program, samples, seed=seed, length=length),
+                         domain_corners(program, CORNERS, seed=seed + 1, length=length)])
         return
     size = program.token_vocabulary.size
     limit = min(EXHAUSTIVE_LIMIT, sum(size**length for length in range(1, min(EXHAUSTIVE_LENGTH, program.length) + 1)))
@@ -150,11 +155,12 @@ def _shown(program: ir.Program, x: Tensor) -> Any:
 class TruthMeasurement:
     """The truth of ``graph``'s edges on ``model`` for ``program`` (its stored program)."""
 
-    def __init__(self, forward: EdgeForward, program: ir.Program, samples: int = SAMPLES, seed: int = 0) -> None:
+    def __init__(self, forward: EdgeForward, program: ir.Program, samples: int = SAMPLES, seed: int = 0,
+                 length: int | None = None) -> None:
         self.forward, self.program = forward, program
         self.eps = forward.graph.eps
         self.batches = []
-        for index, x in enumerate(measured_inputs(program, samples, seed)):
+        for index, x in enumerate(measured_inputs(program, samples, seed, length)):
             exact = x if program.over_tokens else x.to(torch.float64)
             with torch.no_grad():
                 truth = evaluate(program, exact)
@@ -169,8 +175,8 @@ class TruthMeasurement:
         model = self.forward.model
         return x if self.program.over_tokens else x.to(model.dtype)
 
-    def ablation(self, ablation: str) -> AblationTruth:
-        """Every edge's truth under ``ablation``, and the certificate."""
+    def _prepared(self, ablation: str) -> list[tuple[_Batch, Tensor, dict[str, Tensor]]]:
+        """Each batch with its model inputs and its senders' stand-ins under ``ablation``."""
         if ablation not in ABLATIONS:
             raise ValueError(f"unknown ablation {ablation!r}: one of {', '.join(ABLATIONS)}")
         prepared = []
@@ -178,14 +184,24 @@ class TruthMeasurement:
             x = self._inputs(batch.x)
             corrupted = x[batch.partner] if ablation == "resample" else None
             prepared.append((batch, x, stand_ins(self.forward, x, ablation, corrupted)))
-        resample = ablation == "resample"
-        truths = [self._edge(edge_key(e), e.name, prepared, resample) for e in self.forward.graph.edges]
-        outside = outside_pairs(self.forward.graph)
-        worst = 0.0
-        for batch, x, stands in prepared:
+        return prepared
+
+    def certificate(self, ablation: str,
+                    prepared: list[tuple[_Batch, Tensor, dict[str, Tensor]]] | None = None) -> float:
+        """The largest error (a token output: the fraction of inputs answered wrong) with every
+        pair outside the graph ablated at once: at most ε where the certificate holds."""
+        outside, worst = outside_pairs(self.forward.graph), 0.0
+        for batch, x, stands in prepared or self._prepared(ablation):
             y = self.forward.run(x, outside, stands).y
             worst = max(worst, _departure(self.program, y, batch, _left(self.program, y, batch, self.eps)))
-        return AblationTruth(ablation, self.inputs, tuple(truths), worst)
+        return worst
+
+    def ablation(self, ablation: str) -> AblationTruth:
+        """Every edge's truth under ``ablation``, and the certificate."""
+        prepared = self._prepared(ablation)
+        resample = ablation == "resample"
+        truths = [self._edge(edge_key(e), e.name, prepared, resample) for e in self.forward.graph.edges]
+        return AblationTruth(ablation, self.inputs, tuple(truths), self.certificate(ablation, prepared))
 
     def _edge(self, key: EdgeKey, name: str, prepared: list[tuple[_Batch, Tensor, dict[str, Tensor]]],
               resample: bool) -> EdgeTruth:
@@ -210,14 +226,16 @@ def outside_pairs(graph: EdgeGraph) -> list[EdgeKey]:
 
 
 def edge_truth(model: Any, ablations: tuple[str, ...] = ABLATIONS, samples: int = SAMPLES,
-               seed: int = 0) -> tuple[EdgeGraph, dict[str, AblationTruth]]:
-    """The edge graph of a compiled model (or its file) and each ablation's truth on it."""
+               seed: int = 0, length: int | None = None) -> tuple[EdgeGraph, dict[str, AblationTruth]]:
+    """The edge graph of a compiled model (or its file) and each ablation's truth on it (a model
+    over vectors: on inputs of ``length`` tokens, its T by default; any length up to T is one
+    its certificate covers)."""
     from ...arguments import model_argument
     from ...pipeline import program_of
     from .graph import circuit_graph
 
     compiled = model_argument(model, "edge_truth")
     graph = circuit_graph(compiled)
-    measurement = TruthMeasurement(EdgeForward(compiled, graph), program_of(compiled), samples, seed)
+    measurement = TruthMeasurement(EdgeForward(compiled, graph), program_of(compiled), samples, seed, length)
     return graph, {a: measurement.ablation(a) for a in ablations}
 

@@ -92,3 +92,19 @@ def test_the_cli_prints_the_truth_with_witnesses() -> None:
     assert needed and all("witness" in e for e in data["truth"]["zero"]["edges"] if e["edge"] in needed)
     code, out, _ = run_cli(["circuit", path, "--truth", "--samples", "50"])
     assert code == 0 and "zero" in out and "resample" in out and "outside the graph" in out
+
+
+def test_a_vector_models_truth_reads_inputs_of_the_length_asked() -> None:
+    program = program_of(shipped("min_pairwise"))
+    (x,) = measured_inputs(program, 20, seed=0, length=5)
+    assert x.shape[1] == 5 and x.shape[0] > 20  # the random inputs, then the corners
+    path = str(EXAMPLES_DIR / "min_pairwise.safetensors")
+    code, out, err = run_cli(["circuit", path, "--truth", "--ablation", "zero", "--length", "5", "--samples", "30"])
+    assert code == 0 and "zero:" in out, err
+    longest = shipped("min_pairwise").T
+    for argv, message in ((["--length", str(longest + 1)], f"--length must be in 1..{longest}"),
+                          (["--length", "0"], f"--length must be in 1..{longest}")):
+        code, _, err = run_cli(["circuit", path, "--truth", *argv])
+        assert code == 2 and message in err
+    code, _, err = run_cli(["circuit", str(EXAMPLES_DIR / "tracr/sort.safetensors"), "--truth", "--length", "3"])
+    assert code == 2 and "a model over vectors" in err
