@@ -113,3 +113,17 @@ def test_rasp_bench_measures_the_suite_and_refusals_and_renders_its_tables(monke
 
     refused = bench_rasp.measure(lambda: rasp.ConstantSOp([1, 2]).named("pair"), ("a",), 3)
     assert refused.exact is None and "ConstantSOp 'pair'" in refused.detail
+
+
+def test_the_circuit_corpus_builds_three_tiers_resumes_and_summarises(tmp_path: Path, capsys) -> None:
+    import circuit_corpus
+
+    assert circuit_corpus.main([str(tmp_path), "--quick"]) == 0
+    records = sorted(p.name for p in (tmp_path / "truths").glob("*.json"))
+    assert len(records) == 9 and len(list((tmp_path / "models").glob("*.safetensors"))) == 9
+    summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
+    assert "9 models; certificate (every pair outside the graph ablated at once, within ε) holds on 9" in summary
+    assert all(f"| {tier} | 3 |" in summary for tier in circuit_corpus.TIERS)
+    capsys.readouterr()
+    assert circuit_corpus.main([str(tmp_path), "--quick"]) == 0  # everything written: nothing runs again
+    assert capsys.readouterr().out.startswith("0 (program, tier) to build")
