@@ -2,7 +2,7 @@
 truth under zero, mean and resample ablation, and its certificate (issue "certified ground-truth
 circuits").
 
-    python bench/circuit_corpus.py OUT [--workers N] [--quick]
+    python bench/circuit_corpus.py OUT [--workers N] [--quick] [--benchmarks]
 
 Programs: every shipped compiled example (the continuous ones and Tracr's 14) and the 50 RASP
 programs of ``bench/rasp_suite.py`` (compiled from RASP at max_seq_len = 6, ε = 1e-3). Tiers:
@@ -21,7 +21,8 @@ is written to ``OUT/models/NAME.TIER.safetensors`` and its record to ``OUT/truth
 error with every pair outside the graph ablated, on every token sequence up to length 4, the
 constant ones and 2,000 random ones, or 2,000 random vector inputs and the corners). The edges'
 necessity is measured on 300 random inputs besides the exhaustive ones. A finished record is
-kept: a rerun resumes. ``OUT/summary.md`` is written at the end.
+kept: a rerun resumes. ``OUT/summary.md`` is written at the end (with ``--benchmarks``, its tier
+table also to BENCHMARKS.md "Ground truth").
 """
 
 from __future__ import annotations
@@ -169,6 +170,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="3 programs, for a smoke test")
+    parser.add_argument("--benchmarks", action="store_true",
+                        help='write the tier table to BENCHMARKS.md "Ground truth"')
     arguments = parser.parse_args(argv)
     for sub in ("models", "truths"):
         (arguments.out / sub).mkdir(parents=True, exist_ok=True)
@@ -183,6 +186,12 @@ def main(argv: list[str]) -> int:
     text = summary(arguments.out)
     (arguments.out / "summary.md").write_text(text, encoding="utf-8")
     print(text)
+    if arguments.benchmarks:
+        from report import write_section
+
+        tiers = text.split("\n\n| model |")[0].split("\n", 2)[2]
+        write_section("Ground truth", f"`python bench/circuit_corpus.py OUT --workers {arguments.workers} "
+                                      f"--benchmarks` (2 CPU cores). {tiers}\n")
     return 0
 
 
