@@ -11,12 +11,10 @@ import pytest
 import torch
 from cli_runner import run_cli
 from programs import EXAMPLES_DIR
-from shipped_models import MEASURED, graph, shipped
+from shipped_models import MEASURED, graph, model_inputs_of, shipped
 
 import infoflow_dsl as ifl
 from infoflow_dsl.pipeline import program_of
-from infoflow_dsl.reference.measure import model_inputs
-from infoflow_dsl.reference.tokens import random_ids
 from infoflow_dsl.tools.circuits.disguise import DISTRACTOR, disguise
 from infoflow_dsl.tools.circuits.patching import EdgeForward
 from infoflow_dsl.tools.circuits.truth import TruthMeasurement
@@ -38,10 +36,7 @@ def disguised(name: str, passes: str) -> ifl.CompiledTransformer:
 
 
 def _inputs(name: str) -> torch.Tensor:
-    program = program_of(shipped(name))
-    if program.over_tokens:
-        return random_ids(program, 128, seed=2, length=min(program.length, 6))
-    return model_inputs(program, 128, seed=2).to(shipped(name).dtype)
+    return model_inputs_of(name, 128, 2, 6)
 
 
 @pytest.mark.parametrize("passes", PASSES)

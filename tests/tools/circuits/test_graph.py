@@ -10,13 +10,10 @@ import pytest
 import torch
 from cli_runner import run_cli
 from programs import EXAMPLES_DIR
-from shipped_models import MEASURED, SHIPPED, graph, shipped
+from shipped_models import MEASURED, SHIPPED, graph, model_inputs_of, shipped
 
 import infoflow_dsl as ifl
 from infoflow_dsl.errors import StoredProgramError
-from infoflow_dsl.pipeline import program_of
-from infoflow_dsl.reference.measure import model_inputs
-from infoflow_dsl.reference.tokens import random_ids
 from infoflow_dsl.tools.circuits.graph import check_against_weights, weight_edges
 from infoflow_dsl.tools.circuits.patching import EdgeForward
 from infoflow_dsl.tools.circuits.truth import outside_pairs
@@ -51,10 +48,7 @@ def test_an_edge_the_weights_carry_but_the_circuit_does_not_is_refused() -> None
 
 
 def _inputs(name: str, count: int = 64) -> torch.Tensor:
-    program = program_of(shipped(name))
-    if program.over_tokens:
-        return random_ids(program, count, seed=3, length=min(program.length, 5))
-    return model_inputs(program, count, seed=3).to(shipped(name).dtype)
+    return model_inputs_of(name, count, 3, 5)
 
 
 @pytest.mark.parametrize("ablation", ["zero", "garbage"])

@@ -6,19 +6,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from shipped_models import MEASURED, graph, shipped
+from shipped_models import MEASURED, graph, model_inputs_of, shipped
 
-from infoflow_dsl.pipeline import program_of
-from infoflow_dsl.reference.measure import model_inputs
-from infoflow_dsl.reference.tokens import random_ids
 from infoflow_dsl.tools.circuits.patching import EdgeForward, edge_key, stand_ins
 
 
 def _inputs(name: str, count: int = 48) -> torch.Tensor:
-    program = program_of(shipped(name))
-    if program.over_tokens:
-        return random_ids(program, count, seed=11, length=min(program.length, 6))
-    return model_inputs(program, count, seed=11).to(shipped(name).dtype)
+    return model_inputs_of(name, count, 11, 6)
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
