@@ -72,11 +72,14 @@ def _check_length(model: Any, length: int) -> None:
 
 
 def add_disguise_parser(commands: Any, positive_int: Any, nonnegative_int: Any) -> None:
-    """``infoflowc disguise MODEL [--distract N] [--split-heads [K]] [--split-neurons K] [--shuffle] [--rotate]
-    -o OUT``."""
+    """``infoflowc disguise MODEL [--merge OTHER] [--distract N] [--split-heads [K]] [--split-neurons K]
+    [--shuffle] [--rotate] [--stats [--beside TRAINED]] -o OUT``."""
     command = commands.add_parser("disguise", help="make a compiled model look trained, computing the same "
                                                    "function, its edge graph carried with it")
     command.add_argument("model", type=Path)
+    command.add_argument("--merge", type=Path, action="append", default=[], metavar="OTHER",
+                         help="another compiled model (the same input) whose program joins the model's, its "
+                              "output read by nothing (repeatable)")
     command.add_argument("--distract", type=nonnegative_int, default=0, metavar="N",
                          help="N distractor directions, a distractor head a layer and N distractor units an FFN: "
                               "active on every input, read by nothing the output needs")
@@ -109,7 +112,8 @@ def command_disguise(arguments: argparse.Namespace, model: Any) -> None:
 
     check_writable(arguments.output, arguments.model)
     try:
-        disguised = disguise(model, distract=arguments.distract, split_heads=arguments.split_heads,
+        disguised = disguise(model, merge=[_loaded(path, "--merge") for path in arguments.merge],
+                             distract=arguments.distract, split_heads=arguments.split_heads,
                              split_neurons=arguments.split_neurons,
                              shuffle=arguments.shuffle, rotate=arguments.rotate, seed=arguments.seed)
     except ValueError as error:
@@ -119,7 +123,7 @@ def command_disguise(arguments: argparse.Namespace, model: Any) -> None:
         program, 256, seed=arguments.seed).to(model.dtype)
     with torch.no_grad():
         moved = float((disguised(x).double() - model(x).double()).abs().max())
-    trained = _trained(arguments.beside) if arguments.stats and arguments.beside else None
+    trained = _loaded(arguments.beside, "--beside") if arguments.stats and arguments.beside else None
     save(disguised, arguments.output)
     print(f"{arguments.output}: {disguised.nonzero_parameter_count():,} nonzero parameters (the model: "
           f"{model.nonzero_parameter_count():,}); the output moved by at most {moved:.3g} on 256 random inputs "
@@ -133,12 +137,12 @@ def command_disguise(arguments: argparse.Namespace, model: Any) -> None:
         print(statistics_table(rows))
 
 
-def _trained(path: Path) -> Any:
-    """The model of ``--beside``, loaded (a bad file: UsageError)."""
+def _loaded(path: Path, flag: str) -> Any:
+    """The model a flag names, loaded (a bad file: UsageError naming the flag)."""
     from ...errors import ModelFileError
     from ...transformer.io import load
 
     try:
         return load(path, device="cpu")
     except ModelFileError as error:
-        raise UsageError(f"--beside: {error}") from None
+        raise UsageError(f"{flag}: {error}") from None

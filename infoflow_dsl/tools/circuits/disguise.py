@@ -5,6 +5,11 @@ A compiled model is easy to read: one-hot, axis-aligned residual directions, one
 interpolation knot, one head per comparison. Each pass below changes that while computing the
 same function, exactly in real arithmetic (in floats: within rounding, measured by ``check``):
 
+- **merge** (other compiled models): their programs in the same model, each in a residual block
+  of its own (disjoint from the others'; the rotation then mixes them all), its heads beside
+  this layer's heads and its units beside this FFN's, fed by the same input (the same vocabulary,
+  or the same d; a T at least the model's). Their outputs are read by nothing, so their circuits
+  are active on the task's inputs and never needed by it.
 - **distract** (n): n new residual directions ``distractor:i`` that nothing the program needs
   reads; in every layer one more head (random W_Q, W_K, W_V over the input's directions, no
   mask, β = 1) and n more ReLU units in the FFN (random weights over the input's and the
@@ -54,8 +59,10 @@ DISTRACTOR = "a distractor: nothing the output needs reads it"
 
 @dataclass(frozen=True)
 class DisguisePasses:
-    """Which passes run (in this order: distract, split heads, split neurons, shuffle, rotate) and the seed."""
+    """Which passes run (in this order: merge, distract, split heads, split neurons, shuffle, rotate)
+    and the seed."""
 
+    merged: tuple[str, ...] = ()
     distract: int = 0
     split_heads: int = 1
     split_neurons: int = 1
@@ -64,8 +71,7 @@ class DisguisePasses:
     seed: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"distract": self.distract, "split_heads": self.split_heads, "split_neurons": self.split_neurons,
-                "shuffle": self.shuffle, "rotate": self.rotate, "seed": self.seed}
+        return {**dataclasses.asdict(self), "merged": list(self.merged)}
 
 
 def _weights(count: int, generator: torch.Generator) -> Tensor:
@@ -98,6 +104,21 @@ def _head_map(graph: EdgeGraph, names: dict[str, list[str]]) -> EdgeGraph:
     return EdgeGraph(nodes=tuple(nodes), edges=tuple(edges), layers=graph.layers, eps=graph.eps)
 
 
+def _empty_layer(layer: int, size: int) -> dict[str, Tensor]:
+    """The tensors of a block with no head and no unit over a residual of ``size``."""
+    p, zeros = f"blocks.{layer}.", lambda *shape: torch.zeros(shape, dtype=torch.float64)
+    return {p + "attn.W_Q": zeros(0, size, 0), p + "attn.W_K": zeros(0, size, 0), p + "attn.W_V": zeros(0, size, 0),
+            p + "attn.W_O": zeros(0, 0, size), p + "attn.beta": zeros(0), p + "mlp.W_in": zeros(size, 0),
+            p + "mlp.b_in": zeros(0), p + "mlp.W_out": zeros(0, size), p + "mlp.b_out": zeros(size)}
+
+
+def _placed(heads: Tensor, shape: tuple[int, int], offset: int) -> Tensor:
+    """(H, D_x, E_x) heads placed in (H, *shape) zeros, their rows from ``offset`` on."""
+    out = heads.new_zeros(heads.shape[0], *shape)
+    out[:, offset:offset + heads.shape[1], :heads.shape[2]] = heads
+    return out
+
+
 class _Disguiser:
     """The tensors (dense, float64), the config and the graph of one model, changed pass by pass."""
 
@@ -108,6 +129,66 @@ class _Disguiser:
         self.graph = graph
         self.generator = torch.Generator().manual_seed(seed)
         self.layers = len(self.config["layers"])
+
+    # ------------------------------------------------------------------ merged programs
+
+    def merge(self, other: CompiledTransformer, name: str) -> None:
+        """Program ``other`` in the same model: its residual block after this one's (the two
+        disjoint), its heads after this layer's heads, its units after this FFN's; its output read
+        by nothing (the unembedding reads this program's block only)."""
+        theirs = {n: (t.to_dense() if t.is_sparse else t).detach().to("cpu", torch.float64)
+                  for n, t in other.state_dict().items()}
+        mine_size, their_size = len(self.config["residual_labels"]), other.d_model
+        layers = max(self.layers, len(other.config["layers"]))
+        for layer in range(self.layers, layers):
+            self.tensors |= _empty_layer(layer, mine_size)
+            self.config["layers"].append({"heads": [], "mlp": []})
+        self.layers = layers
+        t = self.tensors
+        t["embed.W_E"] = torch.cat([t["embed.W_E"], theirs["embed.W_E"]], dim=-1)
+        t["embed.W_E1"] = torch.cat([t["embed.W_E1"], theirs["embed.W_E1"]], dim=1)
+        t["embed.b_E1"] = torch.cat([t["embed.b_E1"], theirs["embed.b_E1"]])
+        t["embed.W_E2"] = torch.block_diag(t["embed.W_E2"], theirs["embed.W_E2"])
+        t["embed.cls"] = torch.cat([t["embed.cls"], theirs["embed.cls"]])
+        rows = t["pos_embed.W_pos"].shape[0]
+        t["pos_embed.W_pos"] = torch.cat([t["pos_embed.W_pos"], theirs["pos_embed.W_pos"][:rows]], dim=-1)
+        for layer in range(layers):
+            other_layer = _empty_layer(layer, their_size) if layer >= len(other.config["layers"]) else {
+                k: v for k, v in theirs.items() if k.startswith(f"blocks.{layer}.")}
+            self._merge_layer(layer, other_layer, mine_size, their_size)
+            if layer < len(other.config["layers"]):
+                described = other.config["layers"][layer]
+                self.config["layers"][layer]["heads"].extend(
+                    {**head, "name": f"{name}:{head['name']}", "added": f"merged {name}: {head.get('computes', '')}"}
+                    for head in described["heads"])
+                self.config["layers"][layer]["mlp"].extend({**block, "name": f"{name}:{block['name']}"}
+                                                           for block in described["mlp"])
+        w_u = t["unembed.W_U"]  # (D, K): the other block's rows 0, so its output is read by nothing
+        t["unembed.W_U"] = torch.cat([w_u, w_u.new_zeros(their_size, w_u.shape[1])])
+        self.config["residual_labels"] = [*self.config["residual_labels"],
+                                          *(f"{name}:{label}" for label in other.config["residual_labels"])]
+        self.config["d_model"] = mine_size + their_size
+        self.graph = self._graph_from_weights(f"merged program {name}: nothing the output needs reads it")
+
+    def _merge_layer(self, layer: int, theirs: dict[str, Tensor], mine_size: int, their_size: int) -> None:
+        """Block ``layer``'s heads and FFN with ``theirs`` (the other program's block ``layer``)."""
+        p = f"blocks.{layer}."
+        t = self.tensors
+        for name in ("attn.W_Q", "attn.W_K", "attn.W_V"):  # (H, D, E): rows by block
+            a, b = t[p + name], theirs[p + name]
+            width = max(a.shape[2], b.shape[2])
+            t[p + name] = torch.cat([_placed(a, (mine_size + their_size, width), 0),
+                                     _placed(b, (mine_size + their_size, width), mine_size)])
+        a, b = t[p + "attn.W_O"], theirs[p + "attn.W_O"]  # (H, V, D): columns by block
+        width = max(a.shape[1], b.shape[1])
+        t[p + "attn.W_O"] = torch.cat([_placed(a.transpose(1, 2), (mine_size + their_size, width), 0),
+                                       _placed(b.transpose(1, 2), (mine_size + their_size, width), mine_size)
+                                       ]).transpose(1, 2).contiguous()
+        t[p + "attn.beta"] = torch.cat([t[p + "attn.beta"], theirs[p + "attn.beta"]])
+        t[p + "mlp.W_in"] = torch.block_diag(t[p + "mlp.W_in"], theirs[p + "mlp.W_in"])
+        t[p + "mlp.b_in"] = torch.cat([t[p + "mlp.b_in"], theirs[p + "mlp.b_in"]])
+        t[p + "mlp.W_out"] = torch.block_diag(t[p + "mlp.W_out"], theirs[p + "mlp.W_out"])
+        t[p + "mlp.b_out"] = torch.cat([t[p + "mlp.b_out"], theirs[p + "mlp.b_out"]])
 
     # ------------------------------------------------------------------ distractors
 
@@ -128,7 +209,7 @@ class _Disguiser:
             self._distractor_units(layer, n, reads + writes, writes)
         self.config["residual_labels"] = labels + [f"distractor:{i + 1}" for i in range(n)]
         self.config["d_model"] = size + n
-        self.graph = self._graph_from_weights()
+        self.graph = self._graph_from_weights(DISTRACTOR)
 
     def _random(self, rows: list[int], columns: list[int], shape: tuple[int, int], scale: float) -> Tensor:
         """A (shape) matrix, zero but at (rows × columns), there scale·N(0, 1/len(rows))."""
@@ -155,7 +236,7 @@ class _Disguiser:
         self.tensors[p + "beta"] = torch.cat([self.tensors[p + "beta"], torch.ones(1, dtype=torch.float64)])
         self.config["layers"][layer]["heads"].append({
             "name": f"distractor:{layer}", "kind": "distractor", "site": "token", "mask": [], "beta": 1.0,
-            "computes": DISTRACTOR, "error": 0.0, "outputs": []})
+            "computes": DISTRACTOR, "error": 0.0, "outputs": [], "added": DISTRACTOR})
 
     def _distractor_units(self, layer: int, n: int, reads: list[int], writes: list[int]) -> None:
         p = f"blocks.{layer}.mlp."
@@ -169,26 +250,27 @@ class _Disguiser:
         self.config["layers"][layer]["mlp"].append({"name": f"distractor:{layer}", "computes": DISTRACTOR,
                                                     "units": n, "error": 0.0, "output": "distractor:1"})
 
-    def _graph_from_weights(self) -> EdgeGraph:
-        """The graph after the distractors: the nodes the model now has (the program's keep their
-        descriptions, the distractors are described as such) and the edges its weights carry, each
-        with its former role, or the distractors' (read off the weights, which hold them exactly)."""
+    def _graph_from_weights(self, added: str) -> EdgeGraph:
+        """The graph after a pass that added parts (``added`` says what they are): the nodes the
+        model now has (the program's keep their descriptions; a head whose config is marked
+        ``added`` is described by it) and the edges its weights carry, each with its former role
+        or ``added`` (read off the weights, which hold them exactly: no rotation has run yet)."""
         model = CompiledTransformer(self.config, self.tensors, device="cpu", dtype=torch.float64)
         labels, old = self.config["residual_labels"], self.graph.by_name
         nodes: list[GraphNode | None] = [old[INPUT]]
         for layer in range(self.layers):
             heads = self.config["layers"][layer]["heads"]
-            nodes.extend(old.get(f"a{layer}.h{i}") if head.get("kind") != "distractor" else GraphNode(
-                f"a{layer}.h{i}", "head", layer, i, DISTRACTOR, ()) for i, head in enumerate(heads))
+            nodes.extend(GraphNode(f"a{layer}.h{i}", "head", layer, i, head["added"], ()) if "added" in head
+                         else old.get(f"a{layer}.h{i}") for i, head in enumerate(heads))
             if self.tensors[f"blocks.{layer}.mlp.b_in"].shape[0]:
                 mlp = old.get(f"m{layer}")
                 nodes.append(GraphNode(f"m{layer}", "mlp", layer, None,
-                                       DISTRACTOR if mlp is None else f"{mlp.computes}; distractor units", ()))
+                                       added if mlp is None else f"{mlp.computes}; {added}", ()))
         written = [dataclasses.replace(n, writes=tuple(labels[i] for i in sorted(weight_writes(model, n))))
                    for n in nodes if n is not None]
         bare = EdgeGraph(nodes=(*written, old[OUTPUT]), edges=(), layers=self.graph.layers, eps=self.graph.eps)
         roles = {(e.sender, e.receiver, e.channel): e.role for e in self.graph.edges}
-        edges = tuple(CircuitEdge(*key, directions, roles.get(key, DISTRACTOR))
+        edges = tuple(CircuitEdge(*key, directions, roles.get(key, added))
                       for key, directions in weight_edges(model, bare).items())
         return dataclasses.replace(bare, edges=edges)
 
@@ -264,10 +346,27 @@ class _Disguiser:
         return rotation
 
 
-def disguise(model: Any, *, distract: int = 0, split_heads: int = 1, split_neurons: int = 1, shuffle: bool = False,
-             rotate: bool = False, seed: int = 0) -> CompiledTransformer:
+def _mergeable(model: CompiledTransformer, other: CompiledTransformer) -> str:
+    """The other program's name, once it can share ``model``'s input: the same vocabulary (or the
+    same d), a T at least as long, compiled and not disguised. ValueError otherwise."""
+    name = str((other.config.get("program") or {}).get("name", "merged")).rsplit("/", 1)[-1].removesuffix(".iflow")
+    if "disguised" in other.config or "residual_labels" not in other.config:
+        raise ValueError(f"merge {name}: only a compiled model, not disguised, can be merged")
+    same_input = (model.vocabulary is None and other.vocabulary is None and model.d == other.d) or (
+        model.vocabulary is not None and other.vocabulary is not None
+        and model.vocabulary.names == other.vocabulary.names)
+    if not same_input:
+        raise ValueError(f"merge {name}: its input is not the model's (the same vocabulary, or the same d, is needed)")
+    if other.T < model.T:
+        raise ValueError(f"merge {name}: compiled for T = {other.T}, shorter than the model's {model.T}")
+    return name
+
+
+def disguise(model: Any, *, merge: Any = (), distract: int = 0, split_heads: int = 1, split_neurons: int = 1,
+             shuffle: bool = False, rotate: bool = False, seed: int = 0) -> CompiledTransformer:
     """The model (or its file) with the realism passes (see the module docstring), its edge graph
-    carried in ``config["disguised"]``; the same dtype as the model."""
+    carried in ``config["disguised"]``; the same dtype as the model. ``merge``: compiled models
+    (or their files) whose programs join this one."""
     from ...arguments import model_argument
     from .graph import circuit_graph
 
@@ -278,8 +377,12 @@ def disguise(model: Any, *, distract: int = 0, split_heads: int = 1, split_neuro
                                ("split_neurons", split_neurons, 1)):
         if isinstance(count, bool) or not isinstance(count, int) or count < least:
             raise ValueError(f"{name} must be a whole number ≥ {least}, got {count!r}")
-    passes = DisguisePasses(distract, split_heads, split_neurons, shuffle, rotate, seed)
+    others = [model_argument(other, "disguise") for other in merge]
+    names = [_mergeable(compiled, other) for other in others]
+    passes = DisguisePasses(tuple(names), distract, split_heads, split_neurons, shuffle, rotate, seed)
     work = _Disguiser(compiled, circuit_graph(compiled), seed)
+    for other, name in zip(others, names, strict=True):
+        work.merge(other, name)
     if distract:
         work.distract(distract)
     if split_heads > 1:

@@ -109,3 +109,37 @@ def test_the_cli_writes_a_disguised_model_that_checks_and_keeps_its_graph(tmp_pa
     code, _, err = run_cli(["disguise", source, "--split-neurons", "0", "-o", str(tmp_path / "x.safetensors")])
     assert code == 2 and "--split-neurons" in err
     assert not (tmp_path / "again.safetensors").exists() and not (tmp_path / "x.safetensors").exists()
+
+
+def test_merged_programs_run_beside_the_task_and_are_never_needed() -> None:
+    """hist and length (the same vocabulary) join reverse: reverse's output is the same bits, the
+    merged programs' heads are in the model and compute on its inputs, and no ablation of an edge
+    they added is ever needed."""
+    task, others = shipped("tracr/reverse"), [shipped("tracr/hist"), shipped("tracr/length")]
+    merged = disguise(task, merge=others, seed=1)
+    x = model_inputs_of("tracr/reverse", 200, 9, 8)
+    with torch.no_grad():
+        assert torch.equal(merged(x), task(x))
+    assert [len(layer["heads"]) for layer in merged.config["layers"]] == [
+        sum(len(m.config["layers"][i]["heads"]) if i < len(m.config["layers"]) else 0 for m in (task, *others))
+        for i in range(len(merged.config["layers"]))]
+    edges = ifl.circuit_graph(merged)  # checked against the weights: no rotation
+    added = {e.name for e in edges.edges if e.role.startswith("merged program")}
+    assert added and {e.name for e in graph("tracr/reverse").edges} <= {e.name for e in edges.edges}
+    measurement = TruthMeasurement(EdgeForward(merged, edges), program_of(merged), 100, seed=3)
+    for ablation in ("zero", "mean", "resample"):
+        found = measurement.ablation(ablation)
+        assert not added & set(found.necessary) and found.outside_error == 0.0
+
+
+def test_a_program_of_another_input_is_not_merged(tmp_path) -> None:
+    with pytest.raises(ValueError, match="merge sort: its input is not the model's"):
+        disguise(shipped("tracr/reverse"), merge=[shipped("tracr/sort")])
+    with pytest.raises(ValueError, match="only a compiled model, not disguised"):
+        disguise(shipped("tracr/reverse"), merge=[disguised("tracr/reverse", "rotate")])
+    code, _, err = run_cli(["disguise", str(EXAMPLES_DIR / "tracr/reverse.safetensors"), "--merge",
+                            str(EXAMPLES_DIR / "tracr/sort.safetensors"), "-o", str(tmp_path / "m.safetensors")])
+    assert code == 2 and "its input is not the model's" in err and not (tmp_path / "m.safetensors").exists()
+    code, _, err = run_cli(["disguise", str(EXAMPLES_DIR / "tracr/reverse.safetensors"), "--merge",
+                              str(EXAMPLES_DIR / "tracr/hist.safetensors"), "-o", str(tmp_path / "m.safetensors")])
+    assert code == 0 and (tmp_path / "m.safetensors").exists(), err
