@@ -9,11 +9,13 @@ programs of ``bench/rasp_suite.py`` (compiled from RASP at max_seq_len = 6, ε =
 
 - ``plain``: the compiled model;
 - ``disguised``: heads split in 2, units in 2, heads and units shuffled, the residual rotated;
-- ``distracted``: the same with 4 distractor directions, a distractor head per layer and 4
-  distractor units per FFN first.
+- ``merged``: another program of the same input merged in first (the next one of its group:
+  the same vocabulary, or the same d and T; the program itself where it is alone), then 4
+  distractor directions, a distractor head per layer and 4 distractor units per FFN, then the
+  second tier's passes.
 
-(The issue's third tier also compresses the residual and merges programs; those passes are not
-built yet, so the third tier here is distractors over the second.)
+(The issue's third tier also compresses the residual below the number of features; that pass is
+not built yet.)
 
 Each (program, tier) is one task (Ray with ``--workers`` > 1, as ``infoflowc sweep``): the model
 is written to ``OUT/models/NAME.TIER.safetensors`` and its record to ``OUT/truths/NAME.TIER.json``
@@ -41,25 +43,34 @@ sys.path.insert(0, str(ROOT / "bench"))
 TIERS: dict[str, dict[str, Any]] = {
     "plain": {},
     "disguised": {"split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
-    "distracted": {"distract": 4, "split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
+    "merged": {"distract": 4, "split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
 }
 EDGE_SAMPLES, CERTIFICATE_SAMPLES, VECTOR_LENGTH = 300, 2_000, 8
 SUITE_LENGTH, SUITE_EPS = 6, 1e-3
 
 
-def sources(quick: bool) -> dict[str, tuple[str, Any]]:
-    """name -> (kind, what builds it): a shipped model's path, or a RASP suite program's name."""
+def sources(quick: bool) -> dict[str, tuple[str, str, str]]:
+    """name -> (kind, what builds it, its partner's name): a shipped model's path or a RASP suite
+    program's name, and the program merged into it in the third tier (the next of its group)."""
     from rasp_suite import PROGRAMS
 
-    shipped = sorted((ROOT / "compiled_examples").rglob("*.safetensors"))
-    found: dict[str, tuple[str, Any]] = {
-        str(p.relative_to(ROOT / "compiled_examples").with_suffix("")).replace("/", "_"): ("shipped", str(p))
-        for p in shipped}
-    found |= {f"rasp_{entry.name}": ("rasp", entry.name) for entry in PROGRAMS}
+    import infoflow_dsl as ifl
+
+    found: dict[str, tuple[str, str]] = {}
+    groups: dict[Any, list[str]] = {}
+    for path in sorted((ROOT / "compiled_examples").rglob("*.safetensors")):
+        name = str(path.relative_to(ROOT / "compiled_examples").with_suffix("")).replace("/", "_")
+        model = ifl.load(path, device="cpu")
+        found[name] = ("shipped", str(path))
+        key = model.vocabulary.names if model.vocabulary is not None else (model.d, model.T)
+        groups.setdefault(key, []).append(name)
+    for entry in PROGRAMS:
+        found[f"rasp_{entry.name}"] = ("rasp", entry.name)
+        groups.setdefault(tuple(str(v) for v in entry.vocab), []).append(f"rasp_{entry.name}")
+    partner = {name: members[(i + 1) % len(members)] for members in groups.values() for i, name in enumerate(members)}
     if quick:
-        keep = ["prefix_mean", "tracr_reverse", f"rasp_{PROGRAMS[0].name}"]
-        found = {name: found[name] for name in keep}
-    return found
+        found = {name: found[name] for name in ["prefix_mean", "tracr_reverse", f"rasp_{PROGRAMS[0].name}"]}
+    return {name: (kind, what, partner[name]) for name, (kind, what) in found.items()}
 
 
 def build(kind: str, what: str) -> Any:
@@ -80,7 +91,7 @@ def vector_length(model: Any) -> int | None:
     return model.T if model.exact_length_only else max(model.min_length, min(model.T, VECTOR_LENGTH))
 
 
-def run_one(out: str, name: str, kind: str, what: str, tier: str) -> dict[str, Any]:
+def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str], tier: str) -> dict[str, Any]:
     """Build, disguise, measure and write one (program, tier); its summary row."""
     import torch
 
@@ -93,7 +104,8 @@ def run_one(out: str, name: str, kind: str, what: str, tier: str) -> dict[str, A
     torch.set_num_threads(1)
     start = time.perf_counter()
     compiled = build(kind, what)
-    model = ifl.disguise(compiled, seed=7, **TIERS[tier]) if TIERS[tier] else compiled
+    merge = [build(*partner)] if tier == "merged" else []
+    model = ifl.disguise(compiled, merge=merge, seed=7, **TIERS[tier]) if TIERS[tier] else compiled
     graph, program, length = ifl.circuit_graph(model), program_of(model), vector_length(model)
     forward = EdgeForward(model, graph)
     edges = TruthMeasurement(forward, program, EDGE_SAMPLES, seed=1, length=length)
@@ -102,7 +114,8 @@ def run_one(out: str, name: str, kind: str, what: str, tier: str) -> dict[str, A
     certificate = {a: certified.certificate(a) for a in ABLATIONS}
     folder = Path(out)
     ifl.save(model, folder / "models" / f"{name}.{tier}.safetensors")
-    row = {"model": name, "tier": tier, "source": what, "eps": graph.eps, "edges": len(graph.edges),
+    row = {"model": name, "tier": tier, "source": what, "merged": [partner[1]] if merge else [],
+           "eps": graph.eps, "edges": len(graph.edges),
            "nodes": len(graph.nodes), "parameters": model.nonzero_parameter_count(),
            "inputs": {"edges": edges.inputs, "certificate": certified.inputs},
            "necessary": {a: len(t.necessary) for a, t in truths.items()},
@@ -114,13 +127,15 @@ def run_one(out: str, name: str, kind: str, what: str, tier: str) -> dict[str, A
     return row
 
 
-def jobs(out: Path, quick: bool) -> list[tuple[str, str, str, str]]:
-    """The (name, kind, what, tier) whose record is not written yet."""
-    return [(name, kind, what, tier) for name, (kind, what) in sources(quick).items() for tier in TIERS
-            if not (out / "truths" / f"{name}.{tier}.json").exists()]
+def jobs(out: Path, quick: bool) -> list[tuple[str, str, str, tuple[str, str], str]]:
+    """The (name, kind, what, partner's (kind, what), tier) whose record is not written yet."""
+    found = sources(quick)
+    every = sources(False) if quick else found  # a quick run's partners may lie outside it
+    return [(name, kind, what, every[partner][:2], tier) for name, (kind, what, partner) in found.items()
+            for tier in TIERS if not (out / "truths" / f"{name}.{tier}.json").exists()]
 
 
-def execute(out: Path, todo: list[tuple[str, str, str, str]], workers: int,
+def execute(out: Path, todo: list[tuple[str, str, str, tuple[str, str], str]], workers: int,
             report: Callable[[dict[str, Any]], None]) -> None:
     if workers <= 1:
         for job in todo:
