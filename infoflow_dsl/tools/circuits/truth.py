@@ -188,12 +188,15 @@ class TruthMeasurement:
 
     def certificate(self, ablation: str,
                     prepared: list[tuple[_Batch, Tensor, dict[str, Tensor]]] | None = None) -> float:
-        """The largest error (a token output: the fraction of inputs answered wrong) with every
-        pair outside the graph ablated at once: at most ε where the certificate holds."""
+        """The largest error with every pair outside the graph ablated at once (a token output,
+        as ``check`` counts it: 1 if any answer is wrong, else 0): at most ε where the
+        certificate holds."""
         outside, worst = outside_pairs(self.forward.graph), 0.0
         for batch, x, stands in prepared or self._prepared(ablation):
             y = self.forward.run(x, outside, stands).y
-            worst = max(worst, _departure(self.program, y, batch, _left(self.program, y, batch, self.eps)))
+            left = _left(self.program, y, batch, self.eps)
+            worst = max(worst, float(left.any()) if self.program.token_output else _departure(
+                self.program, y, batch, left))
         return worst
 
     def ablation(self, ablation: str) -> AblationTruth:

@@ -108,3 +108,17 @@ def test_a_vector_models_truth_reads_inputs_of_the_length_asked() -> None:
         assert code == 2 and message in err
     code, _, err = run_cli(["circuit", str(EXAMPLES_DIR / "tracr/sort.safetensors"), "--truth", "--length", "3"])
     assert code == 2 and "a model over vectors" in err
+
+
+@pytest.mark.parametrize("name", ["tracr/reverse", "min_pairwise"])
+def test_the_certificate_fails_for_a_graph_without_a_needed_edge(name: str) -> None:
+    """The certificate can fail: a graph that leaves out the edge into the output is not the
+    model's circuit, and ablating everything outside it breaks the output (a token output: 1,
+    as check counts a wrong answer; a number: more than ε)."""
+    import dataclasses
+
+    edges = graph(name)
+    cut = dataclasses.replace(edges, edges=tuple(e for e in edges.edges if e.receiver != "output"))
+    measurement = TruthMeasurement(EdgeForward(shipped(name), cut), program_of(shipped(name)), 50, seed=4)
+    error = measurement.certificate("zero")
+    assert error == 1.0 if shipped(name).token_output else error > edges.eps
