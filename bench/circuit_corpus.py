@@ -9,8 +9,8 @@ programs of ``bench/rasp_suite.py`` (compiled from RASP at max_seq_len = 6, ε =
 
 - ``plain``: the compiled model;
 - ``disguised``: heads split in 2, units in 2, heads and units shuffled, the residual rotated;
-- ``merged``: another program of the same input merged in first (the next one of its group:
-  the same vocabulary, or the same d and T; the program itself where it is alone), then 4
+- ``merged``: another program of the same input merged in first (the smallest other one of its
+  group: the same vocabulary, or the same d and T; the program itself where it is alone), then 4
   distractor directions, a distractor head per layer and 4 distractor units per FFN, then the
   second tier's passes.
 
@@ -22,7 +22,8 @@ is written to ``OUT/models/NAME.TIER.safetensors`` and its record to ``OUT/truth
 (the graph, each ablation's necessary edges with witnesses, and the certificate: the largest
 error with every pair outside the graph ablated, on every token sequence up to length 4, the
 constant ones and 2,000 random ones, or 2,000 random vector inputs and the corners). The edges'
-necessity is measured on 300 random inputs besides the exhaustive ones. A finished record is
+necessity is measured on 300 random token sequences besides the exhaustive ones, or on 64 random
+vector inputs and 64 corners (each edge is a forward of the whole model). A finished record is
 kept: a rerun resumes. ``OUT/summary.md`` is written at the end (with ``--benchmarks``, its tier
 table also to BENCHMARKS.md "Ground truth").
 """
@@ -46,6 +47,7 @@ TIERS: dict[str, dict[str, Any]] = {
     "merged": {"distract": 4, "split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
 }
 EDGE_SAMPLES, CERTIFICATE_SAMPLES, VECTOR_LENGTH = 300, 2_000, 8
+VECTOR_EDGE_SAMPLES = 64  # a vector model's edges: 64 random inputs and 64 corners (a forward an edge)
 SUITE_LENGTH, SUITE_EPS = 6, 1e-3
 
 
@@ -58,16 +60,18 @@ def sources(quick: bool) -> dict[str, tuple[str, str, str]]:
 
     found: dict[str, tuple[str, str]] = {}
     groups: dict[Any, list[str]] = {}
+    size: dict[str, int] = {}
     for path in sorted((ROOT / "compiled_examples").rglob("*.safetensors")):
         name = str(path.relative_to(ROOT / "compiled_examples").with_suffix("")).replace("/", "_")
         model = ifl.load(path, device="cpu")
-        found[name] = ("shipped", str(path))
+        found[name], size[name] = ("shipped", str(path)), model.nonzero_parameter_count()
         key = model.vocabulary.names if model.vocabulary is not None else (model.d, model.T)
         groups.setdefault(key, []).append(name)
     for entry in PROGRAMS:
         found[f"rasp_{entry.name}"] = ("rasp", entry.name)
         groups.setdefault(tuple(str(v) for v in entry.vocab), []).append(f"rasp_{entry.name}")
-    partner = {name: members[(i + 1) % len(members)] for members in groups.values() for i, name in enumerate(members)}
+    partner = {name: min((m for m in members if m != name), key=lambda m: (size.get(m, 0), m), default=name)
+               for members in groups.values() for name in members}
     if quick:
         found = {name: found[name] for name in ["prefix_mean", "tracr_reverse", f"rasp_{PROGRAMS[0].name}"]}
     return {name: (kind, what, partner[name]) for name, (kind, what) in found.items()}
@@ -108,7 +112,8 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     model = ifl.disguise(compiled, merge=merge, seed=7, **TIERS[tier]) if TIERS[tier] else compiled
     graph, program, length = ifl.circuit_graph(model), program_of(model), vector_length(model)
     forward = EdgeForward(model, graph)
-    edges = TruthMeasurement(forward, program, EDGE_SAMPLES, seed=1, length=length)
+    edges = TruthMeasurement(forward, program, EDGE_SAMPLES if length is None else VECTOR_EDGE_SAMPLES, seed=1,
+                             length=length)
     certified = TruthMeasurement(forward, program, CERTIFICATE_SAMPLES, seed=2, length=length)
     truths = {a: edges.ablation(a) for a in ABLATIONS}
     certificate = {a: certified.certificate(a) for a in ABLATIONS}

@@ -10,7 +10,8 @@ corrupted partner under resample ablation). The measured inputs:
   ``check``, with a limit of :data:`EXHAUSTIVE_LIMIT` sequences), the constant sequences of the
   longer lengths and ``samples`` random sequences of random lengths (``check``'s
   ``token_inputs``);
-- a program over vectors: ``samples`` random inputs of the domain and its corners, at T. Where
+- a program over vectors: ``samples`` random inputs of the domain and as many of its corners
+  (at most 256), at T (or a length asked for). Where
   the program has a retrieval margin δ, the certificate covers the inputs (per-token targets:
   the sites) whose retrieval clears it, as ``check`` measures; the others count for nothing.
 
@@ -105,7 +106,7 @@ def measured_inputs(program: ir.Program, samples: int = SAMPLES, seed: int = 0,
     if not program.over_tokens:
         length = program.length if length is None else length
         yield torch.cat([sample_inputs(program, samples, seed=seed, length=length),
-                         domain_corners(program, CORNERS, seed=seed + 1, length=length)])
+                         domain_corners(program, min(CORNERS, samples), seed=seed + 1, length=length)])
         return
     size = program.token_vocabulary.size
     limit = min(EXHAUSTIVE_LIMIT, sum(size**length for length in range(1, min(EXHAUSTIVE_LENGTH, program.length) + 1)))
