@@ -302,6 +302,32 @@ def check_against_weights(model: CompiledTransformer, graph: EdgeGraph) -> None:
                                  f"{extra[:3]}; in the circuit only: {missing[:3]}; other directions: {differ[:3]})")
 
 
+def _misfit(model: CompiledTransformer, graph: EdgeGraph) -> str | None:
+    """What in a stored graph does not fit ``model``'s blocks (None: it fits)."""
+    layers = model.config["layers"]
+    kinds = [n.kind for n in graph.nodes]
+    if graph.layers != len(layers) or kinds.count(INPUT) != 1 or kinds.count(OUTPUT) != 1 or len(
+            graph.by_name) != len(graph.nodes):
+        return "its layers, input, output or node names"
+    for node in graph.nodes:
+        if node.kind == "head":
+            fits = isinstance(node.layer, int) and 0 <= node.layer < len(layers) and isinstance(node.index, int) \
+                and 0 <= node.index < len(layers[node.layer]["heads"]) and node.name == f"a{node.layer}.h{node.index}"
+        elif node.kind == "mlp":
+            fits = isinstance(node.layer, int) and 0 <= node.layer < len(layers) and node.name == f"m{node.layer}"
+        else:
+            fits = node.kind in (INPUT, OUTPUT) and node.name == node.kind
+        if not fits:
+            return f"node {node.name!r}"
+    channels = {"head": HEAD_CHANNELS, "mlp": (MLP_CHANNEL,), OUTPUT: (OUTPUT_CHANNEL,)}
+    for edge in graph.edges:
+        sender, receiver = graph.by_name.get(edge.sender), graph.by_name.get(edge.receiver)
+        if sender is None or receiver is None or sender.kind == OUTPUT or edge.channel not in channels.get(
+                receiver.kind, ()) or not sender.order < receiver.order:
+            return f"edge {edge.name!r}"
+    return None
+
+
 def circuit_graph(model: Any) -> EdgeGraph:
     """The edge graph of a compiled model (or the path of its file), derived from its circuit and
     checked against its weights (:func:`check_against_weights`); a disguised model's is the graph
@@ -316,6 +342,9 @@ def circuit_graph(model: Any) -> EdgeGraph:
             graph = EdgeGraph.from_json(disguised["graph"])
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise StoredProgramError(f"the disguised model's stored edge graph is malformed ({error!r})") from None
+        misfit = _misfit(compiled, graph)
+        if misfit is not None:
+            raise StoredProgramError(f"the disguised model's stored edge graph does not fit its blocks ({misfit})")
         if disguised["rotate"]:  # a rotated reader reads every coordinate: zero only up to rounding
             return graph
     else:

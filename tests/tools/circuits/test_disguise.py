@@ -143,3 +143,27 @@ def test_a_program_of_another_input_is_not_merged(tmp_path) -> None:
     code, _, err = run_cli(["disguise", str(EXAMPLES_DIR / "tracr/reverse.safetensors"), "--merge",
                               str(EXAMPLES_DIR / "tracr/hist.safetensors"), "-o", str(tmp_path / "m.safetensors")])
     assert code == 0 and (tmp_path / "m.safetensors").exists(), err
+
+
+HOSTILE_GRAPHS = {
+    "a head's layer": lambda g: g["nodes"][1].__setitem__("layer", 9),
+    "a head's index": lambda g: g["nodes"][1].__setitem__("head", 7),
+    "an edge's sender": lambda g: g["edges"][0].__setitem__("sender", "zz"),
+    "a node's kind": lambda g: g["nodes"][1].__setitem__("kind", "weird"),
+    "the nodes": lambda g: g.__setitem__("nodes", 3),
+    "an edge's channel": lambda g: g["edges"][0].__setitem__("channel", "x"),
+    "a node twice": lambda g: g["nodes"].insert(1, g["nodes"][1]),
+    "an edge backwards": lambda g: g["edges"][0].update(sender=g["edges"][0]["receiver"], receiver="input"),
+}
+
+
+@pytest.mark.parametrize("change", HOSTILE_GRAPHS)
+def test_a_stored_graph_that_does_not_fit_the_model_is_exit_2(change: str, tmp_path) -> None:
+    """A disguised model's file is user input: its carried graph is checked against its blocks."""
+    changed = disguise(shipped("tracr/reverse"), rotate=True)
+    HOSTILE_GRAPHS[change](changed.config["disguised"]["graph"])
+    path = tmp_path / "hostile.safetensors"
+    ifl.save(changed, path)
+    for argv in (["--edges"], ["--truth", "--samples", "5"]):
+        code, _, err = run_cli(["circuit", str(path), *argv])
+        assert code == 2 and "stored edge graph" in err and "Traceback" not in err, (change, err)
