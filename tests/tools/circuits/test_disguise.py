@@ -167,3 +167,14 @@ def test_a_stored_graph_that_does_not_fit_the_model_is_exit_2(change: str, tmp_p
     for argv in (["--edges"], ["--truth", "--samples", "5"]):
         code, _, err = run_cli(["circuit", str(path), *argv])
         assert code == 2 and "stored edge graph" in err and "Traceback" not in err, (change, err)
+
+
+def test_a_disguised_model_exports_to_gpt2_and_checks_exact(tmp_path) -> None:
+    """A disguise is a stock transformer too: exported (no circuit map: its graph is in its
+    config) and checked against its program through the Hugging Face model."""
+    model = tmp_path / "sort.safetensors"
+    ifl.save(disguised("tracr/sort", "all"), model)
+    code, _, err = run_cli(["export", str(model), "--to", "hf-gpt2", "-o", str(tmp_path / "gpt2")])
+    assert code == 0, err
+    code, out, err = run_cli(["check", str(tmp_path / "gpt2"), "--samples", "100"])
+    assert code == 0 and "every answer right" in out, err
