@@ -10,7 +10,7 @@ programs of ``bench/rasp_suite.py`` (compiled from RASP at max_seq_len = 6, ε =
 - ``plain``: the compiled model;
 - ``disguised``: heads split in 2, units in 2, heads and units shuffled, the residual rotated;
 - ``merged``: another program of the same input merged in first (the smallest other one of its
-  group: the same vocabulary, or the same d and T; the program itself where it is alone), then 4
+  group: the same vocabulary or the same d, and the same T; the program itself where it is alone), then 4
   distractor directions, a distractor head per layer and 4 distractor units per FFN, then the
   second tier's passes.
 
@@ -65,11 +65,11 @@ def sources(quick: bool) -> dict[str, tuple[str, str, str]]:
         name = str(path.relative_to(ROOT / "compiled_examples").with_suffix("")).replace("/", "_")
         model = ifl.load(path, device="cpu")
         found[name], size[name] = ("shipped", str(path)), model.nonzero_parameter_count()
-        key = model.vocabulary.names if model.vocabulary is not None else (model.d, model.T)
+        key = (model.vocabulary.names if model.vocabulary is not None else model.d, model.T)
         groups.setdefault(key, []).append(name)
     for entry in PROGRAMS:
         found[f"rasp_{entry.name}"] = ("rasp", entry.name)
-        groups.setdefault(tuple(str(v) for v in entry.vocab), []).append(f"rasp_{entry.name}")
+        groups.setdefault((tuple(str(v) for v in entry.vocab), SUITE_LENGTH), []).append(f"rasp_{entry.name}")
     partner = {name: min((m for m in members if m != name), key=lambda m: (size.get(m, 0), m), default=name)
                for members in groups.values() for name in members}
     if quick:
