@@ -268,7 +268,8 @@ class _Disguiser:
                                        added if mlp is None else f"{mlp.computes}; {added}", ()))
         written = [dataclasses.replace(n, writes=tuple(labels[i] for i in sorted(weight_writes(model, n))))
                    for n in nodes if n is not None]
-        bare = EdgeGraph(nodes=(*written, old[OUTPUT]), edges=(), layers=self.graph.layers, eps=self.graph.eps)
+        output = dataclasses.replace(old[OUTPUT], layer=self.layers)  # after every block, a merged one's too
+        bare = EdgeGraph(nodes=(*written, output), edges=(), layers=self.layers, eps=self.graph.eps)
         roles = {(e.sender, e.receiver, e.channel): e.role for e in self.graph.edges}
         edges = tuple(CircuitEdge(*key, directions, roles.get(key, added))
                       for key, directions in weight_edges(model, bare).items())

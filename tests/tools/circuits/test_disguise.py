@@ -132,6 +132,20 @@ def test_merged_programs_run_beside_the_task_and_are_never_needed() -> None:
         assert not added & set(found.necessary) and found.outside_error == 0.0
 
 
+@pytest.mark.parametrize("rotate", [False, True])
+def test_a_deeper_program_merged_in_adds_layers_the_output_follows(rotate: bool) -> None:
+    """length (one layer) with reverse (two) merged in: the model has two layers, the graph too,
+    and its output node comes after both."""
+    task = shipped("tracr/length")
+    merged = disguise(task, merge=[shipped("tracr/reverse")], rotate=rotate, seed=2)
+    edges = ifl.circuit_graph(merged)
+    assert len(merged.config["layers"]) == edges.layers == 2 and edges.by_name["output"].layer == 2
+    x = model_inputs_of("tracr/length", 100, 5, 8)
+    with torch.no_grad():
+        assert torch.equal(merged(x).argmax(-1), task(x).argmax(-1)) if task.token_output else bool(
+            ((merged(x).double() - task(x).double()).abs() <= 1e-5).all())
+
+
 def test_a_program_of_another_input_is_not_merged(tmp_path) -> None:
     with pytest.raises(ValueError, match="merge sort: its input is not the model's"):
         disguise(shipped("tracr/reverse"), merge=[shipped("tracr/sort")])
