@@ -119,6 +119,36 @@ def _placed(heads: Tensor, shape: tuple[int, int], offset: int) -> Tensor:
     return out
 
 
+def _merge_layer(t: dict[str, Tensor], layer: int, theirs: dict[str, Tensor], mine_size: int,
+                 their_size: int) -> None:
+    """Block ``layer``'s heads and FFN with ``theirs`` (the other program's block ``layer``)."""
+    p = f"blocks.{layer}."
+    for name in ("attn.W_Q", "attn.W_K", "attn.W_V"):  # (H, D, E): rows by block
+        a, b = t[p + name], theirs[p + name]
+        width = max(a.shape[2], b.shape[2])
+        t[p + name] = torch.cat([_placed(a, (mine_size + their_size, width), 0),
+                                 _placed(b, (mine_size + their_size, width), mine_size)])
+    a, b = t[p + "attn.W_O"], theirs[p + "attn.W_O"]  # (H, V, D): columns by block
+    width = max(a.shape[1], b.shape[1])
+    t[p + "attn.W_O"] = torch.cat([_placed(a.transpose(1, 2), (mine_size + their_size, width), 0),
+                                   _placed(b.transpose(1, 2), (mine_size + their_size, width), mine_size)
+                                   ]).transpose(1, 2).contiguous()
+    t[p + "attn.beta"] = torch.cat([t[p + "attn.beta"], theirs[p + "attn.beta"]])
+    t[p + "mlp.W_in"] = torch.block_diag(t[p + "mlp.W_in"], theirs[p + "mlp.W_in"])
+    t[p + "mlp.b_in"] = torch.cat([t[p + "mlp.b_in"], theirs[p + "mlp.b_in"]])
+    t[p + "mlp.W_out"] = torch.block_diag(t[p + "mlp.W_out"], theirs[p + "mlp.W_out"])
+    t[p + "mlp.b_out"] = torch.cat([t[p + "mlp.b_out"], theirs[p + "mlp.b_out"]])
+
+
+def _random(generator: torch.Generator, rows: list[int], columns: list[int], shape: tuple[int, int],
+            scale: float) -> Tensor:
+    """A (shape) matrix, zero but at (rows × columns), there scale·N(0, 1/len(rows))."""
+    out = torch.zeros(shape, dtype=torch.float64)
+    block = torch.randn(len(rows), len(columns), generator=generator, dtype=torch.float64)
+    out[torch.tensor(rows)[:, None], torch.tensor(columns)[None]] = scale * block / max(len(rows), 1) ** 0.5
+    return out
+
+
 class _Disguiser:
     """The tensors (dense, float64), the config and the graph of one model, changed pass by pass."""
 
@@ -155,7 +185,7 @@ class _Disguiser:
         for layer in range(layers):
             other_layer = _empty_layer(layer, their_size) if layer >= len(other.config["layers"]) else {
                 k: v for k, v in theirs.items() if k.startswith(f"blocks.{layer}.")}
-            self._merge_layer(layer, other_layer, mine_size, their_size)
+            _merge_layer(self.tensors, layer, other_layer, mine_size, their_size)
             if layer < len(other.config["layers"]):
                 described = other.config["layers"][layer]
                 self.config["layers"][layer]["heads"].extend(
@@ -169,26 +199,6 @@ class _Disguiser:
                                           *(f"{name}:{label}" for label in other.config["residual_labels"])]
         self.config["d_model"] = mine_size + their_size
         self.graph = self._graph_from_weights(f"merged program {name}: nothing the output needs reads it")
-
-    def _merge_layer(self, layer: int, theirs: dict[str, Tensor], mine_size: int, their_size: int) -> None:
-        """Block ``layer``'s heads and FFN with ``theirs`` (the other program's block ``layer``)."""
-        p = f"blocks.{layer}."
-        t = self.tensors
-        for name in ("attn.W_Q", "attn.W_K", "attn.W_V"):  # (H, D, E): rows by block
-            a, b = t[p + name], theirs[p + name]
-            width = max(a.shape[2], b.shape[2])
-            t[p + name] = torch.cat([_placed(a, (mine_size + their_size, width), 0),
-                                     _placed(b, (mine_size + their_size, width), mine_size)])
-        a, b = t[p + "attn.W_O"], theirs[p + "attn.W_O"]  # (H, V, D): columns by block
-        width = max(a.shape[1], b.shape[1])
-        t[p + "attn.W_O"] = torch.cat([_placed(a.transpose(1, 2), (mine_size + their_size, width), 0),
-                                       _placed(b.transpose(1, 2), (mine_size + their_size, width), mine_size)
-                                       ]).transpose(1, 2).contiguous()
-        t[p + "attn.beta"] = torch.cat([t[p + "attn.beta"], theirs[p + "attn.beta"]])
-        t[p + "mlp.W_in"] = torch.block_diag(t[p + "mlp.W_in"], theirs[p + "mlp.W_in"])
-        t[p + "mlp.b_in"] = torch.cat([t[p + "mlp.b_in"], theirs[p + "mlp.b_in"]])
-        t[p + "mlp.W_out"] = torch.block_diag(t[p + "mlp.W_out"], theirs[p + "mlp.W_out"])
-        t[p + "mlp.b_out"] = torch.cat([t[p + "mlp.b_out"], theirs[p + "mlp.b_out"]])
 
     # ------------------------------------------------------------------ distractors
 
@@ -211,13 +221,6 @@ class _Disguiser:
         self.config["d_model"] = size + n
         self.graph = self._graph_from_weights(DISTRACTOR)
 
-    def _random(self, rows: list[int], columns: list[int], shape: tuple[int, int], scale: float) -> Tensor:
-        """A (shape) matrix, zero but at (rows × columns), there scale·N(0, 1/len(rows))."""
-        out = torch.zeros(shape, dtype=torch.float64)
-        block = torch.randn(len(rows), len(columns), generator=self.generator, dtype=torch.float64)
-        out[torch.tensor(rows)[:, None], torch.tensor(columns)[None]] = scale * block / max(len(rows), 1) ** 0.5
-        return out
-
     def _distractor_head(self, layer: int, reads: list[int], writes: list[int]) -> None:
         p = f"blocks.{layer}.attn."
         size = self.tensors["unembed.W_U"].shape[0]
@@ -228,9 +231,9 @@ class _Disguiser:
             pad = list(t.shape)
             pad[axis] = width - t.shape[axis]
             self.tensors[p + name] = torch.cat([t, t.new_zeros(pad)], dim=axis)  # zero columns change nothing
-        q, k = (self._random(reads, list(range(width_e)), (size, width_e), 1.0) for _ in range(2))
-        v = self._random(reads, list(range(width_v)), (size, width_v), 1.0)
-        o = self._random(list(range(width_v)), writes, (width_v, size), 1.0)
+        q, k = (_random(self.generator, reads, list(range(width_e)), (size, width_e), 1.0) for _ in range(2))
+        v = _random(self.generator, reads, list(range(width_v)), (size, width_v), 1.0)
+        o = _random(self.generator, list(range(width_v)), writes, (width_v, size), 1.0)
         for name, new in (("W_Q", q), ("W_K", k), ("W_V", v), ("W_O", o)):
             self.tensors[p + name] = torch.cat([self.tensors[p + name], new[None]])
         self.tensors[p + "beta"] = torch.cat([self.tensors[p + "beta"], torch.ones(1, dtype=torch.float64)])
@@ -241,9 +244,9 @@ class _Disguiser:
     def _distractor_units(self, layer: int, n: int, reads: list[int], writes: list[int]) -> None:
         p = f"blocks.{layer}.mlp."
         size = self.tensors["unembed.W_U"].shape[0]
-        w_in = self._random(reads, list(range(n)), (size, n), 1.0)
+        w_in = _random(self.generator, reads, list(range(n)), (size, n), 1.0)
         b_in = 0.1 * torch.randn(n, generator=self.generator, dtype=torch.float64)
-        w_out = self._random(list(range(n)), writes, (n, size), 1.0)
+        w_out = _random(self.generator, list(range(n)), writes, (n, size), 1.0)
         self.tensors[p + "W_in"] = torch.cat([self.tensors[p + "W_in"], w_in], dim=1)
         self.tensors[p + "b_in"] = torch.cat([self.tensors[p + "b_in"], b_in])
         self.tensors[p + "W_out"] = torch.cat([self.tensors[p + "W_out"], w_out])
