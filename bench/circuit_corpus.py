@@ -112,8 +112,8 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     model = ifl.disguise(compiled, merge=merge, seed=7, **TIERS[tier]) if TIERS[tier] else compiled
     graph, program, length = ifl.circuit_graph(model), program_of(model), vector_length(model)
     forward = EdgeForward(model, graph)
-    edges = TruthMeasurement(forward, program, EDGE_SAMPLES if length is None else VECTOR_EDGE_SAMPLES, seed=1,
-                             length=length)
+    measured = {"samples": EDGE_SAMPLES if length is None else VECTOR_EDGE_SAMPLES, "seed": 1, "length": length}
+    edges = TruthMeasurement(forward, program, **measured)
     certified = TruthMeasurement(forward, program, CERTIFICATE_SAMPLES, seed=2, length=length)
     truths = {a: edges.ablation(a) for a in ABLATIONS}
     certificate = {a: certified.certificate(a) for a in ABLATIONS}
@@ -122,7 +122,7 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     row = {"model": name, "tier": tier, "source": what, "merged": [partner[1]] if merge else [],
            "eps": graph.eps, "edges": len(graph.edges),
            "nodes": len(graph.nodes), "parameters": model.nonzero_parameter_count(),
-           "inputs": {"edges": edges.inputs, "certificate": certified.inputs},
+           "inputs": {"edges": edges.inputs, "certificate": certified.inputs}, "measured": measured,
            "necessary": {a: len(t.necessary) for a, t in truths.items()},
            "certificate": certificate, "holds": all(e <= graph.eps for e in certificate.values()),
            "seconds": round(time.perf_counter() - start, 2)}

@@ -17,6 +17,7 @@ whose parameters it reports).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import sys
@@ -136,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(commands)
     add_from_rasp_parser(commands, _positive_int)
     add_disguise_parser(commands, _positive_int, _nonnegative_int)
+    from .discovery.command import add_discovery_parsers
+
+    add_discovery_parsers(commands, _positive_int, _nonnegative_int)
     train_cmd = commands.add_parser("train", help="train a model of the compiled family on the target")
     _training_flags(train_cmd, grid=False)
     train_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .trained.safetensors)")
@@ -393,12 +397,6 @@ def command_circuit(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def command_export(arguments: argparse.Namespace) -> int:
-    from .export.command import command_export as run_export
-
-    return run_export(arguments)
-
-
 def command_disguise(arguments: argparse.Namespace) -> int:
     from .circuits.command import command_disguise as write_disguised
 
@@ -406,40 +404,31 @@ def command_disguise(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def command_from_rasp(arguments: argparse.Namespace) -> int:
-    from .from_rasp import command_from_rasp as write_program
+def command_discover(arguments: argparse.Namespace) -> int:
+    from .discovery.command import command_discover as run_discover
 
-    return write_program(arguments)
-
-
-def command_run(arguments: argparse.Namespace) -> int:
-    from .run import command_run as run_model
-
-    return run_model(arguments)
+    with_compiled_model(arguments.model, lambda model: run_discover(arguments, model), "discover")
+    return EXIT_OK
 
 
-def command_report(arguments: argparse.Namespace) -> int:
-    from .report.command import command_report as run_report
+def _elsewhere(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """A command whose code lives in ``module`` (relative to this package), imported when it
+    runs; a command returning nothing exits 0."""
+    def command(arguments: argparse.Namespace) -> int:
+        code = getattr(importlib.import_module(module, __package__), name)(arguments)
+        return EXIT_OK if code is None else int(code)
 
-    return run_report(arguments)
-
-
-def command_train(arguments: argparse.Namespace) -> int:
-    from .training_commands import command_train as run_train
-
-    return run_train(arguments)
-
-
-def command_sweep(arguments: argparse.Namespace) -> int:
-    from .training_commands import command_sweep as run_sweep
-
-    return run_sweep(arguments)
+    return command
 
 
 COMMANDS = {"parse": command_parse, "analyze": command_analyze, "compile": command_compile, "check": command_check,
-            "circuit": command_circuit, "report": command_report, "train": command_train, "sweep": command_sweep,
-            "export": command_export, "run": command_run, "from-rasp": command_from_rasp,
-            "disguise": command_disguise}
+            "circuit": command_circuit, "disguise": command_disguise, "discover": command_discover,
+            "export": _elsewhere(".export.command", "command_export"), "run": _elsewhere(".run", "command_run"),
+            "from-rasp": _elsewhere(".from_rasp", "command_from_rasp"),
+            "report": _elsewhere(".report.command", "command_report"),
+            "train": _elsewhere(".training_commands", "command_train"),
+            "sweep": _elsewhere(".training_commands", "command_sweep"),
+            "benchmark": _elsewhere(".discovery.command", "command_benchmark")}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

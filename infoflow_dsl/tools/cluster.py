@@ -21,12 +21,16 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ..errors import SweepError
 
 #: seconds a head's port gets to accept a TCP connection
 CONNECT_TIMEOUT = 5.0
+Job = TypeVar("Job")
+Result = TypeVar("Result")
 
 _ENDPOINT = re.compile(r"^(?:ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>[0-9]{1,5})$")
 _HINT = ("start one with `ray start --head` (its GCS address HOST:6379, or ray://HOST:10001 for Ray Client), "
@@ -79,3 +83,41 @@ def start_ray(workers: int, address: str | None) -> None:
         where = "a local Ray" if address is None else f"--address {address}"
         raise SweepError(f"{where}: Ray did not start: {type(error).__name__}: {error}"
                          + ("" if address is None else f"; {_HINT}")) from None
+
+
+def ray_map(function: Callable[[Job], Result], jobs: Sequence[Job], workers: int, address: str | None,
+            gpus: float = 0.0) -> Iterator[tuple[Job, Result]]:
+    """``function(job)`` for every job as a Ray task (one CPU, ``gpus`` of a GPU), yielded
+    (job, result) as they finish, on a local Ray of ``workers`` CPUs or the cluster at
+    ``address`` (:func:`start_ray`); Ray is shut down after the last one or an error."""
+    import ray
+
+    if not jobs:
+        return
+    start_ray(workers, address)
+    try:
+        task = ray.remote(num_cpus=1, num_gpus=gpus)(function)
+        pending = {task.remote(job): job for job in jobs}
+        where = "a local Ray" if address is None else f"--address {address}"
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            job = pending.pop(ready[0])
+            yield job, task_result(ray.get, ready[0], where)
+    finally:
+        ray.shutdown()
+
+
+def task_result(get: Callable[[Any], Any], ref: Any, where: str) -> Any:
+    """A finished Ray task's result (``get(ref)``). A run's own error passes as the run raised
+    it; a failure of Ray itself (a raylet or a node that died, a cluster torn down under the
+    run) is a SweepError, exit 2: the runs finished before it are on disk, and the same
+    command resumes from them."""
+    from ray.exceptions import RayError, RayTaskError
+
+    try:
+        return get(ref)
+    except RayTaskError:
+        raise
+    except RayError as error:
+        raise SweepError(f"{where}: Ray failed during the run ({type(error).__name__}: {error}); the runs "
+                         f"finished so far are kept: run the same command to resume") from None

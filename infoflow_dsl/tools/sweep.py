@@ -227,41 +227,11 @@ def _in_process(todo: Sequence[Run]) -> Iterable[tuple[Run, tuple[dict[str, Any]
 
 def _with_ray(todo: Sequence[Run], workers: int, address: str | None,
               ) -> Iterable[tuple[Run, tuple[dict[str, Any], bytes]]]:
-    """Ray tasks, yielded as they finish; a local Ray (``workers`` CPUs) unless ``address``
-    (:mod:`.cluster`)."""
-    import ray
+    """Ray tasks, yielded as they finish (:func:`.cluster.ray_map`); on a GPU four runs share one."""
+    from .cluster import ray_map
 
-    from .cluster import start_ray
-
-    if not todo:
-        return
-    start_ray(workers, address)
-    try:
-        on_gpu = todo[0].settings.device.startswith("cuda")
-        task = ray.remote(num_cpus=1, num_gpus=GPU_SHARE if on_gpu else 0)(run_one)
-        pending = {task.remote(run): run for run in todo}
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            run = pending.pop(ready[0])
-            yield run, task_result(ray.get, ready[0], "a local Ray" if address is None else f"--address {address}")
-    finally:
-        ray.shutdown()
-
-
-def task_result(get: Callable[[Any], Any], ref: Any, where: str) -> Any:
-    """A finished Ray task's result (``get(ref)``). A run's own error passes as the run raised
-    it; a failure of Ray itself (a raylet or a node that died, a cluster torn down under the
-    sweep) is a SweepError, exit 2: the runs finished before it are on disk, and the same
-    command resumes from them."""
-    from ray.exceptions import RayError, RayTaskError
-
-    try:
-        return get(ref)
-    except RayTaskError:
-        raise
-    except RayError as error:
-        raise SweepError(f"{where}: Ray failed during the sweep ({type(error).__name__}: {error}); the runs "
-                         f"finished so far are kept: run the same command to resume") from None
+    gpus = GPU_SHARE if todo and todo[0].settings.device.startswith("cuda") else 0.0
+    return ray_map(run_one, todo, workers, address, gpus)
 
 
 # ---------------------------------------------------------------------------- summary

@@ -279,12 +279,12 @@ def test_a_ray_failure_during_the_sweep_is_exit_2_and_a_runs_own_error_passes() 
     from ray.exceptions import LocalRayletDiedError
 
     from infoflow_dsl.errors import SweepError, TrainError
-    from infoflow_dsl.tools.sweep import task_result
+    from infoflow_dsl.tools.cluster import task_result
 
     def died(ref):
         raise LocalRayletDiedError()
 
-    with pytest.raises(SweepError, match=r"--address auto: Ray failed during the sweep \(LocalRayletDiedError: .*\); "
+    with pytest.raises(SweepError, match=r"--address auto: Ray failed during the run \(LocalRayletDiedError: .*\); "
                                          r"the runs finished so far are kept: run the same command to resume"):
         task_result(died, None, "--address auto")
 

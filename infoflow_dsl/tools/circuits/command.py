@@ -38,7 +38,7 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
         ablations = tuple(dict.fromkeys(arguments.ablation or ABLATIONS))
         length = arguments.length
         if length is not None:
-            _check_length(model, length)
+            check_length(model, length)
         graph, truths = edge_truth(model, ablations, arguments.samples, arguments.seed, length)
     else:
         graph, truths = circuit_graph(model), {}
@@ -62,7 +62,7 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
               f"every pair outside the graph ablated at once: error {truth.outside_error:.3g} (ε {graph.eps:g})")
 
 
-def _check_length(model: Any, length: int) -> None:
+def check_length(model: Any, length: int) -> None:
     """UsageError unless ``--length`` is one the model's certificate covers."""
     if model.vocabulary is not None:
         raise UsageError("--length is for a model over vectors: a token model's truth reads every length")

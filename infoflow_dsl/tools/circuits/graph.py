@@ -125,6 +125,11 @@ class EdgeGraph:
                 out.append((node, OUTPUT_CHANNEL))
         return out
 
+    def pairs(self) -> list[tuple[str, str, str]]:
+        """Every (sender, receiver, channel) that can carry something (the sender runs before the
+        receiver): the candidate edges of a discovery method, the graph's edges among them."""
+        return [(s.name, r.name, c) for r, c in self.receivers() for s in self.senders() if s.order < r.order]
+
     def edge_hooks(self, edge: CircuitEdge) -> dict[str, Any]:
         """The edge as TransformerLens hooks: the sender's output and the receiver's input, each
         with the head index where the hook holds every head."""

@@ -59,26 +59,43 @@ class EdgeForward:
     def __init__(self, model: CompiledTransformer, graph: EdgeGraph) -> None:
         self.model, self.graph = model, graph
         self.blocks = [(b.attn, b.mlp) for b in model.blocks]
+        self._cached: dict[tuple[int, str], Tensor] = {}
 
     def _weights(self, layer: int, name: str) -> Tensor:
-        attn = self.blocks[layer][0]
-        return getattr(attn, name).detach().to(torch.float64)
+        """Block ``layer``'s attention weight ``name`` in float64 (converted once)."""
+        if (layer, name) not in self._cached:
+            self._cached[layer, name] = getattr(self.blocks[layer][0], name).detach().to(torch.float64)
+        return self._cached[layer, name]
 
     def run(self, x: Tensor, ablated: Collection[EdgeKey] = (),
-            replacements: Mapping[str, Tensor] | None = None) -> PatchedRun:
+            replacements: Mapping[str, Tensor] | None = None, *,
+            coefficients: Mapping[EdgeKey, Tensor] | None = None,
+            differences: Mapping[str, Tensor] | None = None, embedding: Tensor | None = None) -> PatchedRun:
         """The output with the edges ``ablated`` (keys (sender, receiver, channel)) reading the
-        ``replacements`` of their senders (name -> a stand-in broadcasting to (B, T'+1, D))."""
+        ``replacements`` of their senders (name -> a stand-in broadcasting to (B, T'+1, D)).
+
+        The attribution methods' forms: an edge of ``coefficients`` is ablated by a fraction α
+        (a tensor broadcasting to (B, 1, 1), which may require grad: the run is then
+        differentiable in it), its receiver reading Σ o_s + α (ô_s − o_s), or α Δ_s where
+        ``differences`` fixes Δ_s (the clean run's ô_s − o_s, for an interpolated run);
+        ``embedding`` replaces the input's output (B, T'+1, D) (EAP-IG on the inputs)."""
         replacement = dict(replacements or {})
-        changes: dict[tuple[str, str], list[str]] = {}
+        changes: dict[tuple[str, str], list[tuple[str, Tensor | float]]] = {}
         for sender, receiver, channel in ablated:
-            changes.setdefault((receiver, channel), []).append(sender)
+            changes.setdefault((receiver, channel), []).append((sender, 1.0))
+        for (sender, receiver, channel), alpha in (coefficients or {}).items():
+            changes.setdefault((receiver, channel), []).append((sender, alpha))
+        grad = any(isinstance(a, Tensor) and a.requires_grad for a in (coefficients or {}).values()) or (
+            embedding is not None and embedding.requires_grad)
         model = self.model
-        with torch.no_grad():
-            outputs: dict[str, Tensor] = {INPUT: embedded(model, x).to(torch.float64)}  # (B, T'+1, D)
+        with torch.set_grad_enabled(grad):
+            start = embedded(model, x).to(torch.float64) if embedding is None else embedding  # (B, T'+1, D)
+            outputs: dict[str, Tensor] = {INPUT: start}
 
             def read(receiver: str, channel: str, total: Tensor) -> Tensor:
-                for sender in changes.get((receiver, channel), []):
-                    total = total + (replacement[sender] - outputs[sender])
+                for sender, alpha in changes.get((receiver, channel), []):
+                    change = differences[sender] if differences is not None else replacement[sender] - outputs[sender]
+                    total = total + alpha * change
                 return total
 
             total = outputs[INPUT]

@@ -90,7 +90,7 @@ class AblationTruth:
 
 
 @dataclass(frozen=True)
-class _Batch:
+class MeasuredBatch:
     """Inputs of one length, their reference outputs and their resampling partners."""
 
     x: Tensor
@@ -125,7 +125,7 @@ def _partners(count: int, seed: int) -> Tensor:
     return partner
 
 
-def _numeric_error(y: Tensor, batch: _Batch) -> Tensor:
+def numeric_error(y: Tensor, batch: MeasuredBatch) -> Tensor:
     """|y − reference| where the guarantee covers the site (defined, and clearing a margin), else 0."""
     truth, covered = batch.truth, batch.covered
     error = torch.where(truth.isnan(), 0.0, (y - truth).abs().nan_to_num(nan=torch.inf))
@@ -134,19 +134,19 @@ def _numeric_error(y: Tensor, batch: _Batch) -> Tensor:
     return error
 
 
-def _left(program: ir.Program, y: Tensor, batch: _Batch, eps: float) -> Tensor:
+def leaves_certificate(program: ir.Program, y: Tensor, batch: MeasuredBatch, eps: float) -> Tensor:
     """Per input: whether the output left the certificate (bool (N,)) — a wrong token at a defined
     site, or a number more than ε from the reference where the guarantee covers it."""
     if program.token_output:
         wrong, _ = wrong_answers(y, batch.truth)
         return wrong.reshape(wrong.shape[0], -1).any(dim=1)
-    return (_numeric_error(y, batch).reshape(y.shape[0], -1) > eps).any(dim=1)
+    return (numeric_error(y, batch).reshape(y.shape[0], -1) > eps).any(dim=1)
 
 
-def _departure(program: ir.Program, y: Tensor, batch: _Batch, left: Tensor) -> float:
+def _departure(program: ir.Program, y: Tensor, batch: MeasuredBatch, left: Tensor) -> float:
     if program.token_output:
         return float(left.to(torch.float64).mean())
-    return float(_numeric_error(y, batch).max())
+    return float(numeric_error(y, batch).max())
 
 
 def _shown(program: ir.Program, x: Tensor) -> Any:
@@ -166,7 +166,7 @@ class TruthMeasurement:
             with torch.no_grad():
                 truth = evaluate(program, exact)
             covered = None if program.margin is None else retrieval_margin(program, exact) >= program.margin
-            self.batches.append(_Batch(x, truth, _partners(x.shape[0], seed + 7_919 * index), covered))
+            self.batches.append(MeasuredBatch(x, truth, _partners(x.shape[0], seed + 7_919 * index), covered))
 
     @property
     def inputs(self) -> int:
@@ -176,7 +176,7 @@ class TruthMeasurement:
         model = self.forward.model
         return x if self.program.over_tokens else x.to(model.dtype)
 
-    def _prepared(self, ablation: str) -> list[tuple[_Batch, Tensor, dict[str, Tensor]]]:
+    def prepared(self, ablation: str) -> list[tuple[MeasuredBatch, Tensor, dict[str, Tensor]]]:
         """Each batch with its model inputs and its senders' stand-ins under ``ablation``."""
         if ablation not in ABLATIONS:
             raise ValueError(f"unknown ablation {ablation!r}: one of {', '.join(ABLATIONS)}")
@@ -188,31 +188,31 @@ class TruthMeasurement:
         return prepared
 
     def certificate(self, ablation: str,
-                    prepared: list[tuple[_Batch, Tensor, dict[str, Tensor]]] | None = None) -> float:
+                    prepared: list[tuple[MeasuredBatch, Tensor, dict[str, Tensor]]] | None = None) -> float:
         """The largest error with every pair outside the graph ablated at once (a token output,
         as ``check`` counts it: 1 if any answer is wrong, else 0): at most ε where the
         certificate holds."""
         outside, worst = outside_pairs(self.forward.graph), 0.0
-        for batch, x, stands in prepared or self._prepared(ablation):
+        for batch, x, stands in prepared or self.prepared(ablation):
             y = self.forward.run(x, outside, stands).y
-            left = _left(self.program, y, batch, self.eps)
+            left = leaves_certificate(self.program, y, batch, self.eps)
             worst = max(worst, float(left.any()) if self.program.token_output else _departure(
                 self.program, y, batch, left))
         return worst
 
     def ablation(self, ablation: str) -> AblationTruth:
         """Every edge's truth under ``ablation``, and the certificate."""
-        prepared = self._prepared(ablation)
+        prepared = self.prepared(ablation)
         resample = ablation == "resample"
         truths = [self._edge(edge_key(e), e.name, prepared, resample) for e in self.forward.graph.edges]
         return AblationTruth(ablation, self.inputs, tuple(truths), self.certificate(ablation, prepared))
 
-    def _edge(self, key: EdgeKey, name: str, prepared: list[tuple[_Batch, Tensor, dict[str, Tensor]]],
+    def _edge(self, key: EdgeKey, name: str, prepared: list[tuple[MeasuredBatch, Tensor, dict[str, Tensor]]],
               resample: bool) -> EdgeTruth:
         departure, witness, corrupted = 0.0, None, None
         for batch, x, stands in prepared:
             y = self.forward.run(x, [key], stands).y
-            left = _left(self.program, y, batch, self.eps)
+            left = leaves_certificate(self.program, y, batch, self.eps)
             departure = max(departure, _departure(self.program, y, batch, left))
             if witness is None and bool(left.any()):
                 first = int(torch.nonzero(left)[0])
@@ -225,8 +225,7 @@ def outside_pairs(graph: EdgeGraph) -> list[EdgeKey]:
     """Every (sender, receiver, channel) pair that can carry something (the sender runs before the
     receiver) and is not an edge of the graph."""
     inside = {edge_key(e) for e in graph.edges}
-    return [(s.name, r.name, c) for r, c in graph.receivers() for s in graph.senders()
-            if s.order < r.order and (s.name, r.name, c) not in inside]
+    return [pair for pair in graph.pairs() if pair not in inside]
 
 
 def edge_truth(model: Any, ablations: tuple[str, ...] = ABLATIONS, samples: int = SAMPLES,

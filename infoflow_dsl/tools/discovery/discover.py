@@ -1,0 +1,60 @@
+"""``ifl.discover(model, method, ablation)``: one discovery method on one compiled model, scored
+against the certified truth of the same ablation on the same inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any
+
+from ..circuits import ABLATIONS
+from ..circuits.patching import EdgeForward, EdgeKey
+from ..circuits.truth import SAMPLES
+from . import METHODS
+from .acdc import acdc
+from .attribution import eap, eap_ig, eap_ig_inputs
+from .baselines import node_patching, node_scores, random_scores
+from .exact import exact_patching
+from .metrics import default_metric, metrics_of
+from .scores import DiscoveryResult, scored
+from .task import DiscoveryTask
+
+RUNS: dict[str, Callable[[DiscoveryTask], dict[EdgeKey, float]]] = {
+    "exact": exact_patching, "eap": eap, "eap-ig": eap_ig, "eap-ig-inputs": eap_ig_inputs, "acdc": acdc,
+    "node": node_patching, "random": random_scores}
+assert tuple(RUNS) == METHODS
+
+
+def check_choice(what: str, value: str, choices: Collection[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"unknown {what} {value!r}: one of {', '.join(choices)}")
+
+
+def discover(model: Any, method: str, ablation: str = "zero", metric: str | None = None,
+             samples: int = SAMPLES, seed: int = 0, length: int | None = None,
+             necessary: Collection[str] | None = None) -> DiscoveryResult:
+    """Score every candidate edge of ``model`` (a compiled model or its file) with ``method``
+    under ``ablation``, measured by ``metric`` (the method's default: see ``metrics``), on the
+    truth's inputs (``samples``, ``seed``, ``length``), against the truth: the edges necessary
+    under that ablation, measured here unless given (``necessary``: edge names, a corpus
+    record's)."""
+    from ...arguments import model_argument
+    from ...pipeline import program_of
+    from ..circuits.graph import circuit_graph
+
+    check_choice("method", method, METHODS)
+    check_choice("ablation", ablation, ABLATIONS)
+    compiled = model_argument(model, "discover")
+    program = program_of(compiled)
+    metric = metric or default_metric(program, method)
+    check_choice("metric", metric, metrics_of(program))
+    graph = circuit_graph(compiled)
+    task = DiscoveryTask(EdgeForward(compiled, graph), program, ablation, metric, samples, seed, length)
+    if necessary is None:
+        truth = task.measurement.ablation(ablation)
+        keys = {e.name: (e.sender, e.receiver, e.channel) for e in graph.edges}
+        found = {keys[name] for name in truth.necessary}
+    else:
+        found = {(e.sender, e.receiver, e.channel) for e in graph.edges if e.name in set(necessary)}
+    distance = metrics_of(program)[1]
+    nodes = node_scores(task) if method == "node" else None
+    return scored(task, method, RUNS[method], found, distance, nodes)
