@@ -14,6 +14,7 @@ The Python API (DESIGN.md):
 >>> graph = ifl.circuit_graph(model)    # its edges sender -> receiver (q, k, v, MLP in, output), checked
 >>> graph, truths = ifl.edge_truth(model)  # which edges zero, mean and resample ablation need, with witnesses
 >>> looks_trained = ifl.disguise(model, split_heads=2, split_neurons=3, shuffle=True, rotate=True)
+>>> found = ifl.discover(looks_trained, "eap-ig", "mean")  # a discovery method scored against the truth
 >>> ifl.export(model, "out/")           # a Hugging Face GPT-2 directory (the ``export`` extra)
 >>> ifl.report(model, "min_pairwise.html")  # one self-contained page: graph, patterns, error, parameters
 >>> prog = ifl.from_rasp(rasp_program, vocab, max_seq_len)  # a RASP program (Tracr's API) as a Program
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from .tools.circuits.disguise import disguise
     from .tools.circuits.graph import EdgeGraph, circuit_graph
     from .tools.circuits.truth import edge_truth
+    from .tools.discovery.discover import discover
     from .tools.export.directory import export, export_inputs, export_outputs, load_exported
     from .tools.report import report
     from .transformer.io import load
@@ -82,6 +84,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "tools.circuits.disguise": ("disguise",),
     "tools.circuits.graph": ("EdgeGraph", "circuit_graph"),
     "tools.circuits.truth": ("edge_truth",),
+    "tools.discovery.discover": ("discover",),
     "transformer.io": ("load",),
     "transformer.lens": ("hooked",),
     "transformer.model": ("CompiledTransformer",),
@@ -112,6 +115,7 @@ __all__ = [
     "compile",
     "compile_program",
     "decode",
+    "discover",
     "disguise",
     "edge_truth",
     "encode",

@@ -170,6 +170,8 @@ DESCRIBED_FIELDS: dict[str, tuple[Any, str]] = {
     "residual_labels": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
     "disguised": (lambda v: isinstance(v, Mapping) and isinstance(v.get("rotate"), bool)
                   and isinstance(v.get("graph"), Mapping), "an object with rotate (true or false) and a graph"),
+    "circuit_truth": (lambda v: isinstance(v, Mapping) and all(isinstance(v.get(k), Mapping) for k in (
+        "graph", "ablations", "measured")), "an object with a graph, ablations and measured (objects)"),
     "program": (lambda v: isinstance(v, Mapping) and isinstance(v.get("name"), str)
                 and isinstance(v.get("source"), str) and (v.get("margin") is None or _number(v.get("margin"))),
                 "an object with a name and a source (strings) and a margin (a number or null)"),

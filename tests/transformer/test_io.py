@@ -498,6 +498,7 @@ def test_every_output_file_gets_the_mode_the_umask_gives(tmp_path: Path, umask: 
     ("dtype", "float16"),
     ("ffn", "wider"), ("route", 3), ("trained", "yes"), ("residual_labels", [1, 2]), ("program", {"name": 3}),
     ("disguised", "yes"), ("disguised", {"rotate": True}), ("disguised", {"rotate": 1, "graph": {}}),
+    ("circuit_truth", []), ("circuit_truth", {"graph": {}, "ablations": {}}),
     ("program", {"name": "p.iflow", "source": "x", "margin": "0.1"}),
     # found by the hostile bench (report, check: KeyError / TypeError): a measurement without its counts
     ("measured_error", {"max_error": 0.1}), ("measured_error", {"max_error": 0.1, "samples": 10, "corners": 256,

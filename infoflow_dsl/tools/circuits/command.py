@@ -27,6 +27,10 @@ def add_edge_flags(parser: argparse.ArgumentParser, nonnegative_int: Any) -> Non
     parser.add_argument("--seed", type=nonnegative_int, default=0, help="with --truth: the inputs' seed (0)")
     parser.add_argument("--length", type=nonnegative_int, help="with --truth, a model over vectors: the inputs' "
                                                                "length (default its T; any length up to T)")
+    parser.add_argument("--mib", action="store_true", help="with --truth and one --ablation: print that truth as "
+                                                           "MIB's circuit JSON")
+    parser.add_argument("-o", "--output", type=Path, help="with --truth: write the model with its graph and truth "
+                                                          "stored (export copies them into infoflow.json)")
 
 
 def command_edges(arguments: argparse.Namespace, model: Any) -> None:
@@ -34,12 +38,23 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
     from .graph import circuit_graph
     from .truth import edge_truth
 
+    if (arguments.mib or arguments.output) and not arguments.truth:
+        raise UsageError(f"{'--mib' if arguments.mib else '-o'} goes with --truth")
     if arguments.truth:
         ablations = tuple(dict.fromkeys(arguments.ablation or ABLATIONS))
+        if arguments.mib and len(ablations) != 1:
+            raise UsageError("--mib writes one ablation's circuit: give one --ablation")
+        if arguments.output is not None:
+            from ..paths import check_writable
+
+            check_writable(arguments.output)
         length = arguments.length
         if length is not None:
             check_length(model, length)
         graph, truths = edge_truth(model, ablations, arguments.samples, arguments.seed, length)
+        _write_or_print(arguments, model, graph, truths)
+        if arguments.mib:
+            return
     else:
         graph, truths = circuit_graph(model), {}
     if arguments.json:
@@ -60,6 +75,20 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
     for ablation, truth in truths.items():
         print(f"{ablation}: {len(truth.necessary)} of {len(truth.edges)} edges needed on {truth.inputs} inputs; "
               f"every pair outside the graph ablated at once: error {truth.outside_error:.3g} (ε {graph.eps:g})")
+
+
+def _write_or_print(arguments: argparse.Namespace, model: Any, graph: Any, truths: dict[str, Any]) -> None:
+    """With -o, the model with its truth stored; with --mib, the truth as MIB's circuit JSON."""
+    from .formats import mib_circuit, truth_record, with_truth
+
+    if arguments.output is not None:
+        from ...transformer.io import save
+
+        record = truth_record(graph, truths, arguments.samples, arguments.seed, arguments.length)
+        save(with_truth(model, record), arguments.output)
+    if arguments.mib:
+        (truth,) = truths.values()
+        print(json.dumps(mib_circuit(model, graph, truth), indent=1))
 
 
 def check_length(model: Any, length: int) -> None:

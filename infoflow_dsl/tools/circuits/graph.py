@@ -343,16 +343,23 @@ def circuit_graph(model: Any) -> EdgeGraph:
     compiled = model_argument(model, "circuit_graph")
     disguised = compiled.config.get("disguised")
     if disguised is not None:  # the graph carried through the realism passes (``disguise``)
-        try:
-            graph = EdgeGraph.from_json(disguised["graph"])
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
-            raise StoredProgramError(f"the disguised model's stored edge graph is malformed ({error!r})") from None
-        misfit = _misfit(compiled, graph)
-        if misfit is not None:
-            raise StoredProgramError(f"the disguised model's stored edge graph does not fit its blocks ({misfit})")
+        graph = stored_graph(compiled, disguised["graph"], "disguised model's")
         if disguised["rotate"]:  # a rotated reader reads every coordinate: zero only up to rounding
             return graph
     else:
         graph = graph_from_circuit(checked_lowering(compiled).circuit, float(compiled.config["eps"]))
     check_against_weights(compiled, graph)
+    return graph
+
+
+def stored_graph(model: CompiledTransformer, data: Any, whose: str) -> EdgeGraph:
+    """A graph stored in ``model``'s config (a disguised model's, a stored truth's), read and
+    fitted to its blocks; StoredProgramError when malformed or not fitting."""
+    try:
+        graph = EdgeGraph.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise StoredProgramError(f"the {whose} stored edge graph is malformed ({error!r})") from None
+    misfit = _misfit(model, graph)
+    if misfit is not None:
+        raise StoredProgramError(f"the {whose} stored edge graph does not fit its blocks ({misfit})")
     return graph

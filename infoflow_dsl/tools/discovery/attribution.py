@@ -1,16 +1,21 @@
 """Attribution patching: every edge scored from gradients, one forward and backward a step.
 
 Each candidate edge e = s → (r, c) gets a coefficient α_e, the receiver reading
-Σ o_s + α_e (ô_s − o_s) (``patching.EdgeForward``), so that ∂m/∂α_e = (ô_s − o_s) · ∂m/∂input_(r,c).
+Σ o_s + α_e Δ_s with Δ_s = ô_s − o_s fixed from the clean run (``task.gradients``), so that
+∂m/∂α_e = Δ_s · ∂m/∂input_(r,c).
 
 - **EAP** (Syed et al. 2023): score(e) = mean_b |∂m_b/∂α_e| at α = 0, the first-order estimate of
   the metric's change when e alone is ablated (one forward, one backward for all edges).
-- **EAP-IG on the activations**: the gradient averaged along the straight path from the clean run
-  (α = 0) to the fully ablated one (α = 1), at the midpoints α = (k − ½)/m, k = 1..m:
-  score(e) = mean_b |(1/m) Σ_k ∂m_b/∂α_e(α_k)| (integrated gradients; m forwards and backwards).
+- **EAP-IG on the activations**: the gradient averaged along the straight path on which every
+  receiver's input moves from the clean one by α·Σ Δ_s (α from 0 to 1 on every edge at once), at
+  the midpoints α = (k − ½)/m, k = 1..m: score(e) = mean_b |(1/m) Σ_k ∂m_b/∂α_e(α_k)|
+  (integrated gradients: the signed scores of an input sum to the metric's change at the path's
+  end; m forwards and backwards).
 - **EAP-IG on the inputs** (Hanna et al. 2024, MIB's EAP-IG): the input's embedding runs along
-  (1 − t)·e(x) + t·ê at the same midpoints, each edge's change fixed to the clean run's ô_s − o_s,
-  the gradient taken at α = 0 and averaged the same way.
+  e(x) + t·Δ_input at the same midpoints, the gradient taken at α = 0 and averaged the same way.
+
+Where the metric is linear in an edge (an edge into the readout, with the ``output`` metric),
+every one of them is exact patching's score.
 
 The metric must have a gradient at the clean output (``logit-diff`` or ``output``): KL and L2 are
 0 there with zero gradient, and every score would be 0.

@@ -49,6 +49,10 @@ def _sites(values: Tensor) -> Tensor:
 
 def per_input(metric: str, y: Tensor, clean: Tensor, batch: MeasuredBatch) -> Tensor:
     """m_b(y), (B,), for outputs y and the clean run's ``clean`` ((B, ...) or (B, ..., V))."""
+    tokens = not batch.truth.is_floating_point()
+    if metric in (NUMBER_METRICS if tokens else TOKEN_METRICS):
+        raise ValueError(f"unknown metric {metric!r} for a {'token' if tokens else 'numeric'} output: one of "
+                         f"{', '.join(TOKEN_METRICS if tokens else NUMBER_METRICS)}")
     if metric in TOKEN_METRICS:
         defined = batch.truth != UNDEFINED_ID  # (B, ...)
         label = batch.truth.clamp_min(0).unsqueeze(-1)  # (B, ..., 1)

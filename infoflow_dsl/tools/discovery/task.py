@@ -95,10 +95,11 @@ class DiscoveryTask:
                                                d.batch, self.graph.eps).any()) for d in self.data)
 
     def gradients(self, alpha: float, embedding_at: float | None = None) -> Iterator[Tensor]:
-        """Per batch, ∂m_b/∂α_e (B, E) at every candidate edge ablated by the fraction ``alpha``
-        (one forward and one backward). With ``embedding_at`` = t the input's output is
-        (1 − t)·clean + t·stand-in and each edge's change is the clean run's ô_s − o_s (EAP-IG on
-        the inputs); otherwise each receiver reads Σ o_s + α (ô_s − o_s) (on the activations)."""
+        """Per batch, ∂m_b/∂α_e (B, E) (one forward and one backward), every candidate edge's
+        change fixed to the clean run's Δ_s = ô_s − o_s: each receiver reads Σ o_s + α Δ_s
+        (α = ``alpha`` on every edge; the path of EAP-IG on the activations), and with
+        ``embedding_at`` = t the input's output is e + t·Δ_input, the edges at α (EAP-IG on the
+        inputs)."""
         pairs = self.pairs
         self.cost.forwards += 1
         self.cost.backwards += 1
@@ -107,11 +108,9 @@ class DiscoveryTask:
             coefficient = torch.full((count, len(pairs)), alpha, dtype=torch.float64, requires_grad=True)
             coefficients: Mapping[EdgeKey, Tensor] = {
                 pair: coefficient[:, i].view(count, 1, 1) for i, pair in enumerate(pairs)}
-            differences, embedding = None, None
-            if embedding_at is not None:
-                clean = self.forward.run(d.x).outputs
-                differences = {name: d.stand_ins[name] - out for name, out in clean.items()}
-                embedding = clean["input"] + embedding_at * differences["input"]
+            clean = self.forward.run(d.x).outputs
+            differences = {name: d.stand_ins[name] - out for name, out in clean.items()}
+            embedding = None if embedding_at is None else clean["input"] + embedding_at * differences["input"]
             y = self.forward.run(d.x, (), d.stand_ins, coefficients=coefficients, differences=differences,
                                  embedding=embedding).y
             (gradient,) = torch.autograd.grad(self.change(y, d).sum(), coefficient)

@@ -139,7 +139,28 @@ def export_info(model: CompiledTransformer, layout: ExportLayout | NativeLayout,
         "residual_labels": config.get("residual_labels"),
         "embedding": embedding,
         "circuit": circuit,
+        **stored_truth(config, layout, model, to),
     }
+
+
+def stored_truth(config: dict[str, Any], layout: ExportLayout | NativeLayout, model: CompiledTransformer,
+                 to: str) -> dict[str, Any]:
+    """A model's stored truth (``infoflowc circuit --truth -o``) as ``circuit_truth`` and its
+    edges on the export's hooks as ``circuit_edges``; nothing when it has none."""
+    record = config.get("circuit_truth")
+    if record is None:
+        return {}
+    from ...errors import StoredProgramError
+    from ..circuits.formats import exported_edges
+    from ..circuits.graph import stored_graph
+
+    try:
+        graph = stored_graph(model, record["graph"], "truth's")
+    except StoredProgramError as error:
+        raise ExportError(str(error)) from None
+    layers = _layout_json(layout)
+    return {"circuit_truth": record, "circuit_edges": exported_edges(
+        graph, _heads_json(layout, model, to), layers["layer_of_compiled"], layers["n_layers"])}
 
 
 def _check_target(directory: Path, to: str, layernorm: str, force: bool) -> None:
