@@ -152,3 +152,19 @@ def test_a_stored_truth_whose_graph_does_not_fit_is_refused_by_export(tmp_path: 
     with pytest.raises(ifl.ExportError, match="the truth's stored edge graph does not fit"):
         ifl.export(with_truth(shipped(NAME), record), tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_tl_native_export_has_every_hook_its_edges_name(tmp_path: Path) -> None:
+    from infoflow_dsl.tools.export.native import load_tl_native
+
+    graph, truths = truth()
+    ifl.export(with_truth(shipped(NAME), truth_record(graph, truths, SAMPLES, 2, None)), tmp_path / "out",
+               to="tl-native")
+    info = json.loads((tmp_path / "out" / "infoflow.json").read_text(encoding="utf-8"))
+    bridge = load_tl_native(tmp_path / "out")
+    arguments = ifl.export_inputs(tmp_path / "out", ifl.encode(program_of(shipped(NAME)), ["a", "b"]))
+    with torch.no_grad():
+        _, activations = bridge.run_with_cache(arguments["inputs_embeds"], attention_mask=arguments["attention_mask"])
+    assert len(info["circuit_edges"]) == len(graph.edges)
+    for edge in info["circuit_edges"]:
+        assert edge["sender"]["hook"] in activations and edge["receiver"]["hook"] in activations, edge
