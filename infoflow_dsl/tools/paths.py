@@ -87,3 +87,28 @@ def read_program_text(path: Path) -> str:
         return program_source(path)
     except OSError as error:
         raise UsageError(f"{path}: cannot read: {error.strerror or error}") from None
+
+
+def complete_lines(path: Path) -> bytes:
+    """An append-only results file's finished lines (b"" when absent): a torn last line, a run
+    killed while appending, is cut off the file first (atomically)."""
+    from ..transformer.io import write_bytes_atomically
+
+    if not path.exists():
+        return b""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
+        write_bytes_atomically(path, data)
+    return data
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one finished line (ending in a newline) to a results file, flushed and fsynced: a
+    line on disk is a finished run's."""
+    import os
+
+    with open(path, "a", encoding="utf-8", newline="") as stream:
+        stream.write(line)
+        stream.flush()
+        os.fsync(stream.fileno())

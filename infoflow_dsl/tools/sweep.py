@@ -27,7 +27,6 @@ import csv
 import hashlib
 import io
 import itertools
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -38,6 +37,7 @@ from typing import Any
 from ..errors import SweepError
 from ..language import typed as ir
 from ..transformer.io import write_bytes_atomically
+from .paths import append_line, complete_lines
 from .train import Distribution, TrainSettings, draw_inputs, head_budget, model_nmse, validation_seed
 
 COLUMNS = ["run", "config", "heads", "layers", "T", "d_model", "d_head", "d_mlp", "steps", "batch", "lr", "dist",
@@ -159,12 +159,7 @@ def final_of(row: dict[str, str]) -> float:
 def read_results(path: Path) -> list[dict[str, str]]:
     """The finished rows of results.csv (none when absent). A torn last line (a sweep killed while
     appending) is cut off the file; a file with other columns is a SweepError."""
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        data = data[: data.rfind(b"\n") + 1]
-        write_bytes_atomically(path, data)
+    data = complete_lines(path)
     reader = csv.DictReader(io.StringIO(data.decode("utf-8")))
     if data and reader.fieldnames not in (COLUMNS, *LEGACY_COLUMNS):
         raise SweepError(f"{path}: not a results file of this sweep (columns {reader.fieldnames})")
@@ -179,13 +174,12 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
     if not new:
         with open(path, encoding="utf-8") as stream:
             columns = next(csv.reader(stream), COLUMNS)
-    with open(path, "a", newline="", encoding="utf-8") as stream:
-        writer = csv.DictWriter(stream, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
-        stream.flush()
-        os.fsync(stream.fileno())
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
+    if new:
+        writer.writeheader()
+    writer.writerow(row)
+    append_line(path, text.getvalue())
 
 
 def record(folder: Path, row: dict[str, Any], model: bytes, run: Run) -> None:

@@ -3,12 +3,15 @@
 - ``node``: each head and MLP ablated whole (every edge out of it, one forward a node); its score
   s(n) = mean_b |Δm_b|. An edge scores min(s(sender), s(receiver)) (the input and the output
   count as +∞): a node method's edges are those between nodes it keeps.
-- ``random``: uniform scores from a seeded generator (AUROC 0.5 in expectation).
+- ``random``: uniform scores, seeded by the candidates' names and the ablation (so that two
+  models with the same number of edges do not get the same draw in the same order, which would
+  tie the baseline to the order of the candidates); AUROC 0.5 in expectation.
 """
 
 from __future__ import annotations
 
 import math
+import zlib
 
 import torch
 
@@ -28,5 +31,6 @@ def node_patching(task: DiscoveryTask) -> dict[EdgeKey, float]:
 
 
 def random_scores(task: DiscoveryTask, seed: int = 0) -> dict[EdgeKey, float]:
-    values = torch.rand(len(task.pairs), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    drawn = zlib.crc32(repr((task.pairs, task.ablation, seed)).encode("utf-8"))
+    values = torch.rand(len(task.pairs), generator=torch.Generator().manual_seed(drawn), dtype=torch.float64)
     return {pair: float(v) for pair, v in zip(task.pairs, values, strict=True)}

@@ -15,13 +15,12 @@ written from every finished row at the end.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...errors import UsageError
-from ...transformer.io import write_bytes_atomically
+from ..paths import append_line, complete_lines
 
 Job = tuple[str, str, str, str, str]  # (corpus folder, model name, tier, method, ablation)
 RESULTS = "results.jsonl"
@@ -76,20 +75,7 @@ def run_job(job: Job) -> dict[str, Any]:
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """The finished rows (a torn last line cut off the file first)."""
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        data = data[: data.rfind(b"\n") + 1]
-        write_bytes_atomically(path, data)
-    return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
-
-
-def append_row(path: Path, row: dict[str, Any]) -> None:
-    with open(path, "a", encoding="utf-8") as stream:
-        stream.write(json.dumps(row) + "\n")
-        stream.flush()
-        os.fsync(stream.fileno())
+    return [json.loads(line) for line in complete_lines(path).decode("utf-8").splitlines() if line.strip()]
 
 
 def _finished(todo: Sequence[Job], workers: int, address: str | None) -> Iterable[tuple[Job, dict[str, Any]]]:
@@ -120,7 +106,7 @@ def run_benchmark(corpus: Path, out: Path, methods: Sequence[str], ablations: Se
     todo = [job for job in jobs if job_key(job) not in done]
     with tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc="benchmark", unit="job") as bar:
         for _, row in _finished(todo, workers, address):
-            append_row(results, row)
+            append_line(results, json.dumps(row) + "\n")
             bar.update()
     from .summary import write_summary
 
