@@ -1,0 +1,51 @@
+"""The circuit-discovery benchmark on the ground-truth corpus (issue "the circuit-discovery
+benchmark"): every method, every ablation, every tier, and BENCHMARKS.md "Circuit discovery".
+
+    python bench/circuit_discovery.py CORPUS OUT [--workers N] [--tiers plain,...] [--benchmarks]
+
+CORPUS is the folder ``bench/circuit_corpus.py`` builds; OUT the benchmark's folder
+(``infoflowc benchmark``'s: resumable, so a rerun adds only what is missing). With
+``--benchmarks`` the summary (its tables, headings one level down) and this invocation's wall
+time go to BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def main(argv: list[str]) -> int:
+    from infoflow_dsl.tools.circuits import ABLATIONS
+    from infoflow_dsl.tools.discovery import METHODS
+    from infoflow_dsl.tools.discovery.benchmark import run_benchmark
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("corpus", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--tiers", help="comma-separated (default every tier)")
+    parser.add_argument("--benchmarks", action="store_true", help='write BENCHMARKS.md "Circuit discovery"')
+    arguments = parser.parse_args(argv)
+    tiers = None if arguments.tiers is None else tuple(arguments.tiers.split(","))
+    start = time.perf_counter()
+    text = run_benchmark(arguments.corpus, arguments.out, METHODS, ABLATIONS, tiers, arguments.workers)
+    minutes = (time.perf_counter() - start) / 60
+    print(text)
+    if arguments.benchmarks:
+        from report import write_section
+
+        body = text.split("\n", 2)[2].replace("\n## ", "\n### ")
+        write_section("Circuit discovery", f"`python bench/circuit_discovery.py CORPUS OUT --workers "
+                                           f"{arguments.workers} --benchmarks` (2 CPU cores; this invocation "
+                                           f"{minutes:.1f} min, a resumed run counts only what it added). {body}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
