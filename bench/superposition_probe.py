@@ -91,10 +91,10 @@ def main(argv: list[str]) -> int:
                       "direction on a random unit vector of R^D' (writers W Pᵀ, readers P W), 300 random inputs. "
                       "Token outputs: answers wrong; numbers: the largest error in units of the model's ε.\n\n"
                       f"{table}\n\nEvery model breaks, even with no compression (D' = D, a non-orthogonal basis): "
-                      "a compiled reader is linear and exact, so the overlaps p_i · p_j (of order 1/√D') of every feature "
-                      "present reach it at full weight. Superposition that keeps a certificate needs readers "
-                      "built for it (thresholds with margins over sparse features), in the compiler, not a "
-                      "pass over its weights.")
+                      "a compiled reader is linear and exact, so the overlaps p_i · p_j (of order 1/√D') of "
+                      "every feature present reach it at full weight. Superposition that keeps a certificate "
+                      "needs readers built for it (thresholds with margins over sparse features), in the "
+                      "compiler, not a pass over its weights.")
     return 0
 
 

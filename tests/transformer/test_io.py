@@ -470,6 +470,8 @@ def _modes_of_every_output(folder: Path) -> dict[str, int]:
         ["sweep", str(REPO / "compiled_examples" / "d_retrieval.iflow"), "--heads", "1", *toy, "--workers", "1",
          "-o", str(folder / "sweep")],
         ["disguise", str(model_file), "--rotate", "-o", str(folder / "disguised.safetensors")],
+        ["discover", str(model_file), "--method", "eap", "--samples", "8", "--html", str(folder / "found.html")],
+        ["circuit", str(model_file), "--edges", "--truth", "--samples", "8", "-o", str(folder / "truth.safetensors")],
     ]
     for argv in commands:
         code, _, err = run_cli(argv)
@@ -486,7 +488,7 @@ def test_every_output_file_gets_the_mode_the_umask_gives(tmp_path: Path, umask: 
         os.umask(previous)
     for expected in ("m.safetensors", "page.html", "plot.png", "analysis.html", "exported",
                      "exported/model.safetensors", "trained.safetensors", "sweep/results.csv", "sweep/summary.md",
-                     "disguised.safetensors"):
+                     "disguised.safetensors", "found.html", "truth.safetensors"):
         assert expected in modes, sorted(modes)
     wrong = {path: oct(mode) for path, mode in modes.items()
              if mode != (0o777 if (tmp_path / path).is_dir() else 0o666) & ~umask}

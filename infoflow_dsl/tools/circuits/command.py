@@ -51,6 +51,7 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
         length = arguments.length
         if length is not None:
             check_length(model, length)
+        check_samples(model, arguments.samples)
         graph, truths = edge_truth(model, ablations, arguments.samples, arguments.seed, length)
         _write_or_print(arguments, model, graph, truths)
         if arguments.mib:
@@ -89,6 +90,14 @@ def _write_or_print(arguments: argparse.Namespace, model: Any, graph: Any, truth
     if arguments.mib:
         (truth,) = truths.values()
         print(json.dumps(mib_circuit(model, graph, truth), indent=1))
+
+
+def check_samples(model: Any, samples: int) -> None:
+    """UsageError for --samples 0 on a model over vectors (its inputs are the samples and as many
+    corners: none at all)."""
+    if model.vocabulary is None and samples < 1:
+        raise UsageError("--samples must be at least 1 for a model over vectors (its inputs are that many random "
+                         "ones and as many corners)")
 
 
 def check_length(model: Any, length: int) -> None:

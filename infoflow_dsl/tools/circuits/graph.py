@@ -26,6 +26,7 @@ therefore carries exactly 0 through the weights: no ablation of it can move any 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,6 +130,11 @@ class EdgeGraph:
         """Every (sender, receiver, channel) that can carry something (the sender runs before the
         receiver): the candidate edges of a discovery method, the graph's edges among them."""
         return [(s.name, r.name, c) for r, c in self.receivers() for s in self.senders() if s.order < r.order]
+
+    def keys_of(self, names: Collection[str]) -> set[tuple[str, str, str]]:
+        """The (sender, receiver, channel) of the edges named ``names`` (a truth's necessary ones)."""
+        wanted = set(names)
+        return {(e.sender, e.receiver, e.channel) for e in self.edges if e.name in wanted}
 
     def edge_hooks(self, edge: CircuitEdge) -> dict[str, Any]:
         """The edge as TransformerLens hooks: the sender's output and the receiver's input, each

@@ -104,6 +104,8 @@ def measured_inputs(program: ir.Program, samples: int = SAMPLES, seed: int = 0,
     """The inputs of the truth (see the module docstring), one tensor per length (a program over
     vectors: at ``length``, T by default)."""
     if not program.over_tokens:
+        if samples < 1:
+            raise ValueError("a program over vectors needs samples ≥ 1 (its inputs: that many and as many corners)")
         length = program.length if length is None else length
         yield torch.cat([sample_inputs(program, samples, seed=seed, length=length),
                          domain_corners(program, min(CORNERS, samples), seed=seed + 1, length=length)])

@@ -63,8 +63,7 @@ def run_job(job: Job) -> dict[str, Any]:
     model = load(folder / "models" / f"{name}.{tier}.safetensors", device="cpu")
     result = discover(model, method, ablation, None, measured["samples"], measured["seed"], measured["length"],
                       necessary=record["truth"][ablation]["necessary"])
-    fixed_names = set(record["truth"]["zero"]["necessary"])
-    fixed = {(e.sender, e.receiver, e.channel) for e in result.graph.edges if e.name in fixed_names}
+    fixed = result.graph.keys_of(record["truth"]["zero"]["necessary"])
     curve = result.to_json()["faithfulness"]
     return {"key": job_key(job), "model": name, "tier": tier, "method": method, "ablation": ablation,
             "metric": result.metric, "candidates": len(result.scores), "edges": len(result.graph_edges),

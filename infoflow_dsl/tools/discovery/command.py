@@ -41,22 +41,22 @@ def add_discovery_parsers(commands: Any, positive_int: Any, nonnegative_int: Any
 
 
 def command_discover(arguments: argparse.Namespace, model: Any) -> None:
+    """Run one method on ``model`` and print (or write) what it found against the truth."""
+    from ...pipeline import program_of
+    from ..circuits.command import check_length, check_samples
     from ..paths import check_writable
     from .discover import discover
     from .metrics import metrics_of
 
     if arguments.html is not None:
         check_writable(arguments.html, arguments.model)
-    from ...pipeline import program_of
-
     program = program_of(model)
     if arguments.metric is not None and arguments.metric not in metrics_of(program):
         kind = "a token" if program.token_output else "a numeric"
         raise UsageError(f"--metric {arguments.metric}: {arguments.model} has {kind} output; one of "
                          f"{', '.join(metrics_of(program))}")
+    check_samples(model, arguments.samples)
     if arguments.length is not None:
-        from ..circuits.command import check_length
-
         check_length(model, arguments.length)
     result = discover(model, arguments.method, arguments.ablation, arguments.metric, arguments.samples,
                       arguments.seed, arguments.length)

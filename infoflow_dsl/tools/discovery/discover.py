@@ -49,12 +49,7 @@ def discover(model: Any, method: str, ablation: str = "zero", metric: str | None
     check_choice("metric", metric, metrics_of(program))
     graph = circuit_graph(compiled)
     task = DiscoveryTask(EdgeForward(compiled, graph), program, ablation, metric, samples, seed, length)
-    if necessary is None:
-        truth = task.measurement.ablation(ablation)
-        keys = {e.name: (e.sender, e.receiver, e.channel) for e in graph.edges}
-        found = {keys[name] for name in truth.necessary}
-    else:
-        found = {(e.sender, e.receiver, e.channel) for e in graph.edges if e.name in set(necessary)}
+    found = graph.keys_of(task.measurement.ablation(ablation).necessary if necessary is None else necessary)
     distance = metrics_of(program)[1]
     nodes = node_scores(task) if method == "node" else None
     return scored(task, method, RUNS[method], found, distance, nodes)

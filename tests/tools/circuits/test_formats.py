@@ -129,7 +129,7 @@ def test_nnsight_patches_a_necessary_edge_at_the_module_infoflow_json_names(tmp_
 
     directory = str(tmp_path / "out")
     info, hf = exported(directory)
-    graph, truths = truth()
+    _, truths = truth()
     name = "a1.h0->output<out>"
     witness = next(e.witness for e in truths["zero"].edges if e.edge == name)
     sender = next(e["sender"] for e in info["circuit_edges"] if e["edge"] == name)

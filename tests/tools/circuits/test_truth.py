@@ -103,7 +103,8 @@ def test_a_vector_models_truth_reads_inputs_of_the_length_asked() -> None:
     assert code == 0 and "zero:" in out, err
     longest = shipped("min_pairwise").T
     for argv, message in ((["--length", str(longest + 1)], f"--length must be in 1..{longest}"),
-                          (["--length", "0"], f"--length must be in 1..{longest}")):
+                          (["--length", "0"], f"--length must be in 1..{longest}"),
+                          (["--samples", "0"], "--samples must be at least 1 for a model over vectors")):
         code, _, err = run_cli(["circuit", path, "--truth", *argv])
         assert code == 2 and message in err
     code, _, err = run_cli(["circuit", str(EXAMPLES_DIR / "tracr/sort.safetensors"), "--truth", "--length", "3"])

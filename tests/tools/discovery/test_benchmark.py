@@ -55,7 +55,8 @@ def test_a_benchmark_scores_every_job_and_names_the_first_method(corpus: Path, t
     assert all(r["auroc"] == 1.0 for r in rows if r["method"] == "exact" and r["tier"] == "plain")
     summary = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
     assert out == summary + "\n"  # printed as written
-    assert "First on the plain tier: **exact**" in summary and "## disguised" in summary
+    assert "First on the plain tier: **exact**; besides exact patching (the reference): **" in summary
+    assert "## disguised" in summary
     assert "| tracr_reverse | eap | resample |" in summary
     assert (tmp_path / "out" / "auroc.png").stat().st_size > 0 and (tmp_path / "out" / "realism.png").exists()
 

@@ -54,8 +54,9 @@ def test_the_drawn_classes_are_the_top_n_against_the_truth() -> None:
     (["discover", FRAC, "--length", "3"], "--length is for a model over vectors"),
     (["discover", "/nonexistent.safetensors"], "nonexistent"),
     (["discover", REVERSE, "--html", "/nonexistent/page.html"], "does not exist"),
+    (["discover", str(EXAMPLES_DIR / "min_pairwise.safetensors"), "--samples", "0"], "--samples must be at least 1"),
     (["benchmark", "/nonexistent", "-o", "/tmp/x"], "not a ground-truth corpus"),
 ])
 def test_bad_arguments_exit_2(argv: list[str], message: str) -> None:
-    code, out, err = run_cli(argv)
+    code, _, err = run_cli(argv)
     assert code == 2 and message in err and "Traceback" not in err
