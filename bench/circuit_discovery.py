@@ -30,11 +30,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--tiers", help="comma-separated (default every tier)")
+    parser.add_argument("--skip", default="", help="comma-separated shell patterns of models to leave out")
+    parser.add_argument("--summary-only", action="store_true", help="summarise the jobs OUT holds, run none")
     parser.add_argument("--benchmarks", action="store_true", help='write BENCHMARKS.md "Circuit discovery"')
     arguments = parser.parse_args(argv)
     tiers = None if arguments.tiers is None else tuple(arguments.tiers.split(","))
     start = time.perf_counter()
-    text = run_benchmark(arguments.corpus, arguments.out, METHODS, ABLATIONS, tiers, arguments.workers)
+    skip = tuple(p for p in arguments.skip.split(",") if p)
+    if arguments.summary_only:
+        from infoflow_dsl.tools.discovery.benchmark import RESULTS, read_rows
+        from infoflow_dsl.tools.discovery.summary import write_summary
+
+        text = write_summary(arguments.out, read_rows(arguments.out / RESULTS))
+    else:
+        text = run_benchmark(arguments.corpus, arguments.out, METHODS, ABLATIONS, tiers, arguments.workers,
+                             skip=skip)
     minutes = (time.perf_counter() - start) / 60
     print(text)
     if arguments.benchmarks:

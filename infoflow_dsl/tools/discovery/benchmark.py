@@ -14,6 +14,7 @@ written from every finished row at the end.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -30,9 +31,9 @@ def job_key(job: Job) -> str:
     return f"{job[1]}.{job[2]}/{job[3]}/{job[4]}"
 
 
-def corpus_models(corpus: Path, tiers: Sequence[str] | None) -> list[tuple[str, str]]:
-    """(name, tier) of every record of the corpus (of ``tiers``); UsageError for a folder that is
-    not a corpus."""
+def corpus_models(corpus: Path, tiers: Sequence[str] | None, skip: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """(name, tier) of every record of the corpus (of ``tiers``; not those whose name matches a
+    shell pattern of ``skip``); UsageError for a folder that is not a corpus."""
     truths = sorted((corpus / "truths").glob("*.json")) if corpus.is_dir() else []
     found = [tuple(p.stem.rsplit(".", 1)) for p in truths if "." in p.stem]
     if not found:
@@ -44,7 +45,7 @@ def corpus_models(corpus: Path, tiers: Sequence[str] | None) -> list[tuple[str, 
         if unknown or not tiers:
             raise UsageError(f"--tiers: {', '.join(unknown) or 'nothing given'}: the corpus has {', '.join(known)}")
         found = [(n, t) for n, t in found if t in tiers]
-    return [(n, t) for n, t in found]
+    return [(n, t) for n, t in found if not any(fnmatch.fnmatchcase(n, pattern) for pattern in skip)]
 
 
 def run_job(job: Job) -> dict[str, Any]:
@@ -86,13 +87,15 @@ def _finished(todo: Sequence[Job], workers: int, address: str | None) -> Iterabl
 
 
 def run_benchmark(corpus: Path, out: Path, methods: Sequence[str], ablations: Sequence[str],
-                  tiers: Sequence[str] | None = None, workers: int = 2, address: str | None = None) -> str:
-    """Run every job not yet in ``out``; write and return the summary."""
+                  tiers: Sequence[str] | None = None, workers: int = 2, address: str | None = None,
+                  skip: Sequence[str] = ()) -> str:
+    """Run every job not yet in ``out`` (the models matching ``skip`` left out); write and return
+    the summary of these jobs."""
     from tqdm import tqdm
 
     from ..paths import check_writable_folder
 
-    models = corpus_models(corpus, tiers)
+    models = corpus_models(corpus, tiers, skip)
     check_writable_folder(out)
     if address is not None:
         from ..cluster import check_reachable

@@ -35,6 +35,8 @@ def add_discovery_parsers(commands: Any, positive_int: Any, nonnegative_int: Any
     many.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated ({','.join(METHODS)})")
     many.add_argument("--ablations", default=",".join(ABLATIONS), help=f"comma-separated ({','.join(ABLATIONS)})")
     many.add_argument("--tiers", help="comma-separated realism tiers (default: every tier of the corpus)")
+    many.add_argument("--skip", default="", help="comma-separated shell patterns of models to leave out "
+                                                 "(e.g. 'intrinsic_*,tracr_sort_unique')")
     many.add_argument("--workers", type=positive_int, default=2, help="Ray workers (1: in this process)")
     many.add_argument("--address", help="a Ray cluster's address (auto, HOST:PORT or ray://HOST:PORT)")
     many.add_argument("-o", "--output", type=Path, required=True, help="the results folder (resumed if it exists)")
@@ -101,8 +103,9 @@ def command_benchmark(arguments: argparse.Namespace) -> None:
     methods = _listed(arguments.methods, METHODS, "--methods")
     ablations = _listed(arguments.ablations, ABLATIONS, "--ablations")
     tiers = None if arguments.tiers is None else tuple(t for t in arguments.tiers.split(",") if t)
+    skip = tuple(p for p in arguments.skip.split(",") if p)
     print(run_benchmark(arguments.corpus, arguments.output, methods, ablations, tiers, arguments.workers,
-                        arguments.address))
+                        arguments.address, skip))
 
 
 def _listed(text: str, choices: tuple[str, ...], flag: str) -> tuple[str, ...]:

@@ -89,3 +89,10 @@ def test_bad_lists_exit_2(corpus: Path, tmp_path: Path) -> None:
         code, _, err = run_cli(["benchmark", str(corpus), *flags, "-o", str(tmp_path / "o")])
         assert code == 2 and message in err, err
     assert not (tmp_path / "o").exists()
+
+
+def test_skipped_models_are_left_out(corpus: Path, tmp_path: Path) -> None:
+    code, _, err = run_cli(["benchmark", str(corpus), "--methods", "random", "--ablations", "zero", "--workers", "1",
+                            "--skip", "tracr_rev*", "-o", str(tmp_path / "out")])
+    assert code == 0, err
+    assert {r["model"] for r in read_rows(tmp_path / "out" / RESULTS)} == {"tracr_frac_prevs"}
