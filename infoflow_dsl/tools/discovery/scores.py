@@ -20,9 +20,9 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..circuits.graph import EdgeGraph
+from ..circuits.graph import INPUT, OUTPUT, EdgeGraph
 from ..circuits.patching import EdgeKey
-from .task import DiscoveryTask
+from .task import Cost, DiscoveryTask
 
 FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 
@@ -38,7 +38,7 @@ def auroc(scores: Mapping[Any, float], positives: Collection[Any]) -> float | No
 
 
 def node_truth(necessary: Collection[EdgeKey]) -> set[str]:
-    return {name for pair in necessary for name in pair[:2] if name not in ("input", "output")}
+    return {name for pair in necessary for name in pair[:2] if name not in (INPUT, OUTPUT)}
 
 
 def node_view(scores: Mapping[EdgeKey, float], nodes: Collection[str]) -> dict[str, float]:
@@ -113,7 +113,7 @@ def scored(task: DiscoveryTask, method: str, run: Callable[[DiscoveryTask], dict
            ) -> DiscoveryResult:
     """Run ``method`` (``run``) on ``task`` and score it against ``necessary`` (its cost: the
     method's own passes, the faithfulness curve's not counted)."""
-    task.cost = type(task.cost)()
+    task.cost = Cost()
     scores = run(task)
     cost = task.cost.stop().to_json()
     graph_edges = frozenset((e.sender, e.receiver, e.channel) for e in task.graph.edges)

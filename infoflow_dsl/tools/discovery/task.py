@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ...language import typed as ir
-from ..circuits.graph import EdgeGraph
+from ..circuits.graph import INPUT, EdgeGraph
 from ..circuits.patching import EdgeForward, EdgeKey
 from ..circuits.truth import SAMPLES, MeasuredBatch, TruthMeasurement, leaves_certificate
 from .metrics import per_input
@@ -29,12 +29,14 @@ Tensor = torch.Tensor
 @dataclass(frozen=True)
 class AblatedBatch:
     """Inputs of one length (``x`` as the model reads them), every sender's stand-in under the
-    ablation and the clean run's output."""
+    ablation, the clean run's output and each sender's change Δ_s = ô_s − o_s (stand-in minus
+    clean output, (B, T'+1, D))."""
 
     batch: MeasuredBatch
     x: Tensor
     stand_ins: dict[str, Tensor]
     clean: Tensor
+    differences: dict[str, Tensor]
 
 
 @dataclass
@@ -61,8 +63,11 @@ class DiscoveryTask:
                  samples: int = SAMPLES, seed: int = 0, length: int | None = None) -> None:
         self.forward, self.program, self.ablation, self.metric = forward, program, ablation, metric
         self.measurement = TruthMeasurement(forward, program, samples, seed, length)
-        self.data = [AblatedBatch(batch, x, stands, forward.run(x).y)
-                     for batch, x, stands in self.measurement.prepared(ablation)]
+        self.data = []
+        for batch, x, stands in self.measurement.prepared(ablation):
+            clean = forward.run(x)
+            changes = {name: stands[name] - out for name, out in clean.outputs.items()}
+            self.data.append(AblatedBatch(batch, x, stands, clean.y, changes))
         self.inputs = sum(d.x.shape[0] for d in self.data)
         self.cost = Cost()
 
@@ -108,10 +113,10 @@ class DiscoveryTask:
             coefficient = torch.full((count, len(pairs)), alpha, dtype=torch.float64, requires_grad=True)
             coefficients: Mapping[EdgeKey, Tensor] = {
                 pair: coefficient[:, i].view(count, 1, 1) for i, pair in enumerate(pairs)}
-            clean = self.forward.run(d.x).outputs
-            differences = {name: d.stand_ins[name] - out for name, out in clean.items()}
-            embedding = None if embedding_at is None else clean["input"] + embedding_at * differences["input"]
-            y = self.forward.run(d.x, (), d.stand_ins, coefficients=coefficients, differences=differences,
+            embedding = None
+            if embedding_at is not None:  # the clean embedding plus t·Δ_input
+                embedding = d.stand_ins[INPUT] - (1.0 - embedding_at) * d.differences[INPUT]
+            y = self.forward.run(d.x, (), d.stand_ins, coefficients=coefficients, differences=d.differences,
                                  embedding=embedding).y
             (gradient,) = torch.autograd.grad(self.change(y, d).sum(), coefficient)
             yield gradient  # (B, E)
