@@ -46,6 +46,9 @@ def model_data(model: CompiledTransformer) -> dict[str, Any]:
     tree = analysis_graph(built.to_dict(), program.source)
     data.update(model_sections(model, program, {n.name: n.source for n in tree}))
     data["kind"] = "model"
+    from ..circuits.graph import circuit_graph
+
+    data["edge_graph"] = circuit_graph(model).to_json()
     data["schedule"] = {**data["schedule"], "heads": data["heads"]}
     return data
 

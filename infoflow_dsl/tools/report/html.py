@@ -19,7 +19,7 @@ from .graph import svg_flow, svg_graph
 #: The sections of a model's page, in order (id, heading); an analysis page has the first four.
 SECTIONS = (("program", "Program"), ("analysis", "Analysis"), ("tree", "Comparison graph"),
             ("schedule", "InfoFlow schedule"), ("attention", "Attention patterns"), ("error", "Error"),
-            ("parameters", "Parameters"), ("residual", "Residual directions"))
+            ("parameters", "Parameters"), ("residual", "Residual directions"), ("edges", "Edge graph"))
 ANALYSIS_SECTIONS = SECTIONS[:4]
 
 
@@ -145,9 +145,22 @@ def _residual(data: dict[str, Any]) -> str:
     return _table(("index", "direction", "written at layer", "by"), rows, numeric=(0, 2))
 
 
+def _edges(data: dict[str, Any]) -> str:
+    """The model's edge graph (``ifl.circuit_graph``): what discovery methods are scored on."""
+    from ..circuits.graph import EdgeGraph
+    from ..circuits.picture import svg_graph_edges
+
+    graph = EdgeGraph.from_json(data["edge_graph"])
+    rows = [(e.name, ", ".join(e.directions), e.role) for e in graph.edges]
+    return (f"<p>{len(graph.edges)} edges sender → receiver (a head's q, k or v, an MLP's input, the output), "
+            f"each carrying the residual directions listed; every other pair carries exactly 0 through the "
+            f"weights (<code>infoflowc circuit MODEL --edges --truth</code> says which ones each ablation "
+            f"needs).</p>{svg_graph_edges(graph)}{_table(('edge', 'directions', 'role'), rows)}")
+
+
 RENDERERS = {"program": _program, "analysis": _analysis, "tree": lambda d: svg_graph(d["graph"]),
              "schedule": _schedule, "attention": _attention, "error": _error, "parameters": _parameters,
-             "residual": _residual}
+             "residual": _residual, "edges": _edges}
 
 
 def render_page(data: dict[str, Any], measured: dict[str, Any] | None = None) -> str:

@@ -11,7 +11,8 @@ import torch
 from cli_runner import run_cli
 from programs import EXAMPLES_DIR
 
-from infoflow_dsl.tools.discovery.picture import COLORS, classified
+from infoflow_dsl.tools.circuits.picture import COLORS
+from infoflow_dsl.tools.discovery.picture import SHOWN, classified
 
 torch.set_num_threads(1)
 REVERSE = str(EXAMPLES_DIR / "tracr" / "reverse.safetensors")
@@ -32,7 +33,7 @@ def test_discover_reports_its_scores_and_draws_them_against_the_truth(tmp_path: 
     assert f"edge AUROC {data['auroc']:.3f}" in out and ranked[0] in out
     html = page.read_text(encoding="utf-8")
     assert html.count("<line") == html.count("<title>") - 1  # every drawn edge is labelled
-    for kind, color in COLORS.items():
+    for kind, color in ((k, COLORS[k]) for k in SHOWN):
         count = sum(1 for name in data["scores"] if escape(f"{name}: {kind}") in html)
         assert html.count(f'stroke="{color}"') == count
 

@@ -30,7 +30,7 @@ def _analysis_data() -> dict:
 def test_an_analysis_page_has_its_four_sections_in_order_and_fetches_nothing():
     page = render_page(_analysis_data())
     ids = re.findall(r'<section id="([a-z]+)">', page)
-    assert ids == [key for key, _ in ANALYSIS_SECTIONS] and len(SECTIONS) == 8
+    assert ids == [key for key, _ in ANALYSIS_SECTIONS] and len(SECTIONS) == 9
     assert page_block(page, "ifl-measured") is None and page_block(page, "ifl-data") == _analysis_data()
     assert not re.search(r'(src|href)="(https?:)?//', page) and "@import" not in page and "url(http" not in page
     assert "<title>t&lt;1&gt;: infoflow analysis</title>" in page and "target x(1) &lt; 2" in page
@@ -47,3 +47,18 @@ def test_the_analysis_table_says_in_words_what_its_flags_mean():
     growing["analysis"] |= {"independent_of_T": False, "causal": True}
     page = render_page(growing)
     assert "<td>grow with T (the cost law)</td>" in page and "readout (readout), causal" in page
+
+
+def test_a_models_page_draws_its_edge_graph() -> None:
+    """The "Edge graph" section: one line per edge of ``ifl.circuit_graph`` and a row naming it."""
+    from html import escape
+
+    import infoflow_dsl as ifl
+    from programs import EXAMPLES_DIR
+
+    page = (EXAMPLES_DIR / "min_pairwise.html").read_text(encoding="utf-8")
+    section = page.split('<section id="edges">')[1].split("</section>")[0]
+    graph = ifl.circuit_graph(EXAMPLES_DIR / "min_pairwise.safetensors")
+    assert section.count("<line ") == len(graph.edges) > 0
+    for edge in graph.edges:
+        assert f"<td>{escape(edge.name)}</td>" in section
