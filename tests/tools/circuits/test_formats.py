@@ -168,3 +168,67 @@ def test_a_tl_native_export_has_every_hook_its_edges_name(tmp_path: Path) -> Non
     assert len(info["circuit_edges"]) == len(graph.edges)
     for edge in info["circuit_edges"]:
         assert edge["sender"]["hook"] in activations and edge["receiver"]["hook"] in activations, edge
+
+
+def _edge_patches(bridge: torch.nn.Module, cache: dict, edge: dict, ablation: str) -> list:
+    """Hooks that ablate one exported edge alone on a tl-native model (no norm: every hook linear
+    in the residual): the sender's output o_s read off the clean cache (a head's: its z at its slot
+    through its columns of W_O), Δ = stand-in − o_s, added where the receiver reads it: a head's
+    channel after its projection (Δ W at its slot), an MLP's input (its block's resid_mid, taken
+    back at resid_post so that the stream goes on as it was), the output (the last resid_post)."""
+    sender, receiver = edge["sender"], edge["receiver"]
+    output = cache[sender["hook"]]
+    if "slot" in sender:  # a head: z (B, N, H, d_head), its columns of W_O's input (all heads' z side by side)
+        block = bridge.blocks[int(sender["hook"].split(".")[1])]
+        lo, hi = sender["module_input_columns"]
+        z = output.flatten(start_dim=2)[..., lo:hi]  # (B, N, its width)
+        output = z @ block.attn.o.weight[:, lo:hi].T.to(z.dtype)
+    change = (output.mean(dim=0, keepdim=True) if ablation == "mean" else 0.0) - output  # (B, N, width)
+    layer = int(receiver["hook"].split(".")[1])
+    if "slot" in receiver:
+        channel = receiver["hook"].rsplit("_", 1)[1]
+        weight = getattr(bridge.blocks[layer].attn, channel).weight  # (H·d_head, width)
+        d_head = weight.shape[0] // bridge.cfg.n_heads
+        rows = weight[receiver["slot"] * d_head:(receiver["slot"] + 1) * d_head].to(change.dtype)
+
+        def into_head(value: torch.Tensor, hook: object, slot: int = receiver["slot"]) -> torch.Tensor:
+            value = value.clone()
+            value[:, :, slot] += change @ rows.T
+            return value
+        return [(receiver["hook"], into_head)]
+    if receiver["hook"].endswith("hook_resid_mid"):
+        return [(receiver["hook"], lambda value, hook: value + change),
+                (f"blocks.{layer}.hook_resid_post", lambda value, hook: value - change)]
+    return [(receiver["hook"], lambda value, hook: value + change)]
+
+
+def test_ablating_each_edge_through_a_tl_native_exports_hooks_moves_answers_as_the_truth_says(tmp_path) -> None:
+    """Every edge of reverse, alone, zero- and mean-ablated through the exported model's own hooks
+    (``circuit_edges``): some answer goes wrong on the truth's inputs exactly when the truth
+    marks the edge necessary."""
+    from infoflow_dsl.tools.export.native import load_tl_native
+
+    graph, truths = truth()
+    directory = tmp_path / "out"
+    ifl.export(with_truth(shipped(NAME), truth_record(graph, truths, SAMPLES, 2, None)), directory, to="tl-native")
+    info = json.loads((directory / "infoflow.json").read_text(encoding="utf-8"))
+    bridge = load_tl_native(directory)
+    program = program_of(shipped(NAME))
+    batches = []
+    for x in measured_inputs(program, samples=SAMPLES, seed=2):
+        arguments = ifl.export_inputs(directory, x)
+        with torch.no_grad():
+            _, cache = bridge.run_with_cache(arguments["inputs_embeds"], attention_mask=arguments["attention_mask"])
+        batches.append((x, arguments, cache))
+    for ablation in ("zero", "mean"):
+        needed = set(truths[ablation].necessary)
+        for edge in info["circuit_edges"]:
+            moved = False
+            for x, arguments, cache in batches:
+                with torch.no_grad():
+                    logits = bridge.run_with_hooks(arguments["inputs_embeds"],
+                                                   attention_mask=arguments["attention_mask"],
+                                                   fwd_hooks=_edge_patches(bridge, cache, edge, ablation))
+                wrong, _ = wrong_answers(ifl.export_outputs(directory, logits), ifl.evaluate(program, x))
+                moved |= bool(wrong.any())
+            assert moved == (edge["edge"] in needed), (ablation, edge["edge"])

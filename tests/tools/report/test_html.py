@@ -53,8 +53,9 @@ def test_a_models_page_draws_its_edge_graph() -> None:
     """The "Edge graph" section: one line per edge of ``ifl.circuit_graph`` and a row naming it."""
     from html import escape
 
-    import infoflow_dsl as ifl
     from programs import EXAMPLES_DIR
+
+    import infoflow_dsl as ifl
 
     page = (EXAMPLES_DIR / "min_pairwise.html").read_text(encoding="utf-8")
     section = page.split('<section id="edges">')[1].split("</section>")[0]
