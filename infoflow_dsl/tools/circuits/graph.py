@@ -2,14 +2,15 @@
 granularity (``ifl.circuit_graph(model)``, ``infoflowc circuit MODEL --edges``).
 
 **Nodes.** The senders are ``input`` (the embedding: W_E, its ReLU block, the positional code
-and the readout token's vector, TransformerLens's ``hook_embed`` + ``hook_pos_embed``), every
-head ``a{l}.h{i}`` (block l, head i; its output z_i W_O[i], TransformerLens's
-``blocks.{l}.attn.hook_result[:, :, i]``) and every MLP ``m{l}`` (``blocks.{l}.hook_mlp_out``).
-The receivers are every head's query, key and value inputs (``hook_q_input``, ``hook_k_input``,
-``hook_v_input`` at head i), every MLP's input (``hook_mlp_in``) and the output
-(``unembed``). The residual stream a receiver reads is the sum of the outputs of the senders
-before it (a head of block l: the input, the heads and MLPs of blocks < l; the MLP of block l:
-also block l's heads; the output: everything), so the model is the sum over these edges.
+and the readout token's vector: what ``blocks.0.hook_resid_pre`` holds), every head ``a{l}.h{i}``
+(block l, head i; its output z_i W_O[i], from ``blocks.{l}.attn.hook_z[:, :, i]``) and every MLP
+``m{l}`` (``blocks.{l}.hook_mlp_out``), on the hooks of ``ifl.hooked(model)`` (TransformerLens
+4's names). The receivers are every head's query, key and value inputs (read after the
+projection at ``attn.hook_q``/``hook_k``/``hook_v``, head i), every MLP's input
+(``hook_resid_mid``) and the output (the last ``hook_resid_post``). The residual stream a
+receiver reads is the sum of the outputs of the senders before it (a head of block l: the input,
+the heads and MLPs of blocks < l; the MLP of block l: also block l's heads; the output:
+everything), so the model is the sum over these edges.
 
 **Edges.** An edge sender → (receiver, channel) exists where the sender writes a residual
 direction the receiver reads; it carries those directions (their readable names) and its
@@ -66,19 +67,25 @@ class GraphNode:
         return (self.layer, 1 if self.kind == "mlp" else 0)
 
     def sender_hook(self) -> str:
-        """The TransformerLens hook holding its output (a head: at ``[:, :, index]``)."""
+        """The hook of ``ifl.hooked(model)`` (TransformerLens 4's names) holding its output: the
+        embedding's at the first block's ``hook_resid_pre``; a head's z at ``attn.hook_z``
+        (index ``head``: its output is z W_O[head]); an MLP's at ``hook_mlp_out``."""
         if self.kind == INPUT:
-            return "hook_embed + hook_pos_embed"
+            return "blocks.0.hook_resid_pre"
         if self.kind == "head":
-            return f"blocks.{self.layer}.attn.hook_result"
+            return f"blocks.{self.layer}.attn.hook_z"
         return f"blocks.{self.layer}.hook_mlp_out"
 
     def receiver_hook(self, channel: str, layers: int) -> str:
-        """The TransformerLens hook holding its ``channel`` input (a head's: at ``[:, :, index]``)."""
+        """The hook where its ``channel`` input is read: a head's q, k or v after its projection
+        (``attn.hook_q`` ... at index ``head``: the sender's change enters as Δ W_Q[head]); an
+        MLP's input at ``hook_resid_mid`` (an edge patched there is taken back at
+        ``hook_resid_post``, so that the stream goes on as it was); the output at the last
+        block's ``hook_resid_post``."""
         if self.kind == "head":
-            return f"blocks.{self.layer}.hook_{channel}_input"
+            return f"blocks.{self.layer}.attn.hook_{channel}"
         if self.kind == "mlp":
-            return f"blocks.{self.layer}.hook_mlp_in"
+            return f"blocks.{self.layer}.hook_resid_mid"
         return f"blocks.{layers - 1}.hook_resid_post"
 
 
@@ -137,8 +144,8 @@ class EdgeGraph:
         return {(e.sender, e.receiver, e.channel) for e in self.edges if e.name in wanted}
 
     def edge_hooks(self, edge: CircuitEdge) -> dict[str, Any]:
-        """The edge as TransformerLens hooks: the sender's output and the receiver's input, each
-        with the head index where the hook holds every head."""
+        """The edge on ``ifl.hooked(model)``'s hooks (:meth:`GraphNode.sender_hook`,
+        :meth:`GraphNode.receiver_hook`), each with the head index where the hook holds every head."""
         sender, receiver = self.by_name[edge.sender], self.by_name[edge.receiver]
         return {"sender": {"hook": sender.sender_hook(), "head": sender.index},
                 "receiver": {"hook": receiver.receiver_hook(edge.channel, self.layers), "head": receiver.index}}
