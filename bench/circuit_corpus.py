@@ -15,7 +15,7 @@ programs of ``bench/rasp_suite.py`` (compiled from RASP at max_seq_len = 6, ε =
   second tier's passes.
 
 (The issue's third tier also compresses the residual below the number of features; that pass is
-not built yet.)
+not built: ``bench/superposition_probe.py`` measures why a pass over compiled weights cannot do it.)
 
 Each (program, tier) is one task (Ray with ``--workers`` > 1, as ``infoflowc sweep``): the model
 is written to ``OUT/models/NAME.TIER.safetensors`` and its record to ``OUT/truths/NAME.TIER.json``
