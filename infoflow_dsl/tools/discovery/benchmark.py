@@ -31,9 +31,11 @@ def job_key(job: Job) -> str:
     return f"{job[1]}.{job[2]}/{job[3]}/{job[4]}"
 
 
-def corpus_models(corpus: Path, tiers: Sequence[str] | None, skip: Sequence[str] = ()) -> list[tuple[str, str]]:
+def corpus_models(corpus: Path, tiers: Sequence[str] | None, skip: Sequence[str] = (),
+                  ablations: Sequence[str] = ()) -> list[tuple[str, str]]:
     """(name, tier) of every record of the corpus (of ``tiers``; not those whose name matches a
-    shell pattern of ``skip``); UsageError for a folder that is not a corpus."""
+    shell pattern of ``skip``), each checked (:func:`check_record`); UsageError for a folder
+    that is not a corpus, or a record or model that is not one."""
     truths = sorted((corpus / "truths").glob("*.json")) if corpus.is_dir() else []
     found = [tuple(p.stem.rsplit(".", 1)) for p in truths if "." in p.stem]
     if not found:
@@ -45,7 +47,36 @@ def corpus_models(corpus: Path, tiers: Sequence[str] | None, skip: Sequence[str]
         if unknown or not tiers:
             raise UsageError(f"--tiers: {', '.join(unknown) or 'nothing given'}: the corpus has {', '.join(known)}")
         found = [(n, t) for n, t in found if t in tiers]
-    return [(n, t) for n, t in found if not any(fnmatch.fnmatchcase(n, pattern) for pattern in skip)]
+    chosen = [(n, t) for n, t in found if not any(fnmatch.fnmatchcase(n, pattern) for pattern in skip)]
+    for name, tier in chosen:
+        check_record(corpus, name, tier, ablations)
+    return chosen
+
+
+def check_record(corpus: Path, name: str, tier: str, ablations: Sequence[str]) -> None:
+    """UsageError unless truths/NAME.TIER.json is a record the benchmark reads (each ablation's
+    and zero's necessary edges, and what they were measured on) and models/NAME.TIER.safetensors
+    a model file."""
+    path = corpus / "truths" / f"{name}.{tier}.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        measured = record["measured"]
+        whole = [measured["samples"], measured["seed"], 0 if measured["length"] is None else measured["length"]]
+        valid = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in whole)
+        for ablation in {*ablations, "zero"}:
+            necessary = record["truth"][ablation]["necessary"]
+            valid = valid and isinstance(necessary, list) and all(isinstance(e, str) for e in necessary)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"{path}: not a corpus record ({type(error).__name__}: {error})") from None
+    if not valid:
+        raise UsageError(f"{path}: not a corpus record (measured or necessary edges of the wrong kind)")
+    from ...errors import ModelFileError
+    from ...transformer.io import load
+
+    try:
+        load(corpus / "models" / f"{name}.{tier}.safetensors", device="cpu")
+    except ModelFileError as error:
+        raise UsageError(f"{error} (every record of the corpus has its model)") from None
 
 
 def run_job(job: Job) -> dict[str, Any]:
@@ -95,7 +126,7 @@ def run_benchmark(corpus: Path, out: Path, methods: Sequence[str], ablations: Se
 
     from ..paths import check_writable_folder
 
-    models = corpus_models(corpus, tiers, skip)
+    models = corpus_models(corpus, tiers, skip, ablations)
     check_writable_folder(out)
     if address is not None:
         from ..cluster import check_reachable

@@ -96,3 +96,23 @@ def test_skipped_models_are_left_out(corpus: Path, tmp_path: Path) -> None:
                             "--skip", "tracr_rev*", "-o", str(tmp_path / "out")])
     assert code == 0, err
     assert {r["model"] for r in read_rows(tmp_path / "out" / RESULTS)} == {"tracr_frac_prevs"}
+
+
+def test_a_broken_record_or_model_is_exit_2_before_any_job(corpus: Path, tmp_path: Path) -> None:
+    import shutil
+
+    for breaking, message in ((lambda f: (f / "truths" / "tracr_reverse.plain.json").write_text("{", "utf-8"),
+                               "not a corpus record (JSONDecodeError"),
+                              (lambda f: (f / "truths" / "tracr_reverse.plain.json").write_text(
+                                  json.dumps({"measured": {"samples": -1, "seed": 0, "length": None},
+                                              "truth": {"zero": {"necessary": []}}}), "utf-8"),
+                               "measured or necessary edges of the wrong kind"),
+                              (lambda f: (f / "models" / "tracr_reverse.plain.safetensors").write_bytes(b"\0" * 9),
+                               "every record of the corpus has its model")):
+        broken = tmp_path / f"broken{len(message)}"
+        shutil.copytree(corpus, broken)
+        breaking(broken)
+        code, _, err = run_cli(["benchmark", str(broken), "--methods", "random", "--ablations", "zero",
+                                "--workers", "1", "-o", str(tmp_path / "o")])
+        assert code == 2 and message in err and "Traceback" not in err, err
+        assert not (tmp_path / "o").exists()
