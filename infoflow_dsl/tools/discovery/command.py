@@ -66,7 +66,7 @@ def command_discover(arguments: argparse.Namespace, model: Any) -> None:
         from ...transformer.io import write_bytes_atomically
         from .picture import page
 
-        write_bytes_atomically(arguments.html, page(result, str(arguments.model)).encode("utf-8"))
+        write_bytes_atomically(arguments.html, page(result, model, str(arguments.model)).encode("utf-8"))
     if arguments.json:
         print(json.dumps({"model": str(arguments.model), **result.to_json()}, indent=1))
         return

@@ -73,9 +73,9 @@ def model_measured(model: CompiledTransformer) -> dict[str, Any]:
     return measured_section(model, program_of(model))
 
 
-def model_page(model: CompiledTransformer) -> str:
-    """The page of a compiled model (module docstring)."""
-    return render_page(model_data(model), model_measured(model))
+def model_page(model: CompiledTransformer, extra: tuple[tuple[str, str, str], ...] = ()) -> str:
+    """The page of a compiled model (module docstring), with ``extra`` sections (id, heading, HTML)."""
+    return render_page(model_data(model), model_measured(model), extra)
 
 
 def report(model: ModelSource, path: str | os.PathLike[str]) -> None:

@@ -163,12 +163,14 @@ RENDERERS = {"program": _program, "analysis": _analysis, "tree": lambda d: svg_g
              "residual": _residual, "edges": _edges}
 
 
-def render_page(data: dict[str, Any], measured: dict[str, Any] | None = None) -> str:
-    """The whole document: a model's page with ``measured``, else an analysis page."""
+def render_page(data: dict[str, Any], measured: dict[str, Any] | None = None,
+                extra: tuple[tuple[str, str, str], ...] = ()) -> str:
+    """The whole document: a model's page with ``measured``, else an analysis page; ``extra``
+    sections (id, heading, HTML) after the others (``discover --html``: the found graph)."""
     sections = SECTIONS if measured is not None else ANALYSIS_SECTIONS
-    nav = "".join(f'<a href="#{key}">{escape(title)}</a>' for key, title in sections)
-    body = "\n".join(f'<section id="{key}"><h2>{escape(title)}</h2>{RENDERERS[key](data)}</section>'
-                     for key, title in sections)
+    rendered = [(key, title, RENDERERS[key](data)) for key, title in sections] + list(extra)
+    nav = "".join(f'<a href="#{key}">{escape(title)}</a>' for key, title, _ in rendered)
+    body = "\n".join(f'<section id="{key}"><h2>{escape(title)}</h2>{html}</section>' for key, title, html in rendered)
     blocks = json_block("ifl-data", data) + ("" if measured is None else json_block("ifl-measured", measured))
     what = "compiled model" if measured is not None else "analysis"
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

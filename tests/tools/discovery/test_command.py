@@ -32,10 +32,24 @@ def test_discover_reports_its_scores_and_draws_them_against_the_truth(tmp_path: 
     ranked = sorted(data["scores"], key=lambda name: -data["scores"][name])
     assert f"edge AUROC {data['auroc']:.3f}" in out and ranked[0] in out
     html = page.read_text(encoding="utf-8")
-    assert html.count("<line") == html.count("<title>") - 1  # every drawn edge is labelled
+    assert '<section id="edges">' in html  # the model's report page, with the found graph after it
+    found = html.split('<section id="discovery"><h2>Circuit discovery</h2>')[1].split("</section>")[0]
+    assert found.count("<line") == found.count("<title>")  # every drawn edge is labelled
     for kind, color in ((k, COLORS[k]) for k in SHOWN):
-        count = sum(1 for name in data["scores"] if escape(f"{name}: {kind}") in html)
-        assert html.count(f'stroke="{color}"') == count
+        count = sum(1 for name in data["scores"] if escape(f"{name}: {kind}") in found)
+        assert found.count(f'stroke="{color}"') == count
+
+
+def test_a_disguised_model_gets_a_page_of_the_found_graph_alone(tmp_path: Path) -> None:
+    import infoflow_dsl as ifl
+
+    disguised = tmp_path / "disguised.safetensors"
+    ifl.save(ifl.disguise(FRAC, split_heads=2, rotate=True), disguised)
+    code, _, err = run_cli(["discover", str(disguised), "--method", "eap", "--samples", "20",
+                            "--html", str(tmp_path / "found.html")])
+    assert code == 0, err
+    html = (tmp_path / "found.html").read_text(encoding="utf-8")
+    assert "<svg" in html and '<section id="edges">' not in html  # no report page: not its program's weights
 
 
 def test_the_drawn_classes_are_the_top_n_against_the_truth() -> None:
