@@ -31,7 +31,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--tiers", help="comma-separated (default every tier)")
     parser.add_argument("--skip", default="", help="comma-separated shell patterns of models to leave out")
-    parser.add_argument("--summary-only", action="store_true", help="summarise the jobs OUT holds, run none")
+    parser.add_argument("--summary-only", action="store_true",
+                        help="summarise the models OUT holds every job of, run none")
     parser.add_argument("--benchmarks", action="store_true", help='write BENCHMARKS.md "Circuit discovery"')
     arguments = parser.parse_args(argv)
     tiers = None if arguments.tiers is None else tuple(arguments.tiers.split(","))
@@ -41,7 +42,12 @@ def main(argv: list[str]) -> int:
         from infoflow_dsl.tools.discovery.benchmark import RESULTS, read_rows
         from infoflow_dsl.tools.discovery.summary import write_summary
 
-        text = write_summary(arguments.out, read_rows(arguments.out / RESULTS))
+        rows = read_rows(arguments.out / RESULTS)
+        jobs: dict[tuple[str, str], int] = {}
+        for row in rows:
+            jobs[row["model"], row["tier"]] = jobs.get((row["model"], row["tier"]), 0) + 1
+        every = len(METHODS) * len(ABLATIONS)  # a model stopped halfway is left out: its methods unequal
+        text = write_summary(arguments.out, [r for r in rows if jobs[r["model"], r["tier"]] == every])
     else:
         text = run_benchmark(arguments.corpus, arguments.out, METHODS, ABLATIONS, tiers, arguments.workers,
                              skip=skip)
@@ -51,9 +57,13 @@ def main(argv: list[str]) -> int:
         from report import write_section
 
         body = text.split("\n", 2)[2].replace("\n## ", "\n### ")
+        how = ("the summary of the models OUT holds every job of (a model stopped halfway left out)"
+               if arguments.summary_only else f"this invocation {minutes:.1f} min, a resumed run counts only what it "
+                                              f"added")
+        tiers_note = "" if not skip else f" Left out: {', '.join(skip)}."
         write_section("Circuit discovery", f"`python bench/circuit_discovery.py CORPUS OUT --workers "
-                                           f"{arguments.workers} --benchmarks` (2 CPU cores; this invocation "
-                                           f"{minutes:.1f} min, a resumed run counts only what it added). {body}")
+                                           f"{arguments.workers} --benchmarks` (2 CPU cores; {how}).{tiers_note} "
+                                           f"{body}")
     return 0
 
 
