@@ -8,8 +8,10 @@ truth's own inputs, scored against the truth of that ablation, and against the z
 truth as a fixed edge list (``auroc_fixed``: how the field scores a method, one hand-written
 circuit for every ablation). Each finished job is appended to ``OUT/results.jsonl`` (flushed and
 fsynced; a torn last line, a run killed while writing, is cut off); a rerun skips the jobs there,
-so a killed benchmark resumes. ``OUT/summary.md``, ``OUT/auroc.png`` and ``OUT/realism.png`` are
-written from every finished row at the end.
+so a killed benchmark resumes. Every record and model file is checked before the first job (a
+broken one is exit 2 naming it); ``--skip`` leaves models out by shell pattern. ``OUT/summary.md``,
+``OUT/auroc.png`` and ``OUT/realism.png`` are written at the end from the finished rows of the jobs
+asked for.
 """
 
 from __future__ import annotations
