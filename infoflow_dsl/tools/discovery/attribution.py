@@ -23,8 +23,6 @@ The metric must have a gradient at the clean output (``logit-diff`` or ``output`
 
 from __future__ import annotations
 
-import torch
-
 from ..circuits.patching import EdgeKey
 from .task import DiscoveryTask
 
@@ -33,16 +31,8 @@ STEPS = 5  # integrated-gradient steps (MIB's EAP-IG default)
 
 def _scored(task: DiscoveryTask, steps: list[tuple[float, float | None]]) -> dict[EdgeKey, float]:
     """mean_b |mean over ``steps`` of ∂m_b/∂α_e|, the steps (α, embedding's t or None)."""
-    total = torch.zeros(len(task.pairs), dtype=torch.float64)
-    summed: list[torch.Tensor] = []
-    for alpha, embedding_at in steps:
-        for index, gradient in enumerate(task.gradients(alpha, embedding_at)):
-            if index == len(summed):
-                summed.append(gradient)
-            else:
-                summed[index] = summed[index] + gradient
-    for gradient in summed:
-        total += (gradient / len(steps)).abs().sum(dim=0)
+    per_step = [list(task.gradients(alpha, embedding_at)) for alpha, embedding_at in steps]  # steps × batches
+    total = sum((sum(batch) / len(steps)).abs().sum(dim=0) for batch in zip(*per_step, strict=True))  # (E,)
     return {pair: float(v) / task.inputs for pair, v in zip(task.pairs, total, strict=True)}
 
 

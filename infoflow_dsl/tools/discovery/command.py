@@ -102,14 +102,19 @@ def command_benchmark(arguments: argparse.Namespace) -> None:
 
     methods = _listed(arguments.methods, METHODS, "--methods")
     ablations = _listed(arguments.ablations, ABLATIONS, "--ablations")
-    tiers = None if arguments.tiers is None else tuple(t for t in arguments.tiers.split(",") if t)
-    skip = tuple(p for p in arguments.skip.split(",") if p)
+    tiers = None if arguments.tiers is None else _items(arguments.tiers)
+    skip = _items(arguments.skip)
     print(run_benchmark(arguments.corpus, arguments.output, methods, ablations, tiers, arguments.workers,
                         arguments.address, skip))
 
 
+def _items(text: str) -> tuple[str, ...]:
+    """A comma-separated flag's items, stripped, each once, in order."""
+    return tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+
+
 def _listed(text: str, choices: tuple[str, ...], flag: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    names = _items(text)
     unknown = [n for n in names if n not in choices]
     if unknown or not names:
         raise UsageError(f"{flag}: {', '.join(unknown) or 'nothing given'}: expected some of {', '.join(choices)}")
