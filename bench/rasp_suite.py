@@ -139,7 +139,7 @@ PROGRAMS: list[SuiteProgram] = [
                  lambda: rasp.Aggregate(rasp.Select(rasp.indices, rasp.Full(0), EQ), rasp.tokens), LETTERS),
     SuiteProgram("last_token", "retrieval",
                  lambda: rasp.Aggregate(rasp.Select(rasp.indices, rasp.length - 1, EQ), rasp.tokens), LETTERS),
-    SuiteProgram("shift_by_1", "retrieval", lambda: library.make_shift_by(1, rasp.tokens), LETTERS),
+    SuiteProgram("shift_by_1", "retrieval", lambda: library.shift_by(1, rasp.tokens), LETTERS),
     SuiteProgram("sort_unique_digits", "retrieval", lambda: library.make_sort_unique(rasp.tokens, rasp.tokens),
                  DIGITS),
     SuiteProgram("reversed_is_a", "retrieval",

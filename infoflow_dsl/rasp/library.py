@@ -22,9 +22,14 @@ def make_length() -> rasp.SOp:
     return rasp.SelectorWidth(everything).named("length")
 
 
+#: Tracr's library computes the length once, with :func:`make_length` (a SelectorWidth), and its
+#: programs read this SOp where ``rasp.length`` would do: ``from_rasp`` must see it as the length.
+length = make_length()
+
+
 def make_reverse(sop: rasp.SOp) -> rasp.SOp:
     """``sop`` reversed: position i reads position length − i − 1."""
-    opposite = (rasp.length - rasp.indices).named("opp_idx")
+    opposite = (length - rasp.indices).named("opp_idx")
     opposite = (opposite - 1).named("opp_idx-1")
     flip = rasp.Select(rasp.indices, opposite, rasp.Comparison.EQ).named("reverse_selector")
     return rasp.Aggregate(flip, sop).named("reverse")
@@ -86,7 +91,7 @@ def make_shuffle_dyck(pairs: Sequence[str]) -> rasp.SOp:
     all_zero = balances[0] == 0
     for balance in balances[1:]:
         all_zero = all_zero & (balance == 0)
-    select_last = rasp.Select(rasp.indices, rasp.length - 1, rasp.Comparison.EQ).named("select_last")
+    select_last = rasp.Select(rasp.indices, length - 1, rasp.Comparison.EQ).named("select_last")
     last_zero = rasp.Aggregate(select_last, all_zero).named("last_zero")
     not_has_neg = (~has_neg).named("not_has_neg")
     return (last_zero & not_has_neg).named("shuffle_dyck")
@@ -100,7 +105,7 @@ def make_shuffle_dyck3() -> rasp.SOp:
     return make_shuffle_dyck(pairs=["()", "[]", "{}"]).named("shuffle_dyck3")
 
 
-def make_shift_by(offset: int, sop: rasp.SOp) -> rasp.SOp:
+def shift_by(offset: int, sop: rasp.SOp) -> rasp.SOp:
     """``sop`` shifted right by ``offset`` (None in the first ``offset`` positions)."""
     shifted = rasp.Select(rasp.indices, rasp.indices, lambda k, q: q == k + offset).named(f"select_off_by_{offset}")
     return rasp.Aggregate(shifted, sop, default=None).named(f"shift_by({offset})")
@@ -112,7 +117,7 @@ def detect_pattern(sop: rasp.SOp, pattern: Sequence[Any]) -> rasp.SOp:
     for i, element in enumerate(reversed(pattern)):
         detector = sop == element
         if i != 0:
-            detector = make_shift_by(i, detector)
+            detector = shift_by(i, detector)
         detectors.append(detector)
     detected = detectors.pop()
     while detectors:
@@ -160,7 +165,7 @@ TRACR_PROGRAMS: tuple[LibraryProgram, ...] = (
                                                               rasp.indices).named("nary_add"), (1, 2, 3)),
     LibraryProgram("pair_balance", lambda n: make_pair_balance(rasp.tokens, "(", ")"), ("(", ")", "a", "b", "c")),
     LibraryProgram("reverse", lambda n: make_reverse(rasp.tokens), ("a", "b", "c", "d")),
-    LibraryProgram("shift_by_2", lambda n: make_shift_by(2, rasp.tokens), ("a", "b", "c", "d")),
+    LibraryProgram("shift_by_2", lambda n: shift_by(2, rasp.tokens), ("a", "b", "c", "d")),
     LibraryProgram("shuffle_dyck2", lambda n: make_shuffle_dyck2(), ("(", ")", "{", "}")),
     LibraryProgram("shuffle_dyck3", lambda n: make_shuffle_dyck3(), ("(", ")", "[", "]", "{", "}")),
     LibraryProgram("sort", lambda n: make_sort(rasp.tokens, rasp.tokens, max_seq_len=n, min_key=1), (1, 2, 3, 4)),

@@ -315,7 +315,7 @@ def _selected_position(tr: Translator, selector: Any) -> str | None:
         return None
     if comparison_name(selector.predicate) != "EQ":
         return None
-    if _reads_tokens(selector.queries):
+    if _reads_tokens(tr, selector.queries):
         return None
     from .evaluation import evaluate
 
@@ -335,8 +335,13 @@ def _selected_position(tr: Translator, selector: Any) -> str | None:
     return POSITIONS.get((a, b, k))
 
 
-def _reads_tokens(expr: Any) -> bool:
-    return kind(expr) == "TokensType" or any(_reads_tokens(child) for child in expr.children)
+def _reads_tokens(tr: Translator, expr: Any) -> bool:
+    """Whether ``expr`` can change with the tokens, not only with positions and length. A
+    SelectorWidth of a selector of every position is the length (Tracr's ``make_length()``, which
+    its library uses where ``rasp.length`` would do), though its Select compares tokens."""
+    if kind(expr) == "SelectorWidth" and tr.selector(expr.selector).always:
+        return False
+    return kind(expr) == "TokensType" or any(_reads_tokens(tr, child) for child in expr.children)
 
 
 SOP_RULES: dict[str, Callable[[Translator, Any], Rendered]] = {

@@ -125,7 +125,7 @@ def _index_relation(holds: dict[tuple[float, float], bool]) -> tuple[str, int] |
 
 
 def index_shift(tr: Translator, selector: Any) -> int | None:
-    """k ≥ 1 when ``selector`` selects exactly position t − k at query t (make_shift_by)."""
+    """k ≥ 1 when ``selector`` selects exactly position t − k at query t (shift_by)."""
     if kind(selector) != "Select" or kind(selector.keys) != "IndicesType" or kind(selector.queries) != "IndicesType":
         return None
     if comparison_name(selector.predicate) is not None:
