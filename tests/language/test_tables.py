@@ -29,6 +29,8 @@ HEADER = 'input x : token {"a", "b", "c"}\nlength T = 5\n'
     'target(t) = g((sum_<s : s <= t> [x(s) == "a"]) - 1, sum_<s> [x(s) == x(t)])',             # two counts
     'table inv = {1: 1, 2: 0.5, 3: 0.3333333333333333, 4: 0.25, 5: 0.2, 6: 0}\n'
     'target(t) = inv(t) - inv((sum_<s : s <= t> [x(s) == "b"]) + 1)',                    # positions, counts
+    'table g = {("a", "a"): 1, ("b", "b"): 1, ("c", "c"): 1, _: 0}\n'
+    'target(t) = sum_<s> [g(x(len + 1 - s), x(len + 1 - t)) == 1]',  # two fetched tokens: split on the query's
 ])
 def test_every_kind_of_lookup_is_exact_on_every_short_input(body: str) -> None:
     assert_exact_on_short_inputs(HEADER + body + "\n")

@@ -194,8 +194,8 @@ def _table_rule(lowering: TokenLowering, expr: ir.TableLookup, row: str) -> Feat
     (``ffn.table``: exact), two arguments first combined into the key a·M + b, which M makes
     one-to-one on the pairs of values they can take."""
     table, text = expr.table, describe(expr)
-    if table.arity == 1 and table.token_columns[0]:
-        token = lowering.token(expr.arguments[0].position, row)  # type: ignore[union-attr]
+    if table.arity == 1 and table.token_columns[0] and isinstance(expr.arguments[0], ir.Token):
+        token = lowering.token(expr.arguments[0].position, row)
         outputs = [table.lookup((float(v),)) or 0.0 for v in range(len(token.onehot))]
         form = LinearForm()
         for value, indicator in zip(outputs, token.onehot, strict=True):
@@ -211,10 +211,10 @@ def _table_rule(lowering: TokenLowering, expr: ir.TableLookup, row: str) -> Feat
 
 
 def _table_argument(lowering: TokenLowering, argument: ir.Expr, tokens: bool, row: str) -> Feature:
-    """A table's argument as a number: a categorical token as its id Σ_v v·[x = v]."""
-    if not tokens:
+    """A table's argument as a number: a categorical token as its id Σ_v v·[x = v]; a token
+    literal (a side of a comparison split on its values puts them in) is the constant id."""
+    if not tokens or not isinstance(argument, ir.Token):
         return lowering.feature(argument, row)
-    assert isinstance(argument, ir.Token)  # the checker's rule for a token-keyed column
     token = lowering.token(argument.position, row)
     form = LinearForm()
     for index, indicator in enumerate(token.onehot):
