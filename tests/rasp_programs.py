@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infoflow_dsl import rasp
+from infoflow_dsl.rasp import library
 from infoflow_dsl.rasp.library import TRACR_PROGRAMS
 
 
@@ -71,6 +72,25 @@ def _last_token_flag(n: int) -> Any:
     return rasp.numerical(rasp.Map(lambda b: 1 if b else 0, last.named("last_is_c"))).named("last_flag")
 
 
+def _joined_pairs_compared(n: int) -> Any:
+    """New values inside a program: a SequenceMap joining two tokens into strings the input
+    never had, compared by a selector (its index in its sorted values, by a table of the two)."""
+    pair = rasp.SequenceMap(lambda a, b: a + b, rasp.tokens, library.make_reverse(rasp.tokens)).named("pair")
+    return rasp.SelectorWidth(rasp.Select(pair, pair, rasp.Comparison.LT)).named("smaller_pairs")
+
+
+def _joined_pair_fetched(n: int) -> Any:
+    """New values fetched by an Aggregate and answered: the first position's joined pair."""
+    pair = rasp.SequenceMap(lambda a, b: a + b, rasp.tokens, library.make_reverse(rasp.tokens)).named("pair")
+    return rasp.Aggregate(rasp.Select(rasp.indices, rasp.Full(0), rasp.Comparison.EQ), pair).named("first_pair")
+
+
+def _reversed_words_counted(n: int) -> Any:
+    """A Map to new tokens, reversed, then counted by equality (a table of two fetched tokens)."""
+    upper = library.make_reverse(rasp.Map(str.upper, rasp.tokens)).named("upper_reversed")
+    return rasp.SelectorWidth(rasp.Select(upper, upper, rasp.Comparison.EQ)).named("same_upper")
+
+
 CONSTRUCTS: list[RaspExample] = [
     RaspExample("mean_of_smaller", _frac_of_smaller, (1, 2, 3)),
     RaspExample("window_score", _word_score, ("ab", "abc", "a", "abcd")),
@@ -79,6 +99,9 @@ CONSTRUCTS: list[RaspExample] = [
     RaspExample("selector_logic", _selector_logic, ("a", "b", "c")),
     RaspExample("numeric_vocab", _numeric_vocab, (1, 2, 4)),
     RaspExample("last_token_flag", _last_token_flag, ("a", "b", "c")),
+    RaspExample("joined_pairs_compared", _joined_pairs_compared, ("a", "b", "c")),
+    RaspExample("joined_pair_fetched", _joined_pair_fetched, ("a", "b", "c")),
+    RaspExample("reversed_words_counted", _reversed_words_counted, ("a", "b", "c")),
 ]
 
 TRACR: list[RaspExample] = [RaspExample(p.name, p.build, p.vocab) for p in TRACR_PROGRAMS]

@@ -7,7 +7,8 @@ the information sets, the predicted cost law and the verdict with its reason.
 
 JSON (``to_json``) has DESIGN.md's keys: ``order``, ``dimension``, ``comparisons``,
 ``layers``, ``heads``, ``info_sets``, ``cost``, ``verdict``, ``reason``; and also ``program``,
-``T``, ``d``, ``tree``, ``schedule``, ``notes``, ``heads_budget``. ``cost.exponent`` is the
+``T``, ``d``, ``tree``, ``schedule``, ``notes``, ``heads_budget``, ``undefined_in_rasp`` (a
+program translated from RASP: where RASP's evaluator has no output the model gives). ``cost.exponent`` is the
 exponent of 1/ε as a number when it does not depend on T (efficient targets), else null, with
 ``cost.exponent_formula`` always the formula; ``cost.roots_at_zero`` lists the norms whose square
 can be 0 on the domain (each makes the exponent 1: see ``ranges``).
@@ -231,6 +232,7 @@ class AnalysisReport:
                 for h in self.schedule.heads
             ],
             "notes": list(self.schedule.notes),
+            "undefined_in_rasp": list(self.program.undefined_in_rasp),
             "output": tree.output_site,
             "causal": is_causal(self.program),
             "output_expression": describe(tree.output),
@@ -322,6 +324,8 @@ def render_text(report: AnalysisReport) -> str:
                      "so the squares under its √ must be within (ε/2)²")
     for note in data["notes"]:
         lines.append(f"note      {note}")
+    for where in data["undefined_in_rasp"]:
+        lines.append(f"RASP      undefined: {where}")
     for entry in (data.get("exactness") or {}).get("comparisons", []):
         gap = f"smallest gap {entry['gap']}" if entry["gap"] is not None else "no gap derivable (a margin is needed)"
         lines.append(f"exact     {_where(report, entry['span'])}{entry['comparison']}: {gap}")

@@ -78,6 +78,11 @@ class Table(NamedTuple):
         return frozenset(self.values) | (frozenset() if self.default is None else {self.default})
 
 
+#: The comment that starts a line of ``from_rasp``'s text naming where RASP's evaluator has no
+#: output the model gives (:attr:`Program.undefined_in_rasp`).
+UNDEFINED_IN_RASP = "# undefined in RASP:"
+
+
 @dataclass(frozen=True)
 class Program:
     """A checked program: everything later stages need, and nothing they must re-derive.
@@ -139,6 +144,14 @@ class Program:
     def output_shape(self) -> tuple[int, ...]:
         """The value's shape at one output site (one sequence, or one position of a per-token target)."""
         return self.target.type.shape
+
+    @property
+    def undefined_in_rasp(self) -> tuple[str, ...]:
+        """Where the RASP program this one was translated from has no output that the model
+        can give (``from_rasp`` writes each as a comment line ``# undefined in RASP: ...``):
+        the model's answer there is the translation's, not RASP's. Empty for other programs."""
+        return tuple(line[len(UNDEFINED_IN_RASP):].strip() for line in self.source.splitlines()
+                     if line.startswith(UNDEFINED_IN_RASP))
 
     @property
     def per_token(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,9 +46,11 @@ def random_inputs(vocabulary: Sequence[Hashable], length: int, count: int, seed:
     return [tuple(chooser.choice(list(vocabulary)) for _ in range(length)) for _ in range(count)]
 
 
-def agreement(rasp_program: RASPExpr, model: Any, program: Any, inputs: Sequence[Sequence[Hashable]]) -> Agreement:
+def agreement(rasp_program: RASPExpr, model: Any, program: Any, inputs: Sequence[Sequence[Hashable]],
+              evaluator: Callable[[Any, list[Any]], list[Any]] = evaluate) -> Agreement:
     """``model`` (compiled from ``program`` = ``from_rasp(rasp_program, ...)``) on ``inputs``
-    against ``rasp_program`` evaluated by RASP's evaluator."""
+    against ``rasp_program`` evaluated by ``evaluator`` (this package's; Tracr's own
+    ``rasp.evaluate`` where the benchmark runs Tracr beside it)."""
     from ..reference.tokens import decode, encode
 
     positions = wrong = undefined = raised = 0
@@ -61,7 +63,7 @@ def agreement(rasp_program: RASPExpr, model: Any, program: Any, inputs: Sequence
             outputs = decode(program, model(encode(program, [list(s) for s in group])))
         for sequence, got in zip(group, outputs, strict=True):
             try:
-                want = evaluate(rasp_program, list(sequence))
+                want = evaluator(rasp_program, list(sequence))
             except Exception:  # the evaluator's own failure: the output is undefined on this input
                 raised += 1
                 continue

@@ -96,12 +96,15 @@ def _elementwise(combine: Callable[[bool, bool], bool]) -> Callable[[_Evaluator,
 
 
 def aggregate_row(row: Sequence[bool], values: Sequence[Value], default: Value) -> Value:
-    """One query's Aggregate: the default, the one selected value, or the mean of several."""
+    """One query's Aggregate: the default, the one selected value, or the mean of several, which
+    only numbers (and booleans) have: several strings raise a ValueError, as Tracr's evaluator does."""
     selected = [v for s, v in zip(row, values, strict=True) if s]
     if not selected:
         return default
     if len(selected) == 1:
         return selected[0]
+    if not all(isinstance(v, (int, float, bool)) for v in selected):
+        raise ValueError(f"an Aggregate averages numbers only; it selected {selected!r}")
     return sum(selected) / len(selected)
 
 

@@ -271,6 +271,11 @@ class Comparison(enum.Enum):
     FALSE = "FALSE"
 
     def __call__(self, key: Value, query: Value) -> bool:
+        """The comparison of a key with a query; None on either side (a shifted SOp's first
+        positions, an Aggregate that selected nothing) raises, as Tracr's does: the evaluator's
+        output on that input is undefined."""
+        if key is None or query is None:
+            raise ValueError(f"{'key' if key is None else 'query'} is None: a Comparison of None is undefined")
         return bool(COMPARISONS[self](key, query))
 
 

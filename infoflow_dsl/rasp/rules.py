@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..language.typed import offset_text
@@ -78,12 +79,13 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
     rendered = [tr.sop(p) for p in parts]
     first = max(r.first for r in rendered)
     columns = [tr.columns(p, r) for p, r in zip(parts, rendered, strict=True)]
+    coded = any(r.codes is not None for r in rendered)  # keyed by the index of a value, not the value
     if math.prod(len(c) for c in columns) > MAX_TABLE:
         raise TranslationError(f"{describe(expr)}: a table of {' × '.join(str(len(c)) for c in columns)} values "
                                f"is past {MAX_TABLE:,} entries")
     grid = {keys: function(*(v for _, v in keys)) for keys in itertools.product(*columns)}
     tr.require_numbers(expr, list(grid.values()))
-    if not any(r.token and tr.categorical for r in rendered):
+    if not coded and not any(r.token and tr.categorical for r in rendered):
         numbers = [tr.number(p) for p in parts]
         points, values = [tuple(float(v) for _, v in keys) for keys in grid], [float(v) for v in grid.values()]
         affine = affine_fit(points, values)
@@ -95,7 +97,7 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
             merged = _merged_means(tr, expr, parts, affine)
             return merged or Rendered(tr.macro(expr.label, lambda p: affine_sum(affine, [n(p) for n in numbers])),
                                      first=first)
-    if len(parts) == 1 and not rendered[0].token:
+    if len(parts) == 1 and not rendered[0].token and not coded:
         steps = _steps([(v, out) for ((_, v),), out in grid.items()])
         if steps is not None:
             number = tr.number(parts[0])
@@ -215,13 +217,42 @@ def _selector_width(tr: Translator, expr: Any) -> Rendered:
 
 def _aggregate(tr: Translator, expr: Any) -> Rendered:
     """Categorical of a token: the token where the selector holds; else the mean of the selected."""
-    value, position = tr.sop(expr.sop), _selected_position(tr, expr.selector)
-    shift = index_shift(tr, expr.selector) if expr.unique_id in tr.row_only else None
-    if shift is not None and is_categorical(expr) and value.token and value.at("p") == "x(p)":
+    value, position = tr.value(expr.sop), _selected_position(tr, expr.selector)
+    if value.codes is not None:  # a categorical Aggregate of coded values reads the index
+        _note_several(tr, expr, "the model's answer there is unspecified (a mean of indices)")
+        return replace(_aggregate_number(tr, expr, position, value), codes=value.codes)
+    shift = index_shift(tr, expr.selector)
+    if shift is not None and expr.unique_id in tr.row_only and is_categorical(expr) and value.token \
+            and value.at("p") == "x(p)":
         # read at the output's position only: x(t - k), and the target starts at k + 1 (RASP's None before)
         return Rendered(lambda p: f"x({p}{offset_text(-shift)})", token=True, view=value.view, first=shift + 1)
     if position is not None and value.token and value.at("p") == "x(p)":
         return Rendered(lambda p: f"x({position.replace('{p}', p)})", token=True, view=value.view)
+    if position is None and is_categorical(expr) and value.token and value.at("p") == "x(p)":
+        predicate = tr.selector(expr.selector)
+        if not predicate.never:
+            s = tr.binder()
+            score = _retrieval_score(tr, expr.selector, predicate, s)
+            at = tr.macro(expr.label, lambda p: f"x({score.replace('{p}', p)})")
+            _note_several(tr, expr, "the model answers the token at the first of them")
+            return Rendered(at, token=True, view=value.view, first=1 if shift is None else shift + 1)
+    return _aggregate_number(tr, expr, position, value)
+
+
+def _note_several(tr: Translator, expr: Any, answer: str) -> None:
+    """Record where a categorical Aggregate may select several positions (unless its keys are
+    the indices compared by EQ: positions are distinct): RASP's evaluator averages the values
+    there (numbers) or raises (strings), and a categorical model gives one value."""
+    selector = expr.selector
+    if kind(selector) == "Select" and kind(selector.keys) == "IndicesType" \
+            and comparison_name(selector.predicate) == "EQ":
+        return
+    tr.undefined.append(f"{describe(expr)}, where its selector selects several positions: RASP's evaluator "
+                        f"averages them (numbers) or raises (other values); {answer}")
+
+
+def _aggregate_number(tr: Translator, expr: Any, position: str | None, value: Rendered) -> Rendered:
+    """The Aggregate as a number: the value at the one selected position, else the mean."""
     if position in ("{p}", "len", "1"):
         number = tr.number(expr.sop)
         return Rendered(lambda p: number(position.replace("{p}", p)))
@@ -229,11 +260,6 @@ def _aggregate(tr: Translator, expr: Any) -> Rendered:
     default = expr.default if is_number(expr.default) else 0
     if predicate.never:
         return Rendered(lambda p: operand(default))
-    if is_categorical(expr) and value.token and value.at("p") == "x(p)":
-        s = tr.binder()
-        score = _retrieval_score(tr, expr.selector, predicate, s)
-        at = tr.macro(expr.label, lambda p: f"x({score.replace('{p}', p)})")
-        return Rendered(at, token=True, view=value.view)
     number = tr.number(expr.sop)
     s = tr.binder()
     if predicate.positional == "==":

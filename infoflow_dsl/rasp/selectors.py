@@ -43,7 +43,11 @@ def _select(tr: Translator, expr: Any) -> Predicate:
     if name is not None and kind(keys) == kind(queries) == "IndicesType":
         op = OPERATORS[name]
         return Predicate(lambda s, t: f"{s} {op} {t}", positional=op)
-    key, query = tr.sop(keys), tr.sop(queries)
+    key, query = tr.value(keys), tr.value(queries)
+    if name is None and max(key.first, query.first) > 1:
+        raise TranslationError(f"{describe(expr)}: its {'keys' if key.first > 1 else 'queries'} are None at the "
+                               f"first positions (a shifted SOp), where RASP calls the predicate function on None: "
+                               f"compare them with a Comparison (rasp.Comparison.EQ, ...), which is undefined there")
     if name is not None and keys is queries and keys.unique_id in tr.lexicographic:
         return Predicate(_lexicographic(tr, tr.lexicographic[keys.unique_id], OPERATORS[name]))
     if name in ("EQ", "NEQ") and key.plain_token and query.plain_token:
@@ -88,7 +92,8 @@ def _predicate_table(tr: Translator, expr: Any, key: Rendered, query: Rendered) 
         if all(len({holds[(k, o) if index == 0 else (o, k)] for o, _ in other}) == 1 for k, _ in column):
             truth = {k: holds[(k, other[0][0]) if index == 0 else (other[0][0], k)] for k, _ in column}
             return Predicate(_on_side(_one_sided(tr, expr, side, rendered, truth), index))
-    name = tr.table(f"{expr.label}_predicate", entries, None)
+    coded = key.codes is not None or query.codes is not None  # an index may be a mean where RASP is undefined
+    name = tr.table(f"{expr.label}_predicate", entries, "0" if coded else None)
     return Predicate(lambda s, t: f"{name}({key.at(s)}, {query.at(t)}) == 1")
 
 

@@ -23,10 +23,18 @@ label) or, where it is the input's token seen through Maps, stays that token:
   never-empty range of positions, else Σ_s [sel]·v(s) times ``inverse`` of Σ_s [sel] (a
   table of 1/n), plus the default where nothing is selected.
 
+Values that are not numbers and not the input's token seen through Maps (strings or tuples
+made of one or two SOps: a SequenceMap joining two tokens) stay deferred while Maps make
+numbers of them; where a selector compares them, an Aggregate fetches them or the output
+answers with them, they are written as the index of the value in its sorted value set, by a
+table of their parts (``Rendered.codes``). Where a categorical Aggregate may select several
+positions, RASP's evaluator averages or raises and the model gives one value: the text says so
+in a comment line ``# undefined in RASP: ...`` (``Program.undefined_in_rasp``; ``analyze``).
+
 Each reduction binds its own variable (s1, s2, ...): macros are inlined without hygiene.
 What cannot be written is a :class:`TranslationError` (a ``CompileError``, exit 2) naming the
-node: a Map to new tokens, a SequenceMap of two token-valued SOps into tokens, a constant
-sequence or selector.
+node: such values made of three SOps, a constant sequence or selector, a predicate function
+where an SOp is None.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from ..language.declarations import RESERVED
+from ..language.program import UNDEFINED_IN_RASP
 from ..language.syntax_errors import KEYWORDS
 from .expressions import RASPExpr, kind
 from .literals import TranslationError, is_number, number_text, operand, table_value, token_text, vocabulary_text
@@ -81,6 +90,7 @@ class Rendered:
     deferred: Deferred | None = None
     first: int = 1  # the first position it is read at as written (earlier ones: RASP's None)
     condition: Callable[[str], str] | None = None  # a 0/1 SOp written [condition]: the condition
+    codes: tuple[Any, ...] | None = None  # values that are not numbers: at(p) is the index of the value here
 
     @property
     def plain_token(self) -> bool:
@@ -133,6 +143,8 @@ class Translator:
         self.lexicographic: dict[int, RASPExpr] = {}
         #: a mean over a never-empty range of positions (``<=``, ``>=``, ``all``), and of what
         self.means: dict[int, tuple[str, RASPExpr]] = {}
+        #: where RASP's evaluator has no output the model gives (written as comments, in order)
+        self.undefined: list[str] = []
 
     # ------------------------------------------------------------------ names and declarations
 
@@ -194,12 +206,14 @@ class Translator:
         if found is None:
             raise TranslationError(f"{describe(expr)} takes more than {MAX_VALUES:,} values: a table or a "
                                    f"comparison of it cannot be written")
-        return sorted((v for v in found if v is not None), key=lambda v: (str(type(v)), v))
+        return sorted_values(v for v in found if v is not None)
 
     def columns(self, expr: RASPExpr, rendered: Rendered) -> list[tuple[str, Any]]:
         """A table column for ``expr``: (key as written, the SOp's value there) per key."""
         if rendered.deferred is not None:
             raise TranslationError(f"{describe(expr)}: its values ({self.values_of(expr)[0]!r}, ...) are not numbers")
+        if rendered.codes is not None:
+            return [(number_text(index), value) for index, value in enumerate(rendered.codes)]
         if rendered.token:
             return [(self.token_key(v), rendered.value_of(v)) for v in self.vocabulary]
         values = self.values_of(expr)
@@ -244,6 +258,29 @@ class Translator:
             self.rendered[expr.unique_id] = rule(self, expr)
         return self.rendered[expr.unique_id]
 
+    def value(self, expr: RASPExpr) -> Rendered:
+        """``expr`` as a selector or an Aggregate reads it: a deferred SOp (strings or tuples made
+        of one or two SOps: a SequenceMap joining two tokens) is written now, as the index of
+        its value in its sorted value set (``codes``), by a table of its parts; its readers
+        compare, fetch and map the index, and the output table turns it back into the value."""
+        rendered = self.sop(expr)
+        if rendered.deferred is None:
+            return rendered
+        parts, function = rendered.deferred.parts, rendered.deferred.function
+        if len(parts) > 2:
+            raise TranslationError(f"{describe(expr)}: its values ({self.values_of(expr)[0]!r}, ...) come from "
+                                   f"{len(parts)} SOps: a table holds one or two")
+        readers = [self.sop(part) for part in parts]
+        columns = [self.columns(part, reader) for part, reader in zip(parts, readers, strict=True)]
+        grid = {keys: function(*(v for _, v in keys)) for keys in itertools.product(*columns)}
+        codes = tuple(sorted_values(set(grid.values())))
+        index = {value: position for position, value in enumerate(codes)}
+        entries = {tuple(k for k, _ in keys): number_text(index[v]) for keys, v in grid.items()}
+        table = self.table(f"{expr.label}_code", entries, None if all(r.token for r in readers) else "0")
+        at = self.macro(expr.label, lambda p: f"{table}({', '.join(r.at(p) for r in readers)})")
+        self.rendered[expr.unique_id] = Rendered(at, codes=codes, first=max(r.first for r in readers))
+        return self.rendered[expr.unique_id]
+
     def selector(self, expr: RASPExpr) -> Predicate:
         from .selectors import SELECTOR_RULES
 
@@ -259,6 +296,7 @@ class Translator:
         """The whole ``.iflow`` program whose per-token target is ``program``."""
         output = self.output(program)
         head = [f"# {program.label}: translated from RASP by infoflowc from-rasp",
+                *(f"{UNDEFINED_IN_RASP} {where}" for where in dict.fromkeys(self.undefined)),
                 f"input x : token {self.vocabulary_text}", f"length T = {self.length}"]
         first = self.sop(program).first
         where = f"t : t >= {first}" if first > 1 else "t"
@@ -272,6 +310,11 @@ class Translator:
         if rendered.plain_token:
             return rendered.at("t")  # a token output: the model answers with a token of the vocabulary
         parts: tuple[RASPExpr, ...]
+        if rendered.codes is not None:  # the index of a value: one token per index, the first where none is
+            coded: dict[tuple[str, ...], str] = {(number_text(i),): token_text(v, describe(program))
+                                                 for i, v in enumerate(rendered.codes)}
+            name = self.table(f"{program.label}_tokens", coded, token_text(rendered.codes[0], describe(program)))
+            return f"{name}({rendered.at('t')})"
         if rendered.token and not all(is_number(rendered.value_of(v)) for v in self.vocabulary):
             parts, function = (program,), lambda value: value
             columns = [self.columns(program, rendered)]
@@ -288,6 +331,16 @@ class Translator:
                    for keys in itertools.product(*columns)}
         name = self.table(f"{program.label}_tokens", entries, None)
         return f"{name}({', '.join(at('t') for at in arguments)})"
+
+
+def sorted_values(values: Iterable[Any]) -> list[Any]:
+    """Values in one fixed order: by type, then by value (by text where values of a type do not
+    compare: tuples of mixed types)."""
+    found = list(values)
+    try:
+        return sorted(found, key=lambda v: (str(type(v)), v))
+    except TypeError:
+        return sorted(found, key=lambda v: (str(type(v)), repr(v)))
 
 
 def used_declarations(declarations: list[str], target: str) -> list[str]:

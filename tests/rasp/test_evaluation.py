@@ -67,7 +67,7 @@ def test_aggregate_is_the_default_the_one_value_or_the_mean() -> None:
     assert rasp.Aggregate(before, values, default=0)([0, 0, 0]) == [0, 0, 1.5]
     assert rasp.Aggregate(before, values)([0, 0, 0]) == [None, 0, 1.5]
     assert rasp.Aggregate(before, rasp.tokens)(["x", "y"]) == [None, "x"]
-    with pytest.raises(TypeError):  # strings do not average: Tracr's evaluator raises too
+    with pytest.raises(ValueError, match="averages numbers only"):  # strings do not average: as Tracr's
         rasp.Aggregate(before, rasp.tokens)(["x", "y", "z"])
 
 
@@ -123,3 +123,14 @@ def test_bad_arguments_are_type_errors() -> None:
         rasp.Select(rasp.tokens, rasp.tokens, "EQ")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Aggregate reads a selector and an SOp"):
         rasp.Aggregate(rasp.tokens, rasp.tokens)  # type: ignore[arg-type]
+
+
+def test_a_comparison_of_none_raises_as_tracrs_does_and_a_predicate_function_is_called_with_it() -> None:
+    """Tracr's Comparison raises on a None key or query (its evaluator is undefined there); a
+    predicate function is the user's and is called with None."""
+    shifted = rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, lambda k, q: k == q - 1), rasp.tokens)
+    with pytest.raises(ValueError, match="key is None"):
+        rasp.SelectorWidth(rasp.Select(shifted, rasp.tokens, rasp.Comparison.EQ))(["a", "b"])
+    with pytest.raises(ValueError, match="query is None"):
+        rasp.SelectorWidth(rasp.Select(rasp.tokens, shifted, rasp.Comparison.LT))(["a", "b"])
+    assert rasp.SelectorWidth(rasp.Select(shifted, shifted, lambda k, q: k == q))(["a", "b"]) == [1, 1]

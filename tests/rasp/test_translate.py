@@ -13,6 +13,7 @@ from rasp_programs import CONSTRUCTS, RASP_PROGRAMS, RaspExample
 import infoflow_dsl as ifl
 from infoflow_dsl import rasp
 from infoflow_dsl.errors import CompileError
+from infoflow_dsl.rasp import library
 from infoflow_dsl.rasp.agreement import agreement, every_input, random_inputs
 from infoflow_dsl.rasp.library import make_hist, make_reverse
 from infoflow_dsl.rasp.literals import TranslationError
@@ -79,9 +80,15 @@ def test_a_token_output_answers_with_the_tokens_and_none_where_rasp_has_none() -
     assert ifl.decode(checked, model(ids))[0][2:] == program(list("abcd"))[2:] == ["a", "b"]
 
 
-def _compared_new_tokens() -> object:
-    pair = rasp.SequenceMap(lambda a, b: a + b, rasp.tokens, rasp.tokens).named("pair")
-    return rasp.SelectorWidth(rasp.Select(pair, pair, rasp.Comparison.EQ)).named("same_pairs")
+def _compared_triples() -> object:
+    pair = rasp.SequenceMap(lambda a, b: a + b, rasp.tokens, rasp.Map(str.upper, rasp.tokens)).named("pair")
+    triple = rasp.SequenceMap(lambda a, b: a + b, pair, make_reverse(rasp.tokens)).named("triple")
+    return rasp.SelectorWidth(rasp.Select(triple, triple, rasp.Comparison.EQ)).named("same_triples")
+
+
+def _function_of_a_shifted_sop() -> object:
+    shifted = library.shift_by(1, rasp.tokens)
+    return rasp.SelectorWidth(rasp.Select(shifted, shifted, lambda k, q: k == q).named("same_before"))
 
 
 def _raising_map() -> object:
@@ -105,7 +112,8 @@ def _three_way_table() -> object:
 
 
 @pytest.mark.parametrize(("build", "vocab", "named"), [
-    (_compared_new_tokens, ["a", "b"], "SequenceMap 'pair': its values ('aa', ...) are not numbers"),
+    (_compared_triples, ["a", "b"], "SequenceMap 'triple': its values ('aAa', ...) come from 3 SOps"),
+    (_function_of_a_shifted_sop, ["a", "b"], "Select 'same_before': its keys are None at the first positions"),
     (_raising_map, ["a", "b"], "Map 'lookup': its function raises KeyError on 'b'"),
     (_raising_predicate, ["a", "b"], "Select 'select_"),
     (_numerical_mean_of_strings, ["a", "b"], "Aggregate 'frac': a numerical Aggregate of values that do not average"),

@@ -4,6 +4,7 @@ a message and nothing written."""
 
 from __future__ import annotations
 
+import json
 import runpy
 from pathlib import Path
 
@@ -30,6 +31,7 @@ def make_frac():
 reverse = rasp.Aggregate(rasp.Select(rasp.indices, rasp.length - rasp.indices - 1, rasp.Comparison.EQ),
                          rasp.tokens).named("reverse")
 constant = rasp.ConstantSOp([1, 2, 3]).named("constant")
+same = rasp.Aggregate(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ), rasp.tokens).named("same")
 not_a_program = 3
 '''
 
@@ -86,3 +88,22 @@ def test_without_a_vocabulary_anywhere_it_asks_for_one(tmp_path: Path) -> None:
     bare.write_text("from infoflow_dsl import rasp\nlength = rasp.length\n", encoding="utf-8")
     code, _, err = run_cli(["from-rasp", f"{bare}:length", "-o", str(tmp_path / "l.iflow")])
     assert code == 2 and "give --vocab" in err
+
+
+def test_where_rasp_is_undefined_the_written_file_and_its_analysis_say_so(source: Path, tmp_path: Path) -> None:
+    """``same`` selects every position holding the query's token: two or more "a"s, and RASP's
+    evaluator raises (a mean of strings), so the file and ``analyze`` of it name the Aggregate;
+    ``reverse`` selects one position by index and has no such line."""
+    out = tmp_path / "same.iflow"
+    assert run_cli(["from-rasp", f"{source}:same", "-o", str(out)])[0] == 0
+    code, printed, err = run_cli(["analyze", str(out), "--json"])
+    assert (code, err) == (0, "")
+    (where,) = json.loads(printed)["undefined_in_rasp"]
+    assert where.startswith("Aggregate 'same', where its selector selects several positions")
+    assert f"# undefined in RASP: {where}" in out.read_text(encoding="utf-8")
+    assert "RASP      undefined: Aggregate 'same'" in run_cli(["analyze", str(out)])[1]
+    program = runpy.run_path(str(source))
+    with pytest.raises(ValueError):  # the evaluator itself, on two "a"s
+        program["same"](["a", "a"])
+    assert ifl.from_rasp(program["same"], {"a", "b", "c"}, 5).undefined_in_rasp == (where,)
+    assert ifl.from_rasp(program["reverse"], {"a", "b", "c"}, 5).undefined_in_rasp == ()
