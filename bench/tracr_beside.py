@@ -131,7 +131,7 @@ def _tracr_answers(model: Any, sequence: tuple[Any, ...]) -> list[Any]:
 
 
 def _agrees(got: Any, want: Any) -> bool:
-    if isinstance(want, (int, float)) and not isinstance(want, bool) or isinstance(got, float):
+    if (isinstance(want, (int, float)) and not isinstance(want, bool)) or isinstance(got, float):
         try:
             return abs(float(got) - float(want)) <= EPS
         except (TypeError, ValueError):
@@ -181,7 +181,8 @@ def _ratio(theirs: int | None, ours: int | None) -> str:
 def row(name: str, length: int, ours: Side, theirs: Side) -> str:
     return (f"| {name} | {length} | {_verdict(ours)} | {_count(ours.nonzero)} / {_count(ours.parameters)} | "
             f"{ours.seconds:.2f} | {_verdict(theirs)} | {_count(theirs.nonzero)} / {_count(theirs.parameters)} | "
-            f"{theirs.seconds:.2f} | {_ratio(theirs.nonzero, ours.nonzero)} | {_ratio(theirs.parameters, ours.parameters)} |")
+            f"{theirs.seconds:.2f} | {_ratio(theirs.nonzero, ours.nonzero)} | "
+            f"{_ratio(theirs.parameters, ours.parameters)} |")
 
 
 HEADER = ("| program | T | infoflow exact | infoflow nonzero / all | infoflow s | Tracr exact | Tracr nonzero / all | "
@@ -232,8 +233,9 @@ def main(argv: list[str]) -> None:
             f"input of length ≤ 3 (≤ 2 for 10 tokens) and {SAMPLES} random inputs of random lengths 1..T. "
             f"infoflow: `ifl.from_rasp` + `compile` (float64, ε = {EPS}). Tracr: "
             f"`compile_rasp_to_model(..., compiler_bos=\"BOS\")` with its defaults. Parameters: nonzero / every "
-            f"weight (Tracr's arrays with embeddings; infoflow's `parameter_count`). Seconds: compile time. The script's docstring says how "
-            f"to set up the environment (Tracr is never a dependency of infoflow or its tests).\n\n"
+            f"weight (Tracr's arrays with embeddings; infoflow's `parameter_count`). Seconds: compile time. "
+            f"The script's docstring says how to set up the environment (Tracr is never a dependency of "
+            f"infoflow or its tests).\n\n"
             f"### Tracr's library as Tracr ships it (`tracr.compiler.lib`)\n\n{library_tally.text()}.\n\n"
             f"{library_table}\n\n"
             f"### The suite of `bench/rasp_suite.py`, its import changed to Tracr's\n\n{suite_tally.text()}.\n\n"

@@ -294,7 +294,7 @@ class Translator:
 
     def source(self, program: RASPExpr) -> str:
         """The whole ``.iflow`` program whose per-token target is ``program``."""
-        output = self.output(program)
+        output = target_text(self, program)
         head = [f"# {program.label}: translated from RASP by infoflowc from-rasp",
                 *(f"{UNDEFINED_IN_RASP} {where}" for where in dict.fromkeys(self.undefined)),
                 f"input x : token {self.vocabulary_text}", f"length T = {self.length}"]
@@ -303,34 +303,35 @@ class Translator:
         target = f"target({where}) = {output}"
         return "\n".join([*head, *used_declarations(self.declarations, target), target]) + "\n"
 
-    def output(self, program: RASPExpr) -> str:
-        """The target: a token of the input, new tokens by a table of tokens (a Map or a
-        SequenceMap to strings: the model answers with them), or a number."""
-        rendered = self.sop(program)
-        if rendered.plain_token:
-            return rendered.at("t")  # a token output: the model answers with a token of the vocabulary
-        parts: tuple[RASPExpr, ...]
-        if rendered.codes is not None:  # the index of a value: one token per index, the first where none is
-            coded: dict[tuple[str, ...], str] = {(number_text(i),): token_text(v, describe(program))
-                                                 for i, v in enumerate(rendered.codes)}
-            name = self.table(f"{program.label}_tokens", coded, token_text(rendered.codes[0], describe(program)))
-            return f"{name}({rendered.at('t')})"
-        if rendered.token and not all(is_number(rendered.value_of(v)) for v in self.vocabulary):
-            parts, function = (program,), lambda value: value
-            columns = [self.columns(program, rendered)]
-            arguments = [rendered.at]
-        elif rendered.deferred is not None:
-            parts, function = rendered.deferred.parts, rendered.deferred.function
-            columns = [self.columns(p, self.sop(p)) for p in parts]
-            arguments = [self.sop(p).at for p in parts]
-        else:
-            return self.number(program)("t")
-        if len(parts) > 2:
-            raise TranslationError(f"{describe(program)}: new tokens from {len(parts)} SOps: a table holds one or two")
-        entries = {tuple(k for k, _ in keys): token_text(function(*(v for _, v in keys)), describe(program))
-                   for keys in itertools.product(*columns)}
-        name = self.table(f"{program.label}_tokens", entries, None)
-        return f"{name}({', '.join(at('t') for at in arguments)})"
+
+def target_text(tr: Translator, program: RASPExpr) -> str:
+    """The target: a token of the input, new tokens by a table of tokens (a Map or a
+    SequenceMap to strings: the model answers with them), or a number."""
+    rendered = tr.sop(program)
+    if rendered.plain_token:
+        return rendered.at("t")  # a token output: the model answers with a token of the vocabulary
+    parts: tuple[RASPExpr, ...]
+    if rendered.codes is not None:  # the index of a value: one token per index, the first where none is
+        coded: dict[tuple[str, ...], str] = {(number_text(i),): token_text(v, describe(program))
+                                             for i, v in enumerate(rendered.codes)}
+        name = tr.table(f"{program.label}_tokens", coded, token_text(rendered.codes[0], describe(program)))
+        return f"{name}({rendered.at('t')})"
+    if rendered.token and not all(is_number(rendered.value_of(v)) for v in tr.vocabulary):
+        parts, function = (program,), lambda value: value
+        columns = [tr.columns(program, rendered)]
+        arguments = [rendered.at]
+    elif rendered.deferred is not None:
+        parts, function = rendered.deferred.parts, rendered.deferred.function
+        columns = [tr.columns(p, tr.sop(p)) for p in parts]
+        arguments = [tr.sop(p).at for p in parts]
+    else:
+        return tr.number(program)("t")
+    if len(parts) > 2:
+        raise TranslationError(f"{describe(program)}: new tokens from {len(parts)} SOps: a table holds one or two")
+    entries = {tuple(k for k, _ in keys): token_text(function(*(v for _, v in keys)), describe(program))
+               for keys in itertools.product(*columns)}
+    name = tr.table(f"{program.label}_tokens", entries, None)
+    return f"{name}({', '.join(at('t') for at in arguments)})"
 
 
 def sorted_values(values: Iterable[Any]) -> list[Any]:
