@@ -80,12 +80,25 @@ def single_error(path: str, span: Span, message: str, source: str = "") -> Progr
 
 
 class CompileError(Exception):
-    """A target this compiler refuses (with the reason), or an ε the dtype cannot honour."""
+    """A target this compiler refuses (with the reason), or an ε the dtype cannot honour.
+    ``span``: the source region of the innermost node whose construction failed, where the
+    token lowering knows it (None otherwise)."""
+
+    span: object | None = None
 
 
 class NoConstruction(CompileError):
     """A part of a target that no construction builds (the token lowering's refusals): analyze's
     verdict for it is ``inefficient``, with this message as the reason."""
+
+
+def located(refusal: CompileError, node: object) -> CompileError:
+    """``refusal`` with the span of ``node`` when it has none yet (the innermost node with a real
+    span wins: a refusal passes through every enclosing node's rule on its way out)."""
+    span = getattr(node, "span", None)
+    if refusal.span is None and span is not None and getattr(span, "line", 0) > 0:
+        refusal.span = span
+    return refusal
 
 
 class ModelFileError(Exception):

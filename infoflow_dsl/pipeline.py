@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -164,8 +165,22 @@ def _token_circuit(program: ir.Program, eps: float, dtype: torch.dtype) -> Circu
     """The token lowering's circuit; its refusal says that no flag gives another route."""
     try:
         return lower_tokens(program, eps, dtype)
-    except NoConstruction as error:
-        raise CompileError(f"{error} ({TOKEN_ROUTES})") from None
+    except CompileError as error:
+        routes = f" ({TOKEN_ROUTES})" if isinstance(error, NoConstruction) else ""
+        raise CompileError(f"{refused_where(program, error.span)}{error}{routes}") from None
+
+
+def refused_where(program: ir.Program, span: object | None) -> str:
+    """``line L, column C, in `let NAME`: `` for a refusal's innermost located node (the macro
+    whose text it is: for a program from RASP, the SOp of that label), else nothing."""
+    line, column = getattr(span, "line", 0), getattr(span, "column", 0)
+    if not line:
+        return ""
+    lines = program.source.splitlines()
+    text = lines[line - 1] if line <= len(lines) else ""
+    declared = re.match(r"\s*let\s+(\w+)", text)
+    inside = f", in `let {declared.group(1)}`" if declared else ""
+    return f"line {line}, column {column}{inside}: "
 
 
 def refuse_v3(program: ir.Program, action: str = "compiled") -> None:

@@ -143,6 +143,18 @@ def test_inefficient_targets_are_refused_with_the_reason():
         ifl.compile(program("triangle_center"), samples=0)
 
 
+def test_a_token_programs_refusal_names_the_line_column_and_macro_of_the_node_it_could_not_build():
+    """A comparison of a nested mean has no finite gap: the refusal points at the comparison's
+    text inside `let flag` (line 6), not only at the expanded expression."""
+    target = ifl.parse_program('input x : token {"a", "b"}\nlength T = 4\n'
+                               'let m(t) = mean_<s : s <= t> [x(s) == "a"]\n'
+                               'let n(t) = mean_<r : r <= t> m(r)\n'
+                               'let k(t) = mean_<q : q <= t> n(q) * n(q)\n'
+                               'let flag(t) = [k(t) >= 0.3]\ntarget(t) = flag(t)\n')
+    with pytest.raises(ifl.CompileError, match=r"^line 6, column 16, in `let flag`: .* >= 0\.3: the compared value"):
+        ifl.compile(target, samples=0)
+
+
 def test_token_retrieval_needs_a_margin():
     target = ifl.parse_program("input x : R^2\nlength T = 4\ntarget x(argmax_<s> x(s)[1])\n")
     with pytest.raises(ifl.CompileError, match="declare `margin"):

@@ -7,8 +7,9 @@ the information sets, the predicted cost law and the verdict with its reason.
 
 JSON (``to_json``) has DESIGN.md's keys: ``order``, ``dimension``, ``comparisons``,
 ``layers``, ``heads``, ``info_sets``, ``cost``, ``verdict``, ``reason``; and also ``program``,
-``T``, ``d``, ``tree``, ``schedule``, ``notes``, ``heads_budget``, ``undefined_in_rasp`` (a
-program translated from RASP: where RASP's evaluator has no output the model gives). ``cost.exponent`` is the
+``T``, ``d``, ``tree``, ``schedule``, ``notes``, ``heads_budget``, ``undefined_in_rasp`` (only
+for a program translated from RASP that has such places: where RASP's evaluator has no output
+the model gives). ``cost.exponent`` is the
 exponent of 1/ε as a number when it does not depend on T (efficient targets), else null, with
 ``cost.exponent_formula`` always the formula; ``cost.roots_at_zero`` lists the norms whose square
 can be 0 on the domain (each makes the exponent 1: see ``ranges``).
@@ -232,7 +233,7 @@ class AnalysisReport:
                 for h in self.schedule.heads
             ],
             "notes": list(self.schedule.notes),
-            "undefined_in_rasp": list(self.program.undefined_in_rasp),
+            **({"undefined_in_rasp": list(self.program.undefined_in_rasp)} if self.program.undefined_in_rasp else {}),
             "output": tree.output_site,
             "causal": is_causal(self.program),
             "output_expression": describe(tree.output),
@@ -324,7 +325,7 @@ def render_text(report: AnalysisReport) -> str:
                      "so the squares under its √ must be within (ε/2)²")
     for note in data["notes"]:
         lines.append(f"note      {note}")
-    for where in data["undefined_in_rasp"]:
+    for where in data.get("undefined_in_rasp", []):
         lines.append(f"RASP      undefined: {where}")
     for entry in (data.get("exactness") or {}).get("comparisons", []):
         gap = f"smallest gap {entry['gap']}" if entry["gap"] is not None else "no gap derivable (a margin is needed)"

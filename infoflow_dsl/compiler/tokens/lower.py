@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ...analysis.finite import FiniteDomain, smallest_gap, value_set
-from ...errors import NoConstruction
+from ...errors import CompileError, NoConstruction, located
 from ...language import typed as ir
 from ...language.printer import describe
 from ...reference.evaluate import ReferenceEvaluator
@@ -59,7 +59,10 @@ class TokenLowering:
             rule = RULES.get(type(expr))
             if rule is None:
                 raise self.refuse(expr, f"the token compiler has no construction for {type(expr).__name__}")
-            built = rule(self, expr, row)
+            try:
+                built = rule(self, expr, row)
+            except CompileError as refusal:
+                raise located(refusal, expr) from None
             exact = self.values(expr)
             if exact is not None:
                 built = Feature(built.form, exact, built.stage, built.error)
