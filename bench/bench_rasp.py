@@ -115,8 +115,8 @@ def main(argv: list[str]) -> None:
             f"exact = every output RASP's evaluator defines is right on every input of length ≤ 3 and {SAMPLES} "
             f"random inputs of random lengths 1..T.\n\n{tracr}\n\n"
             f"The suite of `bench/rasp_suite.py` ({len(PROGRAMS)} programs): {exact} of {total} (program, T) "
-            f"exact.\n\n{suite}\n\nTracr itself could not be run beside it here (no network to fetch it in this "
-            f"session); its figures for its own library are in the section \"Tracr's library\".")
+            f"exact.\n\n{suite}\n\nTracr itself, run beside infoflow on Tracr's own objects, is in the section "
+            f"\"Tracr beside infoflow\" (`bench/tracr_beside.py`).")
     if quick:
         print(body)
         return

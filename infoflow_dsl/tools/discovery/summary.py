@@ -16,6 +16,17 @@ from . import METHODS
 TIER_ORDER = ("plain", "disguised", "merged")
 #: the ACDC paper's two Tracr tasks, as the corpus names them
 ACDC_TASKS = ("tracr_reverse", "tracr_frac_prevs")
+#: The field's edge lists for those tasks on Tracr's own models (reverse: 4 layers; xproportion =
+#: frac_prevs of "x": 2), as auto-circuit 1.0.1 ships them (PyPI; read, not run, here:
+#: ``metrics/official_circuits/circuits/tracr/``): the ACDC paper's lists, which Miller et al.
+#: call the zero-ablation circuits, and Miller et al.'s resample-ablation circuits.
+FIELD_EDGE_LISTS: dict[tuple[str, str], tuple[int, str]] = {
+    ("tracr_reverse", "zero"): (10, "embedding → A0 (length) V → MLP0 → MLP1 → MLP2 → A3 Q, embedding → MLP0, MLP1, "
+                                    "A3 K, A3 V; A3 → output"),
+    ("tracr_reverse", "resample"): (2, "embedding → A3 V; A3 → output"),
+    ("tracr_frac_prevs", "zero"): (5, "embedding → MLP0 (x == \"x\") → A1 V; embedding → A1 Q, A1 K; A1 → output"),
+    ("tracr_frac_prevs", "resample"): (3, "embedding → MLP0 → A1 V; A1 → output"),
+}
 
 
 def _mean(rows: Sequence[dict[str, Any]], field: str) -> float | None:
@@ -102,6 +113,29 @@ def acdc_tasks(rows: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+#: How the field's lists and this truth differ, and why (the models differ, the circuits do not).
+FIELD_NOTE = ("The circuits are the same; the models differ. Under resampling both truths are the value path and the "
+              "output (Tracr's A3 is infoflow's a1.h0 of reverse). Under zero ablation Tracr's length path runs "
+              "through three MLPs where infoflow's runs through one (10 edges against 7); frac_prevs's indicator is "
+              "an MLP in Tracr's model and an embedding column here, and infoflow's causal mean reads no query or "
+              "key, which Tracr's needs to attend to BOS (5 and 3 against 2). Scoring resample ablation against "
+              "the zero-ablation list, as the ACDC paper's resampling rows did, is what the last column of the table "
+              "above does: it counts the length path, which resampling never needs, as missed.")
+
+
+def field_edge_lists(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The field's edge lists for the two tasks (:data:`FIELD_EDGE_LISTS`, on Tracr's models)
+    beside the edges this truth needs (on infoflow's models of the same programs)."""
+    lines = ["| task | ablation | the field's list, on Tracr's model | edges | needed here (of the graph's) |",
+             "|---|---|---|---:|---:|"]
+    for (task, ablation), (count, edges) in FIELD_EDGE_LISTS.items():
+        here = next((r for r in rows if (r["model"], r["tier"], r["method"], r["ablation"])
+                     == (task, "plain", "exact", ablation)), None)
+        needed = "–" if here is None else f"{here['necessary']} of {here['edges']}"
+        lines.append(f"| {task} | {ablation} | {edges} | {count} | {needed} |")
+    return lines
+
+
 def plots(out: Path, rows: Sequence[dict[str, Any]]) -> None:
     import matplotlib
 
@@ -146,7 +180,10 @@ def summary_markdown(rows: Sequence[dict[str, Any]]) -> str:
         table, overall = auroc_table(rows, tier)
         lines += [f"## {tier}", "", *table, "", f"First on the {tier} tier: **{first(overall)}**; besides exact "
                   f"patching (the reference): **{first(overall, 'exact')}**.", ""]
-    lines += ["## Cost", "", *cost_table(rows), "", "## The ACDC paper's two Tracr tasks", "", *acdc_tasks(rows), ""]
+    lines += ["## Cost", "", *cost_table(rows), "", "## The ACDC paper's two Tracr tasks", "", *acdc_tasks(rows), "",
+              "The field's edge lists for these tasks, set beside the truth: the ACDC paper's (zero ablation) "
+              "and Miller et al.'s (resample), as auto-circuit 1.0.1 ships them.", "", *field_edge_lists(rows), "",
+              FIELD_NOTE, ""]
     return "\n".join(lines)
 
 
