@@ -91,6 +91,13 @@ def _reversed_words_counted(n: int) -> Any:
     return rasp.SelectorWidth(rasp.Select(upper, upper, rasp.Comparison.EQ)).named("same_upper")
 
 
+def _categorical_mean_of_numbers(n: int) -> Any:
+    """A categorical Aggregate of a Map of tokens to numbers, selecting several positions: the
+    mean, as RASP's evaluator gives it (a retrieval would answer one of them)."""
+    weight = rasp.Map(lambda t: {"a": 1, "b": 2, "c": 4}[t], rasp.tokens).named("weight")
+    return rasp.Aggregate(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.LEQ), weight).named("mean_weight")
+
+
 CONSTRUCTS: list[RaspExample] = [
     RaspExample("mean_of_smaller", _frac_of_smaller, (1, 2, 3)),
     RaspExample("window_score", _word_score, ("ab", "abc", "a", "abcd")),
@@ -102,6 +109,7 @@ CONSTRUCTS: list[RaspExample] = [
     RaspExample("joined_pairs_compared", _joined_pairs_compared, ("a", "b", "c")),
     RaspExample("joined_pair_fetched", _joined_pair_fetched, ("a", "b", "c")),
     RaspExample("reversed_words_counted", _reversed_words_counted, ("a", "b", "c")),
+    RaspExample("categorical_mean_of_numbers", _categorical_mean_of_numbers, ("a", "b", "c")),
 ]
 
 TRACR: list[RaspExample] = [RaspExample(p.name, p.build, p.vocab) for p in TRACR_PROGRAMS]

@@ -26,7 +26,7 @@ from .translate import (
     linear_text,
     snapped,
 )
-from .values import ValueSetError, mean_values
+from .values import ValueSetError, mean_values, selects_one
 
 # ----------------------------------------------------------------------------- SOps
 
@@ -228,7 +228,11 @@ def _aggregate(tr: Translator, expr: Any) -> Rendered:
         return Rendered(lambda p: f"x({p}{offset_text(-shift)})", token=True, view=value.view, first=shift + 1)
     if position is not None and value.token and value.at("p") == "x(p)":
         return Rendered(lambda p: f"x({position.replace('{p}', p)})", token=True, view=value.view)
-    if position is None and is_categorical(expr) and value.token and value.at("p") == "x(p)":
+    averaged = value.view is not None and all(is_number(value.value_of(v)) for v in tr.vocabulary) \
+        and not selects_one(expr.selector, tr.length)
+    if position is None and is_categorical(expr) and value.token and value.at("p") == "x(p)" and not averaged:
+        # a token (the input's, or a string of it): the selected one; numbers of a token, where the
+        # selector may select several positions, are averaged below, as RASP's evaluator does
         predicate = tr.selector(expr.selector)
         if not predicate.never:
             s = tr.binder()
@@ -239,13 +243,13 @@ def _aggregate(tr: Translator, expr: Any) -> Rendered:
     return _aggregate_number(tr, expr, position, value)
 
 
+
+
 def _note_several(tr: Translator, expr: Any, answer: str) -> None:
-    """Record where a categorical Aggregate may select several positions (unless its keys are
-    the indices compared by EQ: positions are distinct): RASP's evaluator averages the values
-    there (numbers) or raises (strings), and a categorical model gives one value."""
-    selector = expr.selector
-    if kind(selector) == "Select" and kind(selector.keys) == "IndicesType" \
-            and comparison_name(selector.predicate) == "EQ":
+    """Record where a categorical Aggregate of tokens may select several positions (unless
+    :func:`selects_one` shows it never does): RASP's evaluator averages the values there
+    (numbers) or raises (strings), and the model gives one of them."""
+    if selects_one(expr.selector, tr.length):
         return
     tr.undefined.append(f"{describe(expr)}, where its selector selects several positions: RASP's evaluator "
                         f"averages them (numbers) or raises (other values); {answer}")

@@ -330,7 +330,9 @@ def target_text(tr: Translator, program: RASPExpr) -> str:
         raise TranslationError(f"{describe(program)}: new tokens from {len(parts)} SOps: a table holds one or two")
     entries = {tuple(k for k, _ in keys): token_text(function(*(v for _, v in keys)), describe(program))
                for keys in itertools.product(*columns)}
-    name = tr.table(f"{program.label}_tokens", entries, None)
+    # a number key: the compiler's value set may hold values RASP's does not (a mean's default 0)
+    default = None if all(tr.sop(p).token for p in parts) else next(iter(entries.values()))
+    name = tr.table(f"{program.label}_tokens", entries, default)
     return f"{name}({', '.join(at('t') for at in arguments)})"
 
 

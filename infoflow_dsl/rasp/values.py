@@ -105,11 +105,36 @@ class ValueSetInference:
             return frozenset(expr.value)
         if node == "Aggregate":
             values = self.of(expr.sop) - {None}
-            means = mean_values(values, n, expr) if is_numerical(expr) else values
+            # a categorical Aggregate of numbers averages them too where it selects several
+            # (Tracr's inference leaves those means out: its compiled model has no output there)
+            averaged = is_numerical(expr) or (bool(values) and all(_is_number(v) for v in values)
+                                              and not selects_one(expr.selector, n))
+            means = mean_values(values, n, expr) if averaged else values
             return means | {expr.default}
         if node == "SelectorWidth":
             return frozenset(range(n + 1))
         raise ValueSetError(f"{_named(expr)}: no value set for a {type(expr).__name__}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, bool | int | float)
+
+
+def selects_one(selector: Any, length: int) -> bool:
+    """Whether ``selector`` selects at most one key per query at every length up to ``length``:
+    its keys are the indices, compared by EQ with any query, or by a predicate function of two
+    indices that holds for at most one key per query (shift_by's ``q == k + offset``)."""
+    if kind(selector) != "Select" or kind(selector.keys) != "IndicesType":
+        return False
+    name = getattr(selector.predicate, "name", None)
+    if name == "EQ":
+        return True
+    if name is not None or kind(selector.queries) != "IndicesType":
+        return False
+    try:
+        return all(sum(bool(selector.predicate(k, q)) for k in range(length)) <= 1 for q in range(length))
+    except Exception:  # the user's predicate: what it raises, the translation reports
+        return False
 
 
 def _applied(expr: SOp, function: Callable[..., Any], arguments: Iterable[tuple[Any, ...]]) -> ValueSet:

@@ -19,10 +19,18 @@ from infoflow_dsl.rasp.literals import TranslationError
 VOCAB = ("a", "b", "c")
 LENGTH = 4
 COMPARISONS = list(rasp.Comparison)
+def _text(value: Any) -> str:
+    """A value as text by its value, not its Python type: a value set holds 1 and 1.0 as one
+    number (a mean that is whole is RASP's float), so a function telling them apart has no table."""
+    return value if isinstance(value, str) else f"{value:g}"
+
+
 FUNCTIONS = [lambda v: v == "a", lambda v: 1 if v in ("a", "b") else 3, lambda v: v * 2 if isinstance(v, int | float)
-             else 0, lambda v: v if isinstance(v, int | float) else -1]
+             else 0, lambda v: v if isinstance(v, int | float) else -1,
+             lambda v: f"{_text(v)}!"]  # new tokens: strings the input never had
 PAIRS = [lambda u, v: u == v, lambda u, v: (u if isinstance(u, int | float) else 1) + (v if isinstance(v, int | float)
-                                                                                          else 2)]
+                                                                                          else 2),
+         lambda u, v: f"{_text(u)}{_text(v)}"]  # new values of two SOps: compared and fetched by their index
 
 
 def _programs() -> st.SearchStrategy[Any]:

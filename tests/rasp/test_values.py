@@ -69,3 +69,16 @@ def test_a_set_past_the_limit_is_refused_and_a_bad_length_is_a_value_error() -> 
         value_sets(huge, VOCAB, 400)
     with pytest.raises(ValueError, match="max_seq_len must be a whole number ≥ 1"):
         value_sets(rasp.tokens, VOCAB, 0)
+
+
+def test_a_categorical_aggregate_of_numbers_holds_their_means_where_it_may_select_several() -> None:
+    """RASP's evaluator averages numbers wherever several positions are selected, categorical
+    or numerical; where the selector picks one position per query (indices by EQ, or shift_by's
+    predicate of two indices) only the values themselves occur."""
+    ones = rasp.Map(lambda t: 1 if t == "a" else 0, rasp.tokens)
+    several = rasp.Aggregate(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.LEQ), ones)
+    assert value_sets(several, VOCAB, 2)[several.unique_id] == {0, 0.5, 1, None}
+    shifted = rasp.Aggregate(rasp.Select(rasp.indices, rasp.indices, lambda k, q: q == k + 1), ones)
+    assert value_sets(shifted, VOCAB, 3)[shifted.unique_id] == {0, 1, None}
+    strings = rasp.Aggregate(rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.LEQ), rasp.tokens)
+    assert value_sets(strings, VOCAB, 3)[strings.unique_id] == {"a", "b", "c", None}  # strings do not average
