@@ -216,7 +216,10 @@ def _selector_width(tr: Translator, expr: Any) -> Rendered:
 
 
 def _aggregate(tr: Translator, expr: Any) -> Rendered:
-    """Categorical of a token: the token where the selector holds; else the mean of the selected."""
+    """A categorical Aggregate of a token (the input's, or a string of it): the token at the one
+    selected position (``x(t - k)``, ``x(len + 1 - t)``, else by a retrieval score); of coded
+    values: the index, fetched as a number; everything else, numbers of a token included where
+    several positions may be selected: the mean of the selected values (:func:`_aggregate_number`)."""
     value, position = tr.value(expr.sop), _selected_position(tr, expr.selector)
     if value.codes is not None:  # a categorical Aggregate of coded values reads the index
         _note_several(tr, expr, "the model's answer there is unspecified (a mean of indices)")
@@ -241,8 +244,6 @@ def _aggregate(tr: Translator, expr: Any) -> Rendered:
             _note_several(tr, expr, "the model answers the token at the first of them")
             return Rendered(at, token=True, view=value.view, first=1 if shift is None else shift + 1)
     return _aggregate_number(tr, expr, position, value)
-
-
 
 
 def _note_several(tr: Translator, expr: Any, answer: str) -> None:
