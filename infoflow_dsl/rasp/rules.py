@@ -11,7 +11,7 @@ from typing import Any
 
 from ..language.typed import offset_text
 from .expressions import RASPExpr, is_categorical, kind
-from .literals import TranslationError, is_number, number_text, operand, table_value
+from .literals import TranslationError, is_number, number_text, operand, table_value, token_text
 from .selectors import comparison_name, index_shift, numeric_side
 from .translate import (
     MAX_TABLE,
@@ -22,6 +22,7 @@ from .translate import (
     affine_fit,
     affine_sum,
     describe,
+    function_grid,
     integer_order,
     linear_text,
     snapped,
@@ -83,7 +84,7 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
     if math.prod(len(c) for c in columns) > MAX_TABLE:
         raise TranslationError(f"{describe(expr)}: a table of {' × '.join(str(len(c)) for c in columns)} values "
                                f"is past {MAX_TABLE:,} entries")
-    grid = {keys: function(*(v for _, v in keys)) for keys in itertools.product(*columns)}
+    grid = function_grid(columns, function)
     tr.require_numbers(expr, list(grid.values()))
     if not coded and not any(r.token and tr.categorical for r in rendered):
         numbers = [tr.number(p) for p in parts]
@@ -373,6 +374,38 @@ def _reads_tokens(tr: Translator, expr: Any) -> bool:
     if kind(expr) == "SelectorWidth" and tr.selector(expr.selector).always:
         return False
     return kind(expr) == "TokensType" or any(_reads_tokens(tr, child) for child in expr.children)
+
+
+def target_text(tr: Translator, program: RASPExpr) -> str:
+    """The target: a token of the input, new tokens by a table of tokens (a Map or a
+    SequenceMap to strings: the model answers with them), or a number."""
+    rendered = tr.sop(program)
+    if rendered.plain_token:
+        return rendered.at("t")  # a token output: the model answers with a token of the vocabulary
+    parts: tuple[RASPExpr, ...]
+    if rendered.codes is not None:  # the index of a value: one token per index, the first where none is
+        coded: dict[tuple[str, ...], str] = {(number_text(i),): token_text(v, describe(program))
+                                             for i, v in enumerate(rendered.codes)}
+        name = tr.table(f"{program.label}_tokens", coded, token_text(rendered.codes[0], describe(program)))
+        return f"{name}({rendered.at('t')})"
+    if rendered.token and not all(is_number(rendered.value_of(v)) for v in tr.vocabulary):
+        parts, function = (program,), lambda value: value
+        columns = [tr.columns(program, rendered)]
+        arguments = [rendered.at]
+    elif rendered.deferred is not None:
+        parts, function = rendered.deferred.parts, rendered.deferred.function
+        columns = [tr.columns(p, tr.sop(p)) for p in parts]
+        arguments = [tr.sop(p).at for p in parts]
+    else:
+        return tr.number(program)("t")
+    if len(parts) > 2:
+        raise TranslationError(f"{describe(program)}: new tokens from {len(parts)} SOps: a table holds one or two")
+    entries = {tuple(k for k, _ in keys): token_text(value, describe(program))
+               for keys, value in function_grid(columns, function).items()}
+    # a number key: the compiler's value set may hold values RASP's does not (a mean's default 0)
+    default = None if all(tr.sop(p).token for p in parts) else next(iter(entries.values()))
+    name = tr.table(f"{program.label}_tokens", entries, default)
+    return f"{name}({', '.join(at('t') for at in arguments)})"
 
 
 SOP_RULES: dict[str, Callable[[Translator, Any], Rendered]] = {

@@ -272,7 +272,7 @@ class Translator:
                                    f"{len(parts)} SOps: a table holds one or two")
         readers = [self.sop(part) for part in parts]
         columns = [self.columns(part, reader) for part, reader in zip(parts, readers, strict=True)]
-        grid = {keys: function(*(v for _, v in keys)) for keys in itertools.product(*columns)}
+        grid = function_grid(columns, function)
         codes = tuple(sorted_values(set(grid.values())))
         index = {value: position for position, value in enumerate(codes)}
         entries = {tuple(k for k, _ in keys): number_text(index[v]) for keys, v in grid.items()}
@@ -294,6 +294,8 @@ class Translator:
 
     def source(self, program: RASPExpr) -> str:
         """The whole ``.iflow`` program whose per-token target is ``program``."""
+        from .rules import target_text  # the rules build on this module's classes
+
         output = target_text(self, program)
         head = [f"# {program.label}: translated from RASP by infoflowc from-rasp",
                 *(f"{UNDEFINED_IN_RASP} {where}" for where in dict.fromkeys(self.undefined)),
@@ -304,36 +306,11 @@ class Translator:
         return "\n".join([*head, *used_declarations(self.declarations, target), target]) + "\n"
 
 
-def target_text(tr: Translator, program: RASPExpr) -> str:
-    """The target: a token of the input, new tokens by a table of tokens (a Map or a
-    SequenceMap to strings: the model answers with them), or a number."""
-    rendered = tr.sop(program)
-    if rendered.plain_token:
-        return rendered.at("t")  # a token output: the model answers with a token of the vocabulary
-    parts: tuple[RASPExpr, ...]
-    if rendered.codes is not None:  # the index of a value: one token per index, the first where none is
-        coded: dict[tuple[str, ...], str] = {(number_text(i),): token_text(v, describe(program))
-                                             for i, v in enumerate(rendered.codes)}
-        name = tr.table(f"{program.label}_tokens", coded, token_text(rendered.codes[0], describe(program)))
-        return f"{name}({rendered.at('t')})"
-    if rendered.token and not all(is_number(rendered.value_of(v)) for v in tr.vocabulary):
-        parts, function = (program,), lambda value: value
-        columns = [tr.columns(program, rendered)]
-        arguments = [rendered.at]
-    elif rendered.deferred is not None:
-        parts, function = rendered.deferred.parts, rendered.deferred.function
-        columns = [tr.columns(p, tr.sop(p)) for p in parts]
-        arguments = [tr.sop(p).at for p in parts]
-    else:
-        return tr.number(program)("t")
-    if len(parts) > 2:
-        raise TranslationError(f"{describe(program)}: new tokens from {len(parts)} SOps: a table holds one or two")
-    entries = {tuple(k for k, _ in keys): token_text(function(*(v for _, v in keys)), describe(program))
-               for keys in itertools.product(*columns)}
-    # a number key: the compiler's value set may hold values RASP's does not (a mean's default 0)
-    default = None if all(tr.sop(p).token for p in parts) else next(iter(entries.values()))
-    name = tr.table(f"{program.label}_tokens", entries, default)
-    return f"{name}({', '.join(at('t') for at in arguments)})"
+def function_grid(columns: list[list[tuple[str, Any]]], function: Callable[..., Any]
+                  ) -> dict[tuple[tuple[str, Any], ...], Any]:
+    """``function`` at every combination of its arguments' columns ((key, value) pairs), keyed by
+    the combination: a table's entries before they are written."""
+    return {keys: function(*(v for _, v in keys)) for keys in itertools.product(*columns)}
 
 
 def sorted_values(values: Iterable[Any]) -> list[Any]:
