@@ -145,11 +145,41 @@ def gated_units(f: Feature, cut: Threshold, m: Feature, coefficient: float) -> t
 
 
 def at_least(builder: TokenCircuitBuilder, z: Feature, cut: Fraction, text: str) -> Feature:
-    """[z ≥ cut] by a robust step; a constant where every value of z is on one side."""
+    """[z ≥ cut] by a robust step; a constant where every value of z is on one side. One step
+    serves every comparison of the same value (:func:`canonical_step`): [h − 3 ≥ 0], [h ≥ 3] and
+    [3 − h > 0] = 1 − [h ≥ 3] share their units."""
     if z.values is None:
         raise NoConstruction(f"{text}: the compared value is not finite, so no step is exact (declare a margin)")
     if all(v >= cut for v in z.values) or all(v < cut for v in z.values):
         return constant_feature(ONE_VALUE if all(v >= cut for v in z.values) else ZERO)
+    canonical = canonical_step(z, cut)
+    if canonical is not None:
+        flipped, w, at = canonical
+        step = _step(builder, w, at, text)
+        return negation(step) if flipped else step
+    return _step(builder, z, cut, text)
+
+
+def canonical_step(z: Feature, cut: Fraction) -> tuple[bool, Feature, Fraction] | None:
+    """[z ≥ cut] as [w ≥ at] (or 1 − [w ≥ at] when ``flipped``) with w = ±(z − c) the form
+    without its whole-number constant c, signed so that its first direction (by name) counts
+    positively: comparisons that differ in orientation or offset meet on one (w, at). None
+    where z's constant is not a whole number (its values are exact rationals the float
+    constant only approximates)."""
+    constant = z.form.constant
+    if not float(constant).is_integer() or z.values is None or not z.form.terms:
+        return None
+    shift = Fraction(int(constant))
+    terms = tuple(sorted(z.form.terms))
+    values = frozenset(v - shift for v in z.values)
+    if terms[0][1] > 0:
+        return False, Feature(LinearForm(terms), values, z.stage, z.error), cut - shift
+    negated = frozenset(-v for v in values)
+    above = [v for v in negated if v > shift - cut]  # [z ≥ cut] = [−w ≤ cut − c] = 1 − [−w ≥ the next value]
+    return True, Feature(LinearForm(tuple((d, -c) for d, c in terms)), negated, z.stage, z.error), min(above)
+
+
+def _step(builder: TokenCircuitBuilder, z: Feature, cut: Fraction, text: str) -> Feature:
     cache_key = (z.form, cut)
     cached = builder.steps.get(cache_key)
     if cached is not None:
@@ -175,14 +205,13 @@ def compare(builder: TokenCircuitBuilder, z: Feature, operator: str, text: str) 
         return negation(compare(builder, z, "==", text))
     if z.values is None:
         raise NoConstruction(f"{text}: the compared value is not finite, so no step is exact (declare a margin)")
+    if operator == ">=":  # one step; [z > 0] is built only where it is read
+        return at_least(builder, z, ZERO, text)
     positive = [v for v in z.values if v > 0]
     strictly = at_least(builder, z, min(positive), text) if positive else constant_feature(ZERO)
     if operator == ">":
         return strictly
-    at_zero = at_least(builder, z, ZERO, text)
-    if operator == ">=":
-        return at_zero
-    return linear([(1.0, at_zero), (-1.0, strictly)], INDICATOR)
+    return linear([(1.0, at_least(builder, z, ZERO, text)), (-1.0, strictly)], INDICATOR)
 
 
 def linear(terms: Sequence[tuple[float, Feature]], values: frozenset[Fraction] | None,

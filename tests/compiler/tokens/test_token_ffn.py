@@ -59,6 +59,35 @@ def test_a_robust_step_is_exact_within_a_quarter_gap(values: set[Fraction], data
         assert abs(evaluate(built, step.form, {"z": float(v) + noise}) - float(v >= cut)) < 1e-12
 
 
+def _offset(name: str, coefficient: float, constant: int, values: set[Fraction]) -> Feature:
+    """coefficient·name + constant, with its values."""
+    form = LinearForm.of(name, coefficient).plus(LinearForm.const(float(constant)))
+    return Feature(form, frozenset(Fraction(int(coefficient)) * v + constant for v in values), 0)
+
+
+def _units(built: TokenCircuitBuilder) -> int:
+    return sum(len(block.units) for block in built.blocks)
+
+
+@settings(max_examples=40, deadline=None)
+@given(value_sets, st.integers(-5, 5), st.data())
+def test_one_comparison_written_in_any_orientation_or_offset_is_one_step(values: set[Fraction], shift: int,
+                                                                        data: st.DataObject) -> None:
+    """[h + c ≥ cut + c], [h − cut ≥ 0] and [−h − c + cut + c ≤ 0] are the same comparison: one
+    step's units, and each exact on every value of h."""
+    cut = data.draw(st.sampled_from(sorted(values)[1:]))
+    built = builder()
+    forms = [ffn.at_least(built, _offset("h", 1.0, shift, values), cut + shift, "h + c").form,
+             ffn.compare(built, _offset("h", 1.0, -int(cut), values), ">=", "h - cut").form,
+             ffn.compare(built, _offset("h", -1.0, int(cut), values), "<=", "cut - h").form]
+    alone = builder()
+    ffn.at_least(alone, feature("h", values), cut, "h")
+    assert _units(built) == _units(alone) > 0
+    for v in values:
+        for form in forms:
+            assert abs(evaluate(built, form, {"h": float(v)}) - float(v >= cut)) < 1e-12
+
+
 @settings(max_examples=40, deadline=None)
 @given(value_sets, value_sets)
 def test_a_product_and_a_table_are_exact_on_their_values(left: set[Fraction], right: set[Fraction]) -> None:
