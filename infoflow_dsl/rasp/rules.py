@@ -102,6 +102,9 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
         steps = _steps([(v, out) for ((_, v),), out in grid.items()])
         if steps is not None:
             number = tr.number(parts[0])
+            band = _band(steps, number)
+            if band is not None:  # a 0/1 function of a number: one condition, which a bracket can join
+                return Rendered(tr.macro(expr.label, lambda p: f"[{band(p)}]"), first=first, condition=band)
             return Rendered(tr.macro(expr.label, lambda p: _steps_text(steps, number(p))), first=first)
     condition = _few_true(grid, rendered)
     if condition is not None:
@@ -149,12 +152,46 @@ def _few_true(grid: dict[tuple[tuple[str, Any], ...], Any], rendered: list[Rende
             return f"{r.at(p)} == {key}"
         return f"({r.condition(p)})" if float(key) else f"not ({r.condition(p)})"
 
+    false = [keys for keys, value in grid.items() if not value]
+    if len(rendered) > 1 and len(false) == 1 and len(true) == len(grid) - 1:
+        (keys,) = false  # false at one tuple only: the disjunction of the other values of its parts
+
+        def disjunction(p: str) -> str:
+            return " or ".join(_other(r, k, p) for r, (k, _) in zip(rendered, keys, strict=True))
+
+        return disjunction
+
     def condition(p: str) -> str:
         conjunctions = [" and ".join(test(r, k, p) for r, (k, _) in zip(rendered, keys, strict=True))
                         for keys in true]
         return " or ".join(f"({c})" if len(true) > 1 and len(rendered) > 1 else c for c in conjunctions)
 
     return condition
+
+
+def _other(r: Rendered, key: str, p: str) -> str:
+    """A part's value is not ``key``: a token's inequality, a condition's own truth or its negation."""
+    if r.condition is None:
+        return f"{r.at(p)} != {key}"
+    return f"not ({r.condition(p)})" if float(key) else f"({r.condition(p)})"
+
+
+def _band(steps: tuple[float, list[tuple[str, float]]], number: Callable[[str], str]) -> Callable[[str], str] | None:
+    """A 0/1 function of a number with at most two changes, as a condition on it: ``a >= c``,
+    ``a < c``, ``a >= c1 and a < c2`` or ``a < c1 or a >= c2``; else None."""
+    start, changes = steps
+    values = [start]
+    for _, change in changes:
+        values.append(values[-1] + change)
+    if not changes or any(v not in (0.0, 1.0) for v in values) or len(changes) > 2:
+        return None
+    cuts = [_parenthesised(cut) for cut, _ in changes]
+    if len(changes) == 1:
+        op = ">=" if start == 0.0 else "<"
+        return lambda p: f"{number(p)} {op} {cuts[0]}"
+    if start == 0.0:
+        return lambda p: f"{number(p)} >= {cuts[0]} and {number(p)} < {cuts[1]}"
+    return lambda p: f"{number(p)} < {cuts[0]} or {number(p)} >= {cuts[1]}"
 
 
 #: The most value changes a Map of a number is written with as brackets ([a >= c]) rather than a table.
@@ -260,8 +297,12 @@ def _note_several(tr: Translator, expr: Any, answer: str) -> None:
 def _aggregate_number(tr: Translator, expr: Any, position: str | None, value: Rendered) -> Rendered:
     """The Aggregate as a number: the value at the one selected position, else the mean."""
     if position in ("{p}", "len", "1"):
-        number = tr.number(expr.sop)
-        return Rendered(lambda p: number(position.replace("{p}", p)))
+        number, inner = tr.number(expr.sop), value.condition
+
+        def at(p: str) -> str:
+            return position.replace("{p}", p)
+
+        return Rendered(lambda p: number(at(p)), condition=None if inner is None else (lambda p: inner(at(p))))
     predicate = tr.selector(expr.selector)
     default = expr.default if is_number(expr.default) else 0
     if predicate.never:

@@ -52,6 +52,17 @@ def test_the_written_programs_read_as_the_rasp_does() -> None:
     assert "let frac(t) = mean_<s1 : s1 <= t> " in rasp_source(frac, ["x", "y"], 4)
 
 
+def test_boolean_maps_of_conditions_are_one_bracket() -> None:
+    """A 0/1 Map of a number with one or two changes is a condition (``a < c``, a band
+    ``a >= c1 and a < c2``), and a 0/1 function of conditions false at one tuple is their
+    disjunction: shuffle_dyck's any_negative and its answer are each one bracket."""
+    source = rasp_source(library.make_shuffle_dyck2(), ["(", ")", "{", "}"], 10)
+    assert "let sequence_map_2(t) = [(pair_balance(t) < (-0.05)) or (pair_balance_2(t) < (-0.05))]" in source
+    assert ("let shuffle_dyck2(t) = [((pair_balance(len) >= (-0.05) and pair_balance(len) < 0.05) and "
+            "(pair_balance_2(len) >= (-0.05) and pair_balance_2(len) < 0.05)) and (has_neg(t) < 0.05)]") in source
+    assert "table" not in source.split("let pair_balance_2")[1]  # no table of 0/1 values is left
+
+
 def test_from_rasp_is_the_program_of_the_text_it_writes_byte_for_byte() -> None:
     program, checked, model = compiled("count_table")
     again = ifl.parse_program(rasp_source(program, BY_NAME["count_table"].vocab, LENGTH), checked.path)
