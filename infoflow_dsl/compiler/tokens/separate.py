@@ -86,7 +86,7 @@ def separated_terms(expr: ir.Expr, key: str, query: str, domain: FiniteDomain) -
     def sources(node: object) -> set[str]:
         return ir.free_variables(node) & {key, query}
 
-    split = finite_split(expr, domain, sources)
+    split = finite_split(expr, domain, sources, prefer=query)
     if split is None:
         return None
     out: list[Term] = []
