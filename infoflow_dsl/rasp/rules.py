@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..language.typed import offset_text
+from .conditions import band, disjunction_atoms, few_true, nowhere
 from .expressions import RASPExpr, is_categorical, kind
 from .literals import TranslationError, is_number, number_text, operand, table_value, token_text
 from .selectors import comparison_name, index_shift, numeric_side
@@ -86,6 +87,8 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
                                f"is past {MAX_TABLE:,} entries")
     grid = function_grid(columns, function)
     tr.require_numbers(expr, list(grid.values()))
+    if len(parts) == 1 and rendered[0].condition is not None and all(v == out for ((_, v),), out in grid.items()):
+        return rendered[0]  # the identity on a condition (any_negative's numerical Map): the condition itself
     if not coded and not any(r.token and tr.categorical for r in rendered):
         numbers = [tr.number(p) for p in parts]
         points, values = [tuple(float(v) for _, v in keys) for keys in grid], [float(v) for v in grid.values()]
@@ -102,13 +105,19 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
         steps = _steps([(v, out) for ((_, v),), out in grid.items()])
         if steps is not None:
             number = tr.number(parts[0])
-            band = _band(steps, number)
-            if band is not None:  # a 0/1 function of a number: one condition, which a bracket can join
-                return Rendered(tr.macro(expr.label, lambda p: f"[{band(p)}]"), first=first, condition=band)
+            extreme = nowhere(tr, parts[0], steps)
+            if extreme is not None:  # the mean over every position of thresholds, tested against 0
+                return Rendered(tr.macro(expr.label, lambda p: f"[{extreme(p)}]"), first=first, condition=extreme)
+            threshold = band(steps, number)
+            if threshold is not None:  # a 0/1 function of a number: one condition, which a bracket can join
+                condition, atoms = threshold
+                return Rendered(tr.macro(expr.label, lambda p: f"[{condition(p)}]"), first=first,
+                                condition=condition, atoms=atoms)
             return Rendered(tr.macro(expr.label, lambda p: _steps_text(steps, number(p))), first=first)
-    condition = _few_true(grid, rendered)
-    if condition is not None:
-        return Rendered(tr.macro(expr.label, lambda p: f"[{condition(p)}]"), first=first, condition=condition)
+    joined = few_true(grid, rendered)
+    if joined is not None:
+        return Rendered(tr.macro(expr.label, lambda p: f"[{joined(p)}]"), first=first, condition=joined,
+                        atoms=disjunction_atoms(grid, rendered))
     if len(parts) > 2:
         raise TranslationError(f"{describe(expr)}: a function of {len(parts)} SOps that is not affine is not "
                                f"compiled yet (a table holds one or two)")
@@ -117,10 +126,6 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
     default = None if all(r.token for r in rendered) else "0"
     name = tr.table(f"{expr.label}_table", entries, default)
     return Rendered(tr.macro(expr.label, lambda p: f"{name}({', '.join(r.at(p) for r in rendered)})"), first=first)
-
-
-#: The most argument tuples a 0/1-valued function is written for as a bracket of equalities.
-MAX_TRUE = 3
 
 
 def _note_lexicographic(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], points: list[tuple[float, ...]],
@@ -132,66 +137,6 @@ def _note_lexicographic(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], 
     majors = {p[0] for p in points}
     if whole[0] >= tr.length and all(float(m).is_integer() for m in majors):
         tr.lexicographic[expr.unique_id] = parts[0]
-
-
-def _few_true(grid: dict[tuple[tuple[str, Any], ...], Any], rendered: list[Rendered]) -> Callable[[str], str] | None:
-    """A 0/1-valued function of tokens and of SOps written as conditions, true on at most MAX_TRUE
-    tuples, as ``(a == "x" and b == "y") or ...`` (a token's indicator is free, a condition joins
-    the bracket: detect_pattern's three tests are one bracket); else None (a number's equality
-    costs more than a table's steps)."""
-    if not all(r.token or r.condition is not None for r in rendered):
-        return None
-    if not all(isinstance(v, bool) or v in (0, 1) for v in grid.values()):
-        return None
-    true = [keys for keys, value in grid.items() if value]
-    if not true or len(true) > MAX_TRUE:
-        return None
-
-    def test(r: Rendered, key: str, p: str) -> str:
-        if r.condition is None:
-            return f"{r.at(p)} == {key}"
-        return f"({r.condition(p)})" if float(key) else f"not ({r.condition(p)})"
-
-    false = [keys for keys, value in grid.items() if not value]
-    if len(rendered) > 1 and len(false) == 1 and len(true) == len(grid) - 1:
-        (keys,) = false  # false at one tuple only: the disjunction of the other values of its parts
-
-        def disjunction(p: str) -> str:
-            return " or ".join(_other(r, k, p) for r, (k, _) in zip(rendered, keys, strict=True))
-
-        return disjunction
-
-    def condition(p: str) -> str:
-        conjunctions = [" and ".join(test(r, k, p) for r, (k, _) in zip(rendered, keys, strict=True))
-                        for keys in true]
-        return " or ".join(f"({c})" if len(true) > 1 and len(rendered) > 1 else c for c in conjunctions)
-
-    return condition
-
-
-def _other(r: Rendered, key: str, p: str) -> str:
-    """A part's value is not ``key``: a token's inequality, a condition's own truth or its negation."""
-    if r.condition is None:
-        return f"{r.at(p)} != {key}"
-    return f"not ({r.condition(p)})" if float(key) else f"({r.condition(p)})"
-
-
-def _band(steps: tuple[float, list[tuple[str, float]]], number: Callable[[str], str]) -> Callable[[str], str] | None:
-    """A 0/1 function of a number with at most two changes, as a condition on it: ``a >= c``,
-    ``a < c``, ``a >= c1 and a < c2`` or ``a < c1 or a >= c2``; else None."""
-    start, changes = steps
-    values = [start]
-    for _, change in changes:
-        values.append(values[-1] + change)
-    if not changes or any(v not in (0.0, 1.0) for v in values) or len(changes) > 2:
-        return None
-    cuts = [_parenthesised(cut) for cut, _ in changes]
-    if len(changes) == 1:
-        op = ">=" if start == 0.0 else "<"
-        return lambda p: f"{number(p)} {op} {cuts[0]}"
-    if start == 0.0:
-        return lambda p: f"{number(p)} >= {cuts[0]} and {number(p)} < {cuts[1]}"
-    return lambda p: f"{number(p)} < {cuts[0]} or {number(p)} >= {cuts[1]}"
 
 
 #: The most value changes a Map of a number is written with as brackets ([a >= c]) rather than a table.

@@ -79,6 +79,10 @@ class Deferred:
     function: Callable[..., Any]
 
 
+#: One threshold ``number(p) op cut`` (op ``<`` or ``>=``) of a condition.
+Atom = tuple[Callable[[str], str], str, str]
+
+
 @dataclass(frozen=True)
 class Rendered:
     """An SOp as the program reads it at a position: ``at(p)`` is its expression there, a number,
@@ -91,6 +95,7 @@ class Rendered:
     first: int = 1  # the first position it is read at as written (earlier ones: RASP's None)
     condition: Callable[[str], str] | None = None  # a 0/1 SOp written [condition]: the condition
     codes: tuple[Any, ...] | None = None  # values that are not numbers: at(p) is the index of the value here
+    atoms: tuple[Atom, ...] | None = None  # a condition that is a disjunction of thresholds: each one
 
     @property
     def plain_token(self) -> bool:

@@ -62,11 +62,8 @@ def test_each_answers_as_its_hand_translation_where_rasp_defines_the_output(name
                 assert abs(a - b) <= 2 * EPS and abs(a - float(expected)) <= EPS, (sequence, position)
 
 
-#: The programs whose RASP form compiles to at most the hand translation's size (at T = 5): all
-#: but shuffle_dyck2, one parameter more (73 against 72: RASP's mean over all positions of
-#: any_negative, where the hand translation takes a minimum; BENCHMARKS.md "RASP").
-AS_SMALL_AS_BY_HAND = ["count_a", "detect_pattern_abc", "frac_prevs", "hist", "length", "nary_add", "pair_balance",
-                       "reverse", "shift_by_2", "shuffle_dyck3", "sort", "sort_freq", "sort_unique"]
+#: Every program's RASP form compiles to at most the hand translation's size (at T = 5).
+AS_SMALL_AS_BY_HAND = [entry.name for entry in TRACR]
 
 
 @pytest.mark.parametrize("name", AS_SMALL_AS_BY_HAND)

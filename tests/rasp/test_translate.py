@@ -54,12 +54,14 @@ def test_the_written_programs_read_as_the_rasp_does() -> None:
 
 def test_boolean_maps_of_conditions_are_one_bracket() -> None:
     """A 0/1 Map of a number with one or two changes is a condition (``a < c``, a band
-    ``a >= c1 and a < c2``), and a 0/1 function of conditions false at one tuple is their
-    disjunction: shuffle_dyck's any_negative and its answer are each one bracket."""
+    ``a >= c1 and a < c2``), a 0/1 function of conditions false at one tuple is their
+    disjunction, and the mean over every position of a disjunction of thresholds tested against
+    0 is minima over positions: shuffle_dyck's any_negative and its answer are each one bracket."""
     source = rasp_source(library.make_shuffle_dyck2(), ["(", ")", "{", "}"], 10)
-    assert "let sequence_map_2(t) = [(pair_balance(t) < (-0.05)) or (pair_balance_2(t) < (-0.05))]" in source
+    assert "any_negative" not in source and "has_neg" not in source  # no 0/1 value per position is left
     assert ("let shuffle_dyck2(t) = [((pair_balance(len) >= (-0.05) and pair_balance(len) < 0.05) and "
-            "(pair_balance_2(len) >= (-0.05) and pair_balance_2(len) < 0.05)) and (has_neg(t) < 0.05)]") in source
+            "(pair_balance_2(len) >= (-0.05) and pair_balance_2(len) < 0.05)) and (min_<s8> pair_balance(s8) >= "
+            "(-0.05) and min_<s9> pair_balance_2(s9) >= (-0.05))]") in source  # has_neg is 0: no balance below 0
     assert "table" not in source.split("let pair_balance_2")[1]  # no table of 0/1 values is left
 
 
