@@ -79,7 +79,7 @@ def band(steps: tuple[float, list[tuple[str, float]]],
         values.append(values[-1] + change)
     if not changes or any(v not in (0.0, 1.0) for v in values) or len(changes) > 2:
         return None
-    cuts = [_parenthesised(cut) for cut, _ in changes]
+    cuts = [parenthesised(cut) for cut, _ in changes]
     if len(changes) == 1:
         op = ">=" if start == 0.0 else "<"
         return (lambda p: f"{number(p)} {op} {cuts[0]}"), ((number, op, cuts[0]),)
@@ -110,5 +110,6 @@ def nowhere(tr: Translator, mean: Any, steps: tuple[float, list[tuple[str, float
     return lambda p: " or ".join(f"{extreme} {NEGATED[op]} {cut}" for extreme, op, cut in extremes)
 
 
-def _parenthesised(number: str) -> str:
+def parenthesised(number: str) -> str:
+    """A decimal as an operand: a negative one in parentheses."""
     return f"({number})" if number.startswith("-") else number

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..language.typed import offset_text
-from .conditions import band, disjunction_atoms, few_true, nowhere
+from .conditions import band, disjunction_atoms, few_true, nowhere, parenthesised
 from .expressions import RASPExpr, is_categorical, kind
 from .literals import TranslationError, is_number, number_text, operand, table_value, token_text
 from .selectors import comparison_name, index_shift, numeric_side
@@ -167,11 +167,7 @@ def _cut(low: float, high: float) -> str:
 
 def _steps_text(steps: tuple[float, list[tuple[str, float]]], argument: str) -> str:
     start, changes = steps
-    return linear_text([(change, f"[{argument} >= {_parenthesised(cut)}]") for cut, change in changes], start)
-
-
-def _parenthesised(number: str) -> str:
-    return f"({number})" if number.startswith("-") else number
+    return linear_text([(change, f"[{argument} >= {parenthesised(cut)}]") for cut, change in changes], start)
 
 
 def _full(tr: Translator, expr: Any) -> Rendered:
