@@ -130,7 +130,7 @@ class Translator:
     """Writes the declarations of one program, children first, each SOp once."""
 
     def __init__(self, vocabulary: Iterable[Hashable], max_seq_len: int, program: RASPExpr) -> None:
-        self.vocabulary: list[Any] = sorted(set(vocabulary), key=lambda v: (str(type(v)), v))
+        self.vocabulary: list[Any] = sorted_values(set(vocabulary))
         self.length = max_seq_len
         self.vocabulary_text, self.categorical = vocabulary_text(self.vocabulary)
         self.inference = ValueSetInference(frozenset(self.vocabulary), max_seq_len, strict=False)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from .expressions import RASPExpr, SOp, is_numerical, kind
+from .literals import is_number
 
 #: The kinds of selectors (no value set).
 SELECTORS = frozenset({"Select", "ConstantSelector", "SelectorOr", "SelectorAnd", "SelectorNot"})
@@ -107,17 +108,13 @@ class ValueSetInference:
             values = self.of(expr.sop) - {None}
             # a categorical Aggregate of numbers averages them too where it selects several
             # (Tracr's inference leaves those means out: its compiled model has no output there)
-            averaged = is_numerical(expr) or (bool(values) and all(_is_number(v) for v in values)
+            averaged = is_numerical(expr) or (bool(values) and all(is_number(v) for v in values)
                                               and not selects_one(expr.selector, n))
             means = mean_values(values, n, expr) if averaged else values
             return means | {expr.default}
         if node == "SelectorWidth":
             return frozenset(range(n + 1))
         raise ValueSetError(f"{_named(expr)}: no value set for a {type(expr).__name__}")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, bool | int | float)
 
 
 def selects_one(selector: Any, length: int) -> bool:
