@@ -33,6 +33,8 @@ _GATHERED: ContextVar[bool] = ContextVar("gathered", default=False)
 #: A token program's finite domain while separating, and the finite splits made (see ``separate``).
 _FINITE: ContextVar[FiniteDomain | None] = ContextVar("finite", default=None)
 _SPLITS: ContextVar[list[tuple[str, FiniteSplit]] | None] = ContextVar("splits", default=None)
+#: the compared position (the reduction's key) of the body being separated
+_KEY: ContextVar[str | None] = ContextVar("key", default=None)
 
 #: Above this many monomials an expansion is abandoned (reported as not separable).
 MAX_MONOMIALS = 4096
@@ -131,8 +133,8 @@ def _opaque(expr: object) -> Polynomial:
     if _GATHERED.get() and len(sources) > 1:
         sources = {s for s in sources if not _is_fixed(s)} or {min(sources)}
     domain = _FINITE.get()
-    if len(sources) == 2 and domain is not None:
-        split = finite_split(expr, domain, sources_of)
+    if len(sources) == 2 and domain is not None:  # ties enumerate the query side, as the compiler does
+        split = finite_split(expr, domain, sources_of, prefer=next((s for s in sources if s != _KEY.get()), None))
         if split is not None:
             return _indicator_sum(expr, split, domain)
     if len(sources) > 1:
@@ -289,13 +291,14 @@ def separate(body: object, variable: str, gathered: bool = False, finite: Finite
     separates as a sum of indicator products; each such split is appended to ``splits``.
     Raises :class:`NotSeparable`.
     """
-    tokens = _GATHERED.set(gathered), _FINITE.set(finite), _SPLITS.set(splits)
+    tokens = _GATHERED.set(gathered), _FINITE.set(finite), _SPLITS.set(splits), _KEY.set(variable)
     try:
         polynomials = expand(body)
     finally:
         _GATHERED.reset(tokens[0])
         _FINITE.reset(tokens[1])
         _SPLITS.reset(tokens[2])
+        _KEY.reset(tokens[3])
     pairs: list[FeaturePair] = []
     for polynomial in polynomials:  # a vector body (sum, mean) separates component by component
         grouped: dict[Monomial, Polynomial] = defaultdict(dict)

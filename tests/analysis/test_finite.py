@@ -75,3 +75,19 @@ def test_pairwise_functions_of_finite_features_separate_with_rank_V_or_T(name: s
     schedule = build_schedule(build_tree(program))
     assert schedule.verdict == "efficient"
     assert [(split.rank, split.grows_with_length) for _, _, split in schedule.finite_ranks] == ranks
+
+
+@pytest.mark.parametrize("key", ["a", "u"])  # a key named before the query t, and one after
+def test_a_tied_split_enumerates_the_query_side_in_analysis_and_compiler_alike(key: str) -> None:
+    """[x(k) == x(t)]: both sides take V values; the split reads the query's indicators whatever
+    the key is called (analysis: the schedule's split; compiler: the term's bracket side)."""
+    from infoflow_dsl.compiler.tokens.separate import separated_terms
+    from infoflow_dsl.language import typed as ir
+
+    program = ifl.parse_program(f'input x : token {{"a", "b", "c"}}\nlength T = 4\n'
+                                f'target(t) = sum_<{key}> [x({key}) == x(t)]\n')
+    ((_, _, split),) = build_schedule(build_tree(program)).finite_ranks
+    assert split.source == "t"
+    body = program.target.body  # the bracket under the sum
+    terms = separated_terms(body.condition, key, "t", finite_domain(program))
+    assert terms and all(isinstance(query, ir.Bracket) for _, query, _ in terms)
