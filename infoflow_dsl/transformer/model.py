@@ -154,7 +154,7 @@ def mlp_block(m: _Holder, h: Tensor, tap: Tap = no_tap, prefix: str = "") -> Ten
     """relu(h W_in + b_in) W_out + b_out, (B, T'+1, D) -> (B, T'+1, D); hidden activations tapped
     as ``{prefix}hook_pre``/``hook_post`` when the tap listens to them (else the fused chunks)."""
     hooked = tap if listens(tap, prefix + "hook_pre") or listens(tap, prefix + "hook_post") else None
-    return relu_block(m, h, m.W_in, m.b_in, m.W_out, hooked, prefix) + m.b_out
+    return relu_block(m, h, m.W_in, m.b_in, m.W_out, hooked, prefix).add_(m.b_out)  # a fresh tensor: in place
 
 
 class CompiledTransformer(nn.Module):
@@ -329,9 +329,9 @@ class CompiledTransformer(nn.Module):
             row = h[:, -1:] if only else h  # (B, N, D)
             if self._masks[layer] or tap is not no_tap:  # H_l = 0: an FFN-only layer
                 attn_out = tap(p + "hook_attn_out", self._attention(layer, h, only, tap))  # (B, N, D)
-                row = tap(p + "hook_resid_mid", row + attn_out)
+                row = tap(p + "hook_resid_mid", _residual_sum(row, attn_out, tap))
             mlp_out = tap(p + "hook_mlp_out", mlp_block(block.mlp, row, tap, p + "mlp."))  # (B, N, D)
-            h = tap(p + "hook_resid_post", row + mlp_out)
+            h = tap(p + "hook_resid_post", _residual_sum(row, mlp_out, tap))
             yield h
 
     def residual_stream(self, x: Tensor) -> list[Tensor]:
@@ -366,6 +366,13 @@ def attention_masks(model: CompiledTransformer, layer: int, length: int) -> Tens
     """The allowed (query, key) pairs of each head of ``layer`` at length T': bool (H, T'+1, T'),
     or None where no head of the layer has a mask."""
     return model._head_masks(layer, length) if any(model._masks[layer]) else None
+
+
+def _residual_sum(row: Tensor, update: Tensor, tap: Tap) -> Tensor:
+    """row + update (B, N, D), a block's output added to the stream. Without hooks nothing else
+    holds ``update`` (a fresh block output), so the sum is written into it: update + row, the
+    same bits (IEEE addition commutes), one (B, N, D) allocation fewer a block."""
+    return update.add_(row) if tap is no_tap else row + update
 
 
 def project_heads(h: Tensor, w: Tensor) -> Tensor:

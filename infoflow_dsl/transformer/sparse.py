@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -100,40 +101,72 @@ def relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: T
         def hidden(start: int) -> Tensor:  # pre-activations of one chunk, (n, M)
             return flat[start:start + chunk] @ w_in + b_in
 
-        def output(active: Tensor) -> Tensor:  # (n, M) -> (n, D_out)
-            return active @ w_out
+        def output(start: int, active: Tensor) -> None:  # (n, M) -> out's rows (n, D_out)
+            out[start:start + chunk] = active @ w_out
 
         def as_rows(native: Tensor) -> Tensor:  # (n, M) <-> (n, M)
             return native
     else:
-        w_in_t, w_out_t = sparse  # (M, D_in + 1), (D_out, M) CSR
-        columns = torch.cat([flat, flat.new_ones(flat.shape[0], 1)], dim=1).T.contiguous()  # (D_in + 1, N)
+        read = flat.index_select(1, sparse.reads)  # (N, k)  the directions the block reads
+        columns = torch.cat([read, flat.new_ones(flat.shape[0], 1)], dim=1).T.contiguous()  # (k + 1, N)
 
         def hidden(start: int) -> Tensor:  # (M, n)
-            return torch.sparse.mm(w_in_t, columns[:, start:start + chunk])
+            return torch.sparse.mm(sparse.w_in_t, columns[:, start:start + chunk])
 
-        def output(active: Tensor) -> Tensor:  # (M, n) -> (n, D_out)
-            return torch.sparse.mm(w_out_t, active).T
+        def output(start: int, active: Tensor) -> None:  # (M, n) -> out's rows (n, j) of the written columns
+            out[start:start + chunk, sparse.writes] = torch.sparse.mm(sparse.w_out_t, active).T
 
         def as_rows(native: Tensor) -> Tensor:  # (M, n) <-> (n, M)
             return native.T
 
     starts = range(0, flat.shape[0], chunk)
-    out = flat.new_empty(flat.shape[0], w_out.shape[1])  # (N, D_out)
+    out = flat.new_zeros(flat.shape[0], w_out.shape[1])  # (N, D_out)
     if tap is None:
         for start in starts:
-            out[start:start + chunk] = output(hidden(start).relu_())
+            output(start, hidden(start).relu_())
     else:
         pre = torch.cat([as_rows(hidden(start)) for start in starts]) if starts else flat.new_zeros(0, width)
         pre = tap(prefix + "hook_pre", pre.reshape(batch, rows, width))  # (B, N, M)
         post = tap(prefix + "hook_post", torch.relu(pre)).reshape(batch * rows, width)  # (N, M)
         for start in starts:
-            out[start:start + chunk] = output(as_rows(post[start:start + chunk]))
+            output(start, as_rows(post[start:start + chunk]))
     return out.reshape(batch, rows, w_out.shape[1])
 
 
-def sparse_weights(owner: nn.Module, w_in: Tensor, b_in: Tensor, w_out: Tensor) -> tuple[Tensor, Tensor] | None:
-    """CSR copies of [w_in; b_in]ᵀ and w_outᵀ when frozen and sparse enough (cached on ``owner``
+@dataclass(frozen=True)
+class SparseProducts:
+    """A sparse ReLU block relu(h w_in + b_in) w_out as the products :func:`relu_block` takes:
+    the k input directions some unit reads (``reads``, ascending), [w_in[reads]; b_in]ᵀ as CSR
+    (M, k + 1), the j output directions some unit writes (``writes``, ascending) and
+    w_out[:, writes]ᵀ as CSR (j, M). Dropping the directions no unit touches leaves every
+    nonzero term, in the same order (the column indices keep their order, the bias stays last):
+    the same sums, while the products' operands shrink from the stream's width to the block's
+    (a deep route's 16-unit blocks read a handful of a hundred directions)."""
+
+    reads: Tensor
+    w_in_t: Tensor
+    writes: Tensor
+    w_out_t: Tensor
+
+
+def sparse_products(w_in: Tensor, b_in: Tensor, w_out: Tensor) -> SparseProducts:
+    """The :class:`SparseProducts` of a block whose w_in (D_in, M) and w_out (M, D_out) are dense
+    or sparse COO."""
+    reads, writes = _nonzero_lines(w_in, 0), _nonzero_lines(w_out, 1)
+    return SparseProducts(reads=reads, w_in_t=_transposed_csr(w_in.detach().index_select(0, reads), b_in.detach()),
+                          writes=writes, w_out_t=_transposed_csr(w_out.detach().index_select(1, writes)))
+
+
+def _nonzero_lines(w: Tensor, dim: int) -> Tensor:
+    """The indices along ``dim`` (0: rows, 1: columns) of the lines of ``w`` holding a nonzero
+    entry, ascending (int64)."""
+    if w.is_sparse:
+        return sparse_nonzero(w).indices()[dim].unique()
+    return (w.detach() != 0).any(dim=1 - dim).nonzero().flatten()
+
+
+def sparse_weights(owner: nn.Module, w_in: Tensor, b_in: Tensor, w_out: Tensor) -> SparseProducts | None:
+    """The :class:`SparseProducts` of a block when frozen and sparse enough (cached on ``owner``
     per version): always when either matrix is, or would be, held sparse (:func:`holds_sparse`),
     else when under SPARSE_DENSITY nonzero together. Both give the same canonical CSR (rows in order, columns
     sorted, zeros dropped) for the same values, so a held-sparse model computes the same bits as
@@ -157,7 +190,7 @@ def sparse_weights(owner: nn.Module, w_in: Tensor, b_in: Tensor, w_out: Tensor) 
     if held or qualifies or sum(nonzero) / (w_in.numel() + w_out.numel()) < SPARSE_DENSITY:
         with warnings.catch_warnings():  # "sparse CSR support is in beta": the products used here are stable
             warnings.simplefilter("ignore", UserWarning)
-            sparse = (_transposed_csr(w_in, b_in.detach()), _transposed_csr(w_out))
+            sparse = sparse_products(w_in, b_in, w_out)
     object.__setattr__(owner, "_csr_cache", (key, sparse))
     return sparse
 

@@ -105,13 +105,29 @@ def test_relu_block_is_the_dense_formula_in_either_product(density: float) -> No
     owner = torch.nn.Module()
     got = relu_block(owner, h, w_in, b_in, w_out)
     torch.testing.assert_close(got, torch.relu(h @ w_in + b_in) @ w_out, rtol=0, atol=1e-12)
-    csr = sparse_weights(owner, w_in, b_in, w_out)
-    assert (csr is not None) == (density < sparse_module.SPARSE_DENSITY)
-    if csr is not None:
-        w_in_t, w_out_t = csr  # (M, D_in + 1), (D_out, M)
-        assert torch.equal(w_in_t.to_dense(), torch.cat([w_in, b_in[None]]).T)
-        assert torch.equal(w_out_t.to_dense(), w_out.T)
-        assert w_in_t.values().numel() == nonzero_entries(w_in) + nonzero_entries(b_in)
+    products = sparse_weights(owner, w_in, b_in, w_out)
+    assert (products is not None) == (density < sparse_module.SPARSE_DENSITY)
+    if products is not None:
+        reads, writes = products.reads.tolist(), products.writes.tolist()
+        assert reads == [i for i in range(6) if w_in[i].any()] and writes == [j for j in range(5) if w_out[:, j].any()]
+        assert torch.equal(products.w_in_t.to_dense(), torch.cat([w_in[reads], b_in[None]]).T)  # (M, k + 1)
+        assert torch.equal(products.w_out_t.to_dense(), w_out[:, writes].T)  # (j, M)
+        assert products.w_in_t.values().numel() == nonzero_entries(w_in) + nonzero_entries(b_in)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_products_over_touched_directions_are_the_full_csr_products_bit_for_bit(seed: int) -> None:
+    """Dropping the directions no unit reads or writes keeps every nonzero term in its order:
+    the same bits as CSR products over the whole stream (the products before the cut)."""
+    w_in, b_in, w_out = _relu_weights(40, 300, 30, 0.01, seed=seed)
+    w_in[::3] = 0.0  # directions nobody reads or writes
+    w_out[:, 1::4] = 0.0
+    h = torch.randn(5, 7, 40, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    flat = h.reshape(35, 40)
+    w_in_t = torch.cat([w_in, b_in[None]]).T.contiguous().to_sparse_csr()  # (M, D_in + 1)
+    hidden = torch.sparse.mm(w_in_t, torch.cat([flat, flat.new_ones(35, 1)], dim=1).T.contiguous()).relu()
+    whole = torch.sparse.mm(w_out.T.contiguous().to_sparse_csr(), hidden).T  # (N, D_out)
+    assert torch.equal(relu_block(torch.nn.Module(), h, w_in, b_in, w_out).reshape(35, 30), whole)
 
 
 def test_relu_block_taps_its_hidden_units_and_uses_what_the_tap_returns() -> None:
@@ -150,4 +166,5 @@ def test_frozen_sparse_products_are_cached_per_version() -> None:
     with torch.no_grad():
         mlp.W_in.mul_(2.0)  # an in-place edit: a new version, new copies
     again = sparse_weights(mlp, mlp.W_in, mlp.b_in, mlp.W_out)
-    assert again is not first and torch.equal(again[0].to_dense()[:, :-1], mlp.W_in.T)
+    assert again is not None and again is not first
+    assert torch.equal(again.w_in_t.to_dense()[:, :-1], mlp.W_in[again.reads].T)
