@@ -26,7 +26,7 @@ from ..language import typed as ir
 from ..language.functions import POINTWISE
 from ..language.printer import describe
 from .comparisons import NodeResult
-from .finite import FiniteDomain, FiniteSplit, finite_split, literal, substitute_values, value_set
+from .finite import FiniteDomain, FiniteSplit, finite_split, indicator_terms, value_set
 
 #: Set while separating a gathered score (see ``separate``).
 _GATHERED: ContextVar[bool] = ContextVar("gathered", default=False)
@@ -151,15 +151,10 @@ def _indicator_sum(expr: object, split: FiniteSplit, domain: FiniteDomain) -> Po
     recorded = _SPLITS.get()
     if recorded is not None:
         recorded.append((describe(expr), split))
+    if not split.leaves:
+        raise NotSeparable(f"{describe(expr)} has no feature of one position to split on")
     out: Polynomial = {}
-    for values in split.values:
-        literals = {leaf: literal(leaf, value, domain) for leaf, value in zip(split.leaves, values, strict=True)}
-        tests = [ir.Compare("==", leaf, lit) for leaf, lit in literals.items()]  # type: ignore[arg-type]
-        condition = tests[0]
-        for test in tests[1:]:
-            condition = ir.Logical("and", condition, test)  # type: ignore[assignment]
-        indicator = ir.Bracket(condition)
-        rest = substitute_values(expr, literals)
+    for indicator, rest in indicator_terms(expr, split, domain):
         monomial = [Atom(split.source, describe(indicator), indicator)]
         if sources_of(rest):
             monomial.append(Atom(split.other, describe(rest), rest))

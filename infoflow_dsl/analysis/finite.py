@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -307,6 +307,20 @@ def finite_split(expr: object, domain: FiniteDomain, sources_of: Callable[[objec
         if best is None or len(joint) < best.rank:
             best = FiniteSplit(source, side, joint, other)
     return best
+
+
+def indicator_terms(expr: object, split: FiniteSplit, domain: FiniteDomain) -> Iterator[tuple[ir.Bracket, object]]:
+    """The terms of g(a, b) = Σ_v [a = v] · g(v, b): for each joint value v of the split's side,
+    the indicator [a₁ = v₁ and a₂ = v₂ …] (read on ``split.source``) and g(v, b), ``expr`` with
+    the side's leaves replaced by their literals (read on ``split.other``, or constant). The one
+    writer of a finite split's terms, for the analysis and the token lowering alike."""
+    for values in split.values:
+        literals = {leaf: literal(leaf, value, domain) for leaf, value in zip(split.leaves, values, strict=True)}
+        tests = [ir.Compare("==", leaf, lit) for leaf, lit in literals.items()]  # type: ignore[arg-type]
+        condition: ir.Expr = tests[0]
+        for test in tests[1:]:
+            condition = ir.Logical("and", condition, test)
+        yield ir.Bracket(condition), substitute_values(expr, literals)
 
 
 def substitute_values(expr: object, leaves: Mapping[object, object]) -> object:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ...analysis.finite import FiniteDomain, finite_split, literal, substitute_values
+from ...analysis.finite import FiniteDomain, finite_split, indicator_terms
 from ...language import typed as ir
 from ...language.typed import map_children
 from ...transformer.masks import MASK_OPS, Condition, mask_side
@@ -89,17 +89,12 @@ def separated_terms(expr: ir.Expr, key: str, query: str, domain: FiniteDomain) -
     split = finite_split(expr, domain, sources, prefer=query)
     if split is None:
         return None
+    if not split.leaves:
+        return None
     out: list[Term] = []
-    for joint in split.values:
-        literals = {leaf: literal(leaf, value, domain) for leaf, value in zip(split.leaves, joint, strict=True)}
-        indicator: ir.Expr | None = None
-        for leaf, value in literals.items():
-            atom = ir.Compare("==", leaf, value)  # type: ignore[arg-type]
-            indicator = atom if indicator is None else ir.Logical("and", indicator, atom)
-        function = substitute_values(expr, literals)
-        if indicator is None or _reads(function, split.source):
+    for bracket, function in indicator_terms(expr, split, domain):
+        if _reads(function, split.source):
             return None  # the indicator side's leaves do not carry all of its dependence
-        bracket = ir.Bracket(indicator)
         if split.source == key:
             out.append((1.0, function, bracket))  # type: ignore[arg-type]
         else:
