@@ -155,30 +155,52 @@ def assign_slots(masks: tuple[tuple[HeadMask, ...], ...], names: tuple[tuple[str
     return tuple(heads), tuple(slot_masks)
 
 
-def plan(model: CompiledTransformer, self_contained: bool = False, dtype: torch.dtype = torch.float64) -> ExportLayout:
-    """The layout of ``model``'s export (see the module docstring); ``self_contained``: with the
-    penalties of :mod:`.penalty` for weights in ``dtype`` (PenaltyError where they cannot be exact)."""
-    spec = model.spec
+@dataclass(frozen=True)
+class InputColumns:
+    """What both exports place before their own columns: an embedding layer or none (``offset``
+    1 or 0), every head's slot and each slot's mask, and the residual columns after the compiled
+    model's d_model: the raw input x and the token flag (with an embedding layer), ``extra`` the
+    first free column."""
+
+    offset: int
+    heads: tuple[HeadSlot, ...]
+    slot_masks: tuple[HeadMask, ...]
+    raw_input: int | None
+    token_flag: int | None
+    extra: int
+
+
+def input_columns(model: CompiledTransformer) -> InputColumns:
+    """The :class:`InputColumns` of ``model``'s export (an embedding layer when its embedding MLP
+    has a nonzero weight)."""
     embedding = model.d_mlp_embedding > 0 and nonzero_entries(model.embed.W_E2) > 0
     offset = 1 if embedding else 0
-    heads, slot_masks = assign_slots(spec.masks, spec.head_names, offset)
-    penalties = plan_penalties(model, slot_masks, dtype) if self_contained else None
-    extra_qk = max(penalties.dims, default=0) if penalties is not None else 0
-    widths = [1]
-    for block in model.blocks:
-        widths += [int(block.attn.W_Q.shape[2]) + extra_qk, int(block.attn.W_V.shape[2])]
+    heads, slot_masks = assign_slots(model.spec.masks, model.spec.head_names, offset)
     extra = model.d_model
     raw_input = token_flag = None
     if embedding:
         raw_input, token_flag = extra, extra + model.d
         extra += model.d + 1
+    return InputColumns(offset, heads, slot_masks, raw_input, token_flag, extra)
+
+
+def plan(model: CompiledTransformer, self_contained: bool = False, dtype: torch.dtype = torch.float64) -> ExportLayout:
+    """The layout of ``model``'s export (see the module docstring); ``self_contained``: with the
+    penalties of :mod:`.penalty` for weights in ``dtype`` (PenaltyError where they cannot be exact)."""
+    columns = input_columns(model)
+    offset, heads, slot_masks, extra = columns.offset, columns.heads, columns.slot_masks, columns.extra
+    penalties = plan_penalties(model, slot_masks, dtype) if self_contained else None
+    extra_qk = max(penalties.dims, default=0) if penalties is not None else 0
+    widths = [1]
+    for block in model.blocks:
+        widths += [int(block.attn.W_Q.shape[2]) + extra_qk, int(block.attn.W_V.shape[2])]
     one_pos, one_neg, write_balance, read_balance = range(extra, extra + 4)
     needed = extra + 4 + (penalties.positions if penalties is not None else 0)
     slots = max(len(slot_masks), 1)
     head_dim = power_of_four_at_least(max(*widths, math.ceil(needed / slots)))  # no zero heads for width alone
     n_head = max(slots, math.ceil(needed / head_dim))
     bias_units: list[int | None] = []
-    inner = [model.d_mlp_embedding if embedding else 1]
+    inner = [model.d_mlp_embedding if offset else 1]
     for block in model.blocks:
         units = int(block.mlp.W_in.shape[1])
         has_bias = nonzero_entries(block.mlp.b_out) > 0
@@ -187,7 +209,7 @@ def plan(model: CompiledTransformer, self_contained: bool = False, dtype: torch.
     return ExportLayout(
         d_model=model.d_model, d=model.d, outputs=model.output_shape[0] if model.output_shape else 1,
         length=model.T, width=n_head * head_dim, n_head=n_head, head_dim=head_dim, n_inner=max(max(inner), 1),
-        n_layers=len(model.blocks) + offset, offset=offset, raw_input=raw_input, token_flag=token_flag,
+        n_layers=len(model.blocks) + offset, offset=offset, raw_input=columns.raw_input, token_flag=columns.token_flag,
         one_pos=one_pos, one_neg=one_neg, write_balance=write_balance, read_balance=read_balance,
         heads=heads, slot_masks=slot_masks + ((),) * (n_head - len(slot_masks)),
         bias_units=(None,) * offset + tuple(bias_units), penalties=penalties,

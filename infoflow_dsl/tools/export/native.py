@@ -44,8 +44,7 @@ import torch
 
 from ...transformer.masks import HeadMask
 from ...transformer.model import CompiledTransformer
-from ...transformer.sparse import nonzero_entries
-from .layout import HeadSlot, assign_slots, power_of_four_at_least
+from .layout import HeadSlot, input_columns, power_of_four_at_least
 from .weights import place, span
 
 Tensor = torch.Tensor
@@ -92,24 +91,19 @@ class NativeLayout:
 
 def native_plan(model: CompiledTransformer) -> NativeLayout:
     """The layout of ``model``'s tl-native export."""
-    embedding = model.d_mlp_embedding > 0 and nonzero_entries(model.embed.W_E2) > 0
-    offset = 1 if embedding else 0
-    heads, slot_masks = assign_slots(model.spec.masks, model.spec.head_names, offset)
-    widths, units = [1], [model.d_mlp_embedding if embedding else 1]
+    columns = input_columns(model)
+    offset, slot_masks, extra = columns.offset, columns.slot_masks, columns.extra
+    widths, units = [1], [model.d_mlp_embedding if offset else 1]
     for block in model.blocks:
         widths += [int(block.attn.W_Q.shape[2]), int(block.attn.W_V.shape[2])]
         units.append(int(block.mlp.W_in.shape[1]))
-    extra = model.d_model
-    raw_input = token_flag = None
-    if embedding:
-        raw_input, token_flag = extra, extra + model.d
-        extra += model.d + 1
     n_heads = max(len(slot_masks), 1)
     return NativeLayout(
         d_model=model.d_model, d=model.d, outputs=model.output_shape[0] if model.output_shape else 1,
         length=model.T, width=extra + 1, n_heads=n_heads, d_head=power_of_four_at_least(max(widths)),
-        d_mlp=max(max(units), 1), n_layers=len(model.blocks) + offset, offset=offset, raw_input=raw_input,
-        token_flag=token_flag, one=extra, heads=heads, slot_masks=slot_masks + ((),) * (n_heads - len(slot_masks)),
+        d_mlp=max(max(units), 1), n_layers=len(model.blocks) + offset, offset=offset, raw_input=columns.raw_input,
+        token_flag=columns.token_flag, one=extra, heads=columns.heads,
+        slot_masks=slot_masks + ((),) * (n_heads - len(slot_masks)),
     )
 
 
