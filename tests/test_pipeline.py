@@ -38,16 +38,13 @@ def test_compiled_model_is_within_eps_and_its_a_priori_bound(name, eps, dtype):
 
 
 def test_the_compiled_set_uses_every_construct():
-    kinds = {h["kind"] for n in CANONICAL_EFFICIENT + EXTRA_COMPILED
-             for layer in model(n, 1e-2, "float64").config["layers"] for h in layer["heads"]}
+    configs = [model(n, 1e-2, "float64").config for n in CANONICAL_EFFICIENT + EXTRA_COMPILED]
+    kinds = {h["kind"] for config in configs for layer in config["layers"] for h in layer["heads"]}
     assert kinds == {"retrieval", "readout", "token retrieval", "uniform", "position"}
-    masks = {c[1] for n in CANONICAL_EFFICIENT + EXTRA_COMPILED
-             for layer in model(n, 1e-2, "float64").config["layers"] for h in layer["heads"] for c in h["mask"]}
+    masks = {c[1] for config in configs for layer in config["layers"] for h in layer["heads"] for c in h["mask"]}
     assert {"!=", "<", "<=", ">", ">="} <= masks
-    formulas = " ".join(b["computes"] for n in CANONICAL_EFFICIENT + EXTRA_COMPILED
-                        for layer in model(n, 1e-2, "float64").config["layers"] for b in layer["mlp"])
-    formulas += " ".join(b["computes"] for n in CANONICAL_EFFICIENT + EXTRA_COMPILED
-                         for b in model(n, 1e-2, "float64").config["embedding_mlp"])
+    formulas = " ".join(b["computes"] for config in configs for layer in config["layers"] for b in layer["mlp"])
+    formulas += " ".join(b["computes"] for config in configs for b in config["embedding_mlp"])
     for construct in ("^2", "sqrt(", "relu(", "|"):
         assert construct in formulas
 

@@ -25,7 +25,7 @@ FORMAT = "infoflow/1"
 
 
 class MatrixEntries:
-    """A matrix built entry by entry (``entries[i, j] += value``, in the order written, from 0.0, the
+    """A matrix built entry by entry (``add((i, j), value)``: += in the order written, from 0.0, the
     same float64 sums as ``+=`` on a dense zero matrix), then made dense or, where the model holds
     it sparse (:func:`~infoflow_dsl.transformer.sparse.holds_sparse`), a sparse COO tensor: a ReLU block of a
     million units is never a dense matrix during a compile."""
@@ -34,11 +34,10 @@ class MatrixEntries:
         self.name, self.shape = name, (rows, columns)
         self.entries: dict[tuple[int, int], float] = {}
 
-    def __setitem__(self, key: tuple[int, int], value: float) -> None:
-        self.entries[key] = value
-
-    def __getitem__(self, key: tuple[int, int]) -> float:
-        return self.entries.get(key, 0.0)
+    def add(self, key: tuple[int, int], value: float) -> None:
+        """``matrix[key] += value`` (from 0.0)."""
+        entries = self.entries
+        entries[key] = entries.get(key, 0.0) + value
 
     def tensor(self) -> torch.Tensor:
         """The matrix, float64: dense, or sparse COO (its nonzero entries) if held sparse."""
@@ -69,18 +68,19 @@ def _embedding(circuit: Circuit, index: dict[str, int], blocks: list[FFNBlock]) 
         w_e[i, index[direction]] = 1.0
     w_e[d, index[ONE]] = 1.0
     w_e1 = MatrixEntries("embed.W_E1", d + 1, len(units))
-    b_e1 = torch.zeros(len(units), dtype=torch.float64)
+    biases = [0.0] * len(units)  # float64 sums, as += on a float64 tensor
     w_e2 = MatrixEntries("embed.W_E2", len(units), size)
     for m, unit in enumerate(units):
         for direction, coefficient in unit.input.terms:
             if direction == ONE:
-                b_e1[m] += coefficient
+                biases[m] += coefficient
             elif direction in coordinates:
-                w_e1[coordinates[direction], m] += coefficient
+                w_e1.add((coordinates[direction], m), coefficient)
             else:
                 raise AssertionError(f"the embedding's ReLU block cannot read {direction}")
-        b_e1[m] += unit.input.constant
-        w_e2[m, index[unit.output]] += unit.coefficient
+        biases[m] += unit.input.constant
+        w_e2.add((m, index[unit.output]), unit.coefficient)
+    b_e1 = torch.tensor(biases, dtype=torch.float64)  # (M,)
     cls = torch.zeros(size, dtype=torch.float64)
     cls[index[ONE]] = 1.0
     positions = torch.zeros(circuit.length + 1, size, dtype=torch.float64)  # rows: positions 1..T+1
@@ -138,16 +138,14 @@ def _mlp(layer: int, blocks: list[FFNBlock], index: dict[str, int]) -> dict[str,
     units = [u for b in blocks for u in b.units]
     prefix = f"blocks.{layer}.mlp."
     w_in = MatrixEntries(prefix + "W_in", size, len(units))
-    b_in = torch.zeros(len(units), dtype=torch.float64)
     w_out = MatrixEntries(prefix + "W_out", len(units), size)
-    b_out = torch.zeros(size, dtype=torch.float64)
     for m, unit in enumerate(units):
         for direction, coefficient in unit.input.terms:  # _write_form on column m, the constant in b_in
-            w_in[index[direction], m] += coefficient
-        b_in[m] = unit.input.constant
-        w_out[m, index[unit.output]] += unit.coefficient
+            w_in.add((index[direction], m), coefficient)
+        w_out.add((m, index[unit.output]), unit.coefficient)
+    b_in = torch.tensor([unit.input.constant for unit in units], dtype=torch.float64)  # (M,)
     return {prefix + "W_in": w_in.tensor(), prefix + "b_in": b_in, prefix + "W_out": w_out.tensor(),
-            prefix + "b_out": b_out}
+            prefix + "b_out": torch.zeros(size, dtype=torch.float64)}
 
 
 def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,

@@ -27,7 +27,7 @@ def input_direction(coordinate: int) -> str:
     return f"x[{coordinate + 1}]"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LinearForm:
     """Σ coefficient·direction + constant (the constant is read from the ``one`` direction)."""
 
@@ -80,7 +80,7 @@ def readout_rounding(form: LinearForm, magnitude: float, unit_roundoff: float) -
     return unit_roundoff * (math.sqrt(len(form.terms) + 1) * (magnitude + sum(abs(c) for _, c in form.terms)))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ReLUUnit:
     """One hidden unit: ``coefficient · relu(input)`` added to direction ``output``."""
 

@@ -22,7 +22,7 @@ def test_matrix_entries_sum_in_the_order_written_as_a_dense_matrix_would(writes,
     name = "blocks.0.mlp.W_in" if held else "blocks.0.attn.W_Q"  # held sparse under the lowered size, or not
     entries, dense = MatrixEntries(name, 6, 7), torch.zeros(6, 7, dtype=torch.float64)
     for row, column, value in writes:
-        entries[row, column] += value
+        entries.add((row, column), value)
         dense[row, column] += value
     original = sparse_module.SPARSE_HOLD_SIZE
     sparse_module.SPARSE_HOLD_SIZE = 1  # hypothesis runs the body many times: no fixture
