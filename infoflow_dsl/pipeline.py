@@ -25,6 +25,7 @@ from .analysis.gather import UnrollError, gather
 from .analysis.info_sets import information_sets
 from .analysis.schedule import Schedule, build_schedule, heads_per_layer
 from .arguments import program_argument
+from .collector import fewer_collections
 from .compiler.assemble import assemble
 from .compiler.circuit import Circuit
 from .compiler.lower import lower
@@ -217,6 +218,7 @@ def _stored_program(source: object, name: str, margin: float | None, length: int
         raise StoredProgramError(f"the program stored in the file cannot be checked: {error}") from None
 
 
+@fewer_collections()
 def relower(model: CompiledTransformer, program: ir.Program | None = None) -> Lowering:
     """The lowering of a compiled model, again as ``compile`` did it: its program (``program``,
     else the one its file stores: :func:`program_of`) at the ε, dtype, square route (``ffn``)
@@ -248,6 +250,7 @@ def _stored_lowering(source: object, name: str, margin: float | None, length: in
     return build_circuit(program, eps, resolve_dtype(dtype), allow_inefficient=gather, ffn=ffn)
 
 
+@fewer_collections()
 def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str | torch.dtype = "float32",
                     device: str | torch.device | None = None, samples: int | None = None,
                     seed: int = 0, ffn: str | None = None, allow_inefficient: bool = False) -> CompiledTransformer:

@@ -24,6 +24,7 @@ from .analysis.ranges import roots_at_zero
 from .analysis.report import AnalysisReport, gather_applies
 from .analysis.schedule import Schedule, build_schedule
 from .arguments import program_argument
+from .collector import fewer_collections
 from .errors import CompileError
 from .language import typed as ir
 
@@ -53,6 +54,7 @@ def schedule_program(program: ir.Program, heads: Sequence[int] | None = None) ->
     return token_schedule(free, circuit, None, heads)
 
 
+@fewer_collections()
 def analyze(program: ProgramSource, heads: Sequence[int] | None = None) -> AnalysisReport:
     """``infoflow_dsl.analyze``: the analysis of a checked program (what ``analyze`` prints), its
     schedule the model ``compile`` builds (:func:`schedule_program`); ``heads`` asks whether that
