@@ -151,8 +151,6 @@ def _indicator_sum(expr: object, split: FiniteSplit, domain: FiniteDomain) -> Po
     recorded = _SPLITS.get()
     if recorded is not None:
         recorded.append((describe(expr), split))
-    if not split.leaves:
-        raise NotSeparable(f"{describe(expr)} has no feature of one position to split on")
     out: Polynomial = {}
     for indicator, rest in indicator_terms(expr, split, domain):
         monomial = [Atom(split.source, describe(indicator), indicator)]

@@ -89,8 +89,6 @@ def separated_terms(expr: ir.Expr, key: str, query: str, domain: FiniteDomain) -
     split = finite_split(expr, domain, sources, prefer=query)
     if split is None:
         return None
-    if not split.leaves:
-        return None
     out: list[Term] = []
     for bracket, function in indicator_terms(expr, split, domain):
         if _reads(function, split.source):
