@@ -12,10 +12,8 @@ programs of ``bench/rasp_suite.py`` (compiled from RASP at max_seq_len = 6, ε =
 - ``merged``: another program of the same input merged in first (the smallest other one of its
   group: the same vocabulary or the same d, and the same T; the program itself where it is alone), then 4
   distractor directions, a distractor head per layer and 4 distractor units per FFN, then the
-  second tier's passes.
-
-(The issue's third tier also compresses the residual below the number of features; that pass is
-not built: ``bench/superposition_probe.py`` measures why a pass over compiled weights cannot do it.)
+  residual compressed below its number of features (dimensions shared over the depth, erasers
+  freeing them: ``circuits/compress.py``), then the second tier's passes.
 
 Each (program, tier) is one task (Ray with ``--workers`` > 1, as ``infoflowc sweep``): the model
 is written to ``OUT/models/NAME.TIER.safetensors`` and its record to ``OUT/truths/NAME.TIER.json``
@@ -44,7 +42,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 TIERS: dict[str, dict[str, Any]] = {
     "plain": {},
     "disguised": {"split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
-    "merged": {"distract": 4, "split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
+    "merged": {"distract": 4, "compress": True, "split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
 }
 EDGE_SAMPLES, CERTIFICATE_SAMPLES, VECTOR_LENGTH = 300, 2_000, 8
 VECTOR_EDGE_SAMPLES = 64  # a vector model's edges: 64 random inputs and 64 corners (a forward an edge)

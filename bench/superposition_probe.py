@@ -30,7 +30,7 @@ FRACTIONS = (1.0, 0.9, 0.75, 0.5)
 
 def compressed(model: Any, fraction: float, seed: int = 0) -> Any:
     """The model with its residual mapped into D' = round(fraction·D) dimensions (see above)."""
-    from infoflow_dsl.tools.circuits.disguise import LAYER_READERS, LAYER_WRITERS, WRITERS
+    from infoflow_dsl.tools.circuits.compress import LAYER_READERS, LAYER_WRITERS, WRITERS
     from infoflow_dsl.transformer.model import CompiledTransformer
 
     tensors = {n: (t.to_dense() if t.layout != torch.strided else t).to(torch.float64)

@@ -110,7 +110,7 @@ def check_length(model: Any, length: int) -> None:
 
 
 def add_disguise_parser(commands: Any, positive_int: Any, nonnegative_int: Any) -> None:
-    """``infoflowc disguise MODEL [--merge OTHER] [--distract N] [--split-heads [K]] [--split-neurons K]
+    """``infoflowc disguise MODEL [--merge OTHER] [--distract N] [--compress] [--split-heads [K]] [--split-neurons K]
     [--shuffle] [--rotate] [--stats [--beside TRAINED]] -o OUT``."""
     command = commands.add_parser("disguise", help="make a compiled model look trained, computing the same "
                                                    "function, its edge graph carried with it")
@@ -121,6 +121,9 @@ def add_disguise_parser(commands: Any, positive_int: Any, nonnegative_int: Any) 
     command.add_argument("--distract", type=nonnegative_int, default=0, metavar="N",
                          help="N distractor directions, a distractor head a layer and N distractor units an FFN: "
                               "active on every input, read by nothing the output needs")
+    command.add_argument("--compress", action="store_true",
+                         help="the residual below its number of features: each dimension carries several features "
+                              "one after another over the depth, an eraser freeing it after a feature's last reader")
     command.add_argument("--split-heads", type=positive_int, nargs="?", const=2, default=1, metavar="K",
                          help="each head into K heads of the same pattern (K = 2 if not given)")
     command.add_argument("--split-neurons", type=positive_int, default=1, metavar="K",
@@ -151,7 +154,8 @@ def command_disguise(arguments: argparse.Namespace, model: Any) -> None:
     check_writable(arguments.output, arguments.model)
     try:
         disguised = disguise(model, merge=[_loaded(path, "--merge") for path in arguments.merge],
-                             distract=arguments.distract, split_heads=arguments.split_heads,
+                             distract=arguments.distract, compress=arguments.compress,
+                             split_heads=arguments.split_heads,
                              split_neurons=arguments.split_neurons,
                              shuffle=arguments.shuffle, rotate=arguments.rotate, seed=arguments.seed)
     except ValueError as error:
@@ -166,6 +170,10 @@ def command_disguise(arguments: argparse.Namespace, model: Any) -> None:
     print(f"{arguments.output}: {disguised.nonzero_parameter_count():,} nonzero parameters (the model: "
           f"{model.nonzero_parameter_count():,}); the output moved by at most {moved:.3g} on 256 random inputs "
           f"(rounding; ε {model.config['eps']:g}); its edge graph: infoflowc circuit {arguments.output} --edges")
+    compression = disguised.config["disguised"].get("compression")
+    if compression is not None:
+        print(f"residual: {compression['features']} features in {compression['dimensions']} dimensions "
+              f"({compression['erased']} erased after their last reader)")
     if arguments.stats:
         from .statistics import statistics_table, weight_statistics
 

@@ -16,6 +16,11 @@ same function, exactly in real arithmetic (in floats: within rounding, measured 
   distractors' directions), all writing random combinations of the distractor directions only.
   They are active on every input and change no output. The graph gains their nodes and edges
   (read off the weights, which hold them exactly), and no ablation ever needs one of them.
+- **compress**: the residual below its number of features, each dimension carrying several
+  features one after another over the depth, an eraser (two ReLU units) freeing a dimension after
+  its feature's last reader (``compress``: exact, the same bits; not superposition at one depth,
+  which no pass over compiled weights can do with a certificate). The graph gains the erasers'
+  edges and those of a dimension's successive features (read off the weights).
 - **split heads** (k): head h becomes k heads with h's W_Q, W_K, W_V, β and mask (the same
   pattern) and W_O scaled by w_1..w_k > 0, Σ w_i = 1: Σ_i w_i·z W_O = z W_O. Every edge of h
   becomes k edges, one per copy.
@@ -45,25 +50,24 @@ from typing import Any
 import torch
 
 from ...transformer.model import CompiledTransformer
+from .compress import COMPRESSED, LAYER_READERS, LAYER_WRITERS, WRITERS, compress_residual
 from .graph import INPUT, OUTPUT, CircuitEdge, EdgeGraph, GraphNode, weight_edges, weight_writes
 
 Tensor = torch.Tensor
 
-#: the residual stream's writers (their last dimension is D) and readers (their second-to-last is D)
-WRITERS = ("embed.W_E", "embed.W_E2", "embed.cls", "pos_embed.W_pos")
-LAYER_WRITERS = ("attn.W_O", "mlp.W_out", "mlp.b_out")
-LAYER_READERS = ("attn.W_Q", "attn.W_K", "attn.W_V", "mlp.W_in")
+__all__ = ["LAYER_READERS", "LAYER_WRITERS", "WRITERS", "DisguisePasses", "disguise"]
 HEAD_TENSORS = ("W_Q", "W_K", "W_V", "W_O", "beta")
 DISTRACTOR = "a distractor: nothing the output needs reads it"
 
 
 @dataclass(frozen=True)
 class DisguisePasses:
-    """Which passes run (in this order: merge, distract, split heads, split neurons, shuffle, rotate)
-    and the seed."""
+    """Which passes run (in this order: merge, distract, compress, split heads, split neurons, shuffle,
+    rotate) and the seed."""
 
     merged: tuple[str, ...] = ()
     distract: int = 0
+    compress: bool = False
     split_heads: int = 1
     split_neurons: int = 1
     shuffle: bool = False
@@ -284,6 +288,14 @@ class _Disguiser:
     def _readers(self) -> list[str]:
         return ["unembed.W_U", *(f"blocks.{i}.{n}" for i in range(self.layers) for n in LAYER_READERS)]
 
+    # ------------------------------------------------------------------ compression
+
+    def compress(self) -> dict[str, int]:
+        """The residual below its number of features (``compress``); what it saved."""
+        saved = compress_residual(self.tensors, self.config).to_json()
+        self.graph = self._graph_from_weights(COMPRESSED)
+        return saved
+
     # ------------------------------------------------------------------ heads and units
 
     def _reorder_heads(self, layer: int, sources: list[int], scales: Tensor) -> None:
@@ -366,8 +378,9 @@ def _mergeable(model: CompiledTransformer, other: CompiledTransformer) -> str:
     return name
 
 
-def disguise(model: Any, *, merge: Any = (), distract: int = 0, split_heads: int = 1, split_neurons: int = 1,
-             shuffle: bool = False, rotate: bool = False, seed: int = 0) -> CompiledTransformer:
+def disguise(model: Any, *, merge: Any = (), distract: int = 0, compress: bool = False, split_heads: int = 1,
+             split_neurons: int = 1, shuffle: bool = False, rotate: bool = False,
+             seed: int = 0) -> CompiledTransformer:
     """The model (or its file) with the realism passes (see the module docstring), its edge graph
     carried in ``config["disguised"]``; the same dtype as the model. ``merge``: compiled models
     (or their files) whose programs join this one."""
@@ -383,12 +396,13 @@ def disguise(model: Any, *, merge: Any = (), distract: int = 0, split_heads: int
             raise ValueError(f"{name} must be a whole number ≥ {least}, got {count!r}")
     others = [model_argument(other, "disguise") for other in merge]
     names = [_mergeable(compiled, other) for other in others]
-    passes = DisguisePasses(tuple(names), distract, split_heads, split_neurons, shuffle, rotate, seed)
+    passes = DisguisePasses(tuple(names), distract, bool(compress), split_heads, split_neurons, shuffle, rotate, seed)
     work = _Disguiser(compiled, circuit_graph(compiled), seed)
     for other, name in zip(others, names, strict=True):
         work.merge(other, name)
     if distract:
         work.distract(distract)
+    compression = work.compress() if compress else None
     if split_heads > 1:
         work.split_heads(split_heads)
     if split_neurons > 1:
@@ -399,4 +413,6 @@ def disguise(model: Any, *, merge: Any = (), distract: int = 0, split_heads: int
     if rotate:
         work.rotate()
     work.config["disguised"] = {**passes.to_json(), "graph": work.graph.to_json()}
+    if compression is not None:
+        work.config["disguised"]["compression"] = compression
     return CompiledTransformer(work.config, work.tensors, device="cpu", dtype=compiled.dtype)

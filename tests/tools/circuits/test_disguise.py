@@ -22,11 +22,12 @@ from infoflow_dsl.transformer.io import model_to_bytes
 
 PASSES = {
     "distract": {"distract": 3},
+    "compress": {"compress": True},
     "split_heads": {"split_heads": 3},
     "split_neurons": {"split_neurons": 3},
     "shuffle": {"shuffle": True},
     "rotate": {"rotate": True},
-    "all": {"distract": 2, "split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
+    "all": {"distract": 2, "compress": True, "split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
 }
 
 
