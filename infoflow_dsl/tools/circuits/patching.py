@@ -35,7 +35,7 @@ from ...transformer.model import (
     mlp_block,
 )
 from . import ABLATIONS
-from .graph import HEAD_CHANNELS, INPUT, MLP_CHANNEL, OUTPUT, OUTPUT_CHANNEL, CircuitEdge, EdgeGraph
+from .graph import INPUT, MLP_CHANNEL, OUTPUT, OUTPUT_CHANNEL, CircuitEdge, EdgeGraph
 
 Tensor = torch.Tensor
 EdgeKey = tuple[str, str, str]  # (sender, receiver, channel)
@@ -115,15 +115,29 @@ class EdgeForward:
             y = model.readout(final.to(model.dtype)).to(torch.float64)
         return PatchedRun(outputs, y)
 
+    def _project(self, layer: int, channel: str, names: list[str], total: Tensor,
+                 read: Callable[[str, str, Tensor], Tensor], rows: slice) -> Tensor:
+        """Every head's ``channel`` projection of its own input at positions ``rows``, (B, H, N, E):
+        one product of the common input ``total`` (B, N, D) with all heads' W (H, D, E) side by
+        side, and a product of its own input for each head that reads something else (an edge
+        into it ablated)."""
+        w = self._weights(layer, f"W_{channel.upper()}")  # (H, D, E)
+        heads, size, width = w.shape
+        common = total[:, rows] @ w.permute(1, 0, 2).reshape(size, heads * width)  # (B, N, H·E)
+        projected = common.unflatten(-1, (heads, width)).transpose(1, 2)  # (B, H, N, E)
+        own = [read(name, channel, total) for name in names]
+        if all(mine is total for mine in own):
+            return projected
+        return torch.stack([projected[:, i] if mine is total else mine[:, rows] @ w[i] for i, mine in enumerate(own)],
+                           dim=1)
+
     def _heads(self, layer: int, names: list[str], total: Tensor,
                read: Callable[[str, str, Tensor], Tensor]) -> list[Tensor]:
         """Each head's output z_i W_O[i], (B, N, D) each, every head on its own q, k, v inputs."""
-        inputs = {c: torch.stack([read(n, c, total) for n in names], dim=1) for c in HEAD_CHANNELS}  # (B, H, N, D)
         length = total.shape[1] - 1
-        w = {c: self._weights(layer, f"W_{c.upper()}") for c in HEAD_CHANNELS}  # (H, D, E)
-        q = torch.einsum("bhnd,hde->bhne", inputs["q"], w["q"])  # (B, H, N, E)
-        k = torch.einsum("bhnd,hde->bhne", inputs["k"][:, :, :length], w["k"])  # (B, H, T', E)
-        v = torch.einsum("bhnd,hde->bhne", inputs["v"][:, :, :length], w["v"])  # (B, H, T', V)
+        q = self._project(layer, "q", names, total, read, slice(None))  # (B, H, N, E)
+        k = self._project(layer, "k", names, total, read, slice(length))  # (B, H, T', E)
+        v = self._project(layer, "v", names, total, read, slice(length))  # (B, H, T', V)
         beta = self._weights(layer, "beta")  # (H,)
         allowed = attention_masks(self.model, layer, length)  # (H, N, T') or None
         scores, has_key = masked_scores((q * beta[:, None, None]) @ k.transpose(-1, -2), allowed)  # (B, H, N, T')
