@@ -70,7 +70,8 @@ class EdgeForward:
     def run(self, x: Tensor, ablated: Collection[EdgeKey] = (),
             replacements: Mapping[str, Tensor] | None = None, *,
             coefficients: Mapping[EdgeKey, Tensor] | None = None,
-            differences: Mapping[str, Tensor] | None = None, embedding: Tensor | None = None) -> PatchedRun:
+            differences: Mapping[str, Tensor] | None = None, embedding: Tensor | None = None,
+            clean: PatchedRun | None = None) -> PatchedRun:
         """The output with the edges ``ablated`` (keys (sender, receiver, channel)) reading the
         ``replacements`` of their senders (name -> a stand-in broadcasting to (B, T'+1, D)).
 
@@ -78,7 +79,11 @@ class EdgeForward:
         (a tensor broadcasting to (B, 1, 1), which may require grad: the run is then
         differentiable in it), its receiver reading Σ o_s + α (ô_s − o_s), or α Δ_s where
         ``differences`` fixes Δ_s (the clean run's ô_s − o_s, for an interpolated run);
-        ``embedding`` replaces the input's output (B, T'+1, D) (EAP-IG on the inputs)."""
+        ``embedding`` replaces the input's output (B, T'+1, D) (EAP-IG on the inputs).
+
+        ``clean``, this batch's run with nothing ablated, saves the layers before the first one an
+        ablated edge enters: they compute what they computed there, so their outputs are taken
+        from it (and summed in the same order: the same bits as running them)."""
         replacement = dict(replacements or {})
         changes: dict[tuple[str, str], list[tuple[str, Tensor | float]]] = {}
         for sender, receiver, channel in ablated:
@@ -99,8 +104,14 @@ class EdgeForward:
                 return total
 
             total = outputs[INPUT]
+            first = self._first_changed(changes) if clean is not None and embedding is None else 0
             for layer in range(len(self.blocks)):
                 heads = [n for n in self.graph.nodes if n.kind == "head" and n.layer == layer]
+                if layer < first and clean is not None:  # computed as in the clean run
+                    for name in [n.name for n in heads] + [f"m{layer}"] * (f"m{layer}" in self.graph.by_name):
+                        outputs[name] = clean.outputs[name]
+                        total = total + outputs[name]
+                    continue
                 if heads:
                     head_outputs = self._heads(layer, [n.name for n in heads], total, read)
                     for node, out in zip(heads, head_outputs, strict=True):
@@ -114,6 +125,12 @@ class EdgeForward:
             final = read(OUTPUT, OUTPUT_CHANNEL, total)
             y = model.readout(final.to(model.dtype)).to(torch.float64)
         return PatchedRun(outputs, y)
+
+    def _first_changed(self, changes: Mapping[tuple[str, str], object]) -> int:
+        """The first layer with a receiver whose input changes (the output's: L)."""
+        by_name = self.graph.by_name
+        layers = (by_name[receiver].layer for receiver, _ in changes)
+        return min((0 if layer is None else layer for layer in layers), default=len(self.blocks))
 
     def _project(self, layer: int, channel: str, names: list[str], total: Tensor,
                  read: Callable[[str, str, Tensor], Tensor], rows: slice) -> Tensor:

@@ -41,7 +41,7 @@ from ...reference.token_check import token_inputs
 from ...reference.tokens import token_names
 from . import ABLATIONS
 from .graph import EdgeGraph
-from .patching import EdgeForward, EdgeKey, edge_key, stand_ins
+from .patching import EdgeForward, EdgeKey, PatchedRun, edge_key, stand_ins
 
 Tensor = torch.Tensor
 EXHAUSTIVE_LENGTH = 4  # every token sequence up to this length is measured
@@ -206,14 +206,15 @@ class TruthMeasurement:
         """Every edge's truth under ``ablation``, and the certificate."""
         prepared = self.prepared(ablation)
         resample = ablation == "resample"
-        truths = [self._edge(edge_key(e), e.name, prepared, resample) for e in self.forward.graph.edges]
+        clean = [self.forward.run(x) for _, x, _ in prepared]
+        truths = [self._edge(edge_key(e), e.name, prepared, clean, resample) for e in self.forward.graph.edges]
         return AblationTruth(ablation, self.inputs, tuple(truths), self.certificate(ablation, prepared))
 
     def _edge(self, key: EdgeKey, name: str, prepared: list[tuple[MeasuredBatch, Tensor, dict[str, Tensor]]],
-              resample: bool) -> EdgeTruth:
+              clean: list[PatchedRun], resample: bool) -> EdgeTruth:
         departure, witness, corrupted = 0.0, None, None
-        for batch, x, stands in prepared:
-            y = self.forward.run(x, [key], stands).y
+        for (batch, x, stands), run in zip(prepared, clean, strict=True):
+            y = self.forward.run(x, [key], stands, clean=run).y
             left = leaves_certificate(self.program, y, batch, self.eps)
             departure = max(departure, _departure(self.program, y, batch, left))
             if witness is None and bool(left.any()):

@@ -19,7 +19,7 @@ import torch
 
 from ...language import typed as ir
 from ..circuits.graph import INPUT, EdgeGraph
-from ..circuits.patching import EdgeForward, EdgeKey
+from ..circuits.patching import EdgeForward, EdgeKey, PatchedRun
 from ..circuits.truth import SAMPLES, MeasuredBatch, TruthMeasurement, leaves_certificate
 from .metrics import per_input
 
@@ -30,13 +30,14 @@ Tensor = torch.Tensor
 class AblatedBatch:
     """Inputs of one length (``x`` as the model reads them), every sender's stand-in under the
     ablation, the clean run's output and each sender's change Δ_s = ô_s − o_s (stand-in minus
-    clean output, (B, T'+1, D))."""
+    clean output, (B, T'+1, D)), and the clean run itself."""
 
     batch: MeasuredBatch
     x: Tensor
     stand_ins: dict[str, Tensor]
     clean: Tensor
     differences: dict[str, Tensor]
+    run: PatchedRun  # the clean run (every sender's output), for the patched runs to start from
 
 
 @dataclass
@@ -67,7 +68,7 @@ class DiscoveryTask:
         for batch, x, stands in self.measurement.prepared(ablation):
             clean = forward.run(x)
             changes = {name: stands[name] - out for name, out in clean.outputs.items()}
-            self.data.append(AblatedBatch(batch, x, stands, clean.y, changes))
+            self.data.append(AblatedBatch(batch, x, stands, clean.y, changes, clean))
         self.inputs = sum(d.x.shape[0] for d in self.data)
         self.cost = Cost()
 
@@ -84,7 +85,7 @@ class DiscoveryTask:
         self.cost.forwards += 1
         total = 0.0
         for d in self.data:
-            y = self.forward.run(d.x, ablated, d.stand_ins).y
+            y = self.forward.run(d.x, ablated, d.stand_ins, clean=d.run).y
             total += float(self.change(y, d, metric).abs().sum())
         return total / self.inputs
 
@@ -96,7 +97,7 @@ class DiscoveryTask:
     def within_certificate(self, ablated: Collection[EdgeKey]) -> bool:
         """Whether every output stays in the certificate with ``ablated`` edges ablated."""
         self.cost.forwards += 1
-        return not any(bool(leaves_certificate(self.program, self.forward.run(d.x, ablated, d.stand_ins).y,
+        return not any(bool(leaves_certificate(self.program, self.forward.run(d.x, ablated, d.stand_ins, clean=d.run).y,
                                                d.batch, self.graph.eps).any()) for d in self.data)
 
     def gradients(self, alpha: float, embedding_at: float | None = None) -> Iterator[Tensor]:

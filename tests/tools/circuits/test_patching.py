@@ -70,3 +70,18 @@ def test_an_unknown_ablation_or_a_resample_without_inputs_is_refused() -> None:
         stand_ins(forward, x, "noise")
     with pytest.raises(ValueError, match="needs the corrupted inputs"):
         stand_ins(forward, x, "resample")
+
+
+@pytest.mark.parametrize("name", ["tracr/sort", "tracr/shuffle_dyck3", "min_pairwise"])
+def test_starting_from_the_clean_run_gives_the_same_bits_for_every_candidate_pair(name: str) -> None:
+    """The layers before an ablated edge's receiver are taken from the clean run: for every pair the
+    model could carry, alone and with every later pair too, the output is bit for bit the full run's."""
+    model, edges, x = shipped(name), graph(name), _inputs(name, 32)
+    forward = EdgeForward(model, edges)
+    clean = forward.run(x)
+    for ablation in ("zero", "mean"):
+        stands = stand_ins(forward, x, ablation)
+        pairs = edges.pairs()
+        for i, pair in enumerate(pairs):
+            for ablated in ([pair], pairs[i:]):
+                assert torch.equal(forward.run(x, ablated, stands).y, forward.run(x, ablated, stands, clean=clean).y)
