@@ -4,8 +4,12 @@ circuits").
 
     python bench/circuit_corpus.py OUT [--workers N] [--quick] [--benchmarks]
 
-Programs: every shipped compiled example (the continuous ones and Tracr's 14) and the 50 RASP
-programs of ``bench/rasp_suite.py`` (compiled from RASP at max_seq_len = 6, ε = 1e-3). Tiers:
+Programs: every shipped compiled example (the continuous ones and Tracr's 14), the 50 RASP
+programs of ``bench/rasp_suite.py`` (compiled from RASP at max_seq_len = 6, ε = 1e-3), and the
+further programs of the tests' shared example table (``tests/programs.py``, ``EXTRA``: programs
+over vectors written to use every construct of the language) that compile at their own ε and T
+(the ones the analysis calls inefficient, or that would need over the unit cap, are refused by
+design and left out). Tiers:
 
 - ``plain``: the compiled model;
 - ``disguised``: heads split in 2, units in 2, heads and units shuffled, the residual rotated;
@@ -65,6 +69,9 @@ def sources(quick: bool) -> dict[str, tuple[str, str, str]]:
         found[name], size[name] = ("shipped", str(path)), model.nonzero_parameter_count()
         key = (model.vocabulary.names if model.vocabulary is not None else model.d, model.T)
         groups.setdefault(key, []).append(name)
+    for name, model in extra_models().items():
+        found[name], size[name] = ("extra", name.removeprefix("extra_")), model.nonzero_parameter_count()
+        groups.setdefault((model.d, model.T), []).append(name)
     for entry in PROGRAMS:
         found[f"rasp_{entry.name}"] = ("rasp", entry.name)
         groups.setdefault((tuple(str(v) for v in entry.vocab), SUITE_LENGTH), []).append(f"rasp_{entry.name}")
@@ -75,11 +82,41 @@ def sources(quick: bool) -> dict[str, tuple[str, str, str]]:
     return {name: (kind, what, partner[name]) for name, (kind, what) in found.items()}
 
 
+def extra_program(name: str) -> Any:
+    """The shared example table's program ``name`` (tests/programs.py, EXTRA)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from programs import EXTRA
+
+    import infoflow_dsl as ifl
+
+    entry = next(e for e in EXTRA if e.name == name)
+    return ifl.parse_program(entry.source, path=entry.path)
+
+
+def extra_models() -> dict[str, Any]:
+    """``extra_NAME`` -> the compiled model, for each program of EXTRA that compiles (at its own ε)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from programs import EXTRA
+
+    import infoflow_dsl as ifl
+    from infoflow_dsl.errors import CompileError
+
+    found = {}
+    for entry in EXTRA:
+        try:
+            found[f"extra_{entry.name}"] = ifl.compile(extra_program(entry.name), samples=0)
+        except CompileError:  # inefficient, or over the unit cap: refused by design
+            continue
+    return found
+
+
 def build(kind: str, what: str) -> Any:
     import infoflow_dsl as ifl
 
     if kind == "shipped":
         return ifl.load(what, device="cpu")
+    if kind == "extra":
+        return ifl.compile(extra_program(what), samples=0)
     from rasp_suite import PROGRAMS
 
     entry = next(e for e in PROGRAMS if e.name == what)
