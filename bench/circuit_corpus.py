@@ -33,6 +33,7 @@ table also to BENCHMARKS.md "Ground truth").
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -93,6 +94,7 @@ def extra_program(name: str) -> Any:
     return ifl.parse_program(entry.source, path=entry.path)
 
 
+@functools.cache
 def extra_models() -> dict[str, Any]:
     """``extra_NAME`` -> the compiled model, for each program of EXTRA that compiles (at its own ε)."""
     sys.path.insert(0, str(ROOT / "tests"))
