@@ -2,7 +2,8 @@
 
     python bench/superposition_probe.py [--benchmarks]
 
-The probe behind a pass that the ground-truth issue asks for and that is not built: each residual
+The probe behind the choice of ``disguise --compress`` (dimensions shared over the depth, exact)
+over superposition at one depth, which no pass over compiled weights can do: each residual
 direction i gets a random unit vector p_i in R^D' (the columns of P, D' × D, Gaussian, each
 column normalised), every writer W ↦ W Pᵀ and every reader W ↦ P W, so that a reader sees
 h Pᵀ P W: its own features and, through p_i · p_j ≠ 0, a little of every other one (the
@@ -94,7 +95,9 @@ def main(argv: list[str]) -> int:
                       "a compiled reader is linear and exact, so the overlaps p_i · p_j (of order 1/√D') of "
                       "every feature present reach it at full weight. Superposition that keeps a certificate "
                       "needs readers built for it (thresholds with margins over sparse features), in the "
-                      "compiler, not a pass over its weights.")
+                      "compiler, not a pass over its weights. What a pass can do, and the corpus's third tier "
+                      "does, is share dimensions over the depth (``disguise --compress``: a feature's dimension "
+                      "erased after its last reader and taken by a later feature; exact).")
     return 0
 
 
