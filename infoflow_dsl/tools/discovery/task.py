@@ -29,15 +29,19 @@ Tensor = torch.Tensor
 @dataclass(frozen=True)
 class AblatedBatch:
     """Inputs of one length (``x`` as the model reads them), every sender's stand-in under the
-    ablation, the clean run's output and each sender's change Δ_s = ô_s − o_s (stand-in minus
-    clean output, (B, T'+1, D)), and the clean run itself."""
+    ablation, each sender's change Δ_s = ô_s − o_s (stand-in minus clean output, (B, T'+1, D)),
+    and the clean run (its outputs and output)."""
 
     batch: MeasuredBatch
     x: Tensor
     stand_ins: dict[str, Tensor]
-    clean: Tensor
     differences: dict[str, Tensor]
     run: PatchedRun  # the clean run (every sender's output), for the patched runs to start from
+
+    @property
+    def clean(self) -> Tensor:
+        """The clean run's output."""
+        return self.run.y
 
 
 @dataclass
@@ -68,7 +72,7 @@ class DiscoveryTask:
         for batch, x, stands in self.measurement.prepared(ablation):
             clean = forward.run(x)
             changes = {name: stands[name] - out for name, out in clean.outputs.items()}
-            self.data.append(AblatedBatch(batch, x, stands, clean.y, changes, clean))
+            self.data.append(AblatedBatch(batch, x, stands, changes, clean))
         self.inputs = sum(d.x.shape[0] for d in self.data)
         self.cost = Cost()
 
@@ -97,8 +101,9 @@ class DiscoveryTask:
     def within_certificate(self, ablated: Collection[EdgeKey]) -> bool:
         """Whether every output stays in the certificate with ``ablated`` edges ablated."""
         self.cost.forwards += 1
-        return not any(bool(leaves_certificate(self.program, self.forward.run(d.x, ablated, d.stand_ins, clean=d.run).y,
-                                               d.batch, self.graph.eps).any()) for d in self.data)
+        runs = (self.forward.run(d.x, ablated, d.stand_ins, clean=d.run).y for d in self.data)
+        return not any(bool(leaves_certificate(self.program, y, d.batch, self.graph.eps).any())
+                       for y, d in zip(runs, self.data, strict=True))
 
     def gradients(self, alpha: float, embedding_at: float | None = None) -> Iterator[Tensor]:
         """Per batch, ∂m_b/∂α_e (B, E) (one forward and one backward), every candidate edge's
