@@ -159,6 +159,7 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     row = {"model": name, "tier": tier, "source": what, "merged": [partner[1]] if merge else [],
            "eps": graph.eps, "edges": len(graph.edges),
            "nodes": len(graph.nodes), "parameters": model.nonzero_parameter_count(),
+           "compression": model.config.get("disguised", {}).get("compression"),
            "inputs": {"edges": edges.inputs, "certificate": certified.inputs}, "measured": measured,
            "necessary": {a: len(t.necessary) for a, t in truths.items()},
            "certificate": certificate, "holds": all(e <= graph.eps for e in certificate.values()),
@@ -195,14 +196,26 @@ def execute(out: Path, todo: list[tuple[str, str, str, tuple[str, str], str]], w
         report(ray.get(ready[0]))
 
 
+def _compressed(rows: list[dict[str, Any]]) -> str:
+    """The tier's residual features and dimensions, summed over its compressed models ('—': none)."""
+    found = [r["compression"] for r in rows if r.get("compression")]
+    if not found:
+        return "—"
+    features, dimensions = sum(c["features"] for c in found), sum(c["dimensions"] for c in found)
+    smaller = sum(c["dimensions"] < c["features"] for c in found)
+    return (f"{features:,} → {dimensions:,} ({dimensions / features:.0%}; {smaller} of {len(found)} models "
+            f"smaller, {sum(c['erased'] for c in found):,} erasers)")
+
+
 def summary(out: Path) -> str:
     """OUT/summary.md from every record written."""
     rows = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "truths").glob("*.json"))]
     lines = ["# The ground-truth corpus", "",
              f"{len(rows)} models; certificate (every pair outside the graph ablated at once, within ε) holds on "
              f"{sum(r['holds'] for r in rows)} of them.", "",
-             "| tier | models | edges (mean) | needed: zero | mean | resample | largest certificate error / ε |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "| tier | models | edges (mean) | needed: zero | mean | resample | largest certificate error / ε | "
+             "residual: features → dimensions |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
     for tier in TIERS:
         mine = [r for r in rows if r["tier"] == tier]
         if not mine:
@@ -211,7 +224,7 @@ def summary(out: Path) -> str:
         needed = [sum(r["necessary"][a] for r in mine) / max(edges, 1) for a in ("zero", "mean", "resample")]
         worst = max(max(r["certificate"].values()) / r["eps"] for r in mine)
         lines.append(f"| {tier} | {len(mine)} | {edges / len(mine):.1f} | {needed[0]:.0%} | {needed[1]:.0%} | "
-                     f"{needed[2]:.0%} | {worst:.3g} |")
+                     f"{needed[2]:.0%} | {worst:.3g} | {_compressed(mine)} |")
     lines += ["", "| model | tier | edges | needed (zero / mean / resample) | certificate error (ε) | seconds |",
               "|---|---|---:|---|---|---:|"]
     for r in rows:
