@@ -124,6 +124,9 @@ def test_the_circuit_corpus_builds_three_tiers_resumes_and_summarises(tmp_path: 
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
     assert "9 models; certificate (every pair outside the graph ablated at once, within ε) holds on 9" in summary
     assert all(f"| {tier} | 3 |" in summary for tier in circuit_corpus.TIERS)
+    merged = next(line for line in summary.splitlines() if line.startswith("| merged | 3 |"))
+    features, dimensions = (int(n.replace(",", "")) for n in re.search(r"\| ([\d,]+) → ([\d,]+) \(", merged).groups())
+    assert dimensions < features  # the third tier's residual is compressed below its number of features
     capsys.readouterr()
     assert circuit_corpus.main([str(tmp_path), "--quick"]) == 0  # everything written: nothing runs again
     assert capsys.readouterr().out.startswith("0 (program, tier) to build")
