@@ -225,6 +225,16 @@ def summary(out: Path) -> str:
         worst = max(max(r["certificate"].values()) / r["eps"] for r in mine)
         lines.append(f"| {tier} | {len(mine)} | {edges / len(mine):.1f} | {needed[0]:.0%} | {needed[1]:.0%} | "
                      f"{needed[2]:.0%} | {worst:.3g} | {_compressed(mine)} |")
+    worst = max(rows, key=lambda r: max(r["certificate"].values()) / r["eps"])
+    slowest = max(rows, key=lambda r: r["seconds"])
+    lines += ["", "Needed: the share of the graph's edges whose ablation alone puts some output out of the "
+              "certificate; it falls with the tiers because split heads make each copy's edges redundant, and "
+              "merged programs and distractors add edges nothing needs. The largest certificate error, "
+              f"{max(worst['certificate'].values()):.3g} at ε = {worst['eps']:g}, is {worst['model']}'s "
+              f"({worst['tier']}); a token output counts 1 for any wrong answer, and none has one. Residual: the "
+              "merged tier's compression (dimensions shared over the depth, erasers freeing them). Built in "
+              f"{sum(r['seconds'] for r in rows) / 60:.0f} min of one worker each (the slowest, {slowest['model']} "
+              f"{slowest['tier']}, {slowest['seconds']:.0f} s)."]
     lines += ["", "| model | tier | edges | needed (zero / mean / resample) | certificate error (ε) | seconds |",
               "|---|---|---:|---|---|---:|"]
     for r in rows:
