@@ -31,7 +31,7 @@ FRACTIONS = (1.0, 0.9, 0.75, 0.5)
 
 def compressed(model: Any, fraction: float, seed: int = 0) -> Any:
     """The model with its residual mapped into D' = round(fraction·D) dimensions (see above)."""
-    from infoflow_dsl.tools.circuits.compress import LAYER_READERS, LAYER_WRITERS, WRITERS
+    from infoflow_dsl.tools.circuits.compress import stage_tensors
     from infoflow_dsl.transformer.model import CompiledTransformer
 
     tensors = {n: (t.to_dense() if t.layout != torch.strided else t).to(torch.float64)
@@ -40,9 +40,10 @@ def compressed(model: Any, fraction: float, seed: int = 0) -> Any:
     width = max(1, round(fraction * size))
     p = torch.randn(width, size, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     p = p / p.norm(dim=0, keepdim=True)  # (D', D): unit columns
-    for name in [*WRITERS, *(f"blocks.{i}.{n}" for i in range(layers) for n in LAYER_WRITERS)]:
+    stages = stage_tensors(layers)
+    for name in [n for _, _, writers in stages for n in writers]:
         tensors[name] = tensors[name] @ p.T
-    for name in ["unembed.W_U", *(f"blocks.{i}.{n}" for i in range(layers) for n in LAYER_READERS)]:
+    for name in [n for _, readers, _ in stages for n in readers]:
         tensors[name] = p @ tensors[name]
     config = copy.deepcopy(model.config)
     config["d_model"], config["residual_labels"] = width, [f"superposed:{i}" for i in range(width)]

@@ -18,8 +18,8 @@ same function, exactly in real arithmetic (in floats: within rounding, measured 
   (read off the weights, which hold them exactly), and no ablation ever needs one of them.
 - **compress**: the residual below its number of features, each dimension carrying several
   features one after another over the depth, an eraser (two ReLU units) freeing a dimension after
-  its feature's last reader (``compress``: exact, the same bits; not superposition at one depth,
-  which no pass over compiled weights can do with a certificate). The graph gains the erasers'
+  its feature's last reader (``compress``: exact in real arithmetic; not superposition at one
+  depth, which no pass over compiled weights can do with a certificate). The graph gains the erasers'
   edges and those of a dimension's successive features (read off the weights).
 - **split heads** (k): head h becomes k heads with h's W_Q, W_K, W_V, β and mask (the same
   pattern) and W_O scaled by w_1..w_k > 0, Σ w_i = 1: Σ_i w_i·z W_O = z W_O. Every edge of h
@@ -50,12 +50,11 @@ from typing import Any
 import torch
 
 from ...transformer.model import CompiledTransformer
-from .compress import COMPRESSED, LAYER_READERS, LAYER_WRITERS, WRITERS, compress_residual
+from .compress import COMPRESSED, compress_residual, stage_tensors
 from .graph import INPUT, OUTPUT, CircuitEdge, EdgeGraph, GraphNode, weight_edges, weight_writes
 
 Tensor = torch.Tensor
 
-__all__ = ["LAYER_READERS", "LAYER_WRITERS", "WRITERS", "DisguisePasses", "disguise"]
 HEAD_TENSORS = ("W_Q", "W_K", "W_V", "W_O", "beta")
 DISTRACTOR = "a distractor: nothing the output needs reads it"
 
@@ -283,10 +282,10 @@ class _Disguiser:
         return dataclasses.replace(bare, edges=edges)
 
     def _writers(self) -> list[str]:
-        return [*WRITERS, *(f"blocks.{i}.{n}" for i in range(self.layers) for n in LAYER_WRITERS)]
+        return [name for _, _, writers in stage_tensors(self.layers) for name in writers]
 
     def _readers(self) -> list[str]:
-        return ["unembed.W_U", *(f"blocks.{i}.{n}" for i in range(self.layers) for n in LAYER_READERS)]
+        return [name for _, readers, _ in stage_tensors(self.layers) for name in readers]
 
     # ------------------------------------------------------------------ compression
 
