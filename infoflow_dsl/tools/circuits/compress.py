@@ -167,12 +167,13 @@ def compress_residual(tensors: dict[str, Tensor], config: dict[str, Any]) -> Com
             tensors[name] = tensors[name] @ a
         for name in readers:  # (..., D, E) -> (..., D', E)
             tensors[name] = a.T @ tensors[name]
+    names = plan.labels()
     for layer, erased in sorted(plan.erasers().items()):
         _add_erasers(tensors, layer, [dimension for dimension, _ in erased], plan.dimensions)
         config["layers"][layer]["mlp"].append({
             "name": f"eraser:{layer}", "computes": f"{ERASER} ({', '.join(labels[i] for _, i in erased)})",
-            "units": 2 * len(erased), "error": 0.0, "output": plan.labels()[erased[0][0]]})
-    config["residual_labels"], config["d_model"] = plan.labels(), plan.dimensions
+            "units": 2 * len(erased), "error": 0.0, "output": names[erased[0][0]]})
+    config["residual_labels"], config["d_model"] = names, plan.dimensions
     return plan
 
 
