@@ -171,11 +171,12 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
 
 
 def jobs(out: Path, quick: bool) -> list[tuple[str, str, str, tuple[str, str], str]]:
-    """The (name, kind, what, partner's (kind, what), tier) whose record is not written yet."""
+    """The (name, kind, what, partner's (kind, what), tier) whose record is not written yet, the
+    heaviest tier first (the merged models take longest: started first, they do not make the tail)."""
     found = sources(quick)
     every = sources(False) if quick else found  # a quick run's partners may lie outside it
-    return [(name, kind, what, every[partner][:2], tier) for name, (kind, what, partner) in found.items()
-            for tier in TIERS if not (out / "truths" / f"{name}.{tier}.json").exists()]
+    return [(name, kind, what, every[partner][:2], tier) for tier in reversed(TIERS)
+            for name, (kind, what, partner) in found.items() if not (out / "truths" / f"{name}.{tier}.json").exists()]
 
 
 def execute(out: Path, todo: list[tuple[str, str, str, tuple[str, str], str]], workers: int,

@@ -97,11 +97,7 @@ class EdgeForward:
             start = embedded(model, x).to(torch.float64) if embedding is None else embedding  # (B, T'+1, D)
             outputs: dict[str, Tensor] = {INPUT: start}
 
-            def read(receiver: str, channel: str, total: Tensor) -> Tensor:
-                for sender, alpha in changes.get((receiver, channel), []):
-                    change = differences[sender] if differences is not None else replacement[sender] - outputs[sender]
-                    total = total + alpha * change
-                return total
+            read = _InputReader(changes, outputs, replacement, differences)
 
             total = outputs[INPUT]
             first = self._first_changed(changes) if clean is not None and embedding is None else 0
@@ -135,18 +131,23 @@ class EdgeForward:
     def _project(self, layer: int, channel: str, names: list[str], total: Tensor,
                  read: Callable[[str, str, Tensor], Tensor], rows: slice) -> Tensor:
         """Every head's ``channel`` projection of its own input at positions ``rows``, (B, H, N, E):
-        one product of the common input ``total`` (B, N, D) with all heads' W (H, D, E) side by
-        side, and a product of its own input for each head that reads something else (an edge
-        into it ablated)."""
+        the heads that read one input (the common ``total`` (B, N, D), or one patched input:
+        the same ablated senders) take one product of it with their W (h, D, E) side by side."""
         w = self._weights(layer, f"W_{channel.upper()}")  # (H, D, E)
-        heads, size, width = w.shape
-        common = total[:, rows] @ w.permute(1, 0, 2).reshape(size, heads * width)  # (B, N, H·E)
-        projected = common.unflatten(-1, (heads, width)).transpose(1, 2)  # (B, H, N, E)
         own = [read(name, channel, total) for name in names]
-        if all(mine is total for mine in own):
-            return projected
-        return torch.stack([projected[:, i] if mine is total else mine[:, rows] @ w[i] for i, mine in enumerate(own)],
-                           dim=1)
+        groups: dict[int, list[int]] = {}
+        for i, mine in enumerate(own):
+            groups.setdefault(id(mine), []).append(i)
+        projected: list[Tensor] = []
+        for members in groups.values():
+            heads = w if len(members) == len(own) else w[members]  # (h, D, E)
+            size, width = heads.shape[1:]
+            product = own[members[0]][:, rows] @ heads.permute(1, 0, 2).reshape(size, len(members) * width)
+            projected.append(product.unflatten(-1, (len(members), width)).transpose(1, 2))  # (B, h, N, E)
+        if len(groups) == 1:
+            return projected[0]
+        order = torch.tensor([i for members in groups.values() for i in members]).argsort()
+        return torch.cat(projected, dim=1)[:, order]
 
     def _heads(self, layer: int, names: list[str], total: Tensor,
                read: Callable[[str, str, Tensor], Tensor]) -> list[Tensor]:
@@ -161,6 +162,53 @@ class EdgeForward:
         z = attention_pattern(scores, has_key) @ v  # (B, H, N, V)
         w_o = self._weights(layer, "W_O")  # (H, V, D)
         return list(torch.einsum("bhnv,hvd->bhnd", z, w_o).unbind(dim=1))
+
+
+class _InputReader:
+    """A receiver's channel input in one patched run: Σ o_s plus, for each of its ablated edges
+    in turn, α (ô_s − o_s) (or α Δ_s with ``differences`` fixed).
+
+    The sum is accumulated in place on one copy of the common input (an α of exactly 1.0 is not
+    multiplied: the same bits), and receivers that read the same common input through the same
+    ablated senders (the heads of a layer under a circuit's complement, say) share one sum."""
+
+    def __init__(self, changes: Mapping[tuple[str, str], list[tuple[str, Tensor | float]]],
+                 outputs: Mapping[str, Tensor], replacement: Mapping[str, Tensor],
+                 differences: Mapping[str, Tensor] | None) -> None:
+        self.changes, self.outputs, self.replacement, self.differences = changes, outputs, replacement, differences
+        self._common: Tensor | None = None  # the common input the shared sums were taken on (kept alive)
+        self._shared: dict[tuple[tuple[str, Tensor | float], ...], Tensor] = {}
+
+    def __call__(self, receiver: str, channel: str, total: Tensor) -> Tensor:
+        own = tuple(self.changes.get((receiver, channel), ()))
+        if not own:
+            return total
+        shareable = all(isinstance(alpha, float) for _, alpha in own)
+        if shareable:
+            if self._common is not total:
+                self._common, self._shared = total, {}
+            if own in self._shared:
+                return self._shared[own]
+        result = total.clone() if not total.requires_grad else total
+        for sender, alpha in own:
+            whole = isinstance(alpha, float) and alpha == 1.0
+            if whole and self.differences is None and self._is_zero(sender) and not result.requires_grad:
+                result.sub_(self.outputs[sender])  # ô_s = 0: the same value as + (0 − o_s), one pass
+                continue
+            change = self.differences[sender] if self.differences is not None else (
+                self.replacement[sender] - self.outputs[sender])
+            if whole and not result.requires_grad:
+                result.add_(change)
+            else:
+                result = result + (change if whole else alpha * change)
+        if shareable:
+            self._shared[own] = result
+        return result
+
+    def _is_zero(self, sender: str) -> bool:
+        """Whether ``sender``'s stand-in is zero ablation's scalar 0."""
+        stand_in = self.replacement[sender]
+        return stand_in.dim() == 0 and not stand_in.requires_grad and float(stand_in) == 0.0
 
 
 def stand_ins(forward: EdgeForward, x: Tensor, ablation: str, corrupted: Tensor | None = None) -> dict[str, Tensor]:

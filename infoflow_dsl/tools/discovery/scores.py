@@ -71,8 +71,8 @@ def faithfulness(task: DiscoveryTask, scores: Mapping[EdgeKey, float], distance:
     for k in sorted({max(1, round(f * len(pairs))) for f in fractions}):
         kept = set(top_k(scores, k))
         outside = [p for p in pairs if p not in kept]
-        moved = task.effect(outside, distance)
-        points.append(FaithfulPoint(k, 1.0 - moved / empty if empty > 0 else 1.0, task.within_certificate(outside)))
+        moved, within = task.measured(outside, distance)
+        points.append(FaithfulPoint(k, 1.0 - moved / empty if empty > 0 else 1.0, within))
     return points
 
 

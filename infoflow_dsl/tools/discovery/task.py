@@ -86,12 +86,18 @@ class DiscoveryTask:
 
     def effect(self, ablated: Collection[EdgeKey], metric: str | None = None) -> float:
         """mean_b |m_b(patched) − m_b(clean)| with ``ablated`` edges ablated (one forward)."""
+        return self.measured(ablated, metric)[0]
+
+    def measured(self, ablated: Collection[EdgeKey], metric: str | None = None) -> tuple[float, bool]:
+        """The effect of ablating ``ablated`` (as :meth:`effect`) and whether every output stays
+        in the certificate, from one forward."""
         self.cost.forwards += 1
-        total = 0.0
+        total, within = 0.0, True
         for d in self.data:
             y = self.forward.run(d.x, ablated, d.stand_ins, clean=d.run).y
             total += float(self.change(y, d, metric).abs().sum())
-        return total / self.inputs
+            within = within and not bool(leaves_certificate(self.program, y, d.batch, self.graph.eps).any())
+        return total / self.inputs, within
 
     def change(self, y: Tensor, d: AblatedBatch, metric: str | None = None) -> Tensor:
         """m_b(y) − m_b(clean), (B,)."""

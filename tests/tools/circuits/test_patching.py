@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from exported import shipped as shipped_in
 from shipped_models import MEASURED, graph, model_inputs_of, shipped
 
 from infoflow_dsl.tools.circuits.patching import EdgeForward, edge_key, stand_ins
@@ -28,32 +29,52 @@ def test_nothing_ablated_is_the_models_forward(name: str) -> None:
     assert _close(EdgeForward(model, graph(name)).run(x).y, expected)
 
 
+def _hook_values(model: torch.nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Every hook's value in the model's own clean run."""
+    seen: dict[str, torch.Tensor] = {}
+
+    def record(name: str, value: torch.Tensor) -> torch.Tensor:
+        seen[name] = value.clone()
+        return value
+
+    with torch.no_grad():
+        model.run(x, record)
+    return seen
+
+
+@pytest.mark.parametrize("ablation", ["zero", "mean"])
 @pytest.mark.parametrize("name", MEASURED)
-def test_zero_ablating_every_edge_out_of_a_node_removes_it_as_the_models_hooks_do(name: str) -> None:
-    """Independently of the edge forward: the model's own run with the node's output zeroed at its
-    TransformerLens hook (a head's z at its index, an MLP's hook_mlp_out)."""
-    model, edges, x = shipped(name), graph(name), _inputs(name)
+def test_ablating_every_edge_out_of_a_node_replaces_it_as_the_models_hooks_do(name: str, ablation: str) -> None:
+    """Independently of the edge forward: the model's own run with the node's output replaced at
+    its TransformerLens hook (a head's z at its index, an MLP's hook_mlp_out) by 0 or by its mean
+    over the batch (the head's output z W_O is linear in z). Every receiver of the node reads the
+    same ablated sender, the case the forward shares one sum for. In float64: a stand-in can put
+    a large-β head's scores near a tie, where float32's rounding is amplified."""
+    model, edges, x = shipped_in(name, torch.float64), graph(name), _inputs(name)
     forward = EdgeForward(model, edges)
-    zero = stand_ins(forward, x, "zero")
+    stands, clean = stand_ins(forward, x, ablation), _hook_values(model, x)
     for node in edges.senders():
         if node.kind == "input":
             continue
         out_of = [edge_key(e) for e in edges.edges if e.sender == node.name]
         hook = f"blocks.{node.layer}.attn.hook_z" if node.kind == "head" else f"blocks.{node.layer}.hook_mlp_out"
+        mean = clean[hook].mean(dim=0, keepdim=True)
 
-        def tap(name: str, value: torch.Tensor, hook: str = hook, index: int | None = node.index) -> torch.Tensor:
+        def tap(name: str, value: torch.Tensor, hook: str = hook, index: int | None = node.index,
+                mean: torch.Tensor = mean) -> torch.Tensor:
             if name != hook:
                 return value
             value = value.clone()
+            stand_in = mean if ablation == "mean" else torch.zeros_like(mean)
             if index is None:
-                value.zero_()
+                value[:] = stand_in
             else:
-                value[:, :, index] = 0.0
+                value[:, :, index] = stand_in[:, :, index]
             return value
 
         with torch.no_grad():
-            expected = model.run(x, tap).to(torch.float64)
-        assert _close(forward.run(x, out_of, zero).y, expected), node.name
+            expected = model.run(x, tap)
+        assert torch.allclose(forward.run(x, out_of, stands).y, expected, rtol=1e-9, atol=1e-9), node.name
 
 
 @pytest.mark.parametrize("name", MEASURED)
