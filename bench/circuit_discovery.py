@@ -1,7 +1,8 @@
 """The circuit-discovery benchmark on the ground-truth corpus (issue "the circuit-discovery
 benchmark"): every method, every ablation, every tier, and BENCHMARKS.md "Circuit discovery".
 
-    python bench/circuit_discovery.py CORPUS OUT [--workers N] [--tiers plain,...] [--benchmarks]
+    python bench/circuit_discovery.py CORPUS OUT [--workers N] [--tiers plain,...] [--skip P,...]
+                                      [--only P,...] [--summary-only] [--benchmarks]
 
 CORPUS is the folder ``bench/circuit_corpus.py`` builds; OUT the benchmark's folder
 (``infoflowc benchmark``'s: resumable, so a rerun adds only what is missing). With
@@ -20,6 +21,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 
+def others(corpus: Path, only: str) -> tuple[str, ...]:
+    """The corpus's model names that match none of ``only``'s comma-separated patterns (none if
+    it is empty): ``--only`` as ``--skip``, so that runs on parts of the corpus can go side by
+    side (each with its own OUT; their results.jsonl concatenated for the summary)."""
+    import fnmatch
+
+    patterns = [p for p in only.split(",") if p]
+    names = sorted({p.stem.rsplit(".", 1)[0] for p in (corpus / "truths").glob("*.json")})
+    return tuple(n for n in names if patterns and not any(fnmatch.fnmatchcase(n, p) for p in patterns))
+
+
 def main(argv: list[str]) -> int:
     from infoflow_dsl.tools.circuits import ABLATIONS
     from infoflow_dsl.tools.discovery import METHODS
@@ -31,13 +43,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--tiers", help="comma-separated (default every tier)")
     parser.add_argument("--skip", default="", help="comma-separated shell patterns of models to leave out")
+    parser.add_argument("--only", default="", help="comma-separated shell patterns: run only the models matching one")
     parser.add_argument("--summary-only", action="store_true",
                         help="summarise the models OUT holds every job of, run none")
     parser.add_argument("--benchmarks", action="store_true", help='write BENCHMARKS.md "Circuit discovery"')
     arguments = parser.parse_args(argv)
     tiers = None if arguments.tiers is None else tuple(arguments.tiers.split(","))
     start = time.perf_counter()
-    skip = tuple(p for p in arguments.skip.split(",") if p)
+    skip = tuple(p for p in arguments.skip.split(",") if p) + others(arguments.corpus, arguments.only)
     if arguments.summary_only:
         from infoflow_dsl.tools.discovery.benchmark import RESULTS, read_rows
         from infoflow_dsl.tools.discovery.summary import write_summary

@@ -130,3 +130,15 @@ def test_the_circuit_corpus_builds_three_tiers_resumes_and_summarises(tmp_path: 
     capsys.readouterr()
     assert circuit_corpus.main([str(tmp_path), "--quick"]) == 0  # everything written: nothing runs again
     assert capsys.readouterr().out.startswith("0 (program, tier) to build")
+    import circuit_discovery
+
+    from infoflow_dsl.tools.circuits import ABLATIONS
+    from infoflow_dsl.tools.discovery import METHODS
+    from infoflow_dsl.tools.discovery.benchmark import RESULTS, read_rows
+
+    out = tmp_path / "discovery"
+    assert circuit_discovery.main([str(tmp_path), str(out), "--workers", "1", "--tiers", "plain", "--only",
+                                   "tracr_*,nothing_*"]) == 0
+    rows = read_rows(out / RESULTS)
+    assert {(r["model"], r["tier"]) for r in rows} == {("tracr_reverse", "plain")}
+    assert len(rows) == len(METHODS) * len(ABLATIONS)
