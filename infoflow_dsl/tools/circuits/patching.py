@@ -47,10 +47,21 @@ def edge_key(edge: CircuitEdge) -> EdgeKey:
 
 @dataclass
 class PatchedRun:
-    """One patched forward's sender outputs (name -> (B, T'+1, D), float64) and its output."""
+    """One patched forward's sender outputs (name -> (B, T'+1, D), float64), its output, and the
+    residual stream entering each layer and the readout (L + 1 of (B, T'+1, D))."""
 
     outputs: dict[str, Tensor]
     y: Tensor
+    residuals: list[Tensor]
+
+
+def _summed(total: Tensor, outputs: list[Tensor]) -> Tensor:
+    """total + o_1 + o_2 + … in that order, on one new tensor (the later ones added in place: the
+    same bits as adding one at a time; out of place where autograd records it)."""
+    result = total + outputs[0]
+    for out in outputs[1:]:
+        result = result + out if torch.is_grad_enabled() else result.add_(out)
+    return result
 
 
 class EdgeForward:
@@ -82,8 +93,9 @@ class EdgeForward:
         ``embedding`` replaces the input's output (B, T'+1, D) (EAP-IG on the inputs).
 
         ``clean``, this batch's run with nothing ablated, saves the layers before the first one an
-        ablated edge enters: they compute what they computed there, so their outputs are taken
-        from it (and summed in the same order: the same bits as running them)."""
+        ablated edge enters: they compute what they computed there, so their outputs and the
+        residual stream entering that layer are taken from it (summed there in the same order:
+        the same bits as running them)."""
         replacement = dict(replacements or {})
         changes: dict[tuple[str, str], list[tuple[str, Tensor | float]]] = {}
         for sender, receiver, channel in ablated:
@@ -99,28 +111,29 @@ class EdgeForward:
 
             read = _InputReader(changes, outputs, replacement, differences)
 
-            total = outputs[INPUT]
+            total, residuals = outputs[INPUT], []
             first = self._first_changed(changes) if clean is not None and embedding is None else 0
             for layer in range(len(self.blocks)):
                 heads = [n for n in self.graph.nodes if n.kind == "head" and n.layer == layer]
+                mlp = [f"m{layer}"] if f"m{layer}" in self.graph.by_name else []
                 if layer < first and clean is not None:  # computed as in the clean run
-                    for name in [n.name for n in heads] + [f"m{layer}"] * (f"m{layer}" in self.graph.by_name):
-                        outputs[name] = clean.outputs[name]
-                        total = total + outputs[name]
+                    outputs.update({name: clean.outputs[name] for name in [n.name for n in heads] + mlp})
+                    residuals.append(clean.residuals[layer])
+                    total = clean.residuals[layer + 1]
                     continue
+                residuals.append(total)
                 if heads:
                     head_outputs = self._heads(layer, [n.name for n in heads], total, read)
-                    for node, out in zip(heads, head_outputs, strict=True):
-                        outputs[node.name] = out
-                        total = total + out
-                name = f"m{layer}"
-                if name in self.graph.by_name:
+                    outputs.update({node.name: out for node, out in zip(heads, head_outputs, strict=True)})
+                    total = _summed(total, head_outputs)
+                for name in mlp:
                     out = mlp_block(self.blocks[layer][1], read(name, MLP_CHANNEL, total).to(model.dtype))
                     outputs[name] = out.to(torch.float64)
-                    total = total + outputs[name]
+                    total = _summed(total, [outputs[name]])
+            residuals.append(total)
             final = read(OUTPUT, OUTPUT_CHANNEL, total)
             y = model.readout(final.to(model.dtype)).to(torch.float64)
-        return PatchedRun(outputs, y)
+        return PatchedRun(outputs, y, residuals)
 
     def _first_changed(self, changes: Mapping[tuple[str, str], object]) -> int:
         """The first layer with a receiver whose input changes (the output's: L)."""
