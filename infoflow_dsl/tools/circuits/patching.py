@@ -71,6 +71,10 @@ class EdgeForward:
         self.model, self.graph = model, graph
         self.blocks = [(b.attn, b.mlp) for b in model.blocks]
         self._cached: dict[tuple[int, str], Tensor] = {}
+        # each layer's senders in the order they are summed: its heads', then its MLP's if any
+        self._heads_of = [[n.name for n in graph.nodes if n.kind == "head" and n.layer == layer]
+                          for layer in range(len(self.blocks))]
+        self._mlp_of = [[f"m{layer}"] if f"m{layer}" in graph.by_name else [] for layer in range(len(self.blocks))]
 
     def _weights(self, layer: int, name: str) -> Tensor:
         """Block ``layer``'s attention weight ``name`` in float64 (converted once)."""
@@ -114,17 +118,16 @@ class EdgeForward:
             total, residuals = outputs[INPUT], []
             first = self._first_changed(changes) if clean is not None and embedding is None else 0
             for layer in range(len(self.blocks)):
-                heads = [n for n in self.graph.nodes if n.kind == "head" and n.layer == layer]
-                mlp = [f"m{layer}"] if f"m{layer}" in self.graph.by_name else []
+                heads, mlp = self._heads_of[layer], self._mlp_of[layer]
                 if layer < first and clean is not None:  # computed as in the clean run
-                    outputs.update({name: clean.outputs[name] for name in [n.name for n in heads] + mlp})
+                    outputs.update({name: clean.outputs[name] for name in heads + mlp})
                     residuals.append(clean.residuals[layer])
                     total = clean.residuals[layer + 1]
                     continue
                 residuals.append(total)
                 if heads:
-                    head_outputs = self._heads(layer, [n.name for n in heads], total, read)
-                    outputs.update({node.name: out for node, out in zip(heads, head_outputs, strict=True)})
+                    head_outputs = self._heads(layer, heads, total, read)
+                    outputs.update(zip(heads, head_outputs, strict=True))
                     total = _summed(total, head_outputs)
                 for name in mlp:
                     out = mlp_block(self.blocks[layer][1], read(name, MLP_CHANNEL, total).to(model.dtype))
