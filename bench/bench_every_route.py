@@ -8,7 +8,7 @@ few hundred inputs, so that CI stays short; this script is the full measurement 
 
 - every efficient program of the test table (``tests/programs.py``, verdict ``efficient``) and
   every efficient canonical example, compiled with ``ffn="deep"`` at ε ∈ {1e-3, 1e-6}, float64:
-  the worst error on 10,000 random inputs + 256 corners (``reference.measure.errors_on``, the inputs the
+  the worst error on 10,000 random inputs + 256 corners (``measure.vectors.errors_on``, the inputs the
   guarantee covers) against ε and the model's a-priori bound;
 - the nonzero parameters of ``wide``, ``deep`` and ``auto`` at both ε: auto must need no more
   than the smaller of the other two (±5%);
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from programs import ALL, by_name  # noqa: E402
 
 import infoflow_dsl as ifl  # noqa: E402
-from infoflow_dsl.reference.measure import CORNERS, errors_on, model_inputs  # noqa: E402
+from infoflow_dsl.measure.vectors import CORNERS, errors_on, model_inputs  # noqa: E402
 
 EPSILONS = (1e-3, 1e-6)
 ROUTES = ("wide", "deep", "auto")

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from exported import SHIPPED, largest_error, largest_gap, shipped
 
 import infoflow_dsl as ifl
+from infoflow_dsl.measure.vectors import errors_on, model_inputs
 from infoflow_dsl.pipeline import program_of
-from infoflow_dsl.reference.measure import errors_on, model_inputs
 
 SAMPLES = 2000
 TARGET_SAMPLES = 500

@@ -39,8 +39,8 @@ from handmade_models import random_model, token_model  # noqa: E402
 from hostile_files import export_mutants, mutants  # noqa: E402
 
 import infoflow_dsl as ifl  # noqa: E402
+from infoflow_dsl.cli.main import run  # noqa: E402
 from infoflow_dsl.errors import ExportError, ModelFileError  # noqa: E402
-from infoflow_dsl.tools.cli import run  # noqa: E402
 from infoflow_dsl.transformer.io import model_to_bytes  # noqa: E402
 
 

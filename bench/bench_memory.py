@@ -23,7 +23,7 @@ import torch
 from report import write_section
 
 import infoflow_dsl as ifl
-from infoflow_dsl.reference.measure import errors_on, model_inputs
+from infoflow_dsl.measure.vectors import errors_on, model_inputs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "compiled_examples"
 CASES = [("min_pairwise", 1e-4), ("intrinsic_3", 1e-4), ("intrinsic_6", 1e-4), ("nearest_neighbour", 1e-4)]

@@ -38,7 +38,7 @@ def child(tree: str, name: str, method: str, ablation: str) -> None:
     from circuit_corpus import TIERS
 
     import infoflow_dsl as ifl
-    from infoflow_dsl.tools.discovery.discover import discover
+    from infoflow_dsl.discovery.discover import discover
 
     assert Path(ifl.__file__).resolve().is_relative_to(Path(tree).resolve()), ifl.__file__
     torch.set_num_threads(1)

@@ -32,9 +32,9 @@ EXAMPLE = str(ROOT / "compiled_examples" / "min_pairwise.iflow")
 
 
 def console_command() -> list[str]:
-    """The installed ``infoflowc`` script beside this Python, else ``python -m infoflow_dsl.tools.cli``."""
+    """The installed ``infoflowc`` script beside this Python, else ``python -m infoflow_dsl.cli.main``."""
     script = Path(sys.executable).parent / "infoflowc"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "infoflow_dsl.tools.cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "infoflow_dsl.cli.main"]
 
 
 #: (label, argv, held to LIMIT): the reference interpreter, the import, the light commands.
@@ -125,7 +125,7 @@ def render(cases: Sequence[tuple[str, list[str], bool]], now: list[Timing], befo
              f"{load} at the end: a shared machine).* Each command in a fresh process, stdout to /dev/null, the "
              f"commands in turn each round, best of {repeats} rounds after a warm-up round (bytecode caches "
              f"written, as installed). CPU: the child's user + system time. `import infoflow_dsl`, `--help`, "
-             f"`parse` and `analyze` import no torch (tests/test_package.py, tests/tools/test_cli.py); the light "
+             f"`parse` and `analyze` import no torch (tests/test_package.py, tests/cli/test_main.py); the light "
              f"commands' wall times: {verdict} {LIMIT} s (max {max(held):.3f} s).")
     return intro + "\n\n" + "\n".join(lines)
 

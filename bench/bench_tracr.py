@@ -23,7 +23,7 @@ from report import write_section
 
 import infoflow_dsl as ifl
 from infoflow_dsl.errors import CompileError
-from infoflow_dsl.reference.tokens import random_ids
+from infoflow_dsl.oracle.tokens import random_ids
 
 TRACR_DIR = Path(__file__).resolve().parent.parent / "compiled_examples" / "tracr"
 LENGTHS = (5, 10, 20, 40)

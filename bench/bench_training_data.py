@@ -25,7 +25,7 @@ import torch
 from report import write_section
 
 import infoflow_dsl as ifl
-from infoflow_dsl.tools.train import Distribution, TrainSettings, build_model, draw_inputs, squared_error
+from infoflow_dsl.training.train import Distribution, TrainSettings, build_model, draw_inputs, squared_error
 
 ROOT = Path(__file__).resolve().parent.parent
 REPEATS = 20

@@ -137,10 +137,10 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     import torch
 
     import infoflow_dsl as ifl
+    from infoflow_dsl.circuits import ABLATIONS
+    from infoflow_dsl.circuits.patching import EdgeForward
+    from infoflow_dsl.circuits.truth import TruthMeasurement
     from infoflow_dsl.pipeline import program_of
-    from infoflow_dsl.tools.circuits import ABLATIONS
-    from infoflow_dsl.tools.circuits.patching import EdgeForward
-    from infoflow_dsl.tools.circuits.truth import TruthMeasurement
 
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -187,7 +187,7 @@ def execute(out: Path, todo: list[tuple[str, str, str, tuple[str, str], str]], w
         return
     import ray
 
-    from infoflow_dsl.tools.cluster import start_ray
+    from infoflow_dsl.training.cluster import start_ray
 
     start_ray(workers, None)
     task = ray.remote(num_cpus=1)(run_one)

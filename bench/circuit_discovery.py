@@ -33,9 +33,9 @@ def others(corpus: Path, only: str) -> tuple[str, ...]:
 
 
 def main(argv: list[str]) -> int:
-    from infoflow_dsl.tools.circuits import ABLATIONS
-    from infoflow_dsl.tools.discovery import METHODS
-    from infoflow_dsl.tools.discovery.benchmark import run_benchmark
+    from infoflow_dsl.circuits import ABLATIONS
+    from infoflow_dsl.discovery import METHODS
+    from infoflow_dsl.discovery.benchmark import run_benchmark
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpus", type=Path)
@@ -52,8 +52,8 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     skip = tuple(p for p in arguments.skip.split(",") if p) + others(arguments.corpus, arguments.only)
     if arguments.summary_only:
-        from infoflow_dsl.tools.discovery.benchmark import RESULTS, read_rows
-        from infoflow_dsl.tools.discovery.summary import write_summary
+        from infoflow_dsl.discovery.benchmark import RESULTS, read_rows
+        from infoflow_dsl.discovery.summary import write_summary
 
         rows = read_rows(arguments.out / RESULTS)
         jobs: dict[tuple[str, str], int] = {}

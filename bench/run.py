@@ -46,7 +46,7 @@ from plain import plain_like  # noqa: E402
 from report import write_section  # noqa: E402
 
 import infoflow_dsl as ifl  # noqa: E402
-from infoflow_dsl.reference.evaluate import at_length  # noqa: E402
+from infoflow_dsl.oracle.evaluate import at_length  # noqa: E402
 from infoflow_dsl.transformer.sparse import nonzero_entries  # noqa: E402
 
 TITLE = "Speed at scale (bench/run.py)"
@@ -139,7 +139,7 @@ def peak_of(argv: list[str], threads: int | None = 1) -> tuple[float, float, int
 
 
 def cli(*arguments: str) -> list[str]:
-    return [sys.executable, "-m", "infoflow_dsl.tools.cli", *arguments]
+    return [sys.executable, "-m", "infoflow_dsl.cli.main", *arguments]
 
 
 def samples_flag(sizes: Sizes) -> list[str]:

@@ -31,7 +31,7 @@ FRACTIONS = (1.0, 0.9, 0.75, 0.5)
 
 def compressed(model: Any, fraction: float, seed: int = 0) -> Any:
     """The model with its residual mapped into D' = round(fraction·D) dimensions (see above)."""
-    from infoflow_dsl.tools.circuits.compress import stage_tensors
+    from infoflow_dsl.circuits.compress import stage_tensors
     from infoflow_dsl.transformer.model import CompiledTransformer
 
     tensors = {n: (t.to_dense() if t.layout != torch.strided else t).to(torch.float64)
@@ -52,9 +52,9 @@ def compressed(model: Any, fraction: float, seed: int = 0) -> Any:
 
 def departure(model: Any, name: str) -> tuple[int, list[str]]:
     import infoflow_dsl as ifl
+    from infoflow_dsl.measure.vectors import model_inputs, wrong_answers
+    from infoflow_dsl.oracle.tokens import random_ids
     from infoflow_dsl.pipeline import program_of
-    from infoflow_dsl.reference.measure import model_inputs, wrong_answers
-    from infoflow_dsl.reference.tokens import random_ids
 
     program = program_of(model)
     x = random_ids(program, 300, seed=1) if program.over_tokens else model_inputs(program, 300, seed=1).double()

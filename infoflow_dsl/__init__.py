@@ -24,12 +24,17 @@ from __future__ import annotations
 
 import importlib
 
+from .transformer import save
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (8 ms): mypy reads the name
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Any
 
     from .analysis.report import AnalysisReport
+    from .circuits.disguise import disguise
+    from .circuits.graph import EdgeGraph, circuit_graph
+    from .circuits.truth import edge_truth
+    from .discovery.discover import discover
     from .errors import (
         CompileError,
         Diagnostic,
@@ -43,48 +48,50 @@ if TYPE_CHECKING:
         UsageError,
         WorkloadError,
     )
-    from .language.typed import Program
+    from .exporters.directory import export, export_inputs, export_outputs, load_exported
+    from .language.load import load_program, parse_program
+    from .language.program import Program
+    from .oracle.answers import decode
+    from .oracle.evaluate import evaluate
+    from .oracle.sampling import sample_inputs
+    from .oracle.tokens import encode
+    from .page import report
     from .pipeline import compile_program
     from .pipeline import compile_program as compile
-    from .plan import analyze
     from .rasp.translate import from_rasp
-    from .reference.circuit_map import CircuitSite, circuit
-    from .reference.evaluate import evaluate
-    from .reference.sampling import sample_inputs
-    from .reference.tokens import decode, encode
-    from .tools.circuits.disguise import disguise
-    from .tools.circuits.graph import EdgeGraph, circuit_graph
-    from .tools.circuits.truth import edge_truth
-    from .tools.discovery.discover import discover
-    from .tools.export.directory import export, export_inputs, export_outputs, load_exported
-    from .tools.report import report
+    from .scheduling import analyze
     from .transformer.io import load
     from .transformer.lens import hooked
     from .transformer.model import CompiledTransformer
+    from .verify.sites import CircuitSite, circuit
 
 #: The public names that resolve on first use (PEP 562), by the module (under this package)
-#: that defines them: importing the package imports nothing else (not even its exceptions'
-#: dataclasses), so that the console script reaches its Ctrl-C guard within milliseconds
-#: (``tools/console.py``). ``compile`` is ``compile_program``; ``circuit`` is the function, the
-#: circuit IR module stays importable as ``infoflow_dsl.compiler.circuit``.
+#: that defines them: importing the package imports nothing else but the light
+#: ``transformer/__init__.py`` (``save``, below), so that the console script reaches its Ctrl-C
+#: guard within milliseconds (``cli/console.py``). ``compile`` is ``compile_program``;
+#: ``circuit`` is the function (the circuit IR module is ``infoflow_dsl.compiler.circuit``).
+#: ``save`` is bound at import, not resolved lazily: nnsight (>= 0.5) mounts a ``save`` method
+#: on every object, which a module's ``__getattr__`` would never get to override.
 _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "errors": ("CompileError", "Diagnostic", "ExportError", "ModelFileError", "NoConstruction", "ProgramError",
                "StoredProgramError", "SweepError", "TrainError", "UsageError", "WorkloadError"),
     "analysis.report": ("AnalysisReport",),
-    "language.typed": ("Program",),
+    "language.load": ("load_program", "parse_program"),
+    "language.program": ("Program",),
     "pipeline": ("compile_program",),
-    "plan": ("analyze",),
-    "reference.circuit_map": ("CircuitSite", "circuit"),
-    "reference.evaluate": ("evaluate",),
-    "reference.sampling": ("sample_inputs",),
-    "tools.export.directory": ("export", "export_inputs", "export_outputs", "load_exported"),
-    "tools.report": ("report",),
-    "reference.tokens": ("decode", "encode"),
+    "scheduling": ("analyze",),
+    "verify.sites": ("CircuitSite", "circuit"),
+    "oracle.evaluate": ("evaluate",),
+    "oracle.sampling": ("sample_inputs",),
+    "oracle.answers": ("decode",),
+    "oracle.tokens": ("encode",),
+    "exporters.directory": ("export", "export_inputs", "export_outputs", "load_exported"),
+    "page": ("report",),
     "rasp.translate": ("from_rasp",),
-    "tools.circuits.disguise": ("disguise",),
-    "tools.circuits.graph": ("EdgeGraph", "circuit_graph"),
-    "tools.circuits.truth": ("edge_truth",),
-    "tools.discovery.discover": ("discover",),
+    "circuits.disguise": ("disguise",),
+    "circuits.graph": ("EdgeGraph", "circuit_graph"),
+    "circuits.truth": ("edge_truth",),
+    "discovery.discover": ("discover",),
     "transformer.io": ("load",),
     "transformer.lens": ("hooked",),
     "transformer.model": ("CompiledTransformer",),
@@ -148,32 +155,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     """The public names (``dir(ifl)``, tab completion): no imports or helpers of this module."""
     return sorted(__all__)
-
-
-def parse_program(source: str, path: str = "<string>", length: int | None = None,
-                  margin: float | None = None) -> Program:
-    """Parse and check program text; ``length``/``margin`` override its declarations."""
-    from .language.check import check
-    from .language.parse import parse
-
-    return check(parse(source, path), path, source, length=length, margin=margin)
-
-
-def load_program(path: str | Path, length: int | None = None, margin: float | None = None) -> Program:
-    """Read, parse and check a ``.iflow`` file (UTF-8, a byte-order mark allowed). Raises
-    :class:`ProgramError` for every fault in the program (a file that is not UTF-8 included),
-    ``OSError`` when the file cannot be read."""
-    from .language.files import program_source
-
-    source = program_source(path)
-    return parse_program(source, str(path), length=length, margin=margin)
-
-
-def save(model: CompiledTransformer, path: str | Path, dense: bool = False) -> None:
-    """Write a model to one ``.safetensors`` file (:func:`infoflow_dsl.transformer.io.save`).
-
-    Defined here rather than resolved lazily: nnsight (>= 0.5) gives every object a ``save``
-    method, which a module's lazy ``__getattr__`` would never get to override."""
-    from .transformer.io import save as save_file
-
-    save_file(model, path, dense)

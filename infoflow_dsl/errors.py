@@ -129,4 +129,4 @@ class UsageError(Exception):
 class WorkloadError(UsageError):
     """A measurement that would need more memory than this process may use, or more time than
     the limit (``INFOFLOW_MAX_SECONDS``), estimated before anything is allocated
-    (:mod:`infoflow_dsl.reference.workload`): exit 2, with both figures and what to change."""
+    (:mod:`infoflow_dsl.measure.workload`): exit 2, with both figures and what to change."""

@@ -1,11 +1,19 @@
-"""The whole compiler, stage after stage: checked program -> comparisons -> schedule -> lower ->
-assemble -> model, measured against the reference (``reference.measure``); and the same
-lowering again from a model file.
+"""The whole compiler as a fixed chain of named stages, and the same lowering again from a file.
 
-``compile_program`` is ``infoflow_dsl.compile``. It refuses (``CompileError``) a target the
-analysis calls inefficient, with analyze's reason, and an ε the dtype cannot honour.
-:func:`relower` rebuilds a compiled model's circuit from the program its file stores (for
-``check --trace`` and ``circuit``).
+:func:`compile_program` (``ifl.compile``) runs, each stage a pure function of the one before::
+
+    program  = program_argument(...)       1 load      language/load.py   text -> typed program
+    tree     = build_tree(program)         2 tree      analysis/tree.py   -> comparison tree
+    schedule = build_schedule(tree, ...)   3 schedule  analysis/schedule.py -> heads and layers
+    route    = choose_route(...)             (tokens, efficient or gather: :func:`choose_route`)
+    lowering = LOWERINGS[route](...)       4 lower     compiler/vectors/, compiler/tokens/ -> circuit IR
+    model    = assemble_model(...)         5 assemble  compiler/assemble.py -> tensors, the model
+    measured = measure_error(...)          6 measure   measure/measurement.py -> its error, stored
+
+Stages 2-4 are :func:`build_circuit` (``analyze``'s schedule is the one it lowers:
+``scheduling.py``). It refuses (``CompileError``) a target the analysis calls inefficient, with
+analyze's reason, and an ε the dtype cannot honour. :func:`relower` rebuilds a compiled model's
+circuit from the program its file stores (for ``check --trace``, ``circuit`` and ``export``).
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,34 +29,36 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from . import progress
-from .analysis.comparisons import ComparisonTree, build_tree
+from .analysis.comparisons import ComparisonTree
 from .analysis.gather import UnrollError, gather
 from .analysis.info_sets import information_sets
 from .analysis.schedule import Schedule, build_schedule, heads_per_layer
-from .arguments import program_argument
+from .analysis.tree import build_tree
 from .collector import fewer_collections
 from .compiler.assemble import assemble
 from .compiler.circuit import Circuit
-from .compiler.lower import lower
 from .compiler.tokens import lower_tokens
 from .compiler.tokens.schedule import token_schedule
+from .compiler.vectors import lower
 from .errors import CompileError, NoConstruction, ProgramError, StoredProgramError, single_error
 from .language import typed as ir
 from .language.check import check
+from .language.load import program_argument
 from .language.parse import parse
-from .reference.measure import budgeted_samples, measure_error
-from .reference.workload import measurement_workload
+from .measure.measurement import measure_error
+from .measure.vectors import budgeted_samples
+from .measure.workload import measurement_workload
 from .transformer.model import CompiledTransformer
 
 if TYPE_CHECKING:
-    from .arguments import ProgramSource
+    from .language.load import ProgramSource
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_EPS = 1e-3
 #: what compile writes in every model's config besides its circuit, and relowering reads
 #: (their values' kinds are checked when the file is read: transformer/config.py)
 COMPILED_FIELDS = ("eps", "a_priori_bound", "dtype")
-#: what a compile too large to measure here can change (reference/workload.py)
+#: what a compile too large to measure here can change (measure/workload.py)
 MEASUREMENT_CHANGE = ("measure fewer inputs (--samples N, samples=N in Python; 0 skips the measurement: check the "
                       "model afterwards), or lower T")
 
@@ -88,7 +99,7 @@ def realised_schedule(schedule: Schedule, circuit: Circuit) -> Schedule:
     """``schedule`` as ``circuit`` realises it: deep squares (``--ffn deep``/``auto``) move heads
     later than the schedule placed them and add attention-free layers; every head keeps its
     name. On the wide route of an efficient program, and for every token program, this is
-    ``schedule`` itself (the table test in tests/test_plan.py holds it)."""
+    ``schedule`` itself (the table test in tests/test_scheduling.py holds it)."""
     placed = {h.name: h.layer for h in circuit.heads}
     heads = tuple(dataclasses.replace(h, layer=placed.get(h.name, h.layer)) for h in schedule.heads)
     per_layer = heads_per_layer(heads, circuit.layers)
@@ -135,19 +146,44 @@ class Lowering:
 
 def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_inefficient: bool = False,
                   ffn: str | None = None) -> Lowering:
-    """The lowering of a checked program: the efficient route, or for a target the verdict
-    calls inefficient and ``allow_inefficient``, the gather route (``unroll``: comparisons
-    unrolled into position slots, a size that grows with T). ``ffn`` is how squares are built
-    (``approximations``; None: :func:`square_route`'s default)."""
+    """Stages 2-4 of a checked program: its comparison tree, the schedule, and the lowering of
+    the route :func:`choose_route` picks. ``ffn`` is how squares are built (``approximations``;
+    None: :func:`square_route`'s default)."""
     refuse_v3(program)
-    schedule = build_schedule(build_tree(program), None, program.margin)
-    if program.over_tokens:  # exact constructions on finite values (compiler.tokens); no routes
-        circuit = _token_circuit(program, eps, dtype)
-        return Lowering(program=program, tree=schedule.tree, schedule=token_schedule(schedule, circuit, None),
-                        circuit=circuit, route="efficient")
-    if not (schedule.problems and allow_inefficient):
-        circuit = lower(program, schedule, eps, dtype, square_route(ffn, "efficient"))
-        return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="efficient")
+    tree = build_tree(program)  # stage 2
+    schedule = build_schedule(tree, None, program.margin)  # stage 3
+    route = choose_route(program, schedule, allow_inefficient)
+    return LOWERINGS[route](program, schedule, eps, dtype, ffn)  # stage 4
+
+
+def choose_route(program: ir.Program, schedule: Schedule, allow_inefficient: bool) -> str:
+    """The lowering a program takes: ``tokens`` (the exact token constructions: a program over a
+    vocabulary has no other route), ``efficient`` (the schedule's heads, as analyze reports
+    them), or ``gather`` (a target the verdict calls inefficient, with ``allow_inefficient``:
+    comparisons unrolled into position slots, a size that grows with T)."""
+    if program.over_tokens:
+        return "tokens"
+    return "gather" if schedule.problems and allow_inefficient else "efficient"
+
+
+def _lower_tokens(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype,
+                  ffn: str | None) -> Lowering:
+    """The token lowering: exact constructions on finite values; its schedule is the layout they place."""
+    circuit = _token_circuit(program, eps, dtype)
+    return Lowering(program=program, tree=schedule.tree, schedule=token_schedule(schedule, circuit, None),
+                    circuit=circuit, route="efficient")
+
+
+def _lower_efficient(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype,
+                     ffn: str | None) -> Lowering:
+    """The lowering of a program over vectors on the schedule's own heads."""
+    circuit = lower(program, schedule, eps, dtype, square_route(ffn, "efficient"))
+    return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="efficient")
+
+
+def _lower_gathered(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtype,
+                    ffn: str | None) -> Lowering:
+    """The gather route: the target rewritten into position slots, its own tree and schedule."""
     try:
         gathered = gather(program)
     except UnrollError as error:
@@ -156,6 +192,11 @@ def build_circuit(program: ir.Program, eps: float, dtype: torch.dtype, allow_ine
     schedule = build_schedule(build_tree(rewritten, gathered=True), None, program.margin)
     circuit = lower(rewritten, schedule, eps, dtype, square_route(ffn, "gather"), gathered=True)
     return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="gather")
+
+
+#: stage 4 of each route (:func:`choose_route`)
+LOWERINGS: dict[str, Callable[[ir.Program, Schedule, float, torch.dtype, str | None], Lowering]] = {
+    "tokens": _lower_tokens, "efficient": _lower_efficient, "gather": _lower_gathered}
 
 
 TOKEN_ROUTES = ("a token program has one route, the exact token lowering: --allow-inefficient (the gather route) "
@@ -269,33 +310,66 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
     margin excluded) and the result is kept in ``model.config["measured_error"]``: on ``samples``
     random inputs, none with 0, or (``None``, the default) as many as fit the measurement budget
     (:func:`budgeted_samples`).
+
+    Args:
+        program: a checked program, or the path of a ``.iflow`` file.
+        eps: the error bound ε the model is certified within (> 0).
+        dtype: ``float32`` or ``float64`` (or the torch dtype).
+        device: ``cpu``, ``cuda`` or ``cuda:N``; None: cuda when available.
+        samples: random inputs to measure on; None: as many as fit the budget; 0: none.
+        seed: the measurement's seed.
+        ffn: ``wide``, ``deep`` or ``auto`` (how squares are built); None: the route's default.
+        allow_inefficient: compile an inefficient target through the gather route.
+
+    Returns:
+        The :class:`CompiledTransformer`, its config holding the program, ε, the schedule, the
+        a-priori bound and the measured error.
+
+    Raises:
+        CompileError: an inefficient target (without ``allow_inefficient``), an ε the dtype cannot
+            honour, a construct with no construction, a bad dtype or device.
+        WorkloadError: the measurement would not fit this machine.
+        ProgramError: a path whose program does not check.
     """
-    program = program_argument(program, "compile")
+    program = program_argument(program, "compile")  # stage 1
     torch_dtype = resolve_dtype(dtype)
     target_device = resolve_device(device)
     if not (isinstance(eps, float | int) and math.isfinite(eps) and eps > 0):
         raise CompileError(f"ε must be a positive number, got {eps!r}")
     progress.stage("fitting the error budget")
-    lowering = build_circuit(program, float(eps), torch_dtype, allow_inefficient, ffn)
-    circuit, schedule, route = lowering.circuit, lowering.schedule, lowering.route
-    ffn = square_route(ffn, route)
+    lowering = build_circuit(program, float(eps), torch_dtype, allow_inefficient, ffn)  # stages 2-4
+    progress.stage("assembling the weights")
+    model = assemble_model(lowering, float(eps), torch_dtype, target_device, square_route(ffn, lowering.route))
+    measure_model(model, program, samples, seed)
+    return model
+
+
+def assemble_model(lowering: Lowering, eps: float, dtype: torch.dtype, device: torch.device,
+                   ffn: str) -> CompiledTransformer:
+    """Stage 5: the circuit's tensors as a model, its config holding the program, ε, the
+    realised schedule and the a-priori bound (``measured_error`` None until stage 6)."""
+    circuit, program = lowering.circuit, lowering.program
     metadata: dict[str, Any] = {
         "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
-        "eps": float(eps),
-        "schedule": _schedule_summary(realised_schedule(schedule, circuit)),
+        "eps": eps,
+        "schedule": _schedule_summary(realised_schedule(lowering.schedule, circuit)),
         "a_priori_bound": circuit.budget.bound,
         "measured_error": None,
     }
     if ffn != "wide":
         metadata["ffn"] = ffn
-    if route != "efficient":
-        metadata["route"] = route
-    progress.stage("assembling the weights")
-    config, tensors = assemble(circuit, torch_dtype, metadata)
-    model = CompiledTransformer(config, tensors, device=target_device, dtype=torch_dtype)
+    if lowering.route != "efficient":
+        metadata["route"] = lowering.route
+    config, tensors = assemble(circuit, dtype, metadata)
+    return CompiledTransformer(config, tensors, device=device, dtype=dtype)
+
+
+def measure_model(model: CompiledTransformer, program: ir.Program, samples: int | None, seed: int) -> None:
+    """Stage 6: the model measured against the oracle on ``samples`` inputs (None: as many as
+    fit the measurement budget; 0: none), the result kept in ``config["measured_error"]``. A
+    measurement too large for this machine is refused (WorkloadError) before it starts."""
     if samples is None:
         samples = budgeted_samples(model, program)
     if samples > 0:
         measurement_workload(model, program, samples, MEASUREMENT_CHANGE).refuse_if_unaffordable()
         model.config["measured_error"] = measure_error(model, program, samples, seed)
-    return model

@@ -151,7 +151,7 @@ def measure_rate(program_path: str, length: int, heads: tuple[int, ...], d_model
     import torch
 
     import infoflow_dsl as ifl
-    from infoflow_dsl.tools.train import Distribution, TrainSettings, train
+    from infoflow_dsl.training.train import Distribution, TrainSettings, train
 
     torch.set_num_threads(1)
     program = ifl.load_program(ROOT / program_path, length=length)
@@ -200,8 +200,8 @@ def reference_record(key: str, program_path: str, length: int, eps: float, gathe
     import torch
 
     import infoflow_dsl as ifl
-    from infoflow_dsl.reference.measure import errors_on
-    from infoflow_dsl.tools.train import Distribution, draw_inputs, model_nmse, validation_seed
+    from infoflow_dsl.measure.vectors import errors_on
+    from infoflow_dsl.training.train import Distribution, draw_inputs, model_nmse, validation_seed
 
     torch.set_num_threads(1)
     program = ifl.load_program(ROOT / program_path, length=length)
@@ -232,7 +232,7 @@ REFERENCES = (("d_retrieval_t32_eps0.01", D_RETRIEVAL, 32, 0.01, False),
 
 def write_references() -> None:
     """experiments/compiled/*.json, and the init model of the compiled-start sweep (not committed)."""
-    from infoflow_dsl.tools.cli import run
+    from infoflow_dsl.cli.main import run
 
     (ROOT / INIT_MODEL).parent.mkdir(parents=True, exist_ok=True)
     if run(["compile", BOX3, "--T", "16", "--eps", f"{BOX3_EPS:g}", "--dtype", "float32", "--device", "cpu",
@@ -285,7 +285,7 @@ def run_stream(stream: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     timings = stream_timings(path)
     for sweep in (s for s in SWEEPS if s.stream == stream):
-        command = ["nice", "-n", "19", sys.executable, "-m", "infoflow_dsl.tools.cli", *sweep.argv()]
+        command = ["nice", "-n", "19", sys.executable, "-m", "infoflow_dsl.cli.main", *sweep.argv()]
         started = time.time()
         if subprocess.run(command, cwd=ROOT, env=env, check=False).returncode:
             sys.exit(f"the sweep {sweep.name} failed")
@@ -317,7 +317,7 @@ def paper_scale(device: str, address: str | None, workers: int, force: bool, ful
     """The GPU pilot (D = 2, T = 64, three configurations, one seed, sized from a measured rate) or,
     with ``full``, the paper-scale sweep D = 2..6. On the CPU without a cluster it only says how
     long it would take, unless ``force``."""
-    from infoflow_dsl.tools.cli import run
+    from infoflow_dsl.cli.main import run
 
     measured = measure_rate(INTRINSIC, 64, (2, 2), 64, 256, device, steps=measure_steps, d_head=16)
     rate = measured["steps_per_second_wall"]

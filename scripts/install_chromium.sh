@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Chromium and its WebDriver for the browser test of the report pages
-# (tests/tools/report/test_assets.py), from Debian's packages, when they are not there yet.
+# (tests/page/test_assets.py), from Debian's packages, when they are not there yet.
 set -euo pipefail
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
     if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi

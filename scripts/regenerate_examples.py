@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 import infoflow_dsl as ifl
-from infoflow_dsl.tools.report import model_page
+from infoflow_dsl.page import model_page
 from infoflow_dsl.transformer.io import model_to_bytes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "compiled_examples"
@@ -27,13 +27,13 @@ SAMPLES = 2_000
 #: Tracr's library (compiled_examples/tracr/): exact token programs, compiled at T = 10 (the
 #: files' length) within ε = 1e-3 in float32 and measured on 2,000 random ids of random lengths
 #: plus the exhaustive short lengths and the constant sequences. No page is shipped for them
-#: (``infoflowc report`` draws one; tests/tools/report/test_command.py checks three).
+#: (``infoflowc report`` draws one; tests/cli/test_report.py checks three).
 TRACR = EXAMPLES / "tracr"
 TRACR_EPS = 1e-3
 
 
 def _measured_text(measured: dict) -> str:
-    if "inputs" in measured:  # a token model (reference.token_check)
+    if "inputs" in measured:  # a token model (measure.tokens)
         answers = (f", {measured['wrong']} of {measured['sites']} token answers wrong, smallest score margin "
                    f"{measured['min_margin']:.3g}" if "wrong" in measured else "")
         return (f"{measured['max_error']:.3g} ({measured['inputs']} inputs: {measured['samples']} random ids of random "

@@ -2,7 +2,7 @@
 
 It reads the checked program (``infoflow_dsl.language.typed``) and computes the target for ONE sequence
 at a time with plain Python: Python floats and lists, ``math``, and nested loops over every
-tuple of positions (``itertools.product``). It shares no code with ``infoflow_dsl.reference.evaluate``
+tuple of positions (``itertools.product``). It shares no code with ``infoflow_dsl.oracle.evaluate``
 (which is vectorised torch) or ``infoflow_dsl.language.positions`` (which decides range emptiness), so
 agreement between them is evidence that both implement LANGUAGE.md's semantics:
 
@@ -35,6 +35,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Union
 
+from infoflow_dsl.language import nodes
 from infoflow_dsl.language import typed as ir
 from infoflow_dsl.language.syntax import Span
 
@@ -372,7 +373,7 @@ def children(node: Any) -> Iterator[Any]:
         value = getattr(node, f.name)
         items = value if isinstance(value, tuple) else (value,)
         for item in items:
-            if is_dataclass(item) and type(item).__module__ == ir.__name__:
+            if is_dataclass(item) and type(item).__module__ == nodes.__name__:
                 yield item
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 
-from infoflow_dsl.tools.cli import run
+from infoflow_dsl.cli.main import run
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:

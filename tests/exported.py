@@ -11,12 +11,12 @@ from compiled import program
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
+from infoflow_dsl.exporters.circuit import read_site
+from infoflow_dsl.measure.vectors import errors_on, model_inputs
+from infoflow_dsl.oracle.evaluate import retrieval_margin
 from infoflow_dsl.pipeline import program_of
-from infoflow_dsl.reference.circuit_map import node_reference
-from infoflow_dsl.reference.evaluate import retrieval_margin
-from infoflow_dsl.reference.measure import errors_on, model_inputs
-from infoflow_dsl.tools.export.circuit import read_site
 from infoflow_dsl.transformer.model import CompiledTransformer
+from infoflow_dsl.verify.sites import node_reference
 
 SHIPPED = sorted(path.stem for path in EXAMPLES_DIR.glob("*.safetensors"))
 

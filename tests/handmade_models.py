@@ -225,7 +225,7 @@ TOKEN_SOURCES: dict[str, str] = {
 
 def token_program(name: str) -> Any:
     """The checked program of one of :data:`TOKEN_SOURCES`."""
-    from infoflow_dsl import parse_program
+    from infoflow_dsl.language.load import parse_program
 
     return parse_program(TOKEN_SOURCES[name], f"{name}.iflow")
 

@@ -1,5 +1,5 @@
 """Mutations of valid model files and export folders, for the loaders' fuzz tests
-(tests/transformer/test_io.py, tests/tools/export/test_directory.py) and their benchmark
+(tests/transformer/test_io.py, tests/exporters/test_directory.py) and their benchmark
 (bench/bench_hostile_files.py).
 
 A model file: a config value replaced by any JSON, a tensor's header entry (shape, dtype,

@@ -1,4 +1,4 @@
-"""Helpers for the lowering's unit tests (tests/compiler/lower/): a builder for a program, a
+"""Helpers for the lowering's unit tests (tests/compiler/vectors/): a builder for a program, a
 model from what was built on it, and inputs over a grid of the domain."""
 
 from __future__ import annotations
@@ -6,16 +6,16 @@ from __future__ import annotations
 import torch
 
 import infoflow_dsl as ifl
-from infoflow_dsl.analysis.comparisons import build_tree
 from infoflow_dsl.analysis.schedule import Schedule, build_schedule
 from infoflow_dsl.analysis.stages import layers_for_output
+from infoflow_dsl.analysis.tree import build_tree
 from infoflow_dsl.compiler.assemble import assemble
 from infoflow_dsl.compiler.circuit import Circuit, ErrorBudget
-from infoflow_dsl.compiler.lower.builder import CircuitBuilder
-from infoflow_dsl.compiler.lower.quantity import ErrorShares, Quantity
-from infoflow_dsl.compiler.lower.stage import UNIT_ROUNDOFF
+from infoflow_dsl.compiler.vectors.builder import CircuitBuilder
+from infoflow_dsl.compiler.vectors.quantity import ErrorShares, Quantity
+from infoflow_dsl.compiler.vectors.stage import UNIT_ROUNDOFF
 from infoflow_dsl.language import typed as ir
-from infoflow_dsl.reference.sampling import domain_corners, sample_inputs
+from infoflow_dsl.oracle.sampling import domain_corners, sample_inputs
 
 
 def program(source: str) -> ir.Program:

@@ -1,4 +1,4 @@
-"""Reading a report page back, for tests: its two embedded JSON blocks (``tools/report/html``)."""
+"""Reading a report page back, for tests: its two embedded JSON blocks (``report/html``)."""
 
 from __future__ import annotations
 

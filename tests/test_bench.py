@@ -132,9 +132,9 @@ def test_the_circuit_corpus_builds_three_tiers_resumes_and_summarises(tmp_path: 
     assert capsys.readouterr().out.startswith("0 (program, tier) to build")
     import circuit_discovery
 
-    from infoflow_dsl.tools.circuits import ABLATIONS
-    from infoflow_dsl.tools.discovery import METHODS
-    from infoflow_dsl.tools.discovery.benchmark import RESULTS, read_rows
+    from infoflow_dsl.circuits import ABLATIONS
+    from infoflow_dsl.discovery import METHODS
+    from infoflow_dsl.discovery.benchmark import RESULTS, read_rows
 
     out = tmp_path / "discovery"
     assert circuit_discovery.main([str(tmp_path), str(out), "--workers", "1", "--tiers", "plain", "--only",

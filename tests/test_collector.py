@@ -50,7 +50,8 @@ def test_a_nested_call_leaves_the_outer_setting_and_a_higher_one_is_kept(default
 
 
 def test_compile_analyze_and_relower_run_with_the_raised_threshold(default_threshold, monkeypatch) -> None:
-    from infoflow_dsl import pipeline, plan
+    from infoflow_dsl import pipeline
+    from infoflow_dsl import scheduling as plan
 
     seen: list[int] = []
 

@@ -14,8 +14,8 @@ from pages import page_data, page_measured
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
-from infoflow_dsl.tools.report import model_data
-from infoflow_dsl.tools.report.html import render_page
+from infoflow_dsl.page import model_data
+from infoflow_dsl.page.html import render_page
 from infoflow_dsl.transformer.io import model_to_bytes
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "regenerate_examples.py"

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from random_programs import random_programs
 
 import infoflow_dsl as ifl
-from infoflow_dsl.reference.measure import budgeted_samples, errors_on, model_inputs
+from infoflow_dsl.measure.vectors import budgeted_samples, errors_on, model_inputs
 
 #: ε from 1e-2 to 1e-4 in float64 and 1e-2, 1e-3 in float32 (1e-3 in float64 lies between the
 #: float64 settings and is float32's second: 48 compiles and measurements fewer)
@@ -174,7 +174,7 @@ def test_a_model_accepts_shorter_inputs():
 
 
 def test_cli_compile_prints_the_sizes_and_writes_the_file(tmp_path: Path, capsys):
-    from infoflow_dsl.tools.cli import run
+    from infoflow_dsl.cli.main import run
 
     out = tmp_path / "kth.safetensors"
     source = Path(__file__).resolve().parent.parent / "compiled_examples" / "kth_largest.iflow"
@@ -188,7 +188,7 @@ def test_cli_compile_prints_the_sizes_and_writes_the_file(tmp_path: Path, capsys
 
 
 def test_cli_compile_refuses_an_inefficient_target_and_writes_nothing(tmp_path: Path, capsys):
-    from infoflow_dsl.tools.cli import run
+    from infoflow_dsl.cli.main import run
 
     out = tmp_path / "triangle.safetensors"
     source = Path(__file__).resolve().parent.parent / "compiled_examples" / "triangle_center.iflow"

@@ -27,7 +27,7 @@ from infoflow_dsl import progress
 #: compile then check --adversarial in one process (one torch import for both)
 SCRIPT = """
 import sys
-from infoflow_dsl.tools.cli import run
+from infoflow_dsl.cli.main import run
 codes = [run(["compile", sys.argv[1], "--eps", "1e-3", "--samples", "500", "-o", sys.argv[2]]),
          run(["check", sys.argv[2], "--samples", "500", "--adversarial", "30"])]
 sys.exit(max(codes))

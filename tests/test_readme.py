@@ -33,7 +33,7 @@ def test_the_main_job_compiles_and_checks_a_shipped_example(tmp_path: Path):
     steps = [shlex.split(step) for step in readme_commands()[0].split(" && ") if "infoflowc" in step]
     assert [s[1] for s in steps] == ["compile", "check"]
     for step in steps:
-        done = subprocess.run([sys.executable, "-m", "infoflow_dsl.tools.cli", *step[1:]], cwd=tmp_path,
+        done = subprocess.run([sys.executable, "-m", "infoflow_dsl.cli.main", *step[1:]], cwd=tmp_path,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
     assert "within ε" in done.stdout and (tmp_path / "min_pairwise.safetensors").exists()

@@ -15,14 +15,14 @@ from infoflow_dsl.analysis.features import EXPAND_RULES
 from infoflow_dsl.analysis.finite import VALUE_SET_RULES
 from infoflow_dsl.analysis.ranges import RANGE_RULES
 from infoflow_dsl.analysis.schedule import STAGE_RULES
-from infoflow_dsl.compiler.lower import values as lowering
 from infoflow_dsl.compiler.tokens import lower as token_lowering
+from infoflow_dsl.compiler.vectors import values as lowering
 from infoflow_dsl.language import syntax as ast
 from infoflow_dsl.language import typed as ir
 from infoflow_dsl.language.functions import POINTWISE
 from infoflow_dsl.language.printer import DESCRIBE_RULES, PRINT_RULES
 from infoflow_dsl.language.typing_rules import TYPING_RULES
-from infoflow_dsl.reference.evaluate import POSITION_RULES, VALUE_RULES
+from infoflow_dsl.oracle.evaluate import POSITION_RULES, VALUE_RULES
 
 #: After the comparisons stage, every reduction and argmin/argmax is a comparison node's result.
 AFTER_COMPARISONS = (*(n for n in ir.VALUE_NODES if n is not ir.Reduce), NodeResult)
@@ -48,11 +48,11 @@ STAGE_TABLES = [
     ("source printer (language/printer.py PRINT_RULES)", PRINT_RULES, AST_EXPRESSIONS),
     ("feature expansion (analysis/features.py EXPAND_RULES)", EXPAND_RULES, AFTER_COMPARISONS),
     ("ranges (analysis/ranges.py RANGE_RULES)", RANGE_RULES, ir.VALUE_NODES),
-    ("reference values (reference/evaluate.py VALUE_RULES)", VALUE_RULES, REFERENCE_VALUES),
-    ("reference positions (reference/evaluate.py POSITION_RULES)", POSITION_RULES, ir.POSITION_NODES),
+    ("reference values (oracle/evaluate.py VALUE_RULES)", VALUE_RULES, REFERENCE_VALUES),
+    ("reference positions (oracle/evaluate.py POSITION_RULES)", POSITION_RULES, ir.POSITION_NODES),
     ("schedule stages (analysis/schedule.py STAGE_RULES)", STAGE_RULES, AFTER_COMPARISONS),
     ("value sets (analysis/finite.py VALUE_SET_RULES)", VALUE_SET_RULES, (*ir.VALUE_NODES, NodeResult)),
-    ("lowering (compiler/lower/values.py RULES)", lowering.RULES, LOWERED),
+    ("lowering (compiler/vectors/values.py RULES)", lowering.RULES, LOWERED),
     ("token lowering (compiler/tokens/lower.py RULES)", token_lowering.RULES, TOKEN_LOWERED),
 ]
 
@@ -61,7 +61,7 @@ FUNCTION_RULES = [
     ("reference and circuit map (apply)", lambda row: callable(row.apply)),
     ("ranges (bounds)", lambda row: callable(row.bounds)),
     ("printer (text)", lambda row: row.text.count("{") == row.arity),
-    ("lowering (compiler/lower/values.py POINTWISE)", lambda row: row.name in lowering.POINTWISE),
+    ("lowering (compiler/vectors/values.py POINTWISE)", lambda row: row.name in lowering.POINTWISE),
 ]
 
 

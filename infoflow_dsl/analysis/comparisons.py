@@ -27,7 +27,6 @@ tests check each against the reference evaluator):
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from ..language.positions import count_polynomial, count_tuples, format_polynomi
 from ..language.printer import describe
 from ..language.syntax import NO_SPAN, Span, text_at
 from ..language.typed import free_variables, map_children, sub_nodes
-from .normalise import all_variables, normalise, split_nesting, splittable
+from .normalise import normalise, split_nesting, splittable
 
 
 @dataclass(frozen=True)
@@ -169,8 +168,6 @@ def _is_fixed_label(label: str) -> bool:
 # ----------------------------------------------------------------------------- traversal
 
 
-
-
 # ----------------------------------------------------------------------------- the tree
 
 
@@ -275,22 +272,3 @@ def fixed_positions_read(body: object) -> tuple[str, ...]:
     return tuple(ir.position_label(p) for p in fixed_positions_of(body))  # type: ignore[misc]
 
 
-def build_tree(program: ir.Program, gathered: bool = False) -> ComparisonTree:
-    """The comparison tree of a checked program. A per-token target's expression is extracted
-    with its position variable t as the enclosing context (and its conditions around every
-    node), so its nodes run at the token site and ``output`` is read at every token."""
-    taken = all_variables(program.target)
-    target = normalise(program.target, taken)
-    builder = TreeBuilder(program.length, taken, at_tokens=program.per_token, gathered=gathered,
-                          source=program.source)
-    if program.per_token:
-        output = builder.extract(target, program.output_scope, program.token_conditions)
-    else:
-        output = builder.extract(target, (), ())
-    site = "token" if program.per_token else "readout"
-    tree = ComparisonTree(tuple(builder.nodes), output, program.length, site, gathered)
-    if program.over_tokens:  # every value is in a finite set: value sets of the nodes' results
-        from .finite import finite_domain, tree_value_sets
-
-        tree = dataclasses.replace(tree, finite=tree_value_sets(tree, finite_domain(program)))  # type: ignore[arg-type]
-    return tree

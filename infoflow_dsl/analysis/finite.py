@@ -24,45 +24,26 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 from ..language import typed as ir
 from ..language.printer import describe
 from ..language.syntax import Span
 from ..language.typed import map_children
+from ..language.value_sets import (
+    MAX_VALUES,
+    VALUE_SET_RULES,
+    FiniteDomain,
+    ValueSet,
+    finite_domain,
+    value_set,
+)
 from .comparisons import ComparisonTree, NodeResult
 
-#: A finite set of exact values, or None (continuous, unknown, or larger than MAX_VALUES).
-ValueSet = frozenset[Fraction] | None
-
-#: The largest value set kept (a set past it is treated as unknown: no gap is derived from it).
-MAX_VALUES = 200_000
-#: The most pairs a binary operation on two value sets combines.
-MAX_PAIRS = 2_000_000
-
-
-@dataclass
-class FiniteDomain:
-    """What value sets are computed from: T, the tokens' values (None for a continuous input),
-    and the value set of each comparison node's result, filled in as the tree is built."""
-
-    length: int
-    token_values: tuple[Fraction, ...] | None
-    names: tuple[str, ...] | None = None  # a categorical vocabulary's tokens (literals of substitutions)
-    results: dict[str, ValueSet] = field(default_factory=dict)
-
-
-def finite_domain(program: ir.Program) -> FiniteDomain | None:
-    """The finite domain of a token program (None for a program over vectors)."""
-    vocabulary = program.vocabulary
-    if vocabulary is None:
-        return None
-    if vocabulary.values is None:
-        return FiniteDomain(program.length, tuple(Fraction(i) for i in range(vocabulary.size)), vocabulary.names)
-    return FiniteDomain(program.length, tuple(Fraction(v) for v in vocabulary.values))
+#: a comparison node's result: the value set the tree recorded for it (:func:`tree_value_sets`)
+VALUE_SET_RULES[NodeResult] = lambda expr, domain: domain.results.get(expr.node)
 
 
 def tree_value_sets(tree: ComparisonTree, domain: FiniteDomain) -> FiniteDomain:
@@ -75,132 +56,6 @@ def tree_value_sets(tree: ComparisonTree, domain: FiniteDomain) -> FiniteDomain:
                            node.body, node.body.type)
         domain.results[node.name] = value_set(reduce, domain)
     return domain
-
-
-def value_set(expr: object, domain: FiniteDomain) -> ValueSet:
-    """Every value ``expr`` can take (a scalar or a token; None for a vector or past the cap)."""
-    if getattr(getattr(expr, "type", None), "shape", ()) != ():
-        return None
-    rule = VALUE_SET_RULES.get(type(expr))
-    if rule is None:
-        raise TypeError(f"no value set rule for {type(expr).__name__}")
-    values = rule(expr, domain)
-    return values if values is None or len(values) <= MAX_VALUES else None
-
-
-def _finite(values: Iterable[Fraction]) -> ValueSet:
-    out = frozenset(values)
-    return out if len(out) <= MAX_VALUES else None
-
-
-def _pairwise(left: ValueSet, right: ValueSet, combine: Callable[[Fraction, Fraction], Fraction]) -> ValueSet:
-    if left is None or right is None or len(left) * len(right) > MAX_PAIRS:
-        return None
-    return _finite(combine(a, b) for a in left for b in right)
-
-
-def _map(values: ValueSet, function: Callable[[Fraction], Fraction]) -> ValueSet:
-    return None if values is None else _finite(function(v) for v in values)
-
-
-def _quantum(values: frozenset[Fraction]) -> Fraction:
-    """The largest q with every value a whole multiple of q (0 for {0})."""
-    numerator = math.gcd(*(v.numerator for v in values))
-    denominator = math.lcm(*(v.denominator for v in values))
-    return Fraction(numerator, denominator)
-
-
-def _reduce(expr: ir.Reduce, domain: FiniteDomain) -> ValueSet:
-    body = value_set(expr.body, domain)
-    if body is None or expr.kind in ("min", "max", "top"):
-        return body  # one of the body's values
-    most = domain.length ** len(expr.variables)
-    quantum = _quantum(body)
-    if quantum == 0:
-        return frozenset({Fraction(0)})
-    low, high = min(body) / quantum, max(body) / quantum  # whole numbers
-    if expr.kind == "sum":
-        bottom, top = min(Fraction(0), most * low), max(Fraction(0), most * high)
-        if top - bottom > MAX_VALUES:
-            return None
-        return _finite(quantum * k for k in range(int(bottom), int(top) + 1))
-    if sum(m * (high - low) + 1 for m in range(1, most + 1)) > MAX_PAIRS:
-        return None
-    return _finite(quantum * Fraction(k, m) for m in range(1, most + 1)
-                   for k in range(int(m * low), int(m * high) + 1))
-
-
-def _position(expr: ir.PositionNumber, domain: FiniteDomain) -> ValueSet:
-    position, length = expr.position, domain.length
-    if isinstance(position, ir.FixedPosition):
-        return frozenset({Fraction(position.index)})
-    if isinstance(position, ir.LastPosition):
-        return frozenset({Fraction(length + position.offset)})
-    if isinstance(position, ir.ReflectedPosition):
-        return _finite(Fraction(v) for v in range(position.offset - length, position.offset + length + 1))
-    offset = getattr(position, "offset", 0)
-    return _finite(Fraction(v + offset) for v in range(1, length + 1))
-
-
-def _token(expr: ir.Token, domain: FiniteDomain) -> ValueSet:
-    return None if domain.token_values is None else frozenset(domain.token_values)
-
-
-def _pointwise(expr: ir.Pointwise, domain: FiniteDomain) -> ValueSet:
-    arguments = [value_set(a, domain) for a in expr.arguments]
-    if expr.function == "relu":
-        return _map(arguments[0], lambda v: max(v, Fraction(0)))
-    if expr.function == "abs":
-        return _map(arguments[0], abs)
-    if expr.function in ("min", "max"):
-        return _pairwise(arguments[0], arguments[1], min if expr.function == "min" else max)
-    return None  # sqrt: irrational values
-
-
-def _arithmetic(expr: ir.Arithmetic, domain: FiniteDomain) -> ValueSet:
-    operations = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
-    return _pairwise(value_set(expr.left, domain), value_set(expr.right, domain), operations[expr.operator])
-
-
-BOOLEAN_VALUES = frozenset({Fraction(0), Fraction(1)})
-
-
-def _table(expr: ir.TableLookup, domain: FiniteDomain) -> ValueSet:
-    """The table's values at the argument values it can meet (a key matches the value it equals
-    as a float); every value it holds when an argument's set is unknown."""
-    table = expr.table
-    arguments = [value_set(a, domain) for a in expr.arguments]
-    known = [a for a in arguments if a is not None]
-    if len(known) < len(arguments) or math.prod(len(a) for a in known) > MAX_PAIRS:
-        return frozenset(Fraction(v) for v in table.outputs())
-    found = {table.lookup(tuple(float(v) for v in key)) for key in itertools.product(*known)}
-    return frozenset(Fraction(v) for v in found if v is not None)
-
-#: The value set rule of each value node (and of a comparison node's result).
-VALUE_SET_RULES: dict[type, Callable[[Any, FiniteDomain], ValueSet]] = {
-    ir.NumberLiteral: lambda expr, domain: frozenset({Fraction(expr.value)}),
-    ir.Constant: lambda expr, domain: frozenset({Fraction(expr.values[0])}),
-    ir.Token: _token,
-    ir.Component: lambda expr, domain: None,
-    ir.Inner: lambda expr, domain: None,
-    ir.Norm: lambda expr, domain: None,
-    ir.Square: lambda expr, domain: _map(value_set(expr.argument, domain), lambda v: v * v),
-    ir.Pointwise: _pointwise,
-    ir.Arithmetic: _arithmetic,
-    ir.Negate: lambda expr, domain: _map(value_set(expr.argument, domain), lambda v: -v),
-    ir.Divide: lambda expr, domain: _map(value_set(expr.numerator, domain), lambda v: v / Fraction(expr.divisor)),
-    ir.MatVec: lambda expr, domain: None,
-    ir.Reduce: _reduce,
-    ir.Presence: lambda expr, domain: BOOLEAN_VALUES,
-    ir.TokenLiteral: lambda expr, domain: frozenset({Fraction(expr.index)}),
-    ir.PositionNumber: _position,
-    ir.Compare: lambda expr, domain: BOOLEAN_VALUES,
-    ir.Logical: lambda expr, domain: BOOLEAN_VALUES,
-    ir.Not: lambda expr, domain: BOOLEAN_VALUES,
-    ir.Bracket: lambda expr, domain: BOOLEAN_VALUES,
-    ir.TableLookup: _table,
-    NodeResult: lambda expr, domain: domain.results.get(expr.node),
-}
 
 
 def smallest_gap(left: ValueSet, right: ValueSet) -> Fraction | None:
@@ -338,3 +193,13 @@ def literal(leaf: object, value: Fraction, domain: FiniteDomain) -> ir.TokenLite
     if getattr(leaf, "type", None) == ir.TOKEN and domain.names is not None:
         return ir.TokenLiteral(int(value), domain.names[int(value)])
     return ir.NumberLiteral(float(value))
+
+
+def retrieval_note(node_quoted: str, gap: Fraction | None) -> str:
+    """What a token program's argmin/argmax note says: exact, with the scores' smallest gap."""
+    if gap is None:
+        return (f"{node_quoted} retrieves a token; its scores take one value or too many to list: ties go to "
+                f"the smallest position")
+    return (f"{node_quoted} retrieves a token; its scores take finitely many values, distinct ones at least "
+            f"{gap} apart, so no margin is needed: ties go to the smallest position, exactly (a tie-break "
+            f"term below the gap)")

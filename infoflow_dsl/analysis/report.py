@@ -28,11 +28,12 @@ from ..language import typed as ir
 from ..language.printer import describe
 from ..language.syntax import Span
 from .causality import is_causal
-from .comparisons import ComparisonTree, build_tree
+from .comparisons import ComparisonTree
 from .growth import t_growth
 from .ranges import RootAtZero
 from .schedule import Schedule, build_schedule, square_steps
 from .token_costs import exactness, finite_ranks, token_growth
+from .tree import build_tree
 
 KEYS_SHOWN = 6  # the key features analyze's text lists per head (the JSON has them all)
 TOKEN_ROUTE = "a token program compiles exactly by the token lowering (compiler.tokens), not the gather route"
@@ -68,7 +69,7 @@ class AnalysisReport:
     schedule: Schedule
     roots_at_zero: tuple[RootAtZero, ...] = ()
     #: the gather route's size for the fallback: {"parameters_at_eps_1e-2": n, "refused": None} or
-    #: {..: None, "refused": why}; measured by whoever builds models (``plan.analyze``), not here
+    #: {..: None, "refused": why}; measured by whoever builds models (``scheduling.analyze``), not here
     gather_size: dict[str, Any] | None = None
 
     @property

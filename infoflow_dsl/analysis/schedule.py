@@ -37,13 +37,8 @@ from ..language.functions import POINTWISE
 from ..language.printer import describe
 from ..transformer.masks import HeadMask, conditions_mask, presence_mask, term_side
 from .comparisons import ComparisonNode, ComparisonTree, NodeResult, fixed_positions_of, sub_nodes
-from .features import (
-    describe_monomial,
-    describe_polynomial,
-    interpolations,
-    sources_of,
-)
-from .finite import FiniteSplit, smallest_gap, value_set
+from .features import describe_monomial, describe_polynomial, interpolations, sources_of
+from .finite import FiniteSplit, retrieval_note, smallest_gap, value_set
 from .info_sets import InfoSets, information_sets
 from .plans import node_interpolations, plan_node
 from .stages import EMBEDDING, after_ffns, attention_stage, layer_for, layers_for_output, next_ffn
@@ -472,8 +467,6 @@ def _notes(tree: ComparisonTree, scheduler: Scheduler, margin: float | None) -> 
     retrievals = [n for n in tree.nodes if n.kind in ("argmin", "argmax")]
     for node in retrievals:
         if tree.finite is not None:  # a token program: the scores' own gap replaces the margin
-            from .token_costs import retrieval_note
-
             scores = value_set(node.body, tree.finite)
             notes.append(retrieval_note(node.quoted, smallest_gap(scores, scores)))
         elif margin is None:

@@ -1,7 +1,7 @@
 """Univariate FFN approximations, the routes side by side: (function, interval, tolerance) ->
 ReLU units over L consecutive FFN layers, their error and their rounding.
 
-The lowering (``lower.squares``) asks for "u² within τ on [low, high]" and emits what a
+The lowering (``vectors.squares``) asks for "u² within τ on [low, high]" and emits what a
 route answers; it does not care which route it is. A route is one class here:
 
 - :class:`WideSquare` — one hidden layer: the piecewise-linear interpolant of u² on a uniform

@@ -8,7 +8,7 @@
   that would pass it are built (:meth:`BuildCore.reserve_units`), so a too-large target is
   refused before the work.
 
-``lower.builder.CircuitBuilder`` (programs over vectors) and ``tokens.builder.TokenCircuitBuilder``
+``vectors.builder.CircuitBuilder`` (programs over vectors) and ``tokens.builder.TokenCircuitBuilder``
 (token programs) extend it with what each lowering keeps (error shares; exact value sets).
 """
 

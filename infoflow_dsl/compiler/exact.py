@@ -6,7 +6,7 @@
     max(a, b)  = a + relu(b − a)      1 unit
 
 Each is exact for every real input (Lipschitz 1 in each argument): its output's error is its
-inputs' (each lowering adds them in its own error type: ``lower.quantity.ErrorVec``,
+inputs' (each lowering adds them in its own error type: ``vectors.quantity.ErrorVec``,
 ``tokens.builder.Feature``'s float), plus the rounding of its one active unit, by one rule:
 
     2ϱ·(m + Σ|cᵢ|)  for a unit reading u = Σ cᵢ·xᵢ + b with |u| ≤ m  (:func:`unit_rounding`),

@@ -31,9 +31,7 @@ from .positions import (
 )
 from .scope import Failed, Scope
 from .tables import check_table_uses
-from .token_typing import (
-    number_of,
-)
+from .token_typing import number_of
 from .typing_rules import TYPING_RULES, _condition
 
 

@@ -15,7 +15,7 @@ A pointwise function maps scalars to a scalar at one position (``relu(a)``, ``|a
 - ``ffn_stages``: FFN blocks after its arguments' stage before its value exists (``schedule``).
 
 The lowering of each function is a construction registered under the row's name in
-``infoflow_dsl.compiler.lower`` (``@pointwise_construction("relu")``); the completeness test
+``infoflow_dsl.compiler.vectors`` (``@pointwise_construction("relu")``); the completeness test
 (tests/test_rules.py) fails naming every stage where a row has no rule.
 """
 

@@ -1,13 +1,13 @@
 """The checked program: what ``check`` hands to every later stage (``ir.Program``), its domain
-and its vocabulary. Re-exported by :mod:`.typed`."""
+and its vocabulary. Re-exported, with the nodes, by :mod:`.typed`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .nodes import Expr, PositionCondition, Token
 from .syntax import SourceProgram
-from .typed import Expr, PositionCondition, Token
 
 
 @dataclass(frozen=True)

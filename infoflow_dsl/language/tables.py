@@ -19,6 +19,7 @@ from fractions import Fraction
 
 from . import syntax as ast
 from . import typed as ir
+from .value_sets import FiniteDomain, value_set
 
 BOOLEANS = {"true": 1.0, "false": 0.0}
 
@@ -132,8 +133,6 @@ def check_table_uses(target: ir.Expr, vocabulary: ir.Vocabulary, length: int, er
       compute is the question;
     - a table of tokens is the whole target only: its ids mean nothing in arithmetic or beside
       the input's tokens."""
-    from ..analysis.finite import FiniteDomain, value_set
-
     numbers = vocabulary.values if vocabulary.values is not None else range(vocabulary.size)
     domain = FiniteDomain(length, tuple(Fraction(v) for v in numbers), vocabulary.names)
     for node in (target, *ir.sub_nodes(target)):

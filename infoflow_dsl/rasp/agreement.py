@@ -51,7 +51,8 @@ def agreement(rasp_program: RASPExpr, model: Any, program: Any, inputs: Sequence
     """``model`` (compiled from ``program`` = ``from_rasp(rasp_program, ...)``) on ``inputs``
     against ``rasp_program`` evaluated by ``evaluator`` (this package's; Tracr's own
     ``rasp.evaluate`` where the benchmark runs Tracr beside it)."""
-    from ..reference.tokens import decode, encode
+    from ..oracle.answers import decode
+    from ..oracle.tokens import encode
 
     positions = wrong = undefined = raised = 0
     worst, first = 0.0, None

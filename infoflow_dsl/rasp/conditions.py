@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .translate import Atom, Rendered, Translator
+from .translator import Atom, Rendered, Translator
 
 #: The most argument tuples a 0/1-valued function is written for as a bracket of equalities.
 MAX_TRUE = 3

@@ -19,22 +19,33 @@ computed once). On an input xs of length n:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .expressions import (
-    Aggregate,
-    ConstantSelector,
-    ConstantSOp,
-    Map,
-    RASPExpr,
-    Select,
-    SelectorAnd,
-    SequenceMap,
-    Value,
-    kind,
-)
+if TYPE_CHECKING:
+    from .expressions import (
+        Aggregate,
+        ConstantSelector,
+        ConstantSOp,
+        Map,
+        RASPExpr,
+        Select,
+        SelectorAnd,
+        SequenceMap,
+        Value,
+    )
 
 Matrix = list[list[bool]]
+
+#: The class names of RASP's expressions, most specific first: what :func:`kind` reads.
+KINDS = ("TokensType", "IndicesType", "LengthType", "LinearSequenceMap", "SequenceMap", "Map", "Full", "ConstantSOp",
+         "Select", "ConstantSelector", "SelectorOr", "SelectorAnd", "SelectorNot", "Aggregate", "SelectorWidth")
+
+
+def kind(expr: object) -> str | None:
+    """The RASP class of ``expr`` by name, through its bases: an expression of :mod:`.expressions` or,
+    duck-typed, of Tracr's ``tracr.rasp.rasp`` (the same class and attribute names)."""
+    names = [cls.__name__ for cls in type(expr).__mro__]
+    return next((name for name in names if name in KINDS), None)
 
 
 def evaluate(expr: RASPExpr, xs: Sequence[Value]) -> Any:

@@ -28,6 +28,8 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from .evaluation import evaluate
+
 Value = Any
 Predicate = Callable[[Value, Value], bool]
 
@@ -82,8 +84,6 @@ class RASPExpr:
         return self
 
     def __call__(self, xs: Sequence[Value]) -> list[Value]:
-        from .evaluation import evaluate
-
         return evaluate(self, xs)
 
     __hash__ = object.__hash__
@@ -419,13 +419,3 @@ def is_categorical(sop: RASPExpr) -> bool:
     return get_encoding(sop) is Encoding.CATEGORICAL
 
 
-#: The class names of RASP's expressions, most specific first: what :func:`kind` reads.
-KINDS = ("TokensType", "IndicesType", "LengthType", "LinearSequenceMap", "SequenceMap", "Map", "Full", "ConstantSOp",
-         "Select", "ConstantSelector", "SelectorOr", "SelectorAnd", "SelectorNot", "Aggregate", "SelectorWidth")
-
-
-def kind(expr: object) -> str | None:
-    """The RASP class of ``expr`` by name, through its bases: an expression of this module or,
-    duck-typed, of Tracr's ``tracr.rasp.rasp`` (the same class and attribute names)."""
-    names = [cls.__name__ for cls in type(expr).__mro__]
-    return next((name for name in names if name in KINDS), None)

@@ -1,4 +1,4 @@
-"""The rule of each RASP class in :mod:`.translate`: how an SOp is read at a position
+"""The rule of each RASP class in :mod:`.translator`: how an SOp is read at a position
 (:data:`SOP_RULES`) and a selector as a condition on a key and a query (:data:`SELECTOR_RULES`)."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from typing import Any
 
 from ..language.typed import offset_text
 from .conditions import band, disjunction_atoms, few_true, nowhere, parenthesised
-from .expressions import RASPExpr, is_categorical, kind
+from .evaluation import kind
+from .expressions import RASPExpr, is_categorical
 from .literals import TranslationError, is_number, number_text, operand, table_value, token_text
 from .selectors import comparison_name, index_shift, numeric_side
-from .translate import (
+from .translator import (
     MAX_TABLE,
     Deferred,
     Predicate,

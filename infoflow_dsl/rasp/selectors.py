@@ -1,4 +1,4 @@
-"""The rule of each RASP selector class in :mod:`.translate` (:data:`SELECTOR_RULES`): a
+"""The rule of each RASP selector class in :mod:`.translator` (:data:`SELECTOR_RULES`): a
 selector as a condition on a key position s and a query position t, and what the SOp rules
 (:mod:`.rules`) ask of selectors (a Comparison's name, an index shift, a numeric side)."""
 
@@ -8,9 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..language.typed import offset_text
-from .expressions import RASPExpr, kind
+from .evaluation import kind
+from .expressions import RASPExpr
 from .literals import TranslationError, is_number
-from .translate import ALWAYS, MAX_TABLE, NEVER, OPERATORS, Predicate, Rendered, Translator, describe
+from .translator import ALWAYS, MAX_TABLE, NEVER, OPERATORS, Predicate, Rendered, Translator, describe
 
 #: (strictly, or-equal) ordering of a lexicographic comparison, by the comparison's operator.
 LEXICOGRAPHIC = {"<": ("<", "<"), "<=": ("<", "<="), ">": (">", ">"), ">=": (">", ">=")}

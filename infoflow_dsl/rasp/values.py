@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from .expressions import RASPExpr, SOp, is_numerical, kind
+from .evaluation import kind
+from .expressions import RASPExpr, SOp, is_numerical
 from .literals import is_number
 
 #: The kinds of selectors (no value set).

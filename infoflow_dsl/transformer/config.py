@@ -188,7 +188,7 @@ def _count(value: Any) -> bool:
 
 
 def _measurement(value: Any) -> bool:
-    """A stored ``measured_error`` as compile writes it (``reference.measure.measure_error``)."""
+    """A stored ``measured_error`` as compile writes it (``measure.vectors.measure_error``)."""
     if not isinstance(value, Mapping) or not (_number(value.get("max_error")) and value["max_error"] >= 0):
         return False
     counts = MEASURED_COUNTS + (TOKEN_MEASURED_COUNTS if "exhaustive" in value else ())

@@ -24,7 +24,6 @@ import json
 import math
 import os
 import struct
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ import safetensors.torch
 import torch
 
 from ..errors import ModelFileError
+from ..files import write_bytes_atomically
 from .config import ModelConfig
 from .model import CompiledTransformer
 from .sparse import SPARSE_DENSITY, holds_sparse, sparse_nonzero
@@ -126,39 +126,6 @@ def save(model: CompiledTransformer, path: str | os.PathLike[str], dense: bool =
     write_bytes_atomically(path, model_to_bytes(model, dense))
 
 
-def umask_mode(directory: bool = False) -> int:
-    """The mode a plain ``open`` (``mkdir``) would give a new file (folder) under the user's
-    umask: 0o666 (0o777) less the umask, 0644 (0755) under 022. ``tempfile`` creates 0600
-    files and 0700 folders whatever the umask, so every writer sets this before its rename."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return (0o777 if directory else 0o666) & ~mask
-
-
-def write_bytes_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, fsynced, then
-    ``os.replace``: the file is either complete or left as it was, with the mode the user's
-    umask gives (:func:`umask_mode`). This is the one writer of every output file."""
-    path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as error:  # named after the file asked for, not the hidden temporary one
-        raise type(error)(error.errno, error.strerror, str(path)) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, umask_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 # ---------------------------------------------------------------------------- reading
 
 
@@ -167,7 +134,18 @@ def load(path: str | os.PathLike[str], device: torch.device | str | None = None)
 
     Only a regular file is read (a FIFO would block, /dev/zero never ends), and its 8-byte
     header length is checked against the file's size before anything else is read: a 6 GB file
-    of zeros is refused after 8 bytes, not after reading 6 GB."""
+    of zeros is refused after 8 bytes, not after reading 6 GB.
+
+    Args:
+        path: the ``.safetensors`` file.
+        device: where to put the weights (default cpu).
+
+    Returns:
+        The :class:`CompiledTransformer` the file holds.
+
+    Raises:
+        ModelFileError: every fault of the file (not a model, truncated, inconsistent, too large).
+    """
     try:
         data = _read_model_file(Path(path))
     except FileNotFoundError:

@@ -25,7 +25,7 @@ from torch import nn
 from .model import HOOK_SHAPES, CompiledTransformer
 
 if TYPE_CHECKING:
-    from ..arguments import ModelSource
+    from .arguments import ModelSource
 
 LENS_MISSING = "ifl.hooked needs TransformerLens: install the 'lens' extra (pip install 'infoflow-dsl[lens]')"
 
@@ -79,8 +79,18 @@ def hooked(model: ModelSource) -> Any:
     """The compiled model as a ``transformer_lens.HookedRootModule`` (see the module docstring).
 
     Raises ImportError naming the ``lens`` extra when TransformerLens is not installed.
+
+    Args:
+        model: a compiled model, or the path of its file.
+
+    Returns:
+        A ``transformer_lens.HookedRootModule`` with ``run_with_cache``, hooks and the circuit's names.
+
+    Raises:
+        ImportError: TransformerLens (the ``lens`` extra) is not installed.
+        ModelFileError: a path that is not a model file.
     """
-    from ..arguments import model_argument
+    from .arguments import model_argument
 
     model = model_argument(model, "hooked")
     lens = _lens()

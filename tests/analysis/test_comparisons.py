@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from programs import ALL, by_name
 
 import infoflow_dsl as ifl
-from infoflow_dsl.analysis.comparisons import build_tree
 from infoflow_dsl.analysis.normalise import normalise
-from infoflow_dsl.reference.evaluate import ReferenceEvaluator, at_length, target_value
+from infoflow_dsl.analysis.tree import build_tree
+from infoflow_dsl.oracle.evaluate import ReferenceEvaluator, at_length, target_value
 
 
 def _tree(name: str, length: int | None = None):

@@ -11,9 +11,9 @@ import torch
 from programs import TOKENS
 
 import infoflow_dsl as ifl
-from infoflow_dsl.analysis.comparisons import build_tree
 from infoflow_dsl.analysis.finite import comparison_gaps, finite_domain, smallest_gap, value_set
 from infoflow_dsl.analysis.schedule import build_schedule
+from infoflow_dsl.analysis.tree import build_tree
 
 
 def categorical(length: int) -> str:

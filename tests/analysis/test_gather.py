@@ -22,10 +22,10 @@ import torch
 from compiled import program
 
 import infoflow_dsl as ifl
-from infoflow_dsl.reference.measure import errors_on, model_inputs
-from infoflow_dsl.reference.verify import trace
-from infoflow_dsl.tools.cli import run
+from infoflow_dsl.cli.main import run
+from infoflow_dsl.measure.vectors import errors_on, model_inputs
 from infoflow_dsl.transformer.io import model_to_bytes
+from infoflow_dsl.verify.check import trace
 
 COMPILED = ["third_largest", "tok_prefix_top2", "ineff_triangle_squared", "ineff_triple_product", "ineff_top4",
             "ineff_relu_pairs", "ineff_abs_gap", "ineff_per_token_triple"]

@@ -10,7 +10,7 @@ from random_programs import random_programs
 
 import infoflow_dsl as ifl
 from infoflow_dsl.analysis.ranges import Interval, roots_at_zero, value_ranges
-from infoflow_dsl.reference.measure import model_inputs
+from infoflow_dsl.measure.vectors import model_inputs
 
 SLACK = 1e-9  # float64 rounding of the reference against exact interval ends
 

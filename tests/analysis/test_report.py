@@ -9,7 +9,7 @@ import pytest
 from programs import CANONICAL, EXAMPLES_DIR, by_name
 
 import infoflow_dsl as ifl
-from infoflow_dsl.tools.cli import run
+from infoflow_dsl.cli.main import run
 
 REQUIRED_KEYS = {"order", "dimension", "comparisons", "layers", "heads", "info_sets", "cost", "verdict", "reason"}
 

@@ -6,10 +6,10 @@ import pytest
 from programs import ALL, by_name
 
 import infoflow_dsl as ifl
-from infoflow_dsl.analysis.comparisons import build_tree
 from infoflow_dsl.analysis.features import NotSeparable, separate
 from infoflow_dsl.analysis.schedule import build_schedule
 from infoflow_dsl.analysis.stages import layer_for, layers_for_output, next_ffn
+from infoflow_dsl.analysis.tree import build_tree
 
 
 def _schedule(name: str, heads=None, length=None):

@@ -13,7 +13,8 @@ from compiled import CANONICAL_EFFICIENT, EXTRA_COMPILED, model, program
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.approximations import DEEP, WIDE, Approximation, choose_square
 from infoflow_dsl.compiler.circuit import LinearForm
-from infoflow_dsl.reference.measure import budgeted_samples, errors_on, measure_error, model_inputs
+from infoflow_dsl.measure.measurement import measure_error
+from infoflow_dsl.measure.vectors import budgeted_samples, errors_on, model_inputs
 
 ROUNDOFF = 2.0**-53
 
@@ -144,7 +145,7 @@ def test_an_unknown_route_is_refused():
 
 
 def test_the_cli_compiles_deep_and_check_and_trace_accept_the_file(tmp_path, capsys):
-    from infoflow_dsl.tools.cli import run
+    from infoflow_dsl.cli.main import run
 
     source = tmp_path / "min_pairwise.iflow"
     source.write_text(program("min_pairwise").source, encoding="utf-8")
@@ -160,7 +161,7 @@ def test_the_cli_compiles_deep_and_check_and_trace_accept_the_file(tmp_path, cap
 
 
 def test_the_cli_refuses_an_unknown_route_with_exit_2(tmp_path, capsys):
-    from infoflow_dsl.tools.cli import run
+    from infoflow_dsl.cli.main import run
 
     source = tmp_path / "p.iflow"
     source.write_text(program("min_pairwise").source, encoding="utf-8")

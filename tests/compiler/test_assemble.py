@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.assemble import MatrixEntries
-from infoflow_dsl.reference.measure import model_inputs
+from infoflow_dsl.measure.vectors import model_inputs
 from infoflow_dsl.transformer import sparse as sparse_module
 from infoflow_dsl.transformer.io import model_from_bytes, model_to_bytes
 

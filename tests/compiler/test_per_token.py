@@ -26,8 +26,8 @@ import torch
 from compiled import CANONICAL_EFFICIENT, PER_TOKEN_COMPILED, model, program
 
 import infoflow_dsl as ifl
-from infoflow_dsl.reference.evaluate import retrieval_margin
-from infoflow_dsl.tools.cli import run
+from infoflow_dsl.cli.main import run
+from infoflow_dsl.oracle.evaluate import retrieval_margin
 
 PER_TOKEN = [n for n in CANONICAL_EFFICIENT if program(n).per_token] + PER_TOKEN_COMPILED
 CAUSAL = [n for n in PER_TOKEN if ifl.analyze(program(n)).to_dict()["causal"]]

@@ -232,7 +232,7 @@ def test_shadowing_is_accepted() -> None:
 
 def test_conditions_linking_too_many_positions_are_refused_not_crashed(tmp_path, capsys):
     """A grid over ten linked variables would need terabytes: a diagnostic, exit 2."""
-    from infoflow_dsl.tools.cli import run
+    from infoflow_dsl.cli.main import run
 
     names = ", ".join(f"v{i}" for i in range(10))
     chain = " and ".join(f"v{i} < v{i + 1}" for i in range(9))
@@ -244,7 +244,7 @@ def test_conditions_linking_too_many_positions_are_refused_not_crashed(tmp_path,
 
 
 def test_many_unlinked_variables_are_analysed_quickly(tmp_path, capsys):
-    from infoflow_dsl.tools.cli import run
+    from infoflow_dsl.cli.main import run
 
     path = tmp_path / "wide.iflow"
     source = "input x : R^2\nlength T = 20\ntarget min_<a, b, c, d, e, f, g, h, i, j> x(a)[1]\n"

@@ -14,14 +14,7 @@ import infoflow_dsl as ifl
 from infoflow_dsl.errors import ProgramError
 from infoflow_dsl.language import syntax as ast
 from infoflow_dsl.language import typed as ir
-from infoflow_dsl.language.declarations import (
-    MAX_LENGTH,
-    RESERVED,
-    Declarations,
-    declare,
-    literal_entries,
-    space_type,
-)
+from infoflow_dsl.language.declarations import MAX_LENGTH, RESERVED, Declarations, declare, literal_entries, space_type
 from infoflow_dsl.language.functions import CALLABLE
 from infoflow_dsl.language.parse import parse
 from infoflow_dsl.language.randomness import randn

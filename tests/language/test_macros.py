@@ -12,6 +12,7 @@ from programs import by_name
 from syntax_trees import target_of
 
 import infoflow_dsl as ifl
+from infoflow_dsl.cli.main import run
 from infoflow_dsl.language import syntax as ast
 from infoflow_dsl.language import typed as ir
 from infoflow_dsl.language.macros import (
@@ -25,7 +26,6 @@ from infoflow_dsl.language.macros import (
 )
 from infoflow_dsl.language.parse import parse
 from infoflow_dsl.language.printer import describe, print_expr
-from infoflow_dsl.tools.cli import run
 
 MACRO_ERRORS = [
     bad("macro-with-too-few-arguments", "let f(a, b) = <a, b>\ntarget f(x(1))",

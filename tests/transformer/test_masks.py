@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infoflow_dsl.language import typed as ir
-from infoflow_dsl.reference.evaluate import ReferenceEvaluator
+from infoflow_dsl.oracle.evaluate import ReferenceEvaluator
 from infoflow_dsl.transformer.masks import (
     allowed_pairs,
     check_condition,

@@ -299,9 +299,9 @@ def test_token_embedding_is_the_one_hot_product_with_the_table() -> None:
 @pytest.mark.parametrize("name", list(TOKEN_SOURCES))
 def test_hand_built_token_models_compute_their_programs(name: str) -> None:
     """Every hand-built token model against the reference evaluator, on every input of every length."""
-    from infoflow_dsl.reference.evaluate import evaluate
-    from infoflow_dsl.reference.token_check import every_sequence
-    from infoflow_dsl.reference.tokens import answers
+    from infoflow_dsl.measure.tokens import every_sequence
+    from infoflow_dsl.oracle.answers import answers
+    from infoflow_dsl.oracle.evaluate import evaluate
 
     model, program = token_model(name), token_program(name)
     for length in range(1, program.length + 1):

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import infoflow_dsl as ifl
-from infoflow_dsl.reference.measure import model_inputs
+from infoflow_dsl.measure.vectors import model_inputs
 from infoflow_dsl.transformer import repeated_rows
 from infoflow_dsl.transformer.repeated_rows import distinct_attention, distinct_keys, distinct_rows
 

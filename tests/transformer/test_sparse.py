@@ -10,7 +10,7 @@ import torch
 from handmade_models import random_model
 
 import infoflow_dsl as ifl
-from infoflow_dsl.reference.measure import model_inputs
+from infoflow_dsl.measure.vectors import model_inputs
 from infoflow_dsl.transformer import sparse as sparse_module
 from infoflow_dsl.transformer.io import model_from_bytes, model_to_bytes
 from infoflow_dsl.transformer.model import CompiledTransformer

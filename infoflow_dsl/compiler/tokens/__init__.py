@@ -24,7 +24,7 @@ from ...analysis.finite import finite_domain
 from ...errors import CompileError, NoConstruction
 from ...language import typed as ir
 from ..circuit import Circuit, ErrorBudget, LinearForm, readout_rounding
-from ..lower import UNIT_ROUNDOFF
+from ..vectors import UNIT_ROUNDOFF
 from .builder import TokenCircuitBuilder
 from .lower import RULES, TokenLowering
 

@@ -24,7 +24,7 @@ from ...analysis.finite import FiniteDomain, smallest_gap, value_set
 from ...errors import CompileError, NoConstruction, located
 from ...language import typed as ir
 from ...language.printer import describe
-from ...reference.evaluate import ReferenceEvaluator
+from ...oracle.evaluate import ReferenceEvaluator
 from ..circuit import LinearForm
 from . import ffn
 from .builder import Feature, TokenCircuitBuilder, TokenFeature, constant_feature

@@ -10,8 +10,8 @@ import infoflow_dsl as ifl
 from infoflow_dsl.analysis.finite import finite_domain
 from infoflow_dsl.compiler.tokens.separate import key_classes, polynomial_terms, separated_terms
 from infoflow_dsl.language import typed as ir
-from infoflow_dsl.reference.evaluate import ReferenceEvaluator
-from infoflow_dsl.reference.tokens import random_ids, token_values
+from infoflow_dsl.oracle.evaluate import ReferenceEvaluator
+from infoflow_dsl.oracle.tokens import random_ids, token_values
 
 
 def _body(source: str) -> tuple[ir.Program, ir.Expr]:

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 import infoflow_dsl as ifl
 from infoflow_dsl.analysis.finite import finite_domain
 from infoflow_dsl.compiler.circuit import LinearForm
-from infoflow_dsl.compiler.lower import UNIT_ROUNDOFF
 from infoflow_dsl.compiler.tokens import ffn
 from infoflow_dsl.compiler.tokens.builder import Feature, TokenCircuitBuilder
 from infoflow_dsl.compiler.tokens.counts import count_keys
 from infoflow_dsl.compiler.tokens.heads import length
 from infoflow_dsl.compiler.tokens.lower import TokenLowering
+from infoflow_dsl.compiler.vectors import UNIT_ROUNDOFF
 
 PROGRAM = ifl.parse_program('input x : token {"a", "b"}\nlength T = 6\ntarget(t) = len\n', "unit.iflow")
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import infoflow_dsl as ifl
 from infoflow_dsl.errors import CompileError, ProgramError
-from infoflow_dsl.reference.tokens import random_ids
+from infoflow_dsl.oracle.tokens import random_ids
 
 LENGTH = 4
 

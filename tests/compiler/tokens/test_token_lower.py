@@ -14,8 +14,8 @@ from infoflow_dsl.analysis.causality import is_causal
 from infoflow_dsl.errors import CompileError
 from infoflow_dsl.language.check import check
 from infoflow_dsl.language.parse import parse
-from infoflow_dsl.reference.token_check import every_sequence
-from infoflow_dsl.reference.tokens import random_ids
+from infoflow_dsl.measure.tokens import every_sequence
+from infoflow_dsl.oracle.tokens import random_ids
 from infoflow_dsl.transformer.io import model_to_bytes
 
 EPS = 1e-3

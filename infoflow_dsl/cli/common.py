@@ -1,0 +1,133 @@
+"""What every command of ``infoflowc`` shares: exit codes, the parser class, flag types, a
+program's text read, a compiled model loaded for a command.
+
+Exit codes (DESIGN.md): 0 success; 2 the user's fault (a bad program, a bad flag, an
+unreadable file), with a message on stderr and no traceback; 3 a compiled model measured above
+ε; 1 only for a bug; 130 Ctrl-C; 141 (128 + SIGPIPE, what a shell reports for ``yes | head``)
+when stdout was closed before everything was written (``infoflowc ... | head``), quietly.
+
+A flag's value is checked here, against the same limits as the checker's (``--T`` at most
+``check.MAX_LENGTH``), and reported as the flag's fault before any work. The user's faults are
+:class:`~infoflow_dsl.errors.UsageError` (every user-facing error lives in ``errors.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT (console.py holds the same number: it imports nothing before its guard)
+
+EXIT_OK, EXIT_BUG, EXIT_USER, EXIT_ABOVE_EPS = 0, 1, 2, 3
+EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, its errors a UsageError (exit 2, one line) instead of its own exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _number(convert: type, noun: str, minimum: float, strict: bool, requirement: str) -> Any:
+    """An argparse type: ``convert`` the text, then require it ≥ (or >, with ``strict``) ``minimum``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        if not (value > minimum if strict else value >= minimum) or value == float("inf"):  # nan fails too
+            shown = text if convert is float else value
+            raise argparse.ArgumentTypeError(f"expected {requirement}, got {shown!r}" if convert is float
+                                             else f"expected {requirement}, got {shown}")
+        return value
+
+    return parse
+
+
+positive_int = _number(int, "a whole number", 1, False, "a whole number ≥ 1")
+
+
+nonnegative_int = _number(int, "a whole number", 0, False, "a whole number ≥ 0")
+
+
+positive_float = _number(float, "a number", 0.0, True, "a positive number")
+
+
+nonnegative_float = _number(float, "a number", 0.0, False, "a number ≥ 0")
+
+
+def length_flag(text: str) -> int:
+    """``--T``: a whole number from 1 to the checker's MAX_LENGTH (a bad value is the flag's
+    fault, reported before the program is read)."""
+    from ..language.declarations import MAX_LENGTH
+
+    length = positive_int(text)
+    if length > MAX_LENGTH:
+        raise argparse.ArgumentTypeError(f"T = {length} is too large (at most {MAX_LENGTH})")
+    return length
+
+
+def comma_list(item: Callable[[str], int]) -> Callable[[str], list[int]]:
+    """An argparse type for a grid axis: ``16,32`` -> [16, 32], each part read by ``item``."""
+
+    def parse(text: str) -> list[int]:
+        return [item(part) for part in text.split(",")]
+
+    return parse
+
+
+def head_budget(text: str) -> tuple[int, ...]:
+    try:
+        budget = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected heads per layer such as 2,2, got {text!r}") from None
+    if not budget or any(h < 0 for h in budget) or sum(budget) == 0:
+        raise argparse.ArgumentTypeError(f"expected heads per layer (≥ 0, not all 0), got {text!r}")
+    return budget
+
+
+def ray_address(text: str) -> str:
+    """A Ray address of a form ``ray.init`` takes (:mod:`.cluster`), checked as a flag."""
+    from ..errors import SweepError
+    from ..training.cluster import address_endpoint
+
+    try:
+        address_endpoint(text)
+    except SweepError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def with_compiled_model(path: Path, use: Callable[[Any], Any], verb: str) -> tuple[Any, Any]:
+    """(the compiled model in ``path``, ``use(model)``); a file that is not a model, a trained
+    model (no circuit to ``verb``) or a stored program that no longer checks is a UsageError."""
+    from ..errors import ModelFileError
+    from ..pipeline import StoredProgramError
+    from ..transformer.io import load
+
+    try:
+        model = load(path, device="cpu")
+        if "trained" in model.config:
+            raise UsageError(f"{path}: a trained model has no circuit to {verb} (only compiled ones do)")
+        return model, use(model)
+    except ModelFileError as error:
+        raise UsageError(str(error)) from None
+    except StoredProgramError as error:
+        raise UsageError(f"{path}: {error}") from None
+
+
+def read_program_text(path: Path) -> str:
+    """The text of a program file (:func:`~infoflow_dsl.language.files.program_source`: a file
+    that is not UTF-8 is a ProgramError at its first bad byte); an unreadable file is a UsageError."""
+    from ..language.files import program_source
+
+    try:
+        return program_source(path)
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read: {error.strerror or error}") from None

@@ -1,0 +1,127 @@
+"""``infoflowc discover MODEL --method M --ablation A`` and ``infoflowc benchmark CORPUS -o OUT``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..circuits import ABLATIONS
+from ..discovery import METHODS, NUMBER_METRICS, TOKEN_METRICS
+from ..errors import UsageError
+from .common import EXIT_OK, with_compiled_model
+
+
+def add_discovery_parsers(commands: Any, positive_int: Any, nonnegative_int: Any) -> None:
+    """The ``discover`` and ``benchmark`` commands."""
+    one = commands.add_parser("discover", help="a circuit-discovery method on a compiled model, scored against its "
+                                               "certified truth (edge AUROC, faithfulness)")
+    one.add_argument("model", type=Path)
+    one.add_argument("--method", choices=METHODS, default="eap-ig", help="the method (eap-ig)")
+    one.add_argument("--ablation", choices=ABLATIONS, default="zero", help="the ablation (zero)")
+    one.add_argument("--metric", choices=TOKEN_METRICS + NUMBER_METRICS,
+                     help="what a patch is measured with (default: logit-diff/output for the gradient methods, "
+                          "kl/l2 for the others)")
+    one.add_argument("--samples", type=nonnegative_int, default=300, help="random inputs besides the exhaustive "
+                                                                          "ones (300)")
+    one.add_argument("--seed", type=nonnegative_int, default=0, help="the inputs' seed (0)")
+    one.add_argument("--length", type=positive_int, help="a model over vectors: the inputs' length (its T)")
+    one.add_argument("--json", action="store_true", help="every edge's score, the AUROCs and the curve as JSON")
+    one.add_argument("--html", type=Path, metavar="PAGE", help="also write a page drawing the found graph against "
+                                                               "the truth")
+    many = commands.add_parser("benchmark", help="every (model, method, ablation) of a ground-truth corpus "
+                                                 "(bench/circuit_corpus.py), resumable, on Ray")
+    many.add_argument("corpus", type=Path, help="the corpus folder (models/ and truths/)")
+    many.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated ({','.join(METHODS)})")
+    many.add_argument("--ablations", default=",".join(ABLATIONS), help=f"comma-separated ({','.join(ABLATIONS)})")
+    many.add_argument("--tiers", help="comma-separated realism tiers (default: every tier of the corpus)")
+    many.add_argument("--skip", default="", help="comma-separated shell patterns of models to leave out "
+                                                 "(e.g. 'intrinsic_*,tracr_sort_unique')")
+    many.add_argument("--workers", type=positive_int, default=2, help="Ray workers (1: in this process)")
+    many.add_argument("--address", help="a Ray cluster's address (auto, HOST:PORT or ray://HOST:PORT)")
+    many.add_argument("-o", "--output", type=Path, required=True, help="the results folder (resumed if it exists)")
+
+
+def discover_model(arguments: argparse.Namespace, model: Any) -> None:
+    """Run one method on ``model`` and print (or write) what it found against the truth."""
+    from ..discovery.discover import discover
+    from ..discovery.metrics import metrics_of
+    from ..files import check_writable
+    from ..pipeline import program_of
+    from .circuit import check_length, check_samples
+
+    if arguments.html is not None:
+        check_writable(arguments.html, arguments.model)
+    program = program_of(model)
+    if arguments.metric is not None and arguments.metric not in metrics_of(program):
+        kind = "a token" if program.token_output else "a numeric"
+        raise UsageError(f"--metric {arguments.metric}: {arguments.model} has {kind} output; one of "
+                         f"{', '.join(metrics_of(program))}")
+    check_samples(model, arguments.samples)
+    if arguments.length is not None:
+        check_length(model, arguments.length)
+    result = discover(model, arguments.method, arguments.ablation, arguments.metric, arguments.samples,
+                      arguments.seed, arguments.length)
+    if arguments.html is not None:
+        from ..discovery.picture import page
+        from ..files import write_bytes_atomically
+
+        write_bytes_atomically(arguments.html, page(result, model, str(arguments.model)).encode("utf-8"))
+    if arguments.json:
+        print(json.dumps({"model": str(arguments.model), **result.to_json()}, indent=1))
+        return
+    print(summary_text(str(arguments.model), result))
+
+
+def summary_text(name: str, result: Any) -> str:
+    """The text report of one discovery result."""
+    truth = result.necessary
+    lines = [f"{name}: {result.method} under {result.ablation} ablation ({result.metric}); "
+             f"{len(result.scores)} candidate edges, {len(truth)} necessary",
+             f"  edge AUROC {_shown(result.auroc)}  (within the graph's {len(result.graph_edges)} edges: "
+             f"{_shown(result.auroc_graph)})  node AUROC {_shown(result.node_auroc)}",
+             "  faithfulness of the top-k circuit: " + ", ".join(
+                 f"k={p.k} {p.faithfulness:.3f}{'*' if p.certified else ''}" for p in result.faithful)
+             + "  (* keeps the certificate)",
+             f"  cost: {result.cost['forwards']} forwards, {result.cost['backwards']} backwards, "
+             f"{result.cost['seconds']} s", "  top edges:"]
+    from ..discovery.scores import top_k
+
+    for pair in top_k(result.scores, max(10, len(truth))):
+        mark = "necessary" if pair in truth else ("graph" if pair in result.graph_edges else "-")
+        lines.append(f"    {pair[0]}->{pair[1]}<{pair[2]}>".ljust(34) + f"{result.scores[pair]:>12.4g}  {mark}")
+    return "\n".join(lines)
+
+
+def _shown(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:.3f}"
+
+
+def command_benchmark(arguments: argparse.Namespace) -> None:
+    from ..discovery.benchmark import run_benchmark
+
+    methods = _listed(arguments.methods, METHODS, "--methods")
+    ablations = _listed(arguments.ablations, ABLATIONS, "--ablations")
+    tiers = None if arguments.tiers is None else _items(arguments.tiers)
+    skip = _items(arguments.skip)
+    print(run_benchmark(arguments.corpus, arguments.output, methods, ablations, tiers, arguments.workers,
+                        arguments.address, skip))
+
+
+def _items(text: str) -> tuple[str, ...]:
+    """A comma-separated flag's items, stripped, each once, in order."""
+    return tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+
+
+def _listed(text: str, choices: tuple[str, ...], flag: str) -> tuple[str, ...]:
+    names = _items(text)
+    unknown = [n for n in names if n not in choices]
+    if unknown or not names:
+        raise UsageError(f"{flag}: {', '.join(unknown) or 'nothing given'}: expected some of {', '.join(choices)}")
+    return names
+
+
+def command_discover(arguments: argparse.Namespace) -> int:
+    with_compiled_model(arguments.model, lambda model: discover_model(arguments, model), "discover")
+    return EXIT_OK

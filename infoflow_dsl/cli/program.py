@@ -1,0 +1,110 @@
+"""``infoflowc parse``, ``analyze`` and ``compile``: the commands that read a program.
+
+``parse`` prints the checked program with its macros expanded; ``analyze`` prints (or writes as
+JSON, a plot or a page) :func:`~infoflow_dsl.pipeline.analyze`'s report; ``compile`` runs
+:func:`~infoflow_dsl.pipeline.compile_program` and writes the model only when its measured
+error is within ε (else exit 3, nothing written).
+
+Start-up: ``parse`` and ``analyze`` import neither torch nor matplotlib (analyze imports
+matplotlib only for ``--plot``, torch only to compile an inefficient target's gather route,
+whose parameters it reports).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..errors import UsageError
+from ..files import check_writable, write_atomically
+from .common import EXIT_ABOVE_EPS, EXIT_OK, read_program_text
+
+
+def command_parse(arguments: argparse.Namespace) -> int:
+    from ..language.load import parse_program
+    from ..language.printer import print_program
+
+    source = read_program_text(arguments.file)
+    program = parse_program(source, str(arguments.file), length=arguments.length)
+    sys.stdout.write(print_program(program.expanded))
+    return EXIT_OK
+
+
+def command_analyze(arguments: argparse.Namespace) -> int:
+    import io
+
+    from ..language.load import parse_program
+    from ..scheduling import analyze
+
+    for output in (arguments.plot, arguments.html):
+        if output is not None:
+            check_writable(output, arguments.file)
+    source = read_program_text(arguments.file)
+    program = parse_program(source, str(arguments.file), length=arguments.length)
+    report = analyze(program, arguments.heads)
+    if arguments.plot is not None:
+        from ..analysis.plot import plot_report
+
+        buffer = io.BytesIO()
+        plot_report(report, buffer)
+        write_atomically(arguments.plot, buffer.getvalue())
+    if arguments.html is not None:
+        from ..page import analysis_page
+
+        write_atomically(arguments.html, analysis_page(report).encode("utf-8"))
+    sys.stdout.write(report.to_json() if arguments.json else report.to_text())
+    return EXIT_OK
+
+
+def command_compile(arguments: argparse.Namespace) -> int:
+    from .. import progress
+    from ..errors import CompileError
+    from ..language.load import parse_program
+    from ..pipeline import compile_program, resolve_device
+    from ..transformer.io import model_to_bytes
+
+    output = arguments.output or arguments.file.with_suffix(".safetensors")
+    check_writable(output, arguments.file)  # flags and paths first: nothing is compiled for an unwritable file
+    try:
+        device = resolve_device(arguments.device)
+    except CompileError as error:
+        raise UsageError(f"infoflowc compile: {error}") from None
+    source = read_program_text(arguments.file)
+    program = parse_program(source, str(arguments.file), length=arguments.length, margin=arguments.margin)
+    try:
+        with progress.shown("compile"):  # on a terminal: the stage that runs and how far it is
+            model = compile_program(program, arguments.eps, arguments.dtype, device, arguments.samples,
+                                    ffn=arguments.ffn, allow_inefficient=arguments.allow_inefficient)
+    except CompileError as error:
+        raise UsageError(f"{arguments.file}: cannot compile: {error}") from None
+    config = model.config
+    measured = config["measured_error"]
+    print(f"{arguments.file}: compiled within ε = {arguments.eps:g} ({config['dtype']}, T = {config['T']})")
+    print(f"  layers           {len(config['layers'])}")
+    print(f"  heads per layer  {[len(layer['heads']) for layer in config['layers']]}")
+    print(f"  d_model          {config['d_model']}")
+    print(f"  d_mlp            {model.d_mlp} (embedding {model.d_mlp_embedding})")
+    print(f"  parameters       {model.parameter_count()} total, {model.nonzero_parameter_count()} nonzero")
+    print(f"  a-priori bound   {config['a_priori_bound']:.3g}")
+    _print_exactness(program)
+    if measured is not None:
+        from ..measure.measurement import describe_measurement, measurement_passes
+
+        budget = " (the default budget; --samples N for more)" if arguments.samples is None else ""
+        print(f"  measured error   {measured['max_error']:.3g} ({describe_measurement(measured)}){budget}")
+        if not measurement_passes(measured, arguments.eps):
+            print(f"{arguments.file}: the measured error exceeds ε (a compiler bug); nothing written", file=sys.stderr)
+            return EXIT_ABOVE_EPS
+    write_atomically(output, model_to_bytes(model, dense=arguments.dense))
+    print(f"  wrote            {output}")
+    return EXIT_OK
+
+
+def _print_exactness(program: Any) -> None:
+    """A token program's comparisons, each with the smallest gap its step is narrower than."""
+    from ..analysis.finite import comparison_gaps
+
+    for pair in comparison_gaps(program):
+        gap = "not derived (the margin stands for it)" if pair.gap is None else f"smallest gap {pair.gap}"
+        print(f"  exact            {pair.text}: {gap}")

@@ -1,0 +1,115 @@
+"""``infoflowc train`` and ``infoflowc sweep``: the shared training flags as TrainSettings, a bad
+combination a UsageError (exit 2) before any run, the trained model written atomically, the
+sweep's runs through Ray (``training.sweep``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import UsageError
+from ..files import check_writable, check_writable_folder, write_atomically
+from .common import EXIT_OK, read_program_text
+
+
+def _training_program(arguments: argparse.Namespace, length: int | None) -> Any:
+    from ..language.load import parse_program
+
+    return parse_program(read_program_text(arguments.file), str(arguments.file), length=length)
+
+
+def _training_settings(arguments: argparse.Namespace, heads: tuple[int, ...], layers: int | None) -> Any:
+    """TrainSettings from the shared flags; a bad combination is a UsageError."""
+    from ..training.train import TrainError, TrainSettings, head_budget, parse_distribution
+
+    try:
+        return TrainSettings(heads=head_budget(heads, layers), d_head=arguments.d_head, d_mlp=arguments.d_mlp,
+                             batch=arguments.batch, lr=arguments.lr, weight_decay=arguments.weight_decay,
+                             seed=arguments.seed, dist=parse_distribution(arguments.dist),
+                             validation=arguments.validation, device=str(resolve_training_device(arguments.device)),
+                             init=str(arguments.init) if arguments.init else None)
+    except TrainError as error:
+        raise UsageError(f"infoflowc {arguments.command}: {error}") from None
+
+
+def resolve_training_device(device: str) -> Any:
+    from ..errors import CompileError
+    from ..pipeline import resolve_device
+
+    try:
+        return resolve_device(device)
+    except (CompileError, RuntimeError) as error:
+        raise UsageError(f"--device {device}: {error}") from None
+
+
+def _init_model(arguments: argparse.Namespace) -> Any:
+    from ..errors import ModelFileError
+    from ..transformer.io import load
+
+    if arguments.init is None:
+        return None
+    try:
+        return load(arguments.init, device="cpu")
+    except ModelFileError as error:
+        raise UsageError(f"--init: {error}") from None
+
+
+def command_train(arguments: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from ..training.train import TrainError, train
+    from ..transformer.io import model_to_bytes
+
+    program = _training_program(arguments, arguments.length)
+    settings = _training_settings(arguments, arguments.heads, arguments.layers)
+    settings = replace(settings, d_model=arguments.d_model, steps=arguments.steps)
+    output = arguments.output or arguments.file.with_suffix(".trained.safetensors")
+    check_writable(output, arguments.file)
+    try:
+        result = train(program, settings, _init_model(arguments))
+    except TrainError as error:
+        raise UsageError(f"infoflowc train: {error}") from None
+    print(f"{arguments.file}: trained {settings.steps} steps (T = {program.length}, heads {list(settings.heads)}, "
+          f"d_model {settings.d_model}, inputs {settings.dist})")
+    print(f"  parameters       {result.parameters}")
+    print(f"  validation NMSE  {result.final_nmse:.3g} at the last step, best {result.best_nmse:.3g} at step "
+          f"{result.best_step} (on {settings.validation} held-out inputs)")
+    print(f"  time             {result.seconds:.1f} s")
+    write_atomically(output, model_to_bytes(result.model))
+    print(f"  wrote            {output}")
+    return EXIT_OK
+
+
+def command_sweep(arguments: argparse.Namespace) -> int:
+    from functools import cache
+
+    from ..training import sweep
+    from ..training.train import TrainError
+
+    check_writable_folder(arguments.output)
+    base = _training_settings(arguments, arguments.heads[0], None)
+    source = read_program_text(arguments.file)
+    program_at = cache(lambda length: _training_program(arguments, length))
+    lengths = tuple(arguments.length or [program_at(None).length])
+    for length in lengths:
+        program_at(length)  # a bad program or T fails here, before any run
+    grid = sweep.Grid(tuple(arguments.heads), tuple(arguments.layers or [None]), lengths,
+                      tuple(arguments.d_model), tuple(arguments.steps), arguments.seeds, base)
+    init = arguments.init.read_bytes() if _init_model(arguments) is not None else None
+    try:
+        runs = sweep.expand(grid, str(arguments.file), source, init)
+        folder = arguments.output
+        rows = sweep.execute(runs, folder, arguments.workers, arguments.address,
+                             on_finished=lambda row: print(f"  {row['run']}: NMSE best {row['best_nmse']}, "
+                                                                 f"last {row['final_nmse']}", flush=True))
+        configs = sweep.finish(folder, arguments.file.name, grid, runs, rows, program_at, arguments.compare_eps)
+    except (TrainError, sweep.SweepError) as error:
+        raise UsageError(f"infoflowc sweep: {error}") from None
+    except OSError as error:  # a write in the folder failed mid-sweep (a full disk): the rows so far are kept
+        raise UsageError(f"{arguments.output}: cannot write: {error.strerror or error}") from None
+    print(f"{arguments.file}: {len(rows)} of {len(runs)} runs finished; best NMSE per configuration:")
+    for c in configs:
+        print(f"  heads {c.heads:<8} T {c.length:<5} d_model {c.d_model:<5} steps {c.steps:<7} "
+              f"{c.best:.3g}  ({c.verdict})")
+    print(f"  wrote            {folder / 'results.csv'}, {folder / 'summary.md'}, {folder / 'nmse.png'}")
+    return EXIT_OK
