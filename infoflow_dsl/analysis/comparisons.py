@@ -1,4 +1,4 @@
-"""Stage 3, comparisons: a checked :class:`~infoflow_dsl.language.typed.Program` -> :class:`ComparisonTree`.
+"""Stage 2 (tree), comparisons: a checked :class:`~infoflow_dsl.language.typed.Program` -> :class:`ComparisonTree`.
 
 THEORY.md §3. Every reduction over positions is a **comparison node** over one position
 variable, given its **context**: the enclosing position variables its body depends on, and

@@ -1,4 +1,4 @@
-"""Stage 4, schedule: :class:`ComparisonTree` -> :class:`Schedule` (layers, heads, information flow).
+"""Stage 3, schedule: :class:`ComparisonTree` -> :class:`Schedule` (layers, heads, information flow).
 
 Every comparison node becomes one attention head (DESIGN.md, "How weights realise the
 schedule"): an order-2 node with a position variable in its context is a **retrieval head**

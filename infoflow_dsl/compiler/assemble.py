@@ -1,4 +1,4 @@
-"""Stage 6, assemble: a :class:`~infoflow_dsl.compiler.circuit.Circuit` -> tensors + config.
+"""Stage 5, assemble: a :class:`~infoflow_dsl.compiler.circuit.Circuit` -> tensors + config.
 
 Every residual direction gets one coordinate of the residual stream, in the circuit's order
 (so ``config["residual_labels"][i]`` names coordinate i). Each linear form becomes a column

@@ -1,4 +1,4 @@
-"""Stage 2, check: :class:`~infoflow_dsl.language.syntax.SourceProgram` ->
+"""Stage 1 (load), check: :class:`~infoflow_dsl.language.syntax.SourceProgram` ->
 :class:`~infoflow_dsl.language.typed.Program`.
 
 The declarations are checked first (:mod:`.declarations`), the target's macros inlined

@@ -1,4 +1,4 @@
-"""Stage 1, parse: source text -> :class:`~infoflow_dsl.language.syntax.SourceProgram` (with spans).
+"""Stage 1 (load), parse: source text -> :class:`~infoflow_dsl.language.syntax.SourceProgram` (with spans).
 
 The file is first cut into statements (one declaration per line; a line break inside ``( )``,
 ``[ ]`` or ``{ }`` continues the statement, unless the next line starts with a declaration keyword,

@@ -17,7 +17,7 @@ from ..analysis.report import AnalysisReport
 
 
 @dataclass(frozen=True)
-class GraphNode:
+class ComparisonBox:
     """One box of the comparison graph: a comparison node (its head), a fetch head, or an FFN
     function. ``layer`` is the layer that finishes it (0: the embedding), ``inputs`` the names of
     the boxes it reads, ``bound`` its a-priori error (None on a page without a model)."""
@@ -66,16 +66,16 @@ def analysis_section(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def analysis_graph(summary: dict[str, Any], source: str) -> list[GraphNode]:
+def analysis_graph(summary: dict[str, Any], source: str) -> list[ComparisonBox]:
     """The comparison tree's nodes, each at its head's layer, plus the heads that compare nothing
     (position and presence fetches); edges child -> parent. ``source`` is the program's text."""
     layer_of = {h["head"]: h["layer"] for h in summary["schedule"]}
-    nodes = [GraphNode(name=n["name"], kind=n["kind"], text=f"{n['conditions']} {n['body']}", site=n["site"],
+    nodes = [ComparisonBox(name=n["name"], kind=n["kind"], text=f"{n['conditions']} {n['body']}", site=n["site"],
                        layer=layer_of.get(n["name"], 0), head=n["name"] if n["name"] in layer_of else None,
                        bound=None, inputs=tuple(n["children"]), source=source_text(source, n["span"]))
              for n in summary["tree"]]
     named = {n.name for n in nodes}
-    nodes += [GraphNode(name=h["head"], kind=h["kind"], text=h["compares"], site=h["site"], layer=h["layer"],
+    nodes += [ComparisonBox(name=h["head"], kind=h["kind"], text=h["compares"], site=h["site"], layer=h["layer"],
                         head=h["head"], bound=None, inputs=(), source=None)
               for h in summary["schedule"] if h["head"] not in named]
     return nodes

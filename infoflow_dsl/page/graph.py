@@ -121,7 +121,7 @@ def _column_titles(nodes: list[dict[str, Any]]) -> list[str]:
 
 
 def svg_graph(nodes: list[dict[str, Any]]) -> str:
-    """The graph of ``nodes`` (GraphNode.to_json dicts) as one ``<svg>`` element."""
+    """The graph of ``nodes`` (ComparisonBox.to_json dicts) as one ``<svg>`` element."""
     if not nodes:
         return '<p class="empty">No comparisons or FFN functions: the target is read off directly.</p>'
     corners = layout(nodes)

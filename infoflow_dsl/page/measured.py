@@ -25,7 +25,7 @@ from ..transformer.model import CompiledTransformer
 from ..transformer.sparse import nonzero_entries
 from ..verify.check import writers
 from ..verify.sites import CircuitSite, circuit
-from .content import GraphNode
+from .content import ComparisonBox
 from .token_measured import token_examples, token_measured_section, token_names
 
 EXAMPLES = 8  # example inputs embedded for the attention patterns
@@ -82,7 +82,7 @@ def head_reads(model: CompiledTransformer, layer: int, head: int) -> list[int]:
 
 
 def model_graph(model: CompiledTransformer, sites: tuple[CircuitSite, ...],
-                spans: dict[str, str | None]) -> list[GraphNode]:
+                spans: dict[str, str | None]) -> list[ComparisonBox]:
     """One box per comparison node (its components merged), per head that compares nothing (a
     fetch), and per FFN function. A box reads the boxes that write the directions it reads: a
     head those of the nonzero rows of its W_Q, W_K and W_V (:func:`head_reads`), an FFN function
@@ -105,25 +105,25 @@ def model_graph(model: CompiledTransformer, sites: tuple[CircuitSite, ...],
         found = dict.fromkeys(writer[labels[i]] for i in indices if labels[i] in writer)
         return tuple(name for name in found if name != own)
 
-    nodes: dict[str, GraphNode] = {}
+    nodes: dict[str, ComparisonBox] = {}
     for s in sites:
         if s.kind == "comparison":
             assert s.head is not None
             head = head_at[(_layer_of_hook(s.head[0]), s.head[1])]
             name = s.name.split("[")[0]
-            nodes.setdefault(name, GraphNode(name=name, kind=head["kind"], text=s.computes, site=s.site,
+            nodes.setdefault(name, ComparisonBox(name=name, kind=head["kind"], text=s.computes, site=s.site,
                                              layer=head["layer"], head=f"L{head['layer']}.H{head['index']}",
                                              bound=s.bound, inputs=boxes_read(head_reads(
                                                  model, head["layer"], head["index"]), name),
                                              source=spans.get(name)))
             continue
         assert s.argument is not None
-        nodes[s.name] = GraphNode(name=s.name, kind=f"ffn {s.function}", text=s.computes, site=s.site,
+        nodes[s.name] = ComparisonBox(name=s.name, kind=f"ffn {s.function}", text=s.computes, site=s.site,
                                   layer=layer_of_block.get(s.name, 0), head=None, bound=s.bound,
                                   inputs=boxes_read(s.argument.index, s.name), source=None)
     for h in heads:
         if h["name"] not in nodes:
-            nodes[h["name"]] = GraphNode(name=h["name"], kind=h["kind"], text=h["computes"], site=h["site"],
+            nodes[h["name"]] = ComparisonBox(name=h["name"], kind=h["kind"], text=h["computes"], site=h["site"],
                                          layer=h["layer"], head=f"L{h['layer']}.H{h['index']}", bound=h["bound"],
                                          inputs=boxes_read(head_reads(model, h["layer"], h["index"]), h["name"]),
                                          source=spans.get(h["name"]))

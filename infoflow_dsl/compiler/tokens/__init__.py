@@ -1,4 +1,4 @@
-"""Stage 5 for token programs (language v3): a checked token program -> an exact circuit.
+"""Stage 4 for token programs (language v3): a checked token program -> an exact circuit.
 
 Every value a token program computes takes finitely many values (``analysis.finite``), so the
 lowering does not approximate: each construction is exact in exact arithmetic on those values

@@ -1,4 +1,4 @@
-"""Stage 5, lower: a schedule -> a circuit within ε (see :mod:`.stage`).
+"""Stage 4, lower: a schedule -> a circuit within ε (see :mod:`.stage`).
 
 The constructions live one family a module: ``fetch`` (position and presence heads),
 ``retrieval`` (min/max and argmin/argmax heads), ``uniform`` (sum/mean heads), ``squares`` and

@@ -1,4 +1,4 @@
-"""Stage 5, lower: an :class:`~infoflow_dsl.analysis.schedule.Schedule` -> a
+"""Stage 4, lower: an :class:`~infoflow_dsl.analysis.schedule.Schedule` -> a
 :class:`~infoflow_dsl.compiler.circuit.Circuit` within ε.
 
 One lowering (:func:`lower_schedule`) builds, on a :class:`~.builder.CircuitBuilder`, the fetch
