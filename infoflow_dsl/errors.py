@@ -130,3 +130,10 @@ class WorkloadError(UsageError):
     """A measurement that would need more memory than this process may use, or more time than
     the limit (``INFOFLOW_MAX_SECONDS``), estimated before anything is allocated
     (:mod:`infoflow_dsl.measure.workload`): exit 2, with both figures and what to change."""
+
+
+#: Every fault of the user's besides a program's (:class:`ProgramError`, rendered with carets):
+#: whichever command it escapes from, it is one message on stderr and exit 2, never "internal
+#: error" (the CLI's last net for a command that did not turn it into a UsageError itself).
+USER_FAULTS: tuple[type[Exception], ...] = (UsageError, CompileError, ModelFileError, StoredProgramError,
+                                            ExportError, TrainError, SweepError)

@@ -35,6 +35,8 @@ Result = TypeVar("Result")
 _ENDPOINT = re.compile(r"^(?:ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>[0-9]{1,5})$")
 _HINT = ("start one with `ray start --head` (its GCS address HOST:6379, or ray://HOST:10001 for Ray Client), "
          "or leave out --address for a local Ray with --workers CPUs")
+_LOCAL_HINT = ("--workers 1 runs in this process without Ray; `ray stop` ends a Ray left running on this machine, "
+               "and Ray's logs are in its temp folder (/tmp/ray/session_latest/logs by default)")
 
 
 def address_endpoint(address: str) -> tuple[str, int] | None:
@@ -65,15 +67,21 @@ def check_reachable(address: str) -> None:
 
 
 def start_ray(workers: int, address: str | None) -> None:
-    """``ray.init``: a local Ray of ``workers`` CPUs (its workers import this very package), or
-    the cluster at ``address`` (checked first). SweepError when Ray cannot start or join."""
+    """``ray.init``: a fresh local Ray of ``workers`` CPUs (its workers import this very package),
+    or the cluster at ``address`` (checked first). SweepError when Ray cannot start or join.
+
+    Without ``--address`` the local Ray is asked for by name (``address="local"``): a bare
+    ``ray.init`` would follow ``RAY_ADDRESS`` or the address file of the last ``ray start`` on
+    this machine (``ray_current_cluster`` in Ray's temp folder), even a head long gone, and then
+    refuse ``num_cpus`` for an existing cluster."""
     import ray
 
     try:
         if address is None:
             package_root = str(Path(__file__).resolve().parent.parent.parent)
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
         else:
             check_reachable(address)
             ray.init(address=address, log_to_driver=False, configure_logging=False)
@@ -81,8 +89,8 @@ def start_ray(workers: int, address: str | None) -> None:
         raise
     except Exception as error:  # Ray raises ConnectionError, RuntimeError, TimeoutError, ValueError ...
         where = "a local Ray" if address is None else f"--address {address}"
-        raise SweepError(f"{where}: Ray did not start: {type(error).__name__}: {error}"
-                         + ("" if address is None else f"; {_HINT}")) from None
+        hint = _LOCAL_HINT if address is None else _HINT
+        raise SweepError(f"{where}: Ray did not start: {type(error).__name__}: {error}; {hint}") from None
 
 
 def ray_map(function: Callable[[Job], Result], jobs: Sequence[Job], workers: int, address: str | None,
