@@ -196,7 +196,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             command = arguments.command
             return COMMANDS[command](arguments)
         except ProgramError as error:
-            print(error.render(), file=sys.stderr)
+            print(shortened(error.render()), file=sys.stderr)
             return EXIT_USER
         except UsageError as error:
             print(shortened(str(error)), file=sys.stderr)

@@ -64,13 +64,16 @@ def command_compile(arguments: argparse.Namespace) -> int:
     from ..pipeline import compile_program, resolve_device
     from ..transformer.io import model_to_bytes
 
+    source = read_program_text(arguments.file)  # a model file given for the program is said so, first
     output = arguments.output or arguments.file.with_suffix(".safetensors")
+    if arguments.output is None and output.suffix == arguments.file.suffix:
+        raise UsageError(f"{arguments.file}: the default output (the input's name with .safetensors) is the input "
+                         f"itself; give the model's name with -o")
     check_writable(output, arguments.file)  # flags and paths first: nothing is compiled for an unwritable file
     try:
         device = resolve_device(arguments.device)
     except CompileError as error:
         raise UsageError(f"infoflowc compile: {error}") from None
-    source = read_program_text(arguments.file)
     program = parse_program(source, str(arguments.file), length=arguments.length, margin=arguments.margin)
     try:
         with progress.shown("compile"):  # on a terminal: the stage that runs and how far it is
