@@ -80,7 +80,8 @@ def _run(file: Path) -> dict[str, Any]:
     except Exception as error:  # the user's program: what it raises is reported, never a traceback
         raise UsageError(f"{file}: running it raised {type(error).__name__}: {error}") from None
     finally:
-        sys.path.remove(folder)  # the first copy: the one inserted above, unless the file moved it
+        if folder in sys.path:  # the first copy: the one inserted above (unless the file took it out)
+            sys.path.remove(folder)
 
 
 def _program(namespace: dict[str, Any], file: Path, name: str) -> Any:
