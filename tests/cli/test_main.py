@@ -592,3 +592,11 @@ def test_a_program_error_on_a_huge_line_is_cut() -> None:
         stream.flush()
         code, _, err = run_cli(["analyze", stream.name])
     assert code == 2 and "not a UTF-8 text file" in err and len(err) < 2_100, len(err)
+
+
+def test_an_unrecognized_argument_is_reported_by_its_subcommand_with_the_nearest_flag() -> None:
+    code, out, err = run_cli(["compile", str(PROGRAM_FILE), "--epsilon", "1e-3"])
+    assert (code, out) == (2, "")
+    assert err.strip() == "infoflowc compile: unrecognized arguments: --epsilon 1e-3 (did you mean --eps?)"
+    code, _, err = run_cli(["parse", str(PROGRAM_FILE), "--frobnicate"])
+    assert code == 2 and err.startswith("infoflowc parse: unrecognized arguments: --frobnicate (")
