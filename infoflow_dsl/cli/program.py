@@ -105,9 +105,13 @@ def command_compile(arguments: argparse.Namespace) -> int:
 
 
 def _print_exactness(program: Any) -> None:
-    """A token program's comparisons, each with the smallest gap its step is narrower than."""
+    """A token program's comparisons, each with the smallest gap its step is narrower than, each
+    as the program writes it (a ``let``'s body with the let's own names, not the names of the
+    place it was inlined at) and its line."""
     from ..analysis.finite import comparison_gaps
+    from ..language.syntax import text_at
 
     for pair in comparison_gaps(program):
         gap = "not derived (the margin stands for it)" if pair.gap is None else f"smallest gap {pair.gap}"
-        print(f"  exact            {pair.text}: {gap}")
+        written = text_at(program.source, pair.span)
+        print(f"  exact            {f'{written} (line {pair.span.line})' if written else pair.text}: {gap}")

@@ -600,3 +600,14 @@ def test_an_unrecognized_argument_is_reported_by_its_subcommand_with_the_nearest
     assert err.strip() == "infoflowc compile: unrecognized arguments: --epsilon 1e-3 (did you mean --eps?)"
     code, _, err = run_cli(["parse", str(PROGRAM_FILE), "--frobnicate"])
     assert code == 2 and err.startswith("infoflowc parse: unrecognized arguments: --frobnicate (")
+
+
+def test_compiles_exactness_lines_quote_the_program_with_its_own_names(tmp_path: Path) -> None:
+    """Seen: ``x(s1) < x(s2)`` where the program says something else: the comparison is quoted
+    as written (a let's body keeps the let's names), with its line."""
+    source = ("input x : token {1, 2, 3}\nlength T = 4\nlet smaller(a, b) = [x(a) < x(b)]\n"
+              "target(t) = sum_<s> smaller(s, t)\n")
+    (tmp_path / "smaller.iflow").write_text(source, encoding="utf-8")
+    code, out, err = run_cli(["compile", str(tmp_path / "smaller.iflow"), "-o", str(tmp_path / "m.safetensors")])
+    assert code == 0, err
+    assert "  exact            x(a) < x(b) (line 3): smallest gap 1" in out.splitlines()
