@@ -76,7 +76,7 @@ def discover_model(arguments: argparse.Namespace, model: Any) -> None:
 
 def summary_text(name: str, result: Any) -> str:
     """The text report of one discovery result."""
-    from .summary import fixed
+    from ..discovery.summary import fixed
 
     truth = result.necessary
     lines = [f"{name}: {result.method} under {result.ablation} ablation ({result.metric}); "
@@ -97,7 +97,7 @@ def summary_text(name: str, result: Any) -> str:
 
 
 def _shown(value: float | None) -> str:
-    from .summary import fixed
+    from ..discovery.summary import fixed
 
     return "undefined" if value is None else fixed(value)
 

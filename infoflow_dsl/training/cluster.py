@@ -18,9 +18,12 @@ the sweep's folder is made.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import socket
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -80,8 +83,9 @@ def start_ray(workers: int, address: str | None) -> None:
         if address is None:
             package_root = str(Path(__file__).resolve().parent.parent.parent)
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-            ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            with _notices_on_terminals_only():
+                ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
         else:
             check_reachable(address)
             ray.init(address=address, log_to_driver=False, configure_logging=False)
@@ -91,6 +95,27 @@ def start_ray(workers: int, address: str | None) -> None:
         where = "a local Ray" if address is None else f"--address {address}"
         hint = _LOCAL_HINT if address is None else _HINT
         raise SweepError(f"{where}: Ray did not start: {type(error).__name__}: {error}; {hint}") from None
+
+
+#: Ray's loggers whose notices at start-up ("Token authentication is enabled for this Ray
+#: cluster ...") are for a person at a terminal, not for a log file
+_NOTICES = ("ray._private.authentication",)
+
+
+@contextlib.contextmanager
+def _notices_on_terminals_only() -> Iterator[None]:
+    """Ray's start-up notices (:data:`_NOTICES`) shown on a terminal and kept out of a log:
+    below ERROR they are dropped while Ray starts when stderr is not a terminal."""
+    quiet = not getattr(sys.stderr, "isatty", lambda: False)()
+    loggers = [logging.getLogger(name) for name in _NOTICES] if quiet else []
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def ray_map(function: Callable[[Job], Result], jobs: Sequence[Job], workers: int, address: str | None,
@@ -103,6 +128,9 @@ def ray_map(function: Callable[[Job], Result], jobs: Sequence[Job], workers: int
     if not jobs:
         return
     start_ray(workers, address)
+    from .ray_watch import start_watch, stop_watch
+
+    watch = start_watch() if address is None else None  # a local Ray ends with this process (:mod:`.ray_watch`)
     try:
         task = ray.remote(num_cpus=1, num_gpus=gpus)(function)
         pending = {task.remote(job): job for job in jobs}
@@ -113,6 +141,7 @@ def ray_map(function: Callable[[Job], Result], jobs: Sequence[Job], workers: int
             yield job, task_result(ray.get, ready[0], where)
     finally:
         ray.shutdown()
+        stop_watch(watch)
 
 
 def task_result(get: Callable[[Any], Any], ref: Any, where: str) -> Any:

@@ -95,7 +95,7 @@ def read_as_eap_ig(circuit: dict) -> tuple[set[str], dict[str, float]]:
 def test_every_shipped_models_circuit_loads_as_eap_ig_reads_it_and_keeps_every_edge(name: str) -> None:
     """Seen: from_json failed on all 29 shipped models (TypeError: 'bool' object is not
     subscriptable, nodes written as booleans). A truth that needs every edge: all of them load."""
-    from infoflow_dsl.tools.circuits.truth import AblationTruth, EdgeTruth
+    from infoflow_dsl.circuits.truth import AblationTruth, EdgeTruth
 
     graph = shipped_graph(name)
     every = tuple(EdgeTruth(f"{s}->{r}<{c}>", True, 1.0) for s, r, c in graph.pairs())

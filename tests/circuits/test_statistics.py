@@ -55,7 +55,7 @@ def test_the_cli_prints_the_table_beside_a_trained_model(tmp_path) -> None:
 def test_constant_matrices_are_left_out_of_the_mean_kurtosis_and_counted(tmp_path) -> None:
     """tracr/hist has an all-zero matrix: its kurtosis is undefined (σ = 0), not inf; the mean is
     over the others, recomputed here from the matrices' own entries, and the table says how many."""
-    from infoflow_dsl.tools.circuits.statistics import _matrices
+    from infoflow_dsl.circuits.statistics import _matrices
 
     model = shipped("tracr/hist")
     x = random_ids(program_of(model), 16, seed=1, length=4)

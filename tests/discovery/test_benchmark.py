@@ -51,6 +51,7 @@ FLAGS = ["--methods", "exact,eap,random", "--ablations", "zero,resample", "--wor
 def test_a_benchmark_scores_every_job_and_names_the_first_method(corpus: Path, tmp_path: Path) -> None:
     code, out, err = run_cli(["benchmark", str(corpus), *FLAGS, "-o", str(tmp_path / "out")])
     assert code == 0, err
+    assert err == ""  # stderr is no terminal here: no progress bar, no carriage returns in a log
     rows = read_rows(tmp_path / "out" / RESULTS)
     assert len(rows) == 2 * 2 * 3 * 2
     assert all(r["auroc"] == 1.0 for r in rows if r["method"] == "exact" and r["tier"] == "plain")
