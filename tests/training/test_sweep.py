@@ -164,7 +164,8 @@ def test_a_sweep_killed_with_sigkill_resumes_and_runs_each_configuration_once(tm
     assert (out / "summary.md").exists() and len(list((out / "models").iterdir())) == 6
 
 
-def test_two_ray_workers_give_the_same_runs_as_one_process(tmp_path) -> None:
+def test_two_ray_workers_give_the_same_runs_as_one_process(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the mode of every in-process Ray of the tests (dead_ray.py)
     runs = toy_runs(toy_grid(seeds=1))
     local = sweep.execute(runs, tmp_path / "local", workers=1)
     distributed = sweep.execute(runs, tmp_path / "ray", workers=2)
