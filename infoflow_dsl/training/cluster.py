@@ -88,13 +88,19 @@ def start_ray(workers: int, address: str | None) -> None:
                          configure_logging=False)
         else:
             check_reachable(address)
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
+            with _notices_on_terminals_only():
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
     except SweepError:
         raise
     except Exception as error:  # Ray raises ConnectionError, RuntimeError, TimeoutError, ValueError ...
         where = "a local Ray" if address is None else f"--address {address}"
         hint = _LOCAL_HINT if address is None else _HINT
-        raise SweepError(f"{where}: Ray did not start: {type(error).__name__}: {error}; {hint}") from None
+        raise SweepError(f"{where}: Ray did not start: {type(error).__name__}: {_first_line(error)}; {hint}") from None
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of Ray's message (some carry a whole traceback of Ray's own after it)."""
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), "")
 
 
 #: Ray's loggers whose notices at start-up ("Token authentication is enabled for this Ray

@@ -142,11 +142,12 @@ def test_a_ray_that_does_not_start_is_exit_2_saying_what_to_do(corpus: Path, tmp
     import ray
 
     def refuses(**settings: object) -> None:
-        raise RuntimeError("the raylet could not start")
+        raise RuntimeError("the raylet could not start\nTraceback (most recent call last):\n  File ...")
 
     monkeypatch.setattr(ray, "init", refuses)
     code, _, err = run_cli(["benchmark", str(corpus), "--methods", "random", "--ablations", "zero",
                             "--workers", "2", "-o", str(tmp_path / "out")])
     assert code == 2 and "Traceback" not in err and "internal error" not in err, err
     assert "infoflowc benchmark: a local Ray: Ray did not start: RuntimeError: the raylet could not start" in err
-    assert "--workers 1 runs in this process without Ray" in err
+    assert "--workers 1 runs in this process without Ray" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
