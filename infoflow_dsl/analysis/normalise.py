@@ -15,18 +15,9 @@ from ..language.positions import variables_of
 from ..language.printer import describe
 from ..language.typed import NodeT, free_variables, map_children, rename, sub_nodes
 from .pair_symmetry import symmetric_pair_identities
+from .summands import summands
 
 SPLITTABLE = ("min", "max", "sum")
-
-
-def summands(expr: ir.Expr, sign: int = 1) -> list[tuple[int, ir.Expr]]:
-    """``expr`` as a signed sum of terms (flattening +, − and unary −)."""
-    if isinstance(expr, ir.Arithmetic) and expr.operator in "+-":
-        right_sign = sign if expr.operator == "+" else -sign
-        return summands(expr.left, sign) + summands(expr.right, right_sign)
-    if isinstance(expr, ir.Negate):
-        return summands(expr.argument, -sign)
-    return [(sign, expr)]
 
 
 def _sum(terms: Sequence[tuple[int, ir.Expr]], value_type: ir.ValueType) -> ir.Expr:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from ..language import typed as ir
 from ..language.typed import NodeT, free_variables, rename, sub_nodes
+from .summands import summands
 
 _HELD = ("\0u", "\0v")  # names no program can bind: the swap's temporaries
 
@@ -53,8 +54,6 @@ def antisymmetric(expr: ir.Expr, u: str, v: str) -> bool:
         for factor, other in ((expr.left, expr.right), (expr.right, expr.left)):
             if not free_variables(factor) and not _binds_any(factor) and antisymmetric(other, u, v):
                 return True
-    from .normalise import summands  # normalise applies these identities: imported here, not above
-
     terms = summands(expr)
     if len(terms) < 2:
         return False
