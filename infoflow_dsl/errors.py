@@ -57,8 +57,26 @@ class Diagnostic:
             width = self.span.end_column - start
         else:
             width = max(len(text) - start + 1, 1)
+        text, start, width = _quoted(text, start, width)
         caret = " " * (start - 1) + "^" + "~" * (width - 1)
         return f"{self.headline()}\n    {text}\n    {caret}"
+
+
+#: characters of a source line quoted under a diagnostic: a longer line (a binary file read as a
+#: program, a generated one-line program) is cut to this many around the span, marked with "…"
+QUOTED = 160
+
+
+def _quoted(text: str, start: int, width: int) -> tuple[str, int, int]:
+    """(the part of ``text`` quoted, the span's column in it, its width): the whole line when it
+    has at most QUOTED characters, else QUOTED of them from a quarter of that before the span."""
+    if len(text) <= QUOTED:
+        return text, start, width
+    left = max(0, min(start - 1 - QUOTED // 4, len(text) - QUOTED))
+    before = "…" if left else ""
+    after = "…" if left + QUOTED < len(text) else ""
+    column = start - left + len(before)
+    return before + text[left:left + QUOTED] + after, column, max(1, min(width, QUOTED + len(before) - column + 1))
 
 
 class ProgramError(Exception):
@@ -130,3 +148,10 @@ class WorkloadError(UsageError):
     """A measurement that would need more memory than this process may use, or more time than
     the limit (``INFOFLOW_MAX_SECONDS``), estimated before anything is allocated
     (:mod:`infoflow_dsl.measure.workload`): exit 2, with both figures and what to change."""
+
+
+#: Every fault of the user's besides a program's (:class:`ProgramError`, rendered with carets):
+#: whichever command it escapes from, it is one message on stderr and exit 2, never "internal
+#: error" (the CLI's last net for a command that did not turn it into a UsageError itself).
+USER_FAULTS: tuple[type[Exception], ...] = (UsageError, CompileError, ModelFileError, StoredProgramError,
+                                            ExportError, TrainError, SweepError)

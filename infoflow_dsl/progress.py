@@ -10,7 +10,9 @@ A display writes to stderr only when stderr is a terminal, never into a pipe or 
 once the command has run :data:`DELAY` seconds (``INFOFLOW_PROGRESS_DELAY`` sets it), so a
 compile of a second prints nothing more. Each stage is one tqdm line, ``compile: measuring the
 error  45%|████▌     | 4608/10256 [00:03<00:04, 1.2k input/s]`` with a count, or the stage's
-name and its elapsed time without one; the line is cleared when the stage ends.
+name and its elapsed time without one; the line is cleared when the stage ends. Every bar of
+the package (compile's, check's, train's, benchmark's) is made by :func:`bar`: on a terminal
+only, and 80 columns wide where the terminal reports 0.
 """
 
 from __future__ import annotations
@@ -34,6 +36,39 @@ def _delay() -> float:
         return DELAY
 
 
+#: columns assumed where a terminal reports none (0 columns: some consoles and CI terminals)
+FALLBACK_COLUMNS = 80
+
+
+def is_terminal(stream: Any) -> bool:
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def columns(stream: Any) -> int:
+    """The width of the terminal ``stream`` writes to; FALLBACK_COLUMNS where it reports 0 or
+    cannot say (tqdm's own choice, 0, printed nothing at all)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or FALLBACK_COLUMNS
+    except (AttributeError, OSError, ValueError):  # no descriptor, or not a terminal
+        return FALLBACK_COLUMNS
+
+
+def bar(stream: Any = None, **settings: Any) -> Any:
+    """A tqdm bar on ``stream`` (stderr), the one way the package shows progress: on a terminal,
+    as wide as the terminal (:func:`columns`, looked up again at each refresh: a resized window
+    is followed); anywhere else (a pipe, a log file) disabled, so that no carriage return or
+    half-drawn bar lands in a log. ``settings`` are tqdm's (``disable=True`` hides it anyway)."""
+    from tqdm import tqdm
+
+    stream = sys.stderr if stream is None else stream
+    hidden = settings.pop("disable", False)
+    shown = is_terminal(stream) and not hidden
+    progress = tqdm(file=stream, disable=not shown, ncols=columns(stream) if shown else None, **settings)
+    if shown:
+        progress.dynamic_ncols = lambda out: (columns(out), None)
+    return progress
+
+
 class StageDisplay:
     """The progress line of one command on ``stream`` (a terminal), one tqdm bar per stage."""
 
@@ -47,13 +82,11 @@ class StageDisplay:
 
     def stage(self, text: str, total: int | None = None, unit: str = "it") -> None:
         """Start stage ``text`` (``total`` units of work, or None: a running clock)."""
-        from tqdm import tqdm
-
         self.close()
         waited = time.monotonic() - self.started
         fmt = None if total is not None else "{desc} [{elapsed}]"
-        self.bar = tqdm(total=total, desc=f"{self.label}: {text}", unit=unit, file=self.stream, leave=False,
-                        dynamic_ncols=True, delay=max(0.0, self.delay - waited), bar_format=fmt, mininterval=0.2)
+        self.bar = bar(self.stream, total=total, desc=f"{self.label}: {text}", unit=unit, leave=False,
+                       delay=max(0.0, self.delay - waited), bar_format=fmt, mininterval=0.2)
         self.done = 0
 
     def advance(self, count: int) -> None:
@@ -76,7 +109,7 @@ def shown(label: str, stream: TextIO | None = None) -> Iterator[StageDisplay | N
     """A progress display labelled ``label`` for the work inside, on ``stream`` (stderr) when it
     is a terminal; nothing otherwise. Within another display, that one goes on."""
     stream = sys.stderr if stream is None else stream
-    if _CURRENT.get() is not None or not getattr(stream, "isatty", lambda: False)():
+    if _CURRENT.get() is not None or not is_terminal(stream):
         yield _CURRENT.get()
         return
     display = StageDisplay(label, stream)

@@ -96,3 +96,39 @@ def test_a_display_counts_its_stage_and_the_calls_do_nothing_without_one(monkeyp
     assert "work: counting" in stream.getvalue() and "4/10" in stream.getvalue()
     with progress.shown("quiet", stream=io.StringIO()) as none:  # not a terminal: no display
         assert none is None
+
+
+def _drawn_on_a_terminal(rows: int, cols: int) -> str:
+    """What one bar draws on a pseudo-terminal reporting ``rows`` × ``cols`` (0 × 0: some consoles)."""
+    master, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    stream = os.fdopen(terminal, "w", encoding="utf-8")
+    shown = progress.bar(stream, total=10, desc="work", unit="job")
+    shown.update(4)
+    shown.refresh()
+    stream.flush()
+    chunks = []
+    while select.select([master], [], [], 0.2)[0]:
+        chunks.append(os.read(master, 1 << 16))
+    drawn = b"".join(chunks).decode("utf-8", errors="replace")
+    shown.close()
+    stream.close()
+    os.close(master)
+    return drawn
+
+
+def test_a_bar_is_80_columns_on_a_terminal_that_reports_0_and_the_terminals_width_otherwise() -> None:
+    """Seen: on a terminal reporting 0 columns tqdm printed nothing."""
+    lines = [line for line in _drawn_on_a_terminal(0, 0).replace("\r", "\n").splitlines() if "work" in line]
+    assert lines and max(len(line.rstrip()) for line in lines) == progress.FALLBACK_COLUMNS and "4/10" in lines[-1]
+    wide = [line for line in _drawn_on_a_terminal(24, 120).replace("\r", "\n").splitlines() if "work" in line]
+    assert max(len(line.rstrip()) for line in wide) == 120
+
+
+def test_a_bar_writes_nothing_where_stderr_is_not_a_terminal() -> None:
+    """Seen: benchmark's tqdm carriage returns in a log file."""
+    log = io.StringIO()
+    shown = progress.bar(log, total=3, desc="benchmark")
+    shown.update(3)
+    shown.close()
+    assert log.getvalue() == ""

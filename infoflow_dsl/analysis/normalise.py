@@ -1,7 +1,9 @@
 """Normalising a typed target before the comparison tree is read off it: sums split into the
 terms a reduction's variables reach, top(k) rewritten as nested max/min, equalities between
-position variables eliminated, norms pulled out, and multi-variable reductions split into the
-nesting order that keeps every node's order smallest (THEORY.md §3, "Comparison tree")."""
+position variables eliminated, ``max |h|`` over a range symmetric in an antisymmetric h's two
+variables read as ``max h`` (:mod:`.pair_symmetry`), norms pulled out, and multi-variable
+reductions split into the nesting order that keeps every node's order smallest (THEORY.md §3,
+"Comparison tree")."""
 
 from __future__ import annotations
 
@@ -12,18 +14,10 @@ from ..language import typed as ir
 from ..language.positions import variables_of
 from ..language.printer import describe
 from ..language.typed import NodeT, free_variables, map_children, rename, sub_nodes
+from .pair_symmetry import symmetric_pair_identities
+from .summands import summands
 
 SPLITTABLE = ("min", "max", "sum")
-
-
-def _summands(expr: ir.Expr, sign: int = 1) -> list[tuple[int, ir.Expr]]:
-    """``expr`` as a signed sum of terms (flattening +, − and unary −)."""
-    if isinstance(expr, ir.Arithmetic) and expr.operator in "+-":
-        right_sign = sign if expr.operator == "+" else -sign
-        return _summands(expr.left, sign) + _summands(expr.right, right_sign)
-    if isinstance(expr, ir.Negate):
-        return _summands(expr.argument, -sign)
-    return [(sign, expr)]
 
 
 def _sum(terms: Sequence[tuple[int, ir.Expr]], value_type: ir.ValueType) -> ir.Expr:
@@ -40,7 +34,7 @@ def _sum(terms: Sequence[tuple[int, ir.Expr]], value_type: ir.ValueType) -> ir.E
 def _hoist(expr: ir.Reduce | ir.ArgPosition) -> ir.Expr:
     """Move the summands that do not depend on the reduction's variables out of it."""
     bound = set(expr.variables) if isinstance(expr, ir.Reduce) else {expr.variable}
-    terms = _summands(expr.body)
+    terms = summands(expr.body)
     inside = [(s, t) for s, t in terms if free_variables(t) & bound]
     outside = [(s, t) for s, t in terms if not free_variables(t) & bound]
     if not outside or (isinstance(expr, ir.Reduce) and expr.kind == "sum"):
@@ -112,6 +106,9 @@ def normalise(expr: ir.Expr, taken: set[str] | None = None) -> ir.Expr:
         eliminated = _eliminate_equalities(expr)
         if eliminated is not expr:
             return normalise(eliminated, taken)
+        unsigned = symmetric_pair_identities(expr)  # max |h| = max h over a range symmetric in h's pair
+        if unsigned is not expr:
+            return normalise(unsigned, taken)
     if isinstance(expr, ir.Reduce | ir.ArgPosition):
         return _pull_out_norm(_hoist(expr))
     return expr

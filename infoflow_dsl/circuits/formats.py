@@ -5,13 +5,22 @@
   ``export`` copies it into ``infoflow.json`` with the edges mapped onto the exported model's
   hooks (:func:`exported_edges`).
 - **MIB's circuit JSON** (``--mib``, :func:`mib_circuit`): the format of the EAP-IG code behind
-  MIB's circuit-localization track (``Graph.to_json``): ``{"cfg": ..., "nodes": {name: in_graph},
-  "edges": {name: {"score", "in_graph"}}}``, nodes ``input``, ``a{l}.h{i}``, ``m{l}``,
-  ``logits``, an edge into a head named with its channel (``a0.h0->a1.h0<q>``) and any other
-  without one (``a0.h0->m0``, ``m1->logits``). Every candidate pair is listed (MIB's graphs hold
-  every edge of the model); ``in_graph`` marks the edges the ablation needs and ``score`` is the
-  largest departure measured when the edge alone is ablated (0 outside the graph). The format is
-  written from the public code as this module's author knew it, not fetched and checked here.
+  MIB's circuit-localization track, as its ``Graph.to_json`` writes it and ``Graph.from_json``
+  reads it: ``{"cfg": {n_layers, n_heads, d_model, parallel_attn_mlp, ...}, "nodes": {name:
+  {"in_graph": bool}}, "edges": {name: {"score": float, "in_graph": bool}}}`` (a node is a dict:
+  from_json reads ``node["in_graph"]``, and never sets ``logits``, always in the graph). Nodes
+  ``input``, ``a{l}.h{i}``, ``m{l}``, ``logits``; an edge into a head is named with its channel
+  (``a0.h0->a1.h0<q>``), any other without one (``a0.h0->m0``, ``m1->logits``). Every candidate
+  pair is listed; ``in_graph`` marks the edges the ablation needs and ``score`` is the largest
+  departure measured when the edge alone is ablated (0 outside the graph).
+
+  EAP-IG's graph has ``n_heads`` heads in every layer; a compiled model's layers may have
+  fewer. ``n_heads`` is the largest count, so the graph from_json builds also has the heads
+  a layer lacks (``a{l}.h{i}`` for i at or above that layer's count) and their edges: nothing
+  here names them, and from_json leaves them as it makes them, outside the circuit with score
+  0, which is what they are (a head that is not there reads and writes nothing; the GPT-2
+  export pads such slots with zero heads). A metric that counts the graph's edges (MIB's
+  circuit size) counts them among the edges left out.
 """
 
 from __future__ import annotations
@@ -61,7 +70,7 @@ def mib_circuit(model: CompiledTransformer, graph: EdgeGraph, truth: AblationTru
         edges[mib_edge_name(sender, receiver, channel)] = {"score": departure.get(ours, 0.0),
                                                            "in_graph": ours in needed}
     used = {name for e in truth.edges if e.necessary for name in e.edge.split("<")[0].split("->")}
-    nodes = {_mib_node(n.name): n.kind in (INPUT, OUTPUT) or n.name in used for n in graph.nodes}
+    nodes = {_mib_node(n.name): {"in_graph": n.kind in (INPUT, OUTPUT) or n.name in used} for n in graph.nodes}
     heads = [len(layer["heads"]) for layer in model.config["layers"]]
     cfg = {"n_layers": graph.layers, "n_heads": max([0, *heads]), "d_model": model.d_model,
            "parallel_attn_mlp": False, "ablation": truth.ablation}

@@ -7,8 +7,10 @@ how far a disguise moved it toward a trained model of the same shape (``infoflow
 - ``zeros``: the fraction of weight entries exactly 0 (the residual stream's matrices);
 - ``distinct``: distinct values over entries (a trained matrix: about 1; a compiled one: ±1 and a
   few slopes);
-- ``kurtosis``: the entries' excess kurtosis, the mean over matrices (Gaussian: 0; a sparse
-  matrix: large);
+- ``kurtosis``: the entries' excess kurtosis E[(w − μ)⁴]/σ⁴ − 3, the mean over matrices
+  (Gaussian: 0; a sparse matrix: large). It is undefined for a constant matrix (σ = 0: an
+  all-zero W_V of a per-token program, say): such matrices are left out of the mean and counted
+  (``constant``, said under the table); NaN when every matrix is constant;
 - ``stable_rank``: ‖W‖_F² / ‖W‖₂² over min(rows, columns), the mean over matrices (how spread
   the spectrum is; 1/min for a rank-one matrix);
 - ``active``: the fraction of FFN units with relu > 0, over tokens of random inputs.
@@ -39,10 +41,18 @@ def _matrices(model: CompiledTransformer) -> list[Tensor]:
     return [(m.to_dense() if m.is_sparse else m).detach().to(torch.float64) for m in out if m.numel()]
 
 
-def excess_kurtosis(values: Tensor) -> float:
+def excess_kurtosis(values: Tensor) -> float | None:
+    """E[(v − μ)⁴]/σ⁴ − 3 over the entries; None for constant entries (σ = 0: undefined)."""
     centred = values - values.mean()
     variance = float((centred**2).mean())
-    return float((centred**4).mean()) / variance**2 - 3.0 if variance > 0 else math.inf
+    return float((centred**4).mean()) / variance**2 - 3.0 if variance > 0 else None
+
+
+def mean_kurtosis(matrices: list[Tensor]) -> tuple[float, int]:
+    """(the mean excess kurtosis over the matrices that are not constant (NaN if none is), the
+    number of constant ones left out)."""
+    defined = [k for k in (excess_kurtosis(m.flatten()) for m in matrices) if k is not None]
+    return (sum(defined) / len(defined) if defined else math.nan), len(matrices) - len(defined)
 
 
 def _stable_rank(matrix: Tensor) -> float:
@@ -68,15 +78,19 @@ def active_fraction(model: CompiledTransformer, x: Tensor) -> float:
 
 
 def weight_statistics(model: CompiledTransformer, x: Tensor) -> dict[str, float]:
-    """The statistics of the module docstring for ``model``, its units' activity on inputs ``x``."""
+    """The statistics of the module docstring for ``model``, its units' activity on inputs ``x``
+    (and ``matrices``, how many matrices there are, ``constant``, how many are constant)."""
     matrices = _matrices(model)
     entries = torch.cat([m.flatten() for m in matrices])
+    kurtosis, constant = mean_kurtosis(matrices)
     return {
         "zeros": float((entries == 0).to(torch.float64).mean()),
         "distinct": torch.unique(entries).numel() / entries.numel(),
-        "kurtosis": sum(excess_kurtosis(m.flatten()) for m in matrices) / len(matrices),
+        "kurtosis": kurtosis,
         "stable_rank": sum(_stable_rank(m) for m in matrices) / len(matrices),
         "active": active_fraction(model, x),
+        "matrices": len(matrices),
+        "constant": constant,
     }
 
 
@@ -85,4 +99,7 @@ def statistics_table(rows: dict[str, dict[str, Any]]) -> str:
     lines = [f"  {'model':<12}" + "".join(f"{s:>13}" for s in STATISTICS)]
     for name, stats in rows.items():
         lines.append(f"  {name:<12}" + "".join(f"{stats[s]:>13.4g}" for s in STATISTICS))
+    lines += [f"  {name}: kurtosis over {stats['matrices'] - stats['constant']} of {stats['matrices']} matrices "
+              f"({stats['constant']} constant, where it is undefined)"
+              for name, stats in rows.items() if stats["constant"]]
     return "\n".join(lines)

@@ -14,7 +14,8 @@ A flag's value is checked here, against the same limits as the checker's (``--T`
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,28 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """argparse's, but an unrecognized argument is reported by the subcommand that was given
+        it (``infoflowc compile: unrecognized arguments: --epsilon 1e-3``), with the flag of that
+        command it most resembles: argparse leaves the extras to the top-level parser."""
+        arguments, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._command(getattr(arguments, "command", None))
+            unknown = next((e for e in extras if e.startswith("-")), "")
+            close = difflib.get_close_matches(unknown, [o for a in command._actions for o in a.option_strings
+                                                        if o.startswith("--")], n=1)
+            hint = f" (did you mean {close[0]}?)" if close else f" ({command.prog} --help lists them)"
+            raise UsageError(f"{command.prog}: unrecognized arguments: {' '.join(extras)}{hint}")
+        return arguments
+
+    def _command(self, name: str | None) -> argparse.ArgumentParser:
+        """The subcommand's parser called ``name`` (this parser when there is none)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                return action.choices[name]
+        return self
 
 
 def _number(convert: type, noun: str, minimum: float, strict: bool, requirement: str) -> Any:

@@ -76,13 +76,15 @@ def discover_model(arguments: argparse.Namespace, model: Any) -> None:
 
 def summary_text(name: str, result: Any) -> str:
     """The text report of one discovery result."""
+    from ..discovery.summary import fixed
+
     truth = result.necessary
     lines = [f"{name}: {result.method} under {result.ablation} ablation ({result.metric}); "
              f"{len(result.scores)} candidate edges, {len(truth)} necessary",
              f"  edge AUROC {_shown(result.auroc)}  (within the graph's {len(result.graph_edges)} edges: "
              f"{_shown(result.auroc_graph)})  node AUROC {_shown(result.node_auroc)}",
              "  faithfulness of the top-k circuit: " + ", ".join(
-                 f"k={p.k} {p.faithfulness:.3f}{'*' if p.certified else ''}" for p in result.faithful)
+                 f"k={p.k} {fixed(p.faithfulness)}{'*' if p.certified else ''}" for p in result.faithful)
              + "  (* keeps the certificate)",
              f"  cost: {result.cost['forwards']} forwards, {result.cost['backwards']} backwards, "
              f"{result.cost['seconds']} s", "  top edges:"]
@@ -95,7 +97,9 @@ def summary_text(name: str, result: Any) -> str:
 
 
 def _shown(value: float | None) -> str:
-    return "undefined" if value is None else f"{value:.3f}"
+    from ..discovery.summary import fixed
+
+    return "undefined" if value is None else fixed(value)
 
 
 def command_benchmark(arguments: argparse.Namespace) -> None:

@@ -71,7 +71,9 @@ def command_export(arguments: argparse.Namespace) -> int:
     info = read_info(directory)
     layout, bound = info["layout"], info["a_priori_bound"]
     print(f"{arguments.model}: exported as {arguments.to} to {directory}")
-    print(f"  layers {layout['n_layers']} (embedding ReLU block: layer {layout['embedding_layer']}), "
+    embedding = ("no embedding ReLU block" if layout["embedding_layer"] is None
+                 else f"embedding ReLU block: layer {layout['embedding_layer']}")
+    print(f"  layers {layout['n_layers']} ({embedding}), "
           f"heads {layout['n_head']} × {layout['head_dim']}, n_embd {layout['width']}, n_inner {layout['n_inner']}")
     ln = info["layernorm"]
     if ln["mode"] == "none":

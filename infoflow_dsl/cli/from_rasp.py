@@ -5,7 +5,8 @@ NAME is a module-level SOp of FILE.py or a function of no arguments that returns
 vocabulary and the longest length come from ``--vocab``/``--max-seq-len`` or, when a flag is
 left out, from the file's module-level ``vocab`` and ``max_seq_len`` (as Tracr's
 ``compile_rasp_to_model`` takes them). ``--vocab`` tokens are numbers when every one of them
-reads as a number, else names. The file is run as Python: it is the user's own program.
+reads as a number, else names. The file is run as Python (as ``python FILE.py`` would: its
+folder first on the import path, so it imports the modules beside it): it is the user's own program.
 The output (default ``NAME.iflow``) is written atomically; compiling it gives the model
 ``ifl.compile(ifl.from_rasp(program, vocab, max_seq_len, name=OUTPUT's stem))`` gives, byte for
 byte (a model records its program's file name).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import runpy
+import sys
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -65,14 +67,21 @@ def _source(text: str) -> tuple[Path, str]:
 
 
 def _run(file: Path) -> dict[str, Any]:
+    """FILE's module namespace, run as ``python FILE.py`` runs it: FILE's folder (symbolic links
+    resolved) first on ``sys.path`` while it runs, so it imports the modules beside it."""
     if not file.is_file():
         raise UsageError(f"{file}: no such file")
+    folder = str(file.resolve().parent)
+    sys.path.insert(0, folder)
     try:
         return runpy.run_path(str(file), run_name="__rasp__")
     except SystemExit as stop:
         raise UsageError(f"{file}: the file exits when run (SystemExit {stop.code})") from None
     except Exception as error:  # the user's program: what it raises is reported, never a traceback
         raise UsageError(f"{file}: running it raised {type(error).__name__}: {error}") from None
+    finally:
+        if folder in sys.path:  # the first copy: the one inserted above (unless the file took it out)
+            sys.path.remove(folder)
 
 
 def _program(namespace: dict[str, Any], file: Path, name: str) -> Any:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ProgramError, UsageError
+from ..errors import USER_FAULTS, ProgramError, UsageError
 from .common import (
     EXIT_BUG,
     EXIT_INTERRUPTED,
@@ -189,15 +189,20 @@ def run(argv: Sequence[str] | None = None) -> int:
     than 2,000 characters (:mod:`.terminal`)."""
     from .terminal import shortened, visible_output
 
+    command = None
     with visible_output():
         try:
             arguments = build_parser().parse_args(argv)
-            return COMMANDS[arguments.command](arguments)
+            command = arguments.command
+            return COMMANDS[command](arguments)
         except ProgramError as error:
-            print(error.render(), file=sys.stderr)
+            print(shortened(error.render()), file=sys.stderr)
             return EXIT_USER
         except UsageError as error:
             print(shortened(str(error)), file=sys.stderr)
+            return EXIT_USER
+        except USER_FAULTS as error:  # one a command left as it was raised: still the user's, exit 2
+            print(shortened(f"infoflowc {command}: {error}"), file=sys.stderr)
             return EXIT_USER
 
 

@@ -64,13 +64,16 @@ def command_compile(arguments: argparse.Namespace) -> int:
     from ..pipeline import compile_program, resolve_device
     from ..transformer.io import model_to_bytes
 
+    source = read_program_text(arguments.file)  # a model file given for the program is said so, first
     output = arguments.output or arguments.file.with_suffix(".safetensors")
+    if arguments.output is None and output.suffix == arguments.file.suffix:
+        raise UsageError(f"{arguments.file}: the default output (the input's name with .safetensors) is the input "
+                         f"itself; give the model's name with -o")
     check_writable(output, arguments.file)  # flags and paths first: nothing is compiled for an unwritable file
     try:
         device = resolve_device(arguments.device)
     except CompileError as error:
         raise UsageError(f"infoflowc compile: {error}") from None
-    source = read_program_text(arguments.file)
     program = parse_program(source, str(arguments.file), length=arguments.length, margin=arguments.margin)
     try:
         with progress.shown("compile"):  # on a terminal: the stage that runs and how far it is
@@ -102,9 +105,13 @@ def command_compile(arguments: argparse.Namespace) -> int:
 
 
 def _print_exactness(program: Any) -> None:
-    """A token program's comparisons, each with the smallest gap its step is narrower than."""
+    """A token program's comparisons, each with the smallest gap its step is narrower than, each
+    as the program writes it (a ``let``'s body with the let's own names, not the names of the
+    place it was inlined at) and its line."""
     from ..analysis.finite import comparison_gaps
+    from ..language.syntax import text_at
 
     for pair in comparison_gaps(program):
         gap = "not derived (the margin stands for it)" if pair.gap is None else f"smallest gap {pair.gap}"
-        print(f"  exact            {pair.text}: {gap}")
+        written = text_at(program.source, pair.span)
+        print(f"  exact            {f'{written} (line {pair.span.line})' if written else pair.text}: {gap}")

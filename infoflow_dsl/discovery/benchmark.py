@@ -124,9 +124,8 @@ def run_benchmark(corpus: Path, out: Path, methods: Sequence[str], ablations: Se
                   skip: Sequence[str] = ()) -> str:
     """Run every job not yet in ``out`` (the models matching ``skip`` left out); write and return
     the summary of these jobs."""
-    from tqdm import tqdm
-
     from ..files import check_writable_folder
+    from ..progress import bar
 
     models = corpus_models(corpus, tiers, skip, ablations)
     check_writable_folder(out)
@@ -139,10 +138,10 @@ def run_benchmark(corpus: Path, out: Path, methods: Sequence[str], ablations: Se
     done = {row["key"] for row in read_rows(results)}
     jobs = [(str(corpus.resolve()), n, t, m, a) for n, t in models for m in methods for a in ablations]
     todo = [job for job in jobs if job_key(job) not in done]
-    with tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc="benchmark", unit="job") as bar:
+    with bar(total=len(jobs), initial=len(jobs) - len(todo), desc="benchmark", unit="job") as shown:
         for _, row in _finished(todo, workers, address):
             append_line(results, json.dumps(row) + "\n")
-            bar.update()
+            shown.update()
     from .summary import write_summary
 
     return write_summary(out, [row for row in read_rows(results) if row["key"] in {job_key(j) for j in jobs}])

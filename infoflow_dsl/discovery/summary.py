@@ -34,8 +34,15 @@ def _mean(rows: Sequence[dict[str, Any]], field: str) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+def fixed(value: float, decimals: int = 3) -> str:
+    """``value`` to ``decimals`` places, a value that rounds to zero shown as 0 (``0.000``, not
+    ``-0.000``: a faithfulness of -1e-6 is no negative result)."""
+    text = f"{value:.{decimals}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
+
+
 def _cell(value: float | None, count: int | None = None) -> str:
-    text = "–" if value is None else f"{value:.3f}"
+    text = "–" if value is None else fixed(value)
     return text if count is None else f"{text} ({count})"
 
 

@@ -18,9 +18,12 @@ the sweep's folder is made.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import socket
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +38,8 @@ Result = TypeVar("Result")
 _ENDPOINT = re.compile(r"^(?:ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>[0-9]{1,5})$")
 _HINT = ("start one with `ray start --head` (its GCS address HOST:6379, or ray://HOST:10001 for Ray Client), "
          "or leave out --address for a local Ray with --workers CPUs")
+_LOCAL_HINT = ("--workers 1 runs in this process without Ray; `ray stop` ends a Ray left running on this machine, "
+               "and Ray's logs are in its temp folder (/tmp/ray/session_latest/logs by default)")
 
 
 def address_endpoint(address: str) -> tuple[str, int] | None:
@@ -65,24 +70,58 @@ def check_reachable(address: str) -> None:
 
 
 def start_ray(workers: int, address: str | None) -> None:
-    """``ray.init``: a local Ray of ``workers`` CPUs (its workers import this very package), or
-    the cluster at ``address`` (checked first). SweepError when Ray cannot start or join."""
+    """``ray.init``: a fresh local Ray of ``workers`` CPUs (its workers import this very package),
+    or the cluster at ``address`` (checked first). SweepError when Ray cannot start or join.
+
+    Without ``--address`` the local Ray is asked for by name (``address="local"``): a bare
+    ``ray.init`` would follow ``RAY_ADDRESS`` or the address file of the last ``ray start`` on
+    this machine (``ray_current_cluster`` in Ray's temp folder), even a head long gone, and then
+    refuse ``num_cpus`` for an existing cluster."""
     import ray
 
     try:
         if address is None:
             package_root = str(Path(__file__).resolve().parent.parent.parent)
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            with _notices_on_terminals_only():
+                ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
         else:
             check_reachable(address)
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
+            with _notices_on_terminals_only():
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
     except SweepError:
         raise
     except Exception as error:  # Ray raises ConnectionError, RuntimeError, TimeoutError, ValueError ...
         where = "a local Ray" if address is None else f"--address {address}"
-        raise SweepError(f"{where}: Ray did not start: {type(error).__name__}: {error}"
-                         + ("" if address is None else f"; {_HINT}")) from None
+        hint = _LOCAL_HINT if address is None else _HINT
+        raise SweepError(f"{where}: Ray did not start: {type(error).__name__}: {_first_line(error)}; {hint}") from None
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of Ray's message (some carry a whole traceback of Ray's own after it)."""
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+
+
+#: Ray's loggers whose notices at start-up ("Token authentication is enabled for this Ray
+#: cluster ...") are for a person at a terminal, not for a log file
+_NOTICES = ("ray._private.authentication",)
+
+
+@contextlib.contextmanager
+def _notices_on_terminals_only() -> Iterator[None]:
+    """Ray's start-up notices (:data:`_NOTICES`) shown on a terminal and kept out of a log:
+    below ERROR they are dropped while Ray starts when stderr is not a terminal."""
+    quiet = not getattr(sys.stderr, "isatty", lambda: False)()
+    loggers = [logging.getLogger(name) for name in _NOTICES] if quiet else []
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def ray_map(function: Callable[[Job], Result], jobs: Sequence[Job], workers: int, address: str | None,
@@ -95,6 +134,9 @@ def ray_map(function: Callable[[Job], Result], jobs: Sequence[Job], workers: int
     if not jobs:
         return
     start_ray(workers, address)
+    from .ray_watch import start_watch, stop_watch
+
+    watch = start_watch() if address is None else None  # a local Ray ends with this process (:mod:`.ray_watch`)
     try:
         task = ray.remote(num_cpus=1, num_gpus=gpus)(function)
         pending = {task.remote(job): job for job in jobs}
@@ -105,6 +147,7 @@ def ray_map(function: Callable[[Job], Result], jobs: Sequence[Job], workers: int
             yield job, task_result(ray.get, ready[0], where)
     finally:
         ray.shutdown()
+        stop_watch(watch)
 
 
 def task_result(get: Callable[[Any], Any], ref: Any, where: str) -> Any:

@@ -404,10 +404,9 @@ def learning_rate_factor(step: int, steps: int) -> float:
 
 
 def _progress(steps: int, quiet: bool) -> Any:
-    from tqdm import tqdm
+    from ..progress import bar
 
-    return tqdm(total=steps, desc="training", unit="step", disable=quiet or not sys.stderr.isatty(),
-                file=sys.stderr, leave=False)
+    return bar(sys.stderr, total=steps, desc="training", unit="step", disable=quiet, leave=False)
 
 
 def estimate_standardisation(program: ir.Program, dist: Distribution, device: str) -> Standardisation:

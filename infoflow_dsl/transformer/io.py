@@ -43,6 +43,7 @@ _DTYPES = {"F32": torch.float32, "F64": torch.float64}
 SPARSE_MIN_SIZE = 64  # smaller tensors stay dense (the three tensors would cost more than they save)
 SPARSE_PARTS = {".values": None, ".indices": ("I32", "I64"), ".shape": ("I64",)}  # suffix -> index dtypes
 _MAX_HEADER = 100_000_000  # the safetensors limit on the header's size
+_SNIFFED = 4096  # bytes read past the header length to tell a text file from a broken model
 
 
 # ---------------------------------------------------------------------------- writing
@@ -165,8 +166,25 @@ def _read_model_file(path: Path) -> bytes:
         if len(head) == 8:
             (n,) = struct.unpack("<Q", head)
             if n > min(_MAX_HEADER, size - 8):
-                raise _Fault(f"truncated or not a safetensors file (a header of {n:,} bytes in a file of {size:,})")
+                start = head + stream.read(_SNIFFED)
+                raise _Fault(_TEXT_FILE if _is_text(start) else
+                             f"truncated or not a safetensors file (a header of {n:,} bytes in a file of {size:,})")
         return head + stream.read()
+
+
+_TEXT_FILE = ("a text file, not a safetensors file (a .iflow program? compile it first with infoflowc compile, and "
+              "give the .safetensors it writes)")
+
+
+def _is_text(start: bytes) -> bool:
+    """Whether a file beginning with ``start`` reads as text (UTF-8 without NUL in its first
+    _SNIFFED bytes; a character cut at the end of those is still text): a program, most likely."""
+    head = start[:_SNIFFED]
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return b"\0" not in head and error.start >= len(head) - 3
+    return b"\0" not in head
 
 
 def _not_regular(path: Path) -> Any:
@@ -202,6 +220,8 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
     if len(data) < 8:
         raise _Fault(f"not a safetensors file (only {len(data)} bytes)")
     (n,) = struct.unpack("<Q", data[:8])
+    if 8 + n > len(data) and _is_text(data):
+        raise _Fault(_TEXT_FILE)
     if n > _MAX_HEADER:
         raise _Fault("not a safetensors file (implausible header length)")
     if 8 + n > len(data):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 from cli_runner import run_cli
-from shipped_models import shipped
+from shipped_models import SHIPPED, shipped
+from shipped_models import graph as shipped_graph
 from transformer_lens.model_bridge.sources import build_bridge_from_module
 from transformers import AutoModelForCausalLM
 
@@ -44,9 +45,66 @@ def test_mib_lists_every_candidate_and_marks_the_necessary_ones(ablation: str) -
     mib = mib_circuit(shipped(NAME), graph, truths[ablation])
     assert len(mib["edges"]) == len(graph.pairs())
     assert {n for n, e in mib["edges"].items() if e["in_graph"]} == {_renamed(n) for n in truths[ablation].necessary}
-    assert mib["nodes"]["input"] and mib["nodes"]["logits"] and mib["cfg"]["n_layers"] == 2
+    assert mib["nodes"]["input"]["in_graph"] and mib["nodes"]["logits"]["in_graph"] and mib["cfg"]["n_layers"] == 2
     used = {part for n in truths[ablation].necessary for part in n.split("<")[0].split("->")} - {"output"}
-    assert {n for n, kept in mib["nodes"].items() if kept} == used | {"input", "logits"}
+    assert {n for n, kept in mib["nodes"].items() if kept["in_graph"]} == used | {"input", "logits"}
+
+
+def eap_ig_graph(cfg: dict) -> tuple[set[str], set[str]]:
+    """The node and edge names of EAP-IG's ``Graph.from_model(cfg)`` (hannamw/EAP-IG,
+    src/eap/graph.py, read there and written out here): n_heads heads in every layer; without
+    parallel_attn_mlp, a layer's heads read the residual stream before it (q, k and v each), its
+    MLP reads that and the layer's heads, and the logits read everything."""
+    assert not cfg["parallel_attn_mlp"]
+    nodes, edges, residual = {"input", "logits"}, set(), ["input"]
+    for layer in range(cfg["n_layers"]):
+        heads = [f"a{layer}.h{head}" for head in range(cfg["n_heads"])]
+        edges |= {f"{sender}->{head}<{letter}>" for sender in residual for head in heads for letter in "qkv"}
+        residual += heads
+        edges |= {f"{sender}->m{layer}" for sender in residual}
+        residual.append(f"m{layer}")
+        nodes |= {*heads, f"m{layer}"}
+    return nodes, edges | {f"{sender}->logits" for sender in residual}
+
+
+def read_as_eap_ig(circuit: dict) -> tuple[set[str], dict[str, float]]:
+    """What EAP-IG's ``Graph.from_json`` does with the file, step for step (KeyError or TypeError
+    where it would fail): the nodes and the edges (with their scores) it puts in the graph."""
+    assert all(k in circuit for k in ("cfg", "nodes", "edges"))
+    known_nodes, known_edges = eap_ig_graph(circuit["cfg"])
+    nodes = set()
+    for name, node in circuit["nodes"].items():
+        if name == "logits":
+            continue
+        if name not in known_nodes:
+            raise KeyError(name)
+        if node["in_graph"]:  # a bool here: TypeError 'bool' object is not subscriptable
+            nodes.add(name)
+        assert isinstance(node["in_graph"], bool)
+    edges = {}
+    for name, info in circuit["edges"].items():
+        if name not in known_edges:
+            raise KeyError(name)
+        assert isinstance(info["in_graph"], bool) and isinstance(info["score"], float)
+        if info["in_graph"]:
+            edges[name] = info["score"]
+    return nodes, edges
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_models_circuit_loads_as_eap_ig_reads_it_and_keeps_every_edge(name: str) -> None:
+    """Seen: from_json failed on all 29 shipped models (TypeError: 'bool' object is not
+    subscriptable, nodes written as booleans). A truth that needs every edge: all of them load."""
+    from infoflow_dsl.circuits.truth import AblationTruth, EdgeTruth
+
+    graph = shipped_graph(name)
+    every = tuple(EdgeTruth(f"{s}->{r}<{c}>", True, 1.0) for s, r, c in graph.pairs())
+    circuit = json.loads(json.dumps(mib_circuit(shipped(name), graph, AblationTruth("zero", 1, every, 0.0))))
+    nodes, edges = read_as_eap_ig(circuit)
+    assert set(edges) == {_renamed(e.edge) for e in every} and all(score == 1.0 for score in edges.values())
+    assert nodes == {n.name for n in graph.nodes} - {"output"}
+    heads = [len(layer["heads"]) for layer in shipped(name).config["layers"]]
+    assert circuit["cfg"]["n_heads"] == max(heads) and circuit["cfg"]["n_layers"] == len(heads)
 
 
 def test_the_cli_stores_the_truth_and_prints_mib(tmp_path: Path) -> None:

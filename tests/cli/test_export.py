@@ -23,6 +23,7 @@ def test_export_writes_a_gpt2_directory_and_check_measures_it_within_eps(tmp_pat
     code, text, err = run_cli(["export", EXAMPLE, "--to", "hf-gpt2", "-o", str(out)])
     assert (code, err) == (0, "")
     assert "exported as hf-gpt2" in text and "LayerNorm        exact (ε_LN = 2^80, gain 2^40)" in text
+    assert "(no embedding ReLU block)" in text and "layer None" not in text  # min_pairwise's embedding is linear
     assert f"ifl.export_inputs({str(out)!r}, x) -> inputs_embeds, attention_mask" in text
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "infoflow.json", "model.safetensors"]
     info = json.loads((out / "infoflow.json").read_text())

@@ -107,3 +107,18 @@ def test_where_rasp_is_undefined_the_written_file_and_its_analysis_say_so(source
         program["same"](["a", "a"])
     assert ifl.from_rasp(program["same"], {"a", "b", "c"}, 5).undefined_in_rasp == (where,)
     assert ifl.from_rasp(program["reverse"], {"a", "b", "c"}, 5).undefined_in_rasp == ()
+
+
+def test_the_file_imports_a_module_beside_it_as_python_file_py_would(tmp_path: Path) -> None:
+    """Seen: ModuleNotFoundError for a helper module in FILE.py's own folder."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "rasp_helpers_beside.py").write_text(PROGRAM, encoding="utf-8")
+    (folder / "main.py").write_text("from rasp_helpers_beside import make_frac, max_seq_len, vocab\n",
+                                    encoding="utf-8")
+    import sys
+
+    before = list(sys.path)
+    code, _, err = run_cli(["from-rasp", f"{folder / 'main.py'}:make_frac", "-o", str(tmp_path / "frac.iflow")])
+    assert code == 0, err
+    assert (tmp_path / "frac.iflow").exists() and sys.path == before

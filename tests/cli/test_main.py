@@ -549,3 +549,65 @@ def test_every_flag_of_every_command_has_help_text() -> None:
               for name, command in commands.choices.items() for action in command._actions
               if not action.help and action.option_strings and not isinstance(action, argparse._HelpAction)]
     assert silent == []
+
+
+MODEL_FILE = ROOT / "compiled_examples" / "d_retrieval.safetensors"
+PROGRAM_FILE = ROOT / "compiled_examples" / "d_retrieval.iflow"
+
+
+@pytest.mark.parametrize("command", ["parse", "analyze", "compile"])
+def test_a_model_file_where_a_program_is_expected_is_said_to_be_one(command) -> None:
+    """Not its binary quoted under a caret (4 KB to 578 KB of stderr): what it is and what reads it."""
+    code, out, err = run_cli([command, str(MODEL_FILE)])
+    assert code == 2 and out == "" and len(err) < 400, err
+    assert f"{MODEL_FILE}: a model file (safetensors), not a .iflow program" in err
+    assert f"infoflowc check {MODEL_FILE}" in err and "overwrite" not in err and "this command's input" not in err
+
+
+def test_compile_without_o_of_a_program_named_like_its_model_says_the_default_output_is_the_input(tmp_path) -> None:
+    program = tmp_path / "p.safetensors"
+    program.write_text(PROGRAM_FILE.read_text(encoding="utf-8"), encoding="utf-8")
+    code, _, err = run_cli(["compile", str(program)])
+    assert code == 2 and "the default output (the input's name with .safetensors) is the input itself" in err, err
+    assert program.read_text(encoding="utf-8") == PROGRAM_FILE.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("command", [["check"], ["run", "1"], ["circuit"], ["export", "-o", "x"]])
+def test_a_program_where_a_model_is_expected_is_said_to_be_one(command) -> None:
+    """Not "a header of 8,097,867,371,717,140,515 bytes": a text file, and the command that makes its model."""
+    code, _, err = run_cli([command[0], str(PROGRAM_FILE), *command[1:]])
+    assert code == 2, err
+    assert f"{PROGRAM_FILE}: a text file, not a safetensors file (a .iflow program? compile it first with " \
+           "infoflowc compile" in err
+    assert "header of" not in err
+
+
+def test_a_program_error_on_a_huge_line_is_cut() -> None:
+    """A binary file that is not a model: its first "line" is not dumped whole (the README's 2,000 characters)."""
+    noise = bytes(range(128, 256)) * 4000  # 512 KB, no newline, not UTF-8
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".iflow") as stream:
+        stream.write(noise)
+        stream.flush()
+        code, _, err = run_cli(["analyze", stream.name])
+    assert code == 2 and "not a UTF-8 text file" in err and len(err) < 2_100, len(err)
+
+
+def test_an_unrecognized_argument_is_reported_by_its_subcommand_with_the_nearest_flag() -> None:
+    code, out, err = run_cli(["compile", str(PROGRAM_FILE), "--epsilon", "1e-3"])
+    assert (code, out) == (2, "")
+    assert err.strip() == "infoflowc compile: unrecognized arguments: --epsilon 1e-3 (did you mean --eps?)"
+    code, _, err = run_cli(["parse", str(PROGRAM_FILE), "--frobnicate"])
+    assert code == 2 and err.startswith("infoflowc parse: unrecognized arguments: --frobnicate (")
+
+
+def test_compiles_exactness_lines_quote_the_program_with_its_own_names(tmp_path: Path) -> None:
+    """Seen: ``x(s1) < x(s2)`` where the program says something else: the comparison is quoted
+    as written (a let's body keeps the let's names), with its line."""
+    source = ("input x : token {1, 2, 3}\nlength T = 4\nlet smaller(a, b) = [x(a) < x(b)]\n"
+              "target(t) = sum_<s> smaller(s, t)\n")
+    (tmp_path / "smaller.iflow").write_text(source, encoding="utf-8")
+    code, out, err = run_cli(["compile", str(tmp_path / "smaller.iflow"), "-o", str(tmp_path / "m.safetensors")])
+    assert code == 0, err
+    assert "  exact            x(a) < x(b) (line 3): smallest gap 1" in out.splitlines()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from cli_runner import run_cli
+from dead_ray import dead_ray_head
 from shipped_models import shipped
 
 import infoflow_dsl as ifl
@@ -50,6 +51,7 @@ FLAGS = ["--methods", "exact,eap,random", "--ablations", "zero,resample", "--wor
 def test_a_benchmark_scores_every_job_and_names_the_first_method(corpus: Path, tmp_path: Path) -> None:
     code, out, err = run_cli(["benchmark", str(corpus), *FLAGS, "-o", str(tmp_path / "out")])
     assert code == 0, err
+    assert err == ""  # stderr is no terminal here: no progress bar, no carriage returns in a log
     rows = read_rows(tmp_path / "out" / RESULTS)
     assert len(rows) == 2 * 2 * 3 * 2
     assert all(r["auroc"] == 1.0 for r in rows if r["method"] == "exact" and r["tier"] == "plain")
@@ -120,3 +122,32 @@ def test_a_broken_record_or_model_is_exit_2_before_any_job(corpus: Path, tmp_pat
                                 "--workers", "1", "-o", str(tmp_path / "o")])
         assert code == 2 and message in err and "Traceback" not in err, err
         assert not (tmp_path / "o").exists()
+
+
+def test_two_workers_start_a_fresh_local_ray_whatever_head_the_machine_last_knew(corpus: Path, tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """RAY_ADDRESS and Ray's address file naming a head long gone: ``--workers 2`` is a local Ray
+    all the same, and scores every job as one process does."""
+    flags = ["--methods", "random", "--ablations", "zero", "--tiers", "plain"]
+    with dead_ray_head(monkeypatch):
+        code, _, err = run_cli(["benchmark", str(corpus), *flags, "--workers", "2", "-o", str(tmp_path / "ray")])
+    assert code == 0, err
+    run_cli(["benchmark", str(corpus), *flags, "--workers", "1", "-o", str(tmp_path / "one")])
+    rows = [{k: v for k, v in r.items() if k != "cost"} for r in read_rows(tmp_path / "ray" / RESULTS)]
+    alone = [{k: v for k, v in r.items() if k != "cost"} for r in read_rows(tmp_path / "one" / RESULTS)]
+    assert len(rows) == 2 and sorted(rows, key=str) == sorted(alone, key=str)
+
+
+def test_a_ray_that_does_not_start_is_exit_2_saying_what_to_do(corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    import ray
+
+    def refuses(**settings: object) -> None:
+        raise RuntimeError("the raylet could not start\nTraceback (most recent call last):\n  File ...")
+
+    monkeypatch.setattr(ray, "init", refuses)
+    code, _, err = run_cli(["benchmark", str(corpus), "--methods", "random", "--ablations", "zero",
+                            "--workers", "2", "-o", str(tmp_path / "out")])
+    assert code == 2 and "Traceback" not in err and "internal error" not in err, err
+    assert "infoflowc benchmark: a local Ray: Ray did not start: RuntimeError: the raylet could not start" in err
+    assert "--workers 1 runs in this process without Ray" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

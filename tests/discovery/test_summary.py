@@ -29,3 +29,24 @@ def test_the_acdc_tasks_table_lists_acdc_and_eap_under_zero_and_resample() -> No
     table = acdc_tasks(rows)
     assert len(table) == 2 + 2 * 2 * 2  # two tasks × (acdc, eap) × (zero, resample)
     assert "| tracr_reverse | acdc | zero | 0.500 | 0.250 |" in table
+
+
+def test_a_value_that_rounds_to_zero_is_shown_without_a_minus_sign() -> None:
+    from infoflow_dsl.discovery.summary import fixed
+
+    assert [fixed(v) for v in (-1e-6, -0.0, 1e-6, -0.0004, -0.0005001, -0.25, 1.0)] == [
+        "0.000", "0.000", "0.000", "0.000", "-0.001", "-0.250", "1.000"]
+
+
+def test_the_discover_report_prints_a_faithfulness_of_minus_a_millionth_as_zero() -> None:
+    """Seen: ``k=1 -0.000``."""
+    from types import SimpleNamespace
+
+    from infoflow_dsl.cli.discover import summary_text
+
+    point = SimpleNamespace(k=1, faithfulness=-1e-6, certified=False)
+    result = SimpleNamespace(necessary=(), scores={}, graph_edges=(), auroc=None, auroc_graph=-1e-7, node_auroc=None,
+                             faithful=[point], cost={"forwards": 1, "backwards": 0, "seconds": 0.0}, method="random",
+                             ablation="zero", metric="kl")
+    text = summary_text("m", result)
+    assert "k=1 0.000" in text and "-0.000" not in text

@@ -22,6 +22,7 @@ from pathlib import Path
 import compiled
 import pytest
 from cli_runner import run_cli
+from dead_ray import dead_ray_head
 
 import infoflow_dsl as ifl
 from infoflow_dsl.training import sweep
@@ -163,7 +164,8 @@ def test_a_sweep_killed_with_sigkill_resumes_and_runs_each_configuration_once(tm
     assert (out / "summary.md").exists() and len(list((out / "models").iterdir())) == 6
 
 
-def test_two_ray_workers_give_the_same_runs_as_one_process(tmp_path) -> None:
+def test_two_ray_workers_give_the_same_runs_as_one_process(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the mode of every in-process Ray of the tests (dead_ray.py)
     runs = toy_runs(toy_grid(seeds=1))
     local = sweep.execute(runs, tmp_path / "local", workers=1)
     distributed = sweep.execute(runs, tmp_path / "ray", workers=2)
@@ -294,3 +296,14 @@ def test_a_ray_failure_during_the_sweep_is_exit_2_and_a_runs_own_error_passes() 
     with pytest.raises(TrainError, match="no such distribution"):
         task_result(refused, None, "a local Ray")
     assert task_result(lambda ref: ref * 2, 21, "a local Ray") == 42
+
+
+def test_workers_start_a_fresh_local_ray_whatever_head_the_machine_last_knew(tmp_path, monkeypatch) -> None:
+    """After a ``ray start --head`` long gone (RAY_ADDRESS and Ray's address file name a dead
+    head), ``--workers 2`` still means a local Ray of two CPUs: Ray would otherwise try to join
+    the dead head, or refuse num_cpus for an existing cluster."""
+    with dead_ray_head(monkeypatch):
+        code, out, err = run_cli(["sweep", str(D_RETRIEVAL), "--heads", "1", *TOY_FLAGS, "--steps", "2",
+                                  "--workers", "2", "-o", str(tmp_path / "fresh")])
+    assert code == 0, err
+    assert "1 of 1 runs finished" in out
