@@ -34,6 +34,7 @@ from .common import (
     EXIT_STDOUT_CLOSED,
     EXIT_USER,
     Parser,
+    add_device_flag,
     comma_list,
     head_budget,
     length_flag,
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="then search for larger errors with hypothesis (N examples, default 300)")
     check_cmd.add_argument("--trace", action="store_true",
                            help="name the first residual direction, layer and token where the model leaves its circuit")
+    add_device_flag(check_cmd, "the model runs")
     circuit_cmd = commands.add_parser("circuit", help="where each comparison and FFN function of a model lives "
                                       "(TransformerLens hook, residual index, bound)")
     circuit_cmd.add_argument("model", type=Path)

@@ -120,3 +120,21 @@ def test_a_broken_record_or_model_is_exit_2_before_any_job(corpus: Path, tmp_pat
                                 "--workers", "1", "-o", str(tmp_path / "o")])
         assert code == 2 and message in err and "Traceback" not in err, err
         assert not (tmp_path / "o").exists()
+
+
+def test_a_benchmark_on_the_device_gives_the_cpus_rows(corpus: Path, tmp_path: Path, device: str) -> None:
+    """``benchmark --device``: every job's patched forwards there; the same AUROCs and
+    certified k as on the CPU, the faithfulness curve to float rounding."""
+    flags = ["--methods", "exact", "--ablations", "zero", "--workers", "1"]
+    rows = {}
+    for where in ("cpu", device):
+        code, _, err = run_cli(["benchmark", str(corpus), *flags, "--device", where, "-o", str(tmp_path / where)])
+        assert code == 0, err
+        rows[where] = {r["key"]: r for r in read_rows(tmp_path / where / RESULTS)}
+    assert rows[device].keys() == rows["cpu"].keys() and len(rows["cpu"]) == 4
+    for key, row in rows["cpu"].items():
+        there = rows[device][key]
+        assert (there["auroc"], there["auroc_fixed"], there["certified_k"]) == (row["auroc"], row["auroc_fixed"],
+                                                                                  row["certified_k"])
+        for a, b in zip(there["faithfulness"], row["faithfulness"], strict=True):
+            assert a["faithfulness"] == pytest.approx(b["faithfulness"], rel=1e-6, abs=1e-9)
