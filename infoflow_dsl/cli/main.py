@@ -133,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 "(Ray Client); refused in seconds when no head answers")
     sweep_cmd.add_argument("--compare-eps", type=positive_float, default=1e-2,
                            help="ε of the compiled model shown for reference (default 1e-2)")
+    sweep_cmd.add_argument("--no-batch", dest="batch_runs", action="store_false",
+                           help="train runs one after another (default: runs of one shape, seeds, learning rates "
+                                "and head budgets of the same layers, train as one stacked model)")
+    sweep_cmd.add_argument("--compile", action="store_true",
+                           help="torch.compile the stacked training step (pays its compile time first)")
     sweep_cmd.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the sweep's folder")
     return parser
 
