@@ -13,16 +13,13 @@ batch off the host.
 
 from __future__ import annotations
 
-import os
-import platform
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from report import write_section
+from report import measured_on, smoke_or_section
 
 import infoflow_dsl as ifl
 from infoflow_dsl.training.train import Distribution, TrainSettings, build_model, draw_inputs, squared_error
@@ -97,11 +94,7 @@ def measure_case(case: Case, device: str, repeats: int, batch: int = BATCH) -> T
 
 
 def render(results: Sequence[tuple[Case, str, Timing]], repeats: int) -> str:
-    machine = f"{platform.machine()}, {os.cpu_count()} logical cores, Python {platform.python_version()}"
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    lines = [f"*Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine}, torch "
-             f"{torch.__version__}, {torch.get_num_threads()} thread(s) (load average {load} at the end: a shared "
-             f"machine); best of {repeats} after a warm-up.* A batch of {BATCH} inputs from N(0, I) and their "
+    lines = [f"*{measured_on()}; best of {repeats} after a warm-up.* A batch of {BATCH} inputs from N(0, I) and their "
              "targets (reference evaluator, float64): on the host then moved (host path) or on the device "
              "(`train`'s path), against one training step (forward, backward, AdamW) on the device.", "",
              "| target | T | heads | d_mlp | device | data / step, host path | data / step, device path | "
@@ -116,17 +109,14 @@ def render(results: Sequence[tuple[Case, str, Timing]], repeats: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> str:
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    smoke = arguments[:1] == ["--smoke"]
-    torch.set_num_threads(1)
     devices = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
-    repeats = 2 if smoke else REPEATS
-    results = [(case, device, measure_case(case, device, repeats)) for case in (SMOKE if smoke else CASES)
-               for device in devices]
-    text = render(results, repeats)
-    if not smoke:
-        write_section("Training data on the device (bench/bench_training_data.py)", text)
-    return text
+
+    def measure(smoke: bool) -> str:
+        repeats = 2 if smoke else REPEATS
+        return render([(case, device, measure_case(case, device, repeats)) for case in (SMOKE if smoke else CASES)
+                       for device in devices], repeats)
+
+    return smoke_or_section(argv, "Training data on the device (bench/bench_training_data.py)", measure)
 
 
 if __name__ == "__main__":

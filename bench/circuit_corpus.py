@@ -2,7 +2,7 @@
 truth under zero, mean and resample ablation, and its certificate (issue "certified ground-truth
 circuits").
 
-    python bench/circuit_corpus.py OUT [--workers N] [--quick] [--benchmarks]
+    python bench/circuit_corpus.py OUT [--workers N] [--quick] [--benchmarks] [--device cpu|cuda]
 
 Programs: every shipped compiled example (the continuous ones and Tracr's 14), the 50 RASP
 programs of ``bench/rasp_suite.py`` (compiled from RASP at max_seq_len = 6, ε = 1e-3), and the
@@ -132,15 +132,17 @@ def vector_length(model: Any) -> int | None:
     return model.T if model.exact_length_only else max(model.min_length, min(model.T, VECTOR_LENGTH))
 
 
-def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str], tier: str) -> dict[str, Any]:
-    """Build, disguise, measure and write one (program, tier); its summary row."""
+def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str], tier: str,
+            device: str = "cpu") -> dict[str, Any]:
+    """Build, disguise, measure and write one (program, tier), its truth's patched forwards on
+    ``device``; its summary row."""
     import torch
 
     import infoflow_dsl as ifl
     from infoflow_dsl.circuits import ABLATIONS
     from infoflow_dsl.circuits.patching import EdgeForward
     from infoflow_dsl.circuits.truth import TruthMeasurement
-    from infoflow_dsl.pipeline import program_of
+    from infoflow_dsl.pipeline import on_device, program_of
 
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -148,7 +150,7 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     merge = [build(*partner)] if tier == "merged" else []
     model = ifl.disguise(compiled, merge=merge, seed=7, **TIERS[tier]) if TIERS[tier] else compiled
     graph, program, length = ifl.circuit_graph(model), program_of(model), vector_length(model)
-    forward = EdgeForward(model, graph)
+    forward = EdgeForward(on_device(model, device), graph)
     measured = {"samples": EDGE_SAMPLES if length is None else VECTOR_EDGE_SAMPLES, "seed": 1, "length": length}
     edges = TruthMeasurement(forward, program, **measured)
     certified = TruthMeasurement(forward, program, CERTIFICATE_SAMPLES, seed=2, length=length)
@@ -180,10 +182,10 @@ def jobs(out: Path, quick: bool) -> list[tuple[str, str, str, tuple[str, str], s
 
 
 def execute(out: Path, todo: list[tuple[str, str, str, tuple[str, str], str]], workers: int,
-            report: Callable[[dict[str, Any]], None]) -> None:
+            report: Callable[[dict[str, Any]], None], device: str = "cpu") -> None:
     if workers <= 1:
         for job in todo:
-            report(run_one(str(out), *job))
+            report(run_one(str(out), *job, device))
         return
     import ray
 
@@ -191,7 +193,7 @@ def execute(out: Path, todo: list[tuple[str, str, str, tuple[str, str], str]], w
 
     start_ray(workers, None)
     task = ray.remote(num_cpus=1)(run_one)
-    pending = [task.remote(str(out), *job) for job in todo]
+    pending = [task.remote(str(out), *job, device) for job in todo]
     while pending:
         ready, pending = ray.wait(pending, num_returns=1)
         report(ray.get(ready[0]))
@@ -253,7 +255,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="3 programs, for a smoke test")
     parser.add_argument("--benchmarks", action="store_true",
                         help='write the tier table to BENCHMARKS.md "Ground truth"')
+    parser.add_argument("--device", help="where the truths' patched forwards run (default: cuda when available)")
     arguments = parser.parse_args(argv)
+    from infoflow_dsl.pipeline import resolve_device
+
+    device = str(resolve_device(arguments.device))
     for sub in ("models", "truths"):
         (arguments.out / sub).mkdir(parents=True, exist_ok=True)
     todo = jobs(arguments.out, arguments.quick)
@@ -263,7 +269,7 @@ def main(argv: list[str]) -> int:
         print(f"  {row['model']:<28} {row['tier']:<10} {row['edges']:>4} edges  certificate "
               f"{'holds' if row['holds'] else 'FAILS'}  {row['seconds']} s", flush=True)
 
-    execute(arguments.out, todo, arguments.workers, report)
+    execute(arguments.out, todo, arguments.workers, report, device)
     text = summary(arguments.out)
     (arguments.out / "summary.md").write_text(text, encoding="utf-8")
     print(text)

@@ -18,6 +18,7 @@ circuit from the program its file stores (for ``check --trace``, ``circuit`` and
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import re
@@ -93,6 +94,18 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
         raise CompileError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     return resolved
+
+
+def on_device(model: CompiledTransformer, device: str | torch.device | None) -> CompiledTransformer:
+    """``model`` on ``device`` (:func:`resolve_device`; None: where it is): the model itself when it
+    is there already, else a copy moved there (the caller's model stays where it was)."""
+    if device is None:
+        return model
+    resolved = resolve_device(device)
+    here = model.device
+    if here.type == resolved.type and (resolved.index is None or here.index in (None, resolved.index)):
+        return model
+    return copy.deepcopy(model).to(resolved)
 
 
 def realised_schedule(schedule: Schedule, circuit: Circuit) -> Schedule:

@@ -331,12 +331,11 @@ def paper_scale(device: str, address: str | None, workers: int, force: bool, ful
               f"{3 * steps / rate / 60:.0f} minutes); pass --force to start it anyway", file=sys.stderr)
         return 2
     where = ["--address", address] if address else ["--workers", str(workers)]
-    if full:
-        for d in range(2, 7):
-            code = run(paper_scale_argv(d, PAPER_STEPS, PAPER_SEEDS, device, where, f"experiments/paper_intrinsic_{d}"))
-            if code:
-                return code
-        return 0
+    if full:  # the five D at once, each D's nine runs one batched model (one task on a cluster)
+        sweeps = [subprocess.Popen([sys.executable, "-m", "infoflow_dsl.cli.main", *paper_scale_argv(
+            d, PAPER_STEPS, PAPER_SEEDS, device, where, f"experiments/paper_intrinsic_{d}")], cwd=ROOT)
+            for d in range(2, 7)]
+        return max(process.wait() for process in sweeps)
     code = run(paper_scale_argv(2, steps, 1, device, ["--workers", "1"], "experiments/paper_pilot_intrinsic_2"))
     PILOT.write_text(json.dumps({"measurement": measured, "steps": steps, "budget_seconds": PILOT_BUDGET},
                                 indent=1) + "\n", encoding="utf-8")
@@ -642,11 +641,15 @@ def paper_lines() -> list[str]:
              "configuration are chosen so that the three configurations, one seed each, train in 10 minutes:", "",
              f"{script} --device cuda", "",
              "On the CPU it refuses without `--force` and says how long it would take. The full sweep (D = 2..6,",
-             f"{PAPER_SEEDS} seeds, {PAPER_STEPS:,} steps), on a GPU or a Ray cluster:", "",
-             f"{script} --full --device cuda --workers 8", f"{script} --full --address auto", "",
-             "which runs, for D = 2..6 (D = 2 shown):", "",
-             "    infoflowc " + " ".join(paper_scale_argv(2, PAPER_STEPS, PAPER_SEEDS, "cuda", ["--workers", "8"],
-                                                        "experiments/paper_intrinsic_2")), ""]
+             f"{PAPER_SEEDS} seeds, {PAPER_STEPS:,} steps), on one GPU or a Ray cluster:", "",
+             f"{script} --full --device cuda", f"{script} --full --address auto", "",
+             "which runs the five D at once, each a sweep whose nine runs (three configurations, three seeds)",
+             "train as one batched model (D = 2 shown):", "",
+             "    infoflowc " + " ".join(paper_scale_argv(2, PAPER_STEPS, PAPER_SEEDS, "cuda", ["--workers", "1"],
+                                                        "experiments/paper_intrinsic_2")), "",
+             "`scripts/gpu_check.sh` measures the sweep's aggregate steps/s at reduced steps and the minutes the",
+             "full one would take; `scripts/gpu_check.sh --paper-minutes 10` runs it time-boxed (every D at the",
+             "steps that fit ten minutes, the paper's 40,000 when they do).", ""]
     if not PILOT.exists():
         return [*lines, "No GPU was available to this work: the pilot has not run, and none of its figures exists yet."]
     pilot = json.loads(PILOT.read_text(encoding="utf-8"))
@@ -753,7 +756,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="with --paper-scale: run even on the CPU")
     parser.add_argument("--address", help="the Ray cluster for --paper-scale --full")
     parser.add_argument("--device", default="cpu", help="cpu or cuda, for --paper-scale")
-    parser.add_argument("--workers", type=int, default=8, help="local Ray workers for --paper-scale --full")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="for --paper-scale --full: each sweep's workers (1: in its process, its runs batched)")
     parser.add_argument("--measure-steps", type=int, default=MEASURE_STEPS, help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     if arguments.paper_scale:

@@ -81,6 +81,36 @@ def test_training_data_bench_measures_both_paths_and_renders_ratios() -> None:
     assert cells[4] == "cpu" and all(float(c) > 0 for c in cells[5:])
 
 
+def test_batched_sweep_bench_runs_both_ways_and_renders_the_ratio() -> None:
+    import bench_batched_sweep as batched
+
+    text = batched.main(["--smoke"])
+    row = next(line for line in text.splitlines() if line.startswith("| d_retrieval | 4 |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[7] == "2 / 2" and float(cells[11]) < 1e-3  # the batched seeds are their unbatched twins
+
+
+def test_the_gpu_check_runs_end_to_end_at_toy_sizes_and_writes_its_json(tmp_path: Path) -> None:
+    """bench/gpu_check.py --small (what scripts/gpu_check.sh --small runs after the tests), on the
+    CPU here: every section but torch.compile's measured, none failed; then the time-boxed sweep."""
+    import json
+
+    import gpu_check
+
+    figures = gpu_check.main(["--small", "--out", str(tmp_path)])
+    assert json.loads((tmp_path / "gpu_check.json").read_text(encoding="utf-8"))["device"] == figures["device"]
+    for name in ("compile", "check", "forward", "training", "paper_sweep", "ground_truth"):
+        assert "error" not in figures[name] and "skipped" not in figures[name], figures[name]
+    assert figures["compile"]["weights_identical_to_cpu"] and figures["compile"]["within_eps"]
+    assert figures["training"]["batched_runs"] == 9 and figures["training"]["alone_steps_per_second"] > 0
+    sweep = figures["paper_sweep"]
+    assert [d["D"] for d in sweep["per_D"]] == [2, 3, 4, 5, 6] and all(d["rows"] == 9 for d in sweep["per_D"])
+    assert sweep["full_sweep_run_steps"] == 5 * 3 * 3 * 40_000 and sweep["full_sweep_minutes_at_this_rate"] > 0
+    assert "training_compiled" not in figures  # torch.compile stays out of the tests
+    boxed = gpu_check.main(["--small", "--out", str(tmp_path), "--paper-minutes", "1"])["paper_sweep_time_boxed"]
+    assert boxed["pilot"]["per_D"][0]["D"] == 2 and len(boxed["per_D"]) == 5
+
+
 def test_tracr_bench_measures_a_program_and_renders_the_side_by_side_table() -> None:
     import bench_tracr as tracr
 

@@ -135,6 +135,21 @@ def test_compiling_twice_gives_identical_bytes():
     assert model_to_bytes(first) == model_to_bytes(second)
 
 
+@pytest.mark.parametrize("name", ["min_pairwise", "previous_token"])
+def test_a_compile_on_the_device_has_the_cpus_weights_and_measures_within_eps_there(name: str, device: str) -> None:
+    """compile(device=...): the weights bit for bit the CPU's (built on the host, then moved), its
+    own measurement (compile's samples) run on the device, within ε there."""
+    there = ifl.compile(program(name), eps=1e-2, dtype="float32", device=device, samples=300)
+    assert there.device.type == device and there.config["measured_error"]["samples"] == 300
+    cpu_state = model(name, 1e-2, "float32").state_dict()
+    for key, tensor in there.state_dict().items():
+        assert torch.equal(tensor.cpu().to_dense() if tensor.is_sparse else tensor.cpu(),
+                           cpu_state[key].to_dense() if cpu_state[key].is_sparse else cpu_state[key]), key
+    x = model_inputs(program(name), 300, seed=7)
+    error, kept = errors_on(there, program(name), x)
+    assert float(error[kept].max()) <= there.config["a_priori_bound"] <= 1e-2
+
+
 def test_inefficient_targets_are_refused_with_the_reason():
     with pytest.raises(ifl.CompileError, match=r"inefficient: min_<t1, t2, t3>.*order 3"):
         ifl.compile(program("triangle_center"), samples=0)

@@ -163,12 +163,15 @@ class TruthMeasurement:
         self.forward, self.program = forward, program
         self.eps = forward.graph.eps
         self.batches = []
-        for index, x in enumerate(measured_inputs(program, samples, seed, length)):
+        device = forward.model.device  # the inputs, the reference's values and the patched runs all there
+        for index, drawn in enumerate(measured_inputs(program, samples, seed, length)):
+            x = drawn.to(device)
             exact = x if program.over_tokens else x.to(torch.float64)
             with torch.no_grad():
                 truth = evaluate(program, exact)
             covered = None if program.margin is None else retrieval_margin(program, exact) >= program.margin
-            self.batches.append(MeasuredBatch(x, truth, _partners(x.shape[0], seed + 7_919 * index), covered))
+            partner = _partners(x.shape[0], seed + 7_919 * index).to(device)
+            self.batches.append(MeasuredBatch(x, truth, partner, covered))
 
     @property
     def inputs(self) -> int:
@@ -232,10 +235,11 @@ def outside_pairs(graph: EdgeGraph) -> list[EdgeKey]:
 
 
 def edge_truth(model: Any, ablations: tuple[str, ...] = ABLATIONS, samples: int = SAMPLES,
-               seed: int = 0, length: int | None = None) -> tuple[EdgeGraph, dict[str, AblationTruth]]:
+               seed: int = 0, length: int | None = None,
+               device: str | torch.device | None = None) -> tuple[EdgeGraph, dict[str, AblationTruth]]:
     """The edge graph of a compiled model (or its file) and each ablation's truth on it (a model
     over vectors: on inputs of ``length`` tokens, its T by default; any length up to T is one
-    its certificate covers).
+    its certificate covers), the patched forwards run on ``device`` (None: where the model is).
 
     Args:
         model: a compiled (or disguised) model, or the path of its file.
@@ -243,6 +247,7 @@ def edge_truth(model: Any, ablations: tuple[str, ...] = ABLATIONS, samples: int 
         samples: random inputs the truth is measured on (plus every short sequence of a token model).
         seed: their seed.
         length: the sequence length of a model over vectors (default its T).
+        device: where the patched forwards run (cpu, cuda; None: where the model is).
 
     Returns:
         (the :class:`EdgeGraph`, each ablation's truth: necessary edges with witnesses, certificate).
@@ -251,11 +256,11 @@ def edge_truth(model: Any, ablations: tuple[str, ...] = ABLATIONS, samples: int 
         UsageError: an unknown ablation or a length outside 1..T.
         ModelFileError: a path that is not a model file.
     """
-    from ..pipeline import program_of
+    from ..pipeline import on_device, program_of
     from ..transformer.arguments import model_argument
     from .graph import circuit_graph
 
-    compiled = model_argument(model, "edge_truth")
+    compiled = on_device(model_argument(model, "edge_truth"), device)
     graph = circuit_graph(compiled)
     measurement = TruthMeasurement(EdgeForward(compiled, graph), program_of(compiled), samples, seed, length)
     return graph, {a: measurement.ablation(a) for a in ablations}

@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 from ..errors import UsageError
-from .common import EXIT_ABOVE_EPS, EXIT_OK
+from .common import EXIT_ABOVE_EPS, EXIT_OK, model_on
 
 
 def command_check_tokens(arguments: argparse.Namespace, model: Any, program: Any) -> int:
@@ -107,7 +107,7 @@ def command_check(arguments: argparse.Namespace) -> int:
     from ..verify.check import check_model, format_input, trace
     from .export import load_checked
 
-    model = load_checked(arguments.model)  # a model file, or an exported directory
+    model = model_on(load_checked(arguments.model), arguments.device)  # a model file, or an exported directory
     try:
         program = program_of(model)
     except StoredProgramError as error:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..circuits import ABLATIONS
 from ..errors import UsageError
-from .common import EXIT_OK, with_compiled_model
+from .common import EXIT_OK, add_device_flag, resolved_device, with_compiled_model
 
 
 def add_edge_flags(parser: argparse.ArgumentParser, nonnegative_int: Any) -> None:
@@ -32,6 +32,7 @@ def add_edge_flags(parser: argparse.ArgumentParser, nonnegative_int: Any) -> Non
                                                            "MIB's circuit JSON")
     parser.add_argument("-o", "--output", type=Path, help="with --truth: write the model with its graph and truth "
                                                           "stored (export copies them into infoflow.json)")
+    add_device_flag(parser, "--truth's patched forwards run")
 
 
 def command_edges(arguments: argparse.Namespace, model: Any) -> None:
@@ -53,7 +54,8 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
         if length is not None:
             check_length(model, length)
         check_samples(model, arguments.samples)
-        graph, truths = edge_truth(model, ablations, arguments.samples, arguments.seed, length)
+        graph, truths = edge_truth(model, ablations, arguments.samples, arguments.seed, length,
+                                   resolved_device(arguments.device))
         _write_or_print(arguments, model, graph, truths)
         if arguments.mib:
             return

@@ -154,3 +154,29 @@ def read_program_text(path: Path) -> str:
         return program_source(path)
     except OSError as error:
         raise UsageError(f"{path}: cannot read: {error.strerror or error}") from None
+
+
+def add_device_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--device`` on a command that runs models (``check``, ``circuit --truth``, ``discover``,
+    ``benchmark``): where ``what`` runs, cuda by default where a GPU is present (as ``compile``)."""
+    parser.add_argument("--device", help=f"cpu or cuda: where {what} (default: cuda when available)")
+
+
+def resolved_device(device: str | None) -> Any:
+    """The torch.device a ``--device`` flag names (None: cuda when available, else cpu); a bad
+    name, or cuda without one, is a UsageError naming the flag."""
+    from ..errors import CompileError
+    from ..pipeline import resolve_device
+
+    try:
+        return resolve_device(device)
+    except (CompileError, RuntimeError) as error:
+        raise UsageError(f"--device {device}: {error}") from None
+
+
+def model_on(model: Any, device: str | None) -> Any:
+    """``model`` on the device the flag names (:func:`~infoflow_dsl.pipeline.on_device`: a copy
+    moved there, or the model itself when it is there)."""
+    from ..pipeline import on_device
+
+    return on_device(model, resolved_device(device))

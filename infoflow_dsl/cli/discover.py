@@ -10,7 +10,7 @@ from typing import Any
 from ..circuits import ABLATIONS
 from ..discovery import METHODS, NUMBER_METRICS, TOKEN_METRICS
 from ..errors import UsageError
-from .common import EXIT_OK, with_compiled_model
+from .common import EXIT_OK, add_device_flag, resolved_device, with_compiled_model
 
 
 def add_discovery_parsers(commands: Any, positive_int: Any, nonnegative_int: Any) -> None:
@@ -30,6 +30,7 @@ def add_discovery_parsers(commands: Any, positive_int: Any, nonnegative_int: Any
     one.add_argument("--json", action="store_true", help="every edge's score, the AUROCs and the curve as JSON")
     one.add_argument("--html", type=Path, metavar="PAGE", help="also write a page drawing the found graph against "
                                                                "the truth")
+    add_device_flag(one, "the patched forwards run")
     many = commands.add_parser("benchmark", help="every (model, method, ablation) of a ground-truth corpus "
                                                  "(bench/circuit_corpus.py), resumable, on Ray")
     many.add_argument("corpus", type=Path, help="the corpus folder (models/ and truths/)")
@@ -41,6 +42,7 @@ def add_discovery_parsers(commands: Any, positive_int: Any, nonnegative_int: Any
     many.add_argument("--workers", type=positive_int, default=2, help="Ray workers (1: in this process)")
     many.add_argument("--address", help="a Ray cluster's address (auto, HOST:PORT or ray://HOST:PORT)")
     many.add_argument("-o", "--output", type=Path, required=True, help="the results folder (resumed if it exists)")
+    add_device_flag(many, "each job's patched forwards run")
 
 
 def discover_model(arguments: argparse.Namespace, model: Any) -> None:
@@ -62,7 +64,7 @@ def discover_model(arguments: argparse.Namespace, model: Any) -> None:
     if arguments.length is not None:
         check_length(model, arguments.length)
     result = discover(model, arguments.method, arguments.ablation, arguments.metric, arguments.samples,
-                      arguments.seed, arguments.length)
+                      arguments.seed, arguments.length, device=resolved_device(arguments.device))
     if arguments.html is not None:
         from ..discovery.picture import page
         from ..files import write_bytes_atomically
@@ -110,7 +112,7 @@ def command_benchmark(arguments: argparse.Namespace) -> None:
     tiers = None if arguments.tiers is None else _items(arguments.tiers)
     skip = _items(arguments.skip)
     print(run_benchmark(arguments.corpus, arguments.output, methods, ablations, tiers, arguments.workers,
-                        arguments.address, skip))
+                        arguments.address, skip, str(resolved_device(arguments.device))))
 
 
 def _items(text: str) -> tuple[str, ...]:

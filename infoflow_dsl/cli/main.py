@@ -34,6 +34,7 @@ from .common import (
     EXIT_STDOUT_CLOSED,
     EXIT_USER,
     Parser,
+    add_device_flag,
     comma_list,
     head_budget,
     length_flag,
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="then search for larger errors with hypothesis (N examples, default 300)")
     check_cmd.add_argument("--trace", action="store_true",
                            help="name the first residual direction, layer and token where the model leaves its circuit")
+    add_device_flag(check_cmd, "the model runs")
     circuit_cmd = commands.add_parser("circuit", help="where each comparison and FFN function of a model lives "
                                       "(TransformerLens hook, residual index, bound)")
     circuit_cmd.add_argument("model", type=Path)
@@ -131,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 "(Ray Client); refused in seconds when no head answers")
     sweep_cmd.add_argument("--compare-eps", type=positive_float, default=1e-2,
                            help="ε of the compiled model shown for reference (default 1e-2)")
+    sweep_cmd.add_argument("--no-batch", dest="batch_runs", action="store_false",
+                           help="train runs one after another (default: runs of one shape, seeds, learning rates "
+                                "and head budgets of the same layers, train as one stacked model)")
+    sweep_cmd.add_argument("--compile", action="store_true",
+                           help="torch.compile the stacked training step (pays its compile time first)")
     sweep_cmd.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the sweep's folder")
     return parser
 

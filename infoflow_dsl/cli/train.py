@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..files import check_writable, check_writable_folder, write_atomically
-from .common import EXIT_OK, read_program_text
+from .common import EXIT_OK, read_program_text, resolved_device
 
 
 def _training_program(arguments: argparse.Namespace, length: int | None) -> Any:
@@ -26,20 +26,10 @@ def _training_settings(arguments: argparse.Namespace, heads: tuple[int, ...], la
         return TrainSettings(heads=head_budget(heads, layers), d_head=arguments.d_head, d_mlp=arguments.d_mlp,
                              batch=arguments.batch, lr=arguments.lr, weight_decay=arguments.weight_decay,
                              seed=arguments.seed, dist=parse_distribution(arguments.dist),
-                             validation=arguments.validation, device=str(resolve_training_device(arguments.device)),
+                             validation=arguments.validation, device=str(resolved_device(arguments.device)),
                              init=str(arguments.init) if arguments.init else None)
     except TrainError as error:
         raise UsageError(f"infoflowc {arguments.command}: {error}") from None
-
-
-def resolve_training_device(device: str) -> Any:
-    from ..errors import CompileError
-    from ..pipeline import resolve_device
-
-    try:
-        return resolve_device(device)
-    except (CompileError, RuntimeError) as error:
-        raise UsageError(f"--device {device}: {error}") from None
 
 
 def _init_model(arguments: argparse.Namespace) -> Any:
@@ -101,7 +91,8 @@ def command_sweep(arguments: argparse.Namespace) -> int:
         folder = arguments.output
         rows = sweep.execute(runs, folder, arguments.workers, arguments.address,
                              on_finished=lambda row: print(f"  {row['run']}: NMSE best {row['best_nmse']}, "
-                                                                 f"last {row['final_nmse']}", flush=True))
+                                                                 f"last {row['final_nmse']}", flush=True),
+                             batch=arguments.batch_runs, compile=arguments.compile)
         configs = sweep.finish(folder, arguments.file.name, grid, runs, rows, program_at, arguments.compare_eps)
     except (TrainError, sweep.SweepError) as error:
         raise UsageError(f"infoflowc sweep: {error}") from None

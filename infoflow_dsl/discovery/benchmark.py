@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import UsageError
 from ..files import append_line, complete_lines
 
-Job = tuple[str, str, str, str, str]  # (corpus folder, model name, tier, method, ablation)
+Job = tuple[str, str, str, str, str, str]  # (corpus folder, model name, tier, method, ablation, device)
 RESULTS = "results.jsonl"
 
 
@@ -90,11 +90,11 @@ def run_job(job: Job) -> dict[str, Any]:
     from .scores import auroc
 
     torch.set_num_threads(1)
-    corpus, name, tier, method, ablation = job
+    corpus, name, tier, method, ablation, device = job
     folder = Path(corpus)
     record = json.loads((folder / "truths" / f"{name}.{tier}.json").read_text(encoding="utf-8"))
     measured = record["measured"]
-    model = load(folder / "models" / f"{name}.{tier}.safetensors", device="cpu")
+    model = load(folder / "models" / f"{name}.{tier}.safetensors", device=device)
     result = discover(model, method, ablation, None, measured["samples"], measured["seed"], measured["length"],
                       necessary=record["truth"][ablation]["necessary"])
     fixed = result.graph.keys_of(record["truth"]["zero"]["necessary"])
@@ -115,15 +115,16 @@ def _finished(todo: Sequence[Job], workers: int, address: str | None) -> Iterabl
     if workers == 1 and address is None:
         return ((job, run_job(job)) for job in todo)
     from ..training.cluster import ray_map
+    from ..training.sweep import GPU_SHARE
 
-    return ray_map(run_job, todo, workers, address)
+    return ray_map(run_job, todo, workers, address, GPU_SHARE if todo and todo[0][5].startswith("cuda") else 0.0)
 
 
 def run_benchmark(corpus: Path, out: Path, methods: Sequence[str], ablations: Sequence[str],
                   tiers: Sequence[str] | None = None, workers: int = 2, address: str | None = None,
-                  skip: Sequence[str] = ()) -> str:
-    """Run every job not yet in ``out`` (the models matching ``skip`` left out); write and return
-    the summary of these jobs."""
+                  skip: Sequence[str] = (), device: str = "cpu") -> str:
+    """Run every job not yet in ``out`` (the models matching ``skip`` left out), each on ``device``;
+    write and return the summary of these jobs."""
     from ..files import check_writable_folder
     from ..progress import bar
 
@@ -136,7 +137,7 @@ def run_benchmark(corpus: Path, out: Path, methods: Sequence[str], ablations: Se
     out.mkdir(exist_ok=True)
     results = out / RESULTS
     done = {row["key"] for row in read_rows(results)}
-    jobs = [(str(corpus.resolve()), n, t, m, a) for n, t in models for m in methods for a in ablations]
+    jobs = [(str(corpus.resolve()), n, t, m, a, device) for n, t in models for m in methods for a in ablations]
     todo = [job for job in jobs if job_key(job) not in done]
     with bar(total=len(jobs), initial=len(jobs) - len(todo), desc="benchmark", unit="job") as shown:
         for _, row in _finished(todo, workers, address):

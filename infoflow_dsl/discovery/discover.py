@@ -31,12 +31,12 @@ def check_choice(what: str, value: str, choices: Collection[str]) -> None:
 
 def discover(model: Any, method: str, ablation: str = "zero", metric: str | None = None,
              samples: int = SAMPLES, seed: int = 0, length: int | None = None,
-             necessary: Collection[str] | None = None) -> DiscoveryResult:
+             necessary: Collection[str] | None = None, device: str | Any | None = None) -> DiscoveryResult:
     """Score every candidate edge of ``model`` (a compiled model or its file) with ``method``
     under ``ablation``, measured by ``metric`` (the method's default: see ``metrics``), on the
     truth's inputs (``samples``, ``seed``, ``length``), against the truth: the edges necessary
     under that ablation, measured here unless given (``necessary``: edge names, a corpus
-    record's).
+    record's); the patched forwards run on ``device`` (None: where the model is).
 
     Args:
         model: a compiled (or disguised) model, or the path of its file.
@@ -48,6 +48,7 @@ def discover(model: Any, method: str, ablation: str = "zero", metric: str | None
         seed: their seed.
         length: the sequence length of a model over vectors (default its T).
         necessary: the truth's edge names, when already measured (a corpus record's).
+        device: where the patched forwards run (cpu, cuda; None: where the model is).
 
     Returns:
         A :class:`DiscoveryResult`: every candidate's score, the truth, AUROC and the MIB metrics.
@@ -57,12 +58,12 @@ def discover(model: Any, method: str, ablation: str = "zero", metric: str | None
         ModelFileError: a path that is not a model file.
     """
     from ..circuits.graph import circuit_graph
-    from ..pipeline import program_of
+    from ..pipeline import on_device, program_of
     from ..transformer.arguments import model_argument
 
     check_choice("method", method, METHODS)
     check_choice("ablation", ablation, ABLATIONS)
-    compiled = model_argument(model, "discover")
+    compiled = on_device(model_argument(model, "discover"), device)
     program = program_of(compiled)
     metric = metric or default_metric(program, method)
     check_choice("metric", metric, metrics_of(program))

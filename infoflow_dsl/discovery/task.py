@@ -122,7 +122,8 @@ class DiscoveryTask:
         self.cost.backwards += 1
         for d in self.data:
             count = d.x.shape[0]
-            coefficient = torch.full((count, len(pairs)), alpha, dtype=torch.float64, requires_grad=True)
+            coefficient = torch.full((count, len(pairs)), alpha, dtype=torch.float64, device=d.x.device,
+                                     requires_grad=True)
             coefficients: Mapping[EdgeKey, Tensor] = {
                 pair: coefficient[:, i].view(count, 1, 1) for i, pair in enumerate(pairs)}
             embedding = None

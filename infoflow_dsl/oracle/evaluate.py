@@ -20,6 +20,7 @@ token at the retrieved position.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -35,6 +36,21 @@ if TYPE_CHECKING:
     from ..language.load import ProgramSource
 
 Tensor = torch.Tensor
+
+
+def constant(values: Any, dtype: torch.dtype | None, device: torch.device) -> Tensor:
+    """A program's constant (a number, a vector, a matrix, a position) as a tensor on ``device``.
+    Off the CPU it is copied there once and cloned on the device after that: a copy from the host
+    waits for the device to finish its queued work, which the trainer's step must not (its
+    targets are evaluated on the device every step). The same values either way."""
+    if device.type == "cpu":
+        return torch.tensor(values, dtype=dtype, device=device)
+    return _held(values, dtype, device).clone()
+
+
+@lru_cache(maxsize=256)
+def _held(values: Any, dtype: torch.dtype | None, device: torch.device) -> Tensor:
+    return torch.tensor(values, dtype=dtype, device=device)
 
 
 class ReferenceEvaluator:
@@ -62,7 +78,7 @@ class ReferenceEvaluator:
         return torch.arange(self.length, device=self.x.device).reshape(shape)
 
     def _scalar_position(self, index: int, scope: tuple[str, ...]) -> Tensor:
-        return torch.tensor(index, device=self.x.device).reshape([1] * (1 + len(scope)))
+        return constant(index, None, self.x.device).reshape([1] * (1 + len(scope)))
 
     def position(self, expr: ir.Expr, scope: tuple[str, ...]) -> Tensor:
         """0-based positions, shape (B or 1, *scope dims), int64."""
@@ -115,10 +131,10 @@ class ReferenceEvaluator:
         return rule(self, expr, scope)
 
     def _NumberLiteral(self, expr: ir.NumberLiteral, scope: tuple[str, ...]) -> Tensor:
-        return torch.tensor(expr.value, dtype=torch.float64, device=self.x.device).reshape([1] * (1 + len(scope)))
+        return constant(expr.value, torch.float64, self.x.device).reshape([1] * (1 + len(scope)))
 
     def _Constant(self, expr: ir.Constant, scope: tuple[str, ...]) -> Tensor:
-        values = torch.tensor(expr.values, dtype=torch.float64, device=self.x.device)
+        values = constant(expr.values, torch.float64, self.x.device)
         return values.reshape([1] * (1 + len(scope)) + list(expr.type.shape))
 
     def _Token(self, expr: ir.Token, scope: tuple[str, ...]) -> Tensor:
@@ -135,7 +151,7 @@ class ReferenceEvaluator:
         return _token_value(gathered.reshape(self.batch, *dims, self.dimension), expr)
 
     def _TokenLiteral(self, expr: ir.TokenLiteral, scope: tuple[str, ...]) -> Tensor:
-        value = torch.tensor(float(expr.index), dtype=torch.float64, device=self.x.device)
+        value = constant(float(expr.index), torch.float64, self.x.device)
         return value.reshape([1] * (1 + len(scope)))
 
     def _PositionNumber(self, expr: ir.PositionNumber, scope: tuple[str, ...]) -> Tensor:
@@ -198,7 +214,7 @@ class ReferenceEvaluator:
         return self.value(expr.numerator, scope) / expr.divisor
 
     def _MatVec(self, expr: ir.MatVec, scope: tuple[str, ...]) -> Tensor:
-        matrix = torch.tensor(expr.matrix.values, dtype=torch.float64, device=self.x.device)
+        matrix = constant(expr.matrix.values, torch.float64, self.x.device)
         matrix = matrix.reshape(expr.matrix.type.shape)  # (m, n)
         return self.value(expr.vector, scope) @ matrix.T  # (..., n) @ (n, m) -> (..., m)
 

@@ -12,8 +12,12 @@ writes ``DIR/summary.md`` (per configuration the seed count, the best and median
 of each seed's best NMSE, analyze's verdict for that head budget, the compiled model's NMSE and
 size for reference) and ``DIR/nmse.png``.
 
-``workers == 1`` runs in this process without Ray. Otherwise runs are Ray tasks (one CPU each,
-and a quarter of a GPU with ``--device cuda``):
+Runs of one shape (the same program, T, widths, layers, steps, batch, distribution; seeds, peak
+learning rates and heads per layer may differ) train as one stacked model by default
+(:mod:`.train_many`: each the same run as alone, to float rounding); ``--no-batch`` trains them
+one after another. ``workers == 1`` runs in this process without Ray. Otherwise each group
+is cut into ``workers`` parts (each still one stacked model) and each part (or run) is a Ray
+task (one CPU, and a quarter of a GPU with ``--device cuda``):
 ``ray.init(address=...)`` joins an existing cluster (:mod:`.cluster`: the address is checked
 and refused in seconds when no head answers), without an address a local Ray with ``workers``
 CPUs is started. The folder is made by the first finished run: a sweep that cannot start
@@ -114,21 +118,39 @@ def expand(grid: Grid, path: str, source: str, init: bytes | None = None) -> lis
 # ---------------------------------------------------------------------------- one run
 
 
-def run_one(run: Run) -> tuple[dict[str, Any], bytes]:
-    """Train one run: (its results.csv row without the model path, the model file's bytes)."""
+def run_job(job: tuple[Sequence[Run], bool]) -> list[tuple[dict[str, Any], bytes]]:
+    """:func:`run_group` of a (group, compile) pair: what a Ray task runs."""
+    return run_group(*job)
+
+
+def run_group(runs: Sequence[Run], compile: bool = False) -> list[tuple[dict[str, Any], bytes]]:
+    """Train runs of one :func:`batch_groups` group, as one stacked model when there are several
+    (``train_many``), else alone (``train``): each run's (row without the model path, model bytes).
+    A batched run's ``seconds`` and ``cpu_seconds`` are the group's over its run count."""
     import torch
 
     from ..language.load import parse_program
-    from ..oracle.sampling import sample_inputs
-    from ..transformer.io import model_from_bytes, model_to_bytes
+    from ..transformer.io import model_from_bytes
     from .train import train
+    from .train_many import train_many
 
     torch.set_num_threads(1)
-    program = parse_program(run.source, run.path, length=run.length)
-    init = model_from_bytes(run.init, device="cpu") if run.init is not None else None
+    first = runs[0]
+    program = parse_program(first.source, first.path, length=first.length)
     cpu_start = time.process_time()  # one thread: its wall time on a core of its own
-    result = train(program, run.settings, init, quiet=True)
-    cpu_seconds = time.process_time() - cpu_start
+    if len(runs) > 1:
+        results = train_many(program, [run.settings for run in runs], quiet=True, compile=compile)
+    else:
+        init = model_from_bytes(first.init, device="cpu") if first.init is not None else None
+        results = [train(program, first.settings, init, quiet=True)]
+    cpu_seconds = (time.process_time() - cpu_start) / len(runs)
+    return [_row_and_model(run, program, result, cpu_seconds) for run, result in zip(runs, results, strict=True)]
+
+
+def _row_and_model(run: Run, program: ir.Program, result: Any, cpu_seconds: float) -> tuple[dict[str, Any], bytes]:
+    from ..oracle.sampling import sample_inputs
+    from ..transformer.io import model_to_bytes
+
     s = run.settings
     declared = sample_inputs(program, s.validation, seed=validation_seed(s.seed), device=s.device)
     declared_nmse = model_nmse(result.model, program, declared)  # the last step's model on the declared domain
@@ -140,6 +162,25 @@ def run_one(run: Run) -> tuple[dict[str, Any], bytes]:
            "nmse": f"{result.final_nmse:.6g}", "parameters": result.parameters, "seconds": f"{result.seconds:.1f}",
            "cpu_seconds": f"{cpu_seconds:.3f}"}
     return row, model_to_bytes(result.model)
+
+
+def batch_groups(runs: Sequence[Run], batch: bool = True, parts: int = 1) -> list[list[Run]]:
+    """The runs that train as one model (:func:`~.train_many.batch_key`, and the same program and
+    T), in grid order of their first run, each group cut into ``parts`` consecutive groups of
+    (nearly) equal size (so that ``parts`` workers each have one); each run alone with ``batch``
+    False or ``--init``."""
+    from .train_many import batch_key
+
+    groups: dict[Any, list[Run]] = {}
+    for index, run in enumerate(runs):
+        key = batch_key(run.settings)
+        shared = (run.path, run.source, run.length, key) if batch and key is not None else index
+        groups.setdefault(shared, []).append(run)
+    cut = []
+    for group in groups.values():
+        count = min(parts, len(group))
+        cut += [group[i * len(group) // count:(i + 1) * len(group) // count] for i in range(count)]
+    return cut
 
 
 def best_of(row: dict[str, str]) -> float:
@@ -195,17 +236,23 @@ def record(folder: Path, row: dict[str, Any], model: bytes, run: Run) -> None:
 
 
 def execute(runs: Sequence[Run], folder: Path, workers: int = 1, address: str | None = None,
-            on_finished: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, str]]:
+            on_finished: Callable[[dict[str, Any]], None] | None = None, batch: bool = True,
+            compile: bool = False) -> list[dict[str, str]]:
     """Run every run not yet in ``folder/results.csv``; return all finished rows. A folder
     holding runs that are not of this grid is refused (SweepError): its summary would drop
-    them; a grid that extends the folder's (more seeds, another T) resumes it."""
+    them; a grid that extends the folder's (more seeds, another T) resumes it. With ``batch``
+    the runs of one shape train as one stacked model (:func:`batch_groups`; on Ray cut into
+    ``workers`` tasks, each batched), else one after another; ``compile``: ``torch.compile`` for
+    the stacked steps."""
     done = {row["run"] for row in read_results(folder / "results.csv")}
     foreign = done - {run.key for run in runs}
     if foreign:
         raise SweepError(f"{folder}: its results.csv holds {len(foreign)} run(s) of another grid; give another -o, "
                          f"or the flags of that sweep (or a grid that contains it) to resume it")
     todo = [run for run in runs if run.key not in done]
-    finished = _in_process(todo) if workers == 1 and address is None else _with_ray(todo, workers, address)
+    in_process = workers == 1 and address is None
+    jobs = [(group, compile) for group in batch_groups(todo, batch, 1 if in_process else workers)]
+    finished = _in_process(jobs) if in_process else _with_ray(jobs, workers, address)
     for run, (row, model) in finished:
         record(folder, row, model, run)
         if on_finished is not None:
@@ -213,18 +260,23 @@ def execute(runs: Sequence[Run], folder: Path, workers: int = 1, address: str | 
     return read_results(folder / "results.csv")
 
 
-def _in_process(todo: Sequence[Run]) -> Iterable[tuple[Run, tuple[dict[str, Any], bytes]]]:
-    for run in todo:
-        yield run, run_one(run)
+Job = tuple[list[Run], bool]
+Finished = Iterable[tuple[Run, tuple[dict[str, Any], bytes]]]
 
 
-def _with_ray(todo: Sequence[Run], workers: int, address: str | None,
-              ) -> Iterable[tuple[Run, tuple[dict[str, Any], bytes]]]:
-    """Ray tasks, yielded as they finish (:func:`.cluster.ray_map`); on a GPU four runs share one."""
+def _in_process(jobs: Sequence[Job]) -> Finished:
+    for job in jobs:
+        yield from zip(job[0], run_job(job), strict=True)
+
+
+def _with_ray(jobs: Sequence[Job], workers: int, address: str | None) -> Finished:
+    """Ray tasks, one a group, yielded as they finish (:func:`.cluster.ray_map`); on a GPU four
+    tasks share one."""
     from .cluster import ray_map
 
-    gpus = GPU_SHARE if todo and todo[0].settings.device.startswith("cuda") else 0.0
-    return ray_map(run_one, todo, workers, address, gpus)
+    gpus = GPU_SHARE if jobs and jobs[0][0][0].settings.device.startswith("cuda") else 0.0
+    for (group, _), results in ray_map(run_job, jobs, workers, address, gpus):
+        yield from zip(group, results, strict=True)
 
 
 # ---------------------------------------------------------------------------- summary

@@ -53,7 +53,7 @@ import torch
 
 from ..errors import TrainError
 from ..language import typed as ir
-from ..oracle.evaluate import evaluate
+from ..oracle.evaluate import constant, evaluate
 from ..oracle.sampling import sample_inputs
 from ..oracle.tokens import random_ids
 from ..transformer.config import ModelConfig
@@ -267,12 +267,19 @@ def draw_inputs(program: ir.Program, dist: Distribution, count: int, seed: int,
 
 def squared_error(predicted: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
     """(mean squared error over the defined targets, number defined): NaN targets are left out."""
+    mse, count = squared_errors(predicted.unsqueeze(0), target.unsqueeze(0))
+    return mse[0], count[0]
+
+
+def squared_errors(predicted: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    """Per run (the leading axis R): (mean squared error over its defined targets, number defined),
+    each (R,); NaN targets are left out."""
     if predicted.shape != target.shape:
-        raise TrainError(f"the model outputs {tuple(predicted.shape)}, the target {tuple(target.shape)}")
+        raise TrainError(f"the model outputs {tuple(predicted.shape[1:])}, the target {tuple(target.shape[1:])}")
     defined = ~torch.isnan(target)
     diff = torch.where(defined, predicted - torch.nan_to_num(target), torch.zeros_like(predicted))
-    count = defined.sum()
-    return (diff * diff).sum() / count.clamp_min(1), count
+    count = defined.flatten(1).sum(dim=1)
+    return (diff * diff).flatten(1).sum(dim=1) / count.clamp_min(1), count
 
 
 def _component_rows(target: Tensor, components: bool) -> Tensor:
@@ -311,7 +318,7 @@ class Standardisation:
         return Standardisation(tuple(float(m) for m in component_means(target, components)), scale)
 
     def _mean(self, like: Tensor, components: bool) -> Tensor:
-        mean = torch.tensor(self.mean, dtype=like.dtype, device=like.device)
+        mean = constant(self.mean, like.dtype, like.device)  # on a GPU copied once, not every step
         return mean if components else mean.reshape(())
 
     def forward(self, y: Tensor, components: bool) -> Tensor:
@@ -458,8 +465,15 @@ def train(program: ir.Program, settings: TrainSettings, init: CompiledTransforme
             bar.set_postfix(nmse=f"{last:.3g}")
         bar.update(1)
     bar.close()
+    return finished_run(model, history, last, time.monotonic() - start, standard)
+
+
+def finished_run(model: CompiledTransformer, history: list[tuple[int, float]], last: float, seconds: float,
+                 standard: Standardisation) -> TrainResult:
+    """A run's result: its weights frozen again, the standardisation folded into the readout (the
+    model outputs y), the figures written into its config["trained"]."""
     parameters = trainable_parameter_count(model)
-    for tensor in trainable:
+    for tensor in [*model.parameters(), model.pos_embed.W_pos]:
         tensor.requires_grad_(False)
     standard.fold_into(model)
     best_step, best = min(history[1:] or history, key=lambda point: (point[1], point[0]))
@@ -467,4 +481,4 @@ def train(program: ir.Program, settings: TrainSettings, init: CompiledTransforme
                                 "best_step": best_step, "parameters": parameters,
                                 "target_mean": list(standard.mean), "target_scale": standard.scale}
     return TrainResult(model=model, final_nmse=last, best_nmse=best, best_step=best_step, history=tuple(history),
-                       seconds=time.monotonic() - start, parameters=parameters, standardisation=standard)
+                       seconds=seconds, parameters=parameters, standardisation=standard)

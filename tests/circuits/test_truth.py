@@ -123,3 +123,25 @@ def test_the_certificate_fails_for_a_graph_without_a_needed_edge(name: str) -> N
     measurement = TruthMeasurement(EdgeForward(shipped(name), cut), program_of(shipped(name)), 50, seed=4)
     error = measurement.certificate("zero")
     assert error == 1.0 if shipped(name).token_output else error > edges.eps
+
+
+@pytest.mark.parametrize("name", ["tracr/reverse", "min_pairwise"])
+def test_the_truth_on_the_device_is_the_cpus(name: str, device: str) -> None:
+    """``edge_truth(device=...)`` (``circuit --truth --device``): the same verdicts and witnesses,
+    the departures and the certificate to float rounding."""
+    on_cpu = ifl.edge_truth(shipped(name), samples=40, seed=1, device="cpu")[1]
+    graph_found, on_device = ifl.edge_truth(shipped(name), samples=40, seed=1, device=device)
+    assert shipped(name).device.type == "cpu"  # the caller's model stays where it was
+    assert graph_found.to_json() == graph(name).to_json()
+    for ablation, truth_there in on_device.items():
+        here = on_cpu[ablation]
+        assert truth_there.necessary == here.necessary and truth_there.inputs == here.inputs
+        assert truth_there.outside_error == pytest.approx(here.outside_error, rel=1e-6, abs=1e-12)
+        for a, b in zip(truth_there.edges, here.edges, strict=True):
+            assert (a.witness, a.corrupted) == (b.witness, b.corrupted)
+            assert a.departure == pytest.approx(b.departure, rel=1e-6, abs=1e-12)
+    path = str(EXAMPLES_DIR / f"{name}.safetensors")
+    code, out, err = run_cli(["circuit", path, "--truth", "--ablation", "zero", "--samples", "40", "--seed", "1",
+                              "--json", "--device", device])
+    assert code == 0, err
+    assert json.loads(out)["truth"]["zero"]["necessary"] == list(on_cpu["zero"].necessary)

@@ -75,3 +75,20 @@ def test_the_drawn_classes_are_the_top_n_against_the_truth() -> None:
 def test_bad_arguments_exit_2(argv: list[str], message: str) -> None:
     code, _, err = run_cli(argv)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("method", ["exact", "eap"])
+def test_discover_on_the_device_scores_as_on_the_cpu(method: str, device: str) -> None:
+    """``discover --device``: the patched forwards (and EAP's backward) on the device give the
+    CPU's scores to float rounding, the same truth and the same AUROC."""
+    import infoflow_dsl as ifl
+
+    on_cpu = ifl.discover(REVERSE, method, "zero", samples=30, device="cpu")
+    there = ifl.discover(REVERSE, method, "zero", samples=30, device=device)
+    assert there.necessary == on_cpu.necessary and there.scores.keys() == on_cpu.scores.keys()
+    for pair, score in on_cpu.scores.items():
+        assert there.scores[pair] == pytest.approx(score, rel=1e-6, abs=1e-9)
+    assert there.auroc == on_cpu.auroc and there.certified_k == on_cpu.certified_k
+    code, out, err = run_cli(["discover", REVERSE, "--method", method, "--samples", "30", "--json", "--device", device])
+    assert code == 0, err
+    assert json.loads(out)["auroc"] == on_cpu.auroc

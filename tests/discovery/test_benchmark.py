@@ -151,3 +151,21 @@ def test_a_ray_that_does_not_start_is_exit_2_saying_what_to_do(corpus: Path, tmp
     assert "infoflowc benchmark: a local Ray: Ray did not start: RuntimeError: the raylet could not start" in err
     assert "--workers 1 runs in this process without Ray" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_benchmark_on_the_device_gives_the_cpus_rows(corpus: Path, tmp_path: Path, device: str) -> None:
+    """``benchmark --device``: every job's patched forwards there; the same AUROCs and
+    certified k as on the CPU, the faithfulness curve to float rounding."""
+    flags = ["--methods", "exact", "--ablations", "zero", "--workers", "1"]
+    rows = {}
+    for where in ("cpu", device):
+        code, _, err = run_cli(["benchmark", str(corpus), *flags, "--device", where, "-o", str(tmp_path / where)])
+        assert code == 0, err
+        rows[where] = {r["key"]: r for r in read_rows(tmp_path / where / RESULTS)}
+    assert rows[device].keys() == rows["cpu"].keys() and len(rows["cpu"]) == 4
+    for key, row in rows["cpu"].items():
+        there = rows[device][key]
+        assert (there["auroc"], there["auroc_fixed"], there["certified_k"]) == (row["auroc"], row["auroc_fixed"],
+                                                                                  row["certified_k"])
+        for a, b in zip(there["faithfulness"], row["faithfulness"], strict=True):
+            assert a["faithfulness"] == pytest.approx(b["faithfulness"], rel=1e-6, abs=1e-9)

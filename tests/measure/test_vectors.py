@@ -49,9 +49,11 @@ def test_the_cost_counts_every_weight_the_forward_multiplies(name):
                                                                        compiled.parameter_count()) + MIN_SAMPLES
 
 
-def test_forward_and_reference_batches_of_other_sizes_give_the_same_errors(monkeypatch):
+def test_forward_and_reference_batches_of_other_sizes_give_the_same_errors(monkeypatch, device):
+    from infoflow_dsl.pipeline import on_device
+
     target = program("min_pairwise")
-    compiled = model("min_pairwise", 1e-3, "float64")
+    compiled = on_device(model("min_pairwise", 1e-3, "float64"), device)
     x = model_inputs(target, 37, seed=4, corners=5)
     length = target.length
     monkeypatch.setattr(measure, "BATCH_ELEMENTS", 8 * length)
@@ -59,7 +61,7 @@ def test_forward_and_reference_batches_of_other_sizes_give_the_same_errors(monke
     assert measurement_batches(compiled, length) == (8, 3)
     error, kept = errors_on(compiled, target, x)
     with torch.no_grad():
-        expected = (compiled(x) - ifl.evaluate(target, x)).abs()
+        expected = (compiled(x).cpu() - ifl.evaluate(target, x)).abs()
     assert bool(kept.all()) and error.shape == (42,)
     torch.testing.assert_close(error, expected, rtol=0, atol=1e-12)
 

@@ -200,7 +200,7 @@ def batch_size(program: ir.Program, length: int) -> int:
 
 
 @pytest.mark.parametrize(("example", "length"), CASES)
-def test_evaluate_agrees_with_bruteforce(example: ExampleProgram, length: int) -> None:
+def test_evaluate_agrees_with_bruteforce(example: ExampleProgram, length: int, device: str) -> None:
     base = declared(example)
     try:
         program = ifl.parse_program(example.source, example.path, length=length)
@@ -214,7 +214,9 @@ def test_evaluate_agrees_with_bruteforce(example: ExampleProgram, length: int) -
     assert program.length == length
     x = input_batch(program, length, seed_of(example, length), batch_size(program, length))
     want = bf.evaluate_batch(program, x)
-    assert_close(ifl.evaluate(program, x), want, program, f"{example.name} at T = {length}")
+    got = ifl.evaluate(program, x.to(device))  # the reference on the device: its float64 on the device
+    assert got.device.type == device
+    assert_close(got.cpu(), want, program, f"{example.name} at T = {length}")
     if length > base.length:  # longer than the declared T: refused, as the model refuses it
         with pytest.raises(ValueError, match=f"input length {length} exceeds the program's T = {base.length}"):
             ifl.evaluate(base, x)

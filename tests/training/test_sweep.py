@@ -63,8 +63,8 @@ def test_a_head_budget_that_does_not_fit_the_layers_is_refused() -> None:
         sweep.expand(sweep.Grid(((2, 2),), (3,), (4,), (8,), (10,), 1, BASE), "p.iflow", "source")
 
 
-def test_in_process_sweep_records_every_run_once_and_resumes_without_rerunning(tmp_path) -> None:
-    grid = toy_grid()
+def test_in_process_sweep_records_every_run_once_and_resumes_without_rerunning(tmp_path, device: str) -> None:
+    grid = replace(toy_grid(), base=replace(BASE, device=device))
     runs = toy_runs(grid)
     finished: list[str] = []
     rows = sweep.execute(runs[:3], tmp_path, workers=1, on_finished=lambda row: finished.append(row["run"]))
@@ -80,7 +80,7 @@ def test_in_process_sweep_records_every_run_once_and_resumes_without_rerunning(t
         assert float(row["best_nmse"]) <= float(row["final_nmse"]) and 1 <= int(row["best_step"]) <= 20
         assert trained["seed"] == int(row["seed"])
         program = compiled.program("d_retrieval", 4)
-        declared = ifl.sample_inputs(program, 128, seed=validation_seed(int(row["seed"])))
+        declared = ifl.sample_inputs(program, 128, seed=validation_seed(int(row["seed"])), device=device)
         assert float(row["declared_nmse"]) == pytest.approx(model_nmse(model, program, declared), rel=1e-5)
     program_at = lambda length: compiled.program("d_retrieval", length)  # noqa: E731
     configs = sweep.finish(tmp_path, "d_retrieval", grid, runs, rows, program_at, 1e-2)
@@ -139,7 +139,7 @@ def test_a_results_file_of_the_earlier_protocol_resumes_and_keeps_its_columns(tm
 def test_a_sweep_killed_with_sigkill_resumes_and_runs_each_configuration_once(tmp_path) -> None:
     out = tmp_path / "sweep"
     argv = [sys.executable, "-m", "infoflow_dsl.cli.main", "sweep", str(D_RETRIEVAL), "--heads", "1", "--heads", "2",
-            "--heads", "3", *TOY_FLAGS, "--steps", "60", "--seeds", "2", "--workers", "1", "-o", str(out)]
+            "--heads", "3", *TOY_FLAGS, "--steps", "60", "--seeds", "2", "--workers", "1", "--no-batch", "-o", str(out)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -164,10 +164,33 @@ def test_a_sweep_killed_with_sigkill_resumes_and_runs_each_configuration_once(tm
     assert (out / "summary.md").exists() and len(list((out / "models").iterdir())) == 6
 
 
+def test_a_batched_sweep_gives_the_rows_of_one_run_after_another(tmp_path, device: str) -> None:
+    """Runs of one shape (two head budgets, two seeds) train as one model by default: the same
+    rows, each run's figures those of ``--no-batch`` to float rounding."""
+    flags = ["sweep", str(D_RETRIEVAL), "--heads", "1", "--heads", "2", *TOY_FLAGS, "--steps", "20", "--seeds", "2",
+             "--workers", "1", "--device", device]
+    code, _, err = run_cli([*flags, "-o", str(tmp_path / "batched")])
+    assert (code, err) == (0, ""), err
+    code, _, err = run_cli([*flags, "--no-batch", "-o", str(tmp_path / "alone")])
+    assert (code, err) == (0, ""), err
+    batched, alone = read_csv(tmp_path / "batched" / "results.csv"), read_csv(tmp_path / "alone" / "results.csv")
+    assert [r["run"] for r in batched] == [r["run"] for r in alone] and len(batched) == 4
+    for b, a in zip(batched, alone, strict=True):
+        for column in ("best_nmse", "final_nmse", "declared_nmse"):
+            assert float(b[column]) == pytest.approx(float(a[column]), rel=1e-4), column
+        assert (b["best_step"], b["parameters"]) == (a["best_step"], a["parameters"])
+    runs = toy_runs(toy_grid())
+    assert sweep.batch_groups(runs) == [runs] and sweep.batch_groups(runs, parts=3) == [runs[:1], runs[1:2], runs[2:]]
+    assert sweep.batch_groups(runs, batch=False) == [[run] for run in runs]
+
+
 def test_two_ray_workers_give_the_same_runs_as_one_process(tmp_path, monkeypatch) -> None:
+    """Two runs of one shape, two workers: the batch is cut in two tasks of one run each, which
+    train alone, as ``--no-batch`` does in this process: the same bytes."""
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the mode of every in-process Ray of the tests (dead_ray.py)
     runs = toy_runs(toy_grid(seeds=1))
-    local = sweep.execute(runs, tmp_path / "local", workers=1)
+    assert sweep.batch_groups(runs, parts=2) == [[runs[0]], [runs[1]]]
+    local = sweep.execute(runs, tmp_path / "local", workers=1, batch=False)
     distributed = sweep.execute(runs, tmp_path / "ray", workers=2)
     assert sorted(r["run"] for r in distributed) == sorted(r["run"] for r in local)
     by_run = {r["run"]: r for r in local}

@@ -128,12 +128,12 @@ def test_init_from_a_model_holding_its_relu_matrices_sparse_trains_them_dense(mo
         torch.testing.assert_close(padded(x), init(x), rtol=1e-5, atol=1e-5)
 
 
-def test_positions_are_learned_only_when_the_target_reads_them() -> None:
+def test_positions_are_learned_only_when_the_target_reads_them(device: str) -> None:
     assert not reads_positions(compiled.program("d_retrieval", 4))
     assert reads_positions(compiled.program("last_plus_first"))
     assert reads_positions(compiled.program("causal_sum"))
     assert reads_positions(compiled.program("previous_token"))  # x(t - 1): an offset
-    settings = replace(TOY, steps=3, validation=32)
+    settings = replace(TOY, steps=3, validation=32, device=device)
     plain = train(compiled.program("d_retrieval", 4), settings, quiet=True)
     assert not bool(plain.model.pos_embed.W_pos.any())
     positional = train(compiled.program("last_plus_first"), settings, quiet=True)
@@ -203,13 +203,13 @@ def test_init_from_a_model_of_another_target_is_a_usage_error(tmp_path) -> None:
     assert code == 2 and "--init" in err and not (tmp_path / "m.safetensors").exists()
 
 
-def test_a_per_token_target_trains_on_its_defined_positions_and_checks(tmp_path) -> None:
+def test_a_per_token_target_trains_on_its_defined_positions_and_checks(tmp_path, device: str) -> None:
     program = compiled.program("previous_token", 6)  # target(t : t >= 2) = x(t - 1): NaN at t = 1
     assert program.per_token
     settings = TrainSettings(heads=(2,), d_model=16, d_head=8, d_mlp=16, steps=200, batch=64, lr=1e-2,
-                             validation=256)
+                             validation=256, device=device)
     result = train(program, settings, quiet=True)
-    assert result.model.config["output"] == "token"
+    assert result.model.config["output"] == "token" and result.model.device.type == device
     x = draw_inputs(program, settings.dist, 8, seed=1)
     with torch.no_grad():
         assert result.model(x.float()).shape == evaluate_shape(program, x)
@@ -226,14 +226,15 @@ def evaluate_shape(program: ifl.Program, x: torch.Tensor) -> torch.Size:
 
 
 @pytest.mark.parametrize("name, heads", [("frac_prevs", (1,)), ("reverse", (1, 1))])
-def test_a_token_program_trains_the_token_family_and_checks(name: str, heads: tuple[int, ...], tmp_path) -> None:
+def test_a_token_program_trains_the_token_family_and_checks(name: str, heads: tuple[int, ...], tmp_path,
+                                                           device: str) -> None:
     """Ids in (W_E a learned table [V, D]), the positional code learned; a token output regresses
     its V scores onto the reference token's one-hot; the saved model loads, runs and checks."""
     from programs import TRACR_DIR
 
     program = ifl.load_program(TRACR_DIR / f"{name}.iflow", length=6)
     settings = TrainSettings(heads=heads, d_model=16, d_head=8, d_mlp=16, steps=120, batch=64, lr=1e-2,
-                             validation=256)
+                             validation=256, device=device)
     result = train(program, settings, quiet=True)
     model = result.model
     assert model.config["input"] == "tokens" and model.embed.W_E.shape == (program.vocabulary.size, 16)
@@ -267,7 +268,7 @@ def test_the_default_peak_learning_rate_is_the_papers_1e_3() -> None:
     assert sweep_arguments.lr == 1e-3
 
 
-def test_the_nmse_is_unchanged_by_the_standardisation_and_the_model_outputs_y() -> None:
+def test_the_nmse_is_unchanged_by_the_standardisation_and_the_model_outputs_y(device: str) -> None:
     generator = torch.Generator().manual_seed(4)
     y = 16.0 + 3.9 * torch.randn(2000, 3, dtype=torch.float64, generator=generator) * torch.tensor([1.0, 2.0, 0.5])
     predicted = y + 0.3 * torch.randn(2000, 3, dtype=torch.float64, generator=generator)
@@ -277,7 +278,7 @@ def test_the_nmse_is_unchanged_by_the_standardisation_and_the_model_outputs_y() 
     assert nmse(standard.forward(predicted, True), z, True) == pytest.approx(nmse(predicted, y, True), rel=1e-12)
     torch.testing.assert_close(standard.inverse(z, True), y)
     program = compiled.program("intrinsic_2", 4)  # a target with mean ≈ 4 and std ≈ 2 on N(0, I)
-    settings = replace(TOY, heads=(2, 2), steps=30, dist=Distribution("normal", 1.0))
+    settings = replace(TOY, heads=(2, 2), steps=30, dist=Distribution("normal", 1.0), device=device)
     result = train(program, settings, quiet=True)
     assert abs(result.standardisation.mean[0]) > 1.0 and result.standardisation.scale > 1.0
     x_val = draw_inputs(program, settings.dist, settings.validation, validation_seed(settings.seed))
@@ -287,10 +288,10 @@ def test_the_nmse_is_unchanged_by_the_standardisation_and_the_model_outputs_y() 
         result.standardisation.mean)
 
 
-def test_a_run_reports_its_best_validation_point_beside_its_last() -> None:
+def test_a_run_reports_its_best_validation_point_beside_its_last(device: str) -> None:
     program = compiled.program("d_retrieval", 4)
     points: list[tuple[int, float]] = []
-    result = train(program, replace(TOY, steps=40, lr=3e-2), quiet=True,
+    result = train(program, replace(TOY, steps=40, lr=3e-2, device=device), quiet=True,
                    on_validation=lambda step, value: points.append((step, value)))
     assert tuple(points) == result.history and result.history[-1] == (40, result.final_nmse)
     after_start = result.history[1:]
@@ -341,8 +342,7 @@ def padded_regions(init: ifl.CompiledTransformer, padded: dict[str, torch.Tensor
     return regions
 
 
-@pytest.mark.parametrize("device", ["cpu", *(["cuda"] if torch.cuda.is_available() else [])])
-def test_device_sampling_and_targets_equal_the_host_path(device) -> None:
+def test_device_sampling_and_targets_equal_the_host_path(device: str) -> None:
     for program, dist in ((compiled.program("d_retrieval", 8), Distribution()),
                           (compiled.program("intrinsic_2", 8), Distribution("normal", 2.0)),
                           (compiled.program("triangle_center", 4), Distribution())):  # a ball domain

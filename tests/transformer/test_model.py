@@ -31,12 +31,12 @@ def inputs(batch: int, length: int, d: int = 2, seed: int = 1, dtype: torch.dtyp
 
 
 @pytest.mark.parametrize("output_shape", [[], [1], [3]])
-def test_forward_shapes(output_shape: list[int]) -> None:
-    model = random_model(output_shape=output_shape)
+def test_forward_shapes(output_shape: list[int], device: str) -> None:
+    model = random_model(output_shape=output_shape).to(device)
     for length in (1, 3, model.T):
         y = model(inputs(4, length))
         assert y.shape == ((4,) if output_shape == [] else (4, output_shape[0]))
-        assert y.dtype == torch.float64
+        assert y.dtype == torch.float64 and y.device.type == device
         assert torch.isfinite(y).all()
         streams = model.residual_stream(inputs(4, length))
         assert len(streams) == len(model.config["layers"]) + 1
@@ -57,14 +57,15 @@ def test_state_dict_names_and_parameters() -> None:
 
 
 @pytest.mark.parametrize("output_shape", [[], [2]])
-def test_matches_slow_reference_float64(output_shape: list[int]) -> None:
+def test_matches_slow_reference_float64(output_shape: list[int], device: str) -> None:
     model = random_model(seed=3, output_shape=output_shape)
+    on_device = random_model(seed=3, output_shape=output_shape).to(device)
     for length in (1, 2, 4, model.T):
         x = inputs(3, length, seed=length)
         ref_streams = reference_streams(model, x)
-        for got, want in zip(model.residual_stream(x), ref_streams, strict=True):
-            torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
-        torch.testing.assert_close(model(x), reference_forward(model, x), rtol=0, atol=1e-12)
+        for got, want in zip(on_device.residual_stream(x), ref_streams, strict=True):
+            torch.testing.assert_close(got.cpu(), want, rtol=0, atol=1e-12)
+        torch.testing.assert_close(on_device(x).cpu(), reference_forward(model, x), rtol=0, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------- hand-designed weights
@@ -98,12 +99,12 @@ def max_model(t: int, beta: float, dtype: torch.dtype) -> CompiledTransformer:
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_sharp_attention_picks_the_maximum(dtype: torch.dtype) -> None:
+def test_sharp_attention_picks_the_maximum(dtype: torch.dtype, device: str) -> None:
     beta = 1e6
-    model = max_model(t=16, beta=beta, dtype=dtype)
+    model = max_model(t=16, beta=beta, dtype=dtype).to(device)
     x = torch.rand(64, 16, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 2 - 1
     for length in (1, 5, 16):
-        y = model(x[:, :length]).double()
+        y = model(x[:, :length]).double().cpu()
         true = x[:, :length, 0].max(dim=1).values
         # the Gibbs mean of the values lies within (T'-1) R / (e beta) below the maximum (R = 2 the range)
         bound = (length - 1) * 2.0 / (math.e * beta) + (1e-12 if dtype == torch.float64 else 1e-6)
@@ -173,8 +174,8 @@ def test_inputs_are_cast_to_the_model_dtype() -> None:
     assert model64(x.float()).dtype == torch.float64
 
 
-def test_batch_rows_are_independent() -> None:
-    model = random_model(seed=4, output_shape=[2])
+def test_batch_rows_are_independent(device: str) -> None:
+    model = random_model(seed=4, output_shape=[2]).to(device)
     x = inputs(5, 4)
     rows = torch.cat([model(x[i : i + 1]) for i in range(5)])
     torch.testing.assert_close(model(x), rows, rtol=0, atol=1e-13)
@@ -218,18 +219,16 @@ def test_constructor_copies_its_tensors() -> None:
     assert torch.equal(model(inputs(2, 3)), before)
 
 
-def test_to_device_and_dtype() -> None:
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+def test_to_device_and_dtype(device: str) -> None:
     x = inputs(2, 4)
     ref = random_model(seed=7)(x)
-    for device in devices:
-        model = random_model(seed=7).to(device)
-        assert model.device.type == device and model.pos_embed.W_pos.device.type == device
-        torch.testing.assert_close(model(x).cpu(), ref, rtol=0, atol=1e-12)
-        config = random_config()
-        built = CompiledTransformer(config, random_tensors(config, seed=7), device=device, dtype=torch.float64)
-        assert all(t.device.type == device for t in built.state_dict().values())
-        torch.testing.assert_close(built(x).cpu(), ref, rtol=0, atol=1e-12)
+    model = random_model(seed=7).to(device)
+    assert model.device.type == device and model.pos_embed.W_pos.device.type == device
+    torch.testing.assert_close(model(x).cpu(), ref, rtol=0, atol=1e-12)
+    config = random_config()
+    built = CompiledTransformer(config, random_tensors(config, seed=7), device=device, dtype=torch.float64)
+    assert all(t.device.type == device for t in built.state_dict().values())
+    torch.testing.assert_close(built(x).cpu(), ref, rtol=0, atol=1e-12)
     as32 = random_model(seed=7).to(torch.float32)
     assert as32.dtype == torch.float32 and as32(x).dtype == torch.float32
 
@@ -272,14 +271,16 @@ def random_ids(batch: int, length: int, size: int, seed: int = 1) -> torch.Tenso
 
 
 @pytest.mark.parametrize(("token_output", "per_token"), TOKEN_KINDS)
-def test_token_model_matches_the_slow_reference_at_every_length(token_output: bool, per_token: bool) -> None:
+def test_token_model_matches_the_slow_reference_at_every_length(token_output: bool, per_token: bool,
+                                                               device: str) -> None:
     model = random_token_model(seed=5, token_output=token_output, per_token=per_token)
+    on_device = random_token_model(seed=5, token_output=token_output, per_token=per_token).to(device)
     assert model.token_input and model.token_output == token_output and model.vocabulary.names == ("a", "b", "c", "d")
     for length in range(1, model.T + 1):
         ids = random_ids(3, length, 4, seed=length)
-        for got, want in zip(model.residual_stream(ids), reference_streams(model, ids), strict=True):
-            torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
-        y = model(ids)
+        for got, want in zip(on_device.residual_stream(ids), reference_streams(model, ids), strict=True):
+            torch.testing.assert_close(got.cpu(), want, rtol=0, atol=1e-12)
+        y = on_device(ids).cpu()
         site = (3, length) if per_token else (3,)
         assert y.shape == (*site, 4) if token_output else y.shape == site
         torch.testing.assert_close(y, reference_forward(model, ids), rtol=0, atol=1e-12)

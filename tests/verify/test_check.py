@@ -34,8 +34,10 @@ SHIPPED = {name: _shipped(name) for name in CANONICAL_EFFICIENT}
 
 
 @pytest.mark.parametrize("name", CANONICAL_EFFICIENT)
-def test_shipped_models_are_within_eps_on_generated_inputs(name):
-    model = SHIPPED[name]
+def test_shipped_models_are_within_eps_on_generated_inputs(name, device):
+    from infoflow_dsl.pipeline import on_device
+
+    model = on_device(SHIPPED[name], device)
     program = program_of(model)
     domain = program.domain  # a ball is sampled in its bounding box, then projected into it
     low, high = (domain.low, domain.high) if hasattr(domain, "low") else (-domain.radius, domain.radius)
@@ -51,7 +53,7 @@ def test_shipped_models_are_within_eps_on_generated_inputs(name):
             assume(bool(covered.any()))
         with torch.no_grad():
             truth = ifl.evaluate(program, batch)  # NaN where a per-token target is undefined
-            error = (model(batch).double() - truth).abs()
+            error = (model(batch).double().cpu() - truth).abs()
         if error.dim() > covered.dim():
             covered = covered.reshape(*covered.shape, *[1] * (error.dim() - covered.dim()))
         error = torch.where(covered & ~truth.isnan(), error, 0.0)
@@ -226,3 +228,23 @@ def test_a_model_whose_outputs_are_nan_is_the_worst_not_within_eps(tmp_path: Pat
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = run(["check", str(path), "--samples", "50"])
     assert code == 3 and "ABOVE ε" in out.getvalue() and "NaN or infinite" in out.getvalue()
+
+
+@pytest.mark.parametrize("name", ["kth_largest", "nearest_neighbour", "intrinsic_2"])
+def test_check_on_the_device_gives_the_cpus_errors_and_verdict(name: str, device: str) -> None:
+    """``check --device``: the model's forwards on the device, the reference on the host; the
+    worst error to float rounding, the same verdict, the caller's model left on the CPU."""
+    from infoflow_dsl.pipeline import on_device
+
+    model = SHIPPED[name]
+    here = check_model(model, program_of(model), samples=500, progress=False)
+    there = check_model(on_device(model, device), program_of(model), samples=500, progress=False)
+    assert model.device.type == "cpu" and there.within == here.within and there.evaluated == here.evaluated
+    assert there.worst_error == pytest.approx(here.worst_error, rel=1e-3, abs=1e-6)
+    assert run(["check", str(EXAMPLES_DIR / f"{name}.safetensors"), "--samples", "500", "--device", device]) == 0
+
+
+def test_a_device_that_is_not_there_is_exit_2(capsys) -> None:
+    for device in ("tpu", "cuda:99"):
+        assert run(["check", str(EXAMPLES_DIR / "kth_largest.safetensors"), "--device", device]) == 2
+        assert f"--device {device}" in capsys.readouterr().err
