@@ -18,7 +18,6 @@ its compilation; kept out of the tests).
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -132,7 +131,6 @@ def train_many(program: ir.Program, settings: Sequence[TrainSettings], quiet: bo
 
 
 def _progress(steps: int, quiet: bool, runs: int) -> Any:
-    from tqdm import tqdm
+    from ..progress import bar
 
-    return tqdm(total=steps, desc=f"training {runs} runs as one", unit="step",
-                disable=quiet or not sys.stderr.isatty(), file=sys.stderr, leave=False)
+    return bar(total=steps, desc=f"training {runs} runs as one", unit="step", disable=quiet, leave=False)
