@@ -133,9 +133,9 @@ OFFSET_TESTS = {"==": lambda d, c: d == c, "<": lambda d, c: d < c, "<=": lambda
 def _index_relation(holds: dict[tuple[float, float], bool]) -> tuple[str, int] | None:
     """(op, c) with the predicate of (key index k, query index q) ⇔ k − q op c (``s == t - 2``),
     when one fits every pair."""
-    differences = sorted({k - q for k, q in holds})
-    for op, test in OFFSET_TESTS.items():
-        for c in differences:
+    differences = sorted({k - q for k, q in holds}, key=lambda d: (abs(d), d))  # c = 0 first: s <= t, not s < t + 1
+    for c in differences:
+        for op, test in OFFSET_TESTS.items():
             if all(test(k - q, c) == v for (k, q), v in holds.items()):
                 return op, int(c)
     return None
