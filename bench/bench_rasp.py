@@ -2,12 +2,21 @@
 
     python bench/bench_rasp.py            # writes BENCHMARKS.md "RASP"
     python bench/bench_rasp.py --quick    # T = 5 only, the first programs (a smoke run)
+    python bench/bench_rasp.py --field    # writes BENCHMARKS.md "RASP: the field's kinds" only
+    python bench/bench_rasp.py --rounding # writes "RASP: float32's bound against its rounding" only
 
 1. Tracr's library (``infoflow_dsl.rasp.library``) at T = 10 and 40: the RASP program's model
    beside the hand translation of ``compiled_examples/tracr/`` (nonzero parameters and their
    ratio), and whether every output agrees with RASP's evaluator.
 2. The suite of ``bench/rasp_suite.py`` (44 programs in 8 families) at max_seq_len = 6 and at
    2× and 4× it: exact or not, nonzero parameters, compile seconds.
+
+3. ``--field``: the suite's FIELD (the kinds of programs the field's suites once failed on here),
+   each at its N and 2N with the default settings, ``ifl.compile(ifl.from_rasp(p, vocab, N),
+   eps=1e-3)``: the dtype compile chose, exact or not, nonzero parameters, seconds.
+
+4. ``--rounding``: FIELD's numeric programs forced to float32 (ε = 1e3, so that the bound never
+   refuses): the a-priori bound beside the largest error measured against RASP's evaluator.
 
 "Exact": on every input of lengths 1..3 and SAMPLES random inputs of random lengths 1..T, every
 output where RASP's evaluator defines one is right (a token the same token, a number within
@@ -24,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from rasp_suite import PROGRAMS
+from rasp_suite import FIELD, PROGRAMS
 from report import write_section
 
 import infoflow_dsl as ifl
@@ -51,19 +60,20 @@ def mixed_inputs(vocab: list[Any], longest: int, count: int, seed: int = 0) -> l
     return [tuple(chooser.choice(vocab) for _ in range(chooser.randint(1, longest))) for _ in range(count)]
 
 
-def measure(build: Any, vocab: tuple[Any, ...], length: int) -> Measured:
+def measure(build: Any, vocab: tuple[Any, ...], length: int, dtype: str | None = "float64") -> Measured:
     program = build()
     start = time.perf_counter()
     try:
         checked = ifl.from_rasp(program, vocab, length)
-        model = ifl.compile(checked, eps=EPS, dtype="float64", samples=0)
+        model = ifl.compile(checked, eps=EPS, dtype=dtype, samples=0)
     except CompileError as refusal:
         return Measured(None, time.perf_counter() - start, None, str(refusal).splitlines()[0][:120])
     seconds = time.perf_counter() - start
+    chosen = str(model.config["dtype"]) if dtype is None else ""  # the default: the dtype compile chose
     words = list(vocab)
     inputs = [*every_input(words, min(3, length)), *mixed_inputs(words, length, SAMPLES)]
     found = agreement(program, model, checked, inputs)
-    detail = "" if found.exact(EPS) else f"first wrong: {found.first_wrong}"
+    detail = chosen if found.exact(EPS) else f"first wrong: {found.first_wrong}"
     return Measured(model.nonzero_parameter_count(), seconds, found.exact(EPS), detail)
 
 
@@ -105,8 +115,71 @@ def suite_table(scales: tuple[int, ...], programs: list[Any]) -> tuple[str, int,
     return "\n".join(lines), exact, total
 
 
+def field_table() -> tuple[str, int, int]:
+    """FIELD at N and 2N with the default settings: the dtype compile chose, exact, parameters."""
+    lines = ["| program | kind | N | at N: exact, dtype, nonzero, seconds | at 2N: exact, dtype, nonzero, seconds |",
+             "|---|---|---|---|---|"]
+    exact = total = 0
+    for entry in FIELD:
+        cells = []
+        for length in (entry.length, 2 * entry.length):
+            row = measure(entry.build, entry.vocab, length, dtype=None)
+            total += 1
+            exact += bool(row.exact)
+            dtype = row.detail if row.exact else "–"
+            cells.append(f"{_exact(row)}, {dtype}, {row.parameters or '–'}, {row.seconds:.2f}")
+        lines.append(f"| {entry.name} | {entry.family} | {entry.length} | {' | '.join(cells)} |")
+        print(lines[-1], flush=True)
+    return "\n".join(lines), exact, total
+
+
+def rounding_table() -> str:
+    """float32's a-priori bound beside the error it actually makes, on FIELD's numeric programs."""
+    lines = ["| program | N | float32 bound | float32 measured | bound / measured | float64 measured |",
+             "|---|---|---|---|---|---|"]
+    for entry in FIELD:
+        if entry.family not in ("float32", "numeric error"):
+            continue
+        program, words = entry.build(), list(entry.vocab)
+        checked = ifl.from_rasp(program, entry.vocab, entry.length)
+        inputs = [*every_input(words, min(3, entry.length)), *mixed_inputs(words, entry.length, SAMPLES)]
+        cells = []
+        for dtype in ("float32", "float64"):
+            try:
+                model = ifl.compile(checked, eps=1e3, dtype=dtype, samples=0)
+            except CompileError as refusal:
+                cells.append((None, str(refusal).splitlines()[0][:60]))
+                continue
+            cells.append((model.config["a_priori_bound"], agreement(program, model, checked, inputs).worst_error))
+        (bound, measured), (_, measured64) = cells
+        ratio = f"{bound / measured:,.0f}" if bound is not None and isinstance(measured, float) and measured else "–"
+        lines.append(f"| {entry.name} | {entry.length} | {bound if bound is None else f'{bound:.3g}'} | "
+                     f"{measured if isinstance(measured, str) else f'{measured:.3g}'} | {ratio} | {measured64:.3g} |")
+        print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> None:
     torch.set_num_threads(1)
+    if "--rounding" in argv:
+        write_section("RASP: float32's bound against its rounding (bench/bench_rasp.py --rounding)",
+                      f"FIELD's numeric programs compiled in float32 at ε = 1e3 (so that the bound never refuses) "
+                      f"and in float64: the a-priori bound (its rounding estimate included) beside the largest "
+                      f"error measured against RASP's evaluator on every input of length ≤ 3 and {SAMPLES} random "
+                      f"inputs. The bound is a worst case over every rounding of every unit; where it is above "
+                      f"ε = 1e-3, compile's default is float64.\n\n{rounding_table()}")
+        return
+    if "--field" in argv:
+        table, exact, total = field_table()
+        write_section("RASP: the field's kinds (bench/bench_rasp.py --field)",
+                      f"`bench/rasp_suite.py` FIELD: {len(FIELD)} programs of the kinds the field's suites once "
+                      f"failed on here (Tracr's module-level names, values past float32's reach, None, tables of "
+                      f"means, large tables), each this suite's own, compiled with the default settings "
+                      f"(`ifl.compile(ifl.from_rasp(p, vocab, N), eps={EPS})`, the dtype compile's choice) at N and "
+                      f"2N; exact = every output RASP's evaluator defines is right on every input of length ≤ 3 and "
+                      f"{SAMPLES} random inputs of random lengths 1..T. {exact} of {total} (program, T) exact.\n\n"
+                      f"{table}")
+        return
     quick = "--quick" in argv
     tracr = tracr_table((5,) if quick else TRACR_LENGTHS)
     suite, exact, total = suite_table((1,) if quick else SCALES, PROGRAMS[:6] if quick else PROGRAMS)

@@ -8,6 +8,7 @@ where both are installed (``tracr-pypi`` is Tracr on PyPI, with JAX and Haiku)::
     /tmp/tracrenv/bin/pip install tracr-pypi torch==2.13.0 && /tmp/tracrenv/bin/pip install -e .
     /tmp/tracrenv/bin/python bench/tracr_beside.py            # writes BENCHMARKS.md "Tracr beside infoflow"
     /tmp/tracrenv/bin/python bench/tracr_beside.py --quick    # T = 5 only, a few programs, printed
+    /tmp/tracrenv/bin/python bench/tracr_beside.py --field    # the suite's FIELD at its N, default dtype
 
 Two sets of programs, every one built with Tracr's classes (``tracr.rasp.rasp``):
 
@@ -91,7 +92,7 @@ class Side:
     detail: str               # the refusal, or the first disagreement
 
 
-def suite_on_tracr() -> list[Any]:
+def suite_on_tracr(field: bool = False) -> list[Any]:
     """bench/rasp_suite.py's programs with its imports changed to Tracr's: the module's source,
     its two import lines replaced, executed as a module of its own."""
     source = SUITE.read_text(encoding="utf-8")
@@ -100,7 +101,7 @@ def suite_on_tracr() -> list[Any]:
     module = types.ModuleType("rasp_suite_on_tracr")
     sys.modules[module.__name__] = module  # dataclasses look their module up
     exec(compile(source, "rasp_suite_on_tracr.py", "exec"), module.__dict__)  # the suite's code, Tracr's classes
-    return list(module.PROGRAMS)
+    return list(module.FIELD if field else module.PROGRAMS)
 
 
 def inputs_for(vocab: tuple[Any, ...], length: int) -> list[tuple[Any, ...]]:
@@ -113,11 +114,12 @@ def _first_line(error: BaseException) -> str:
     return re.sub(r"\s+", " ", text)[:110].replace("|", "\\|")
 
 
-def infoflow_side(program: Any, vocab: tuple[Any, ...], length: int, inputs: list[tuple[Any, ...]]) -> Side:
+def infoflow_side(program: Any, vocab: tuple[Any, ...], length: int, inputs: list[tuple[Any, ...]],
+                  dtype: str | None = "float64") -> Side:
     start = time.perf_counter()
     try:
         checked = ifl.from_rasp(program, vocab, length)
-        model = ifl.compile(checked, eps=EPS, dtype="float64", samples=0)
+        model = ifl.compile(checked, eps=EPS, dtype=dtype, samples=0)
     except CompileError as refusal:
         return Side(None, None, None, time.perf_counter() - start, _first_line(refusal))
     seconds = time.perf_counter() - start
@@ -219,8 +221,30 @@ def table(programs: list[tuple[str, Callable[[int], Any], tuple[Any, ...]]], len
     return "\n".join(lines), tally
 
 
+def field_table() -> tuple[str, Tally]:
+    """The suite's FIELD at each program's N: infoflow with the default settings (its dtype
+    chosen by compile), Tracr with its own."""
+    lines, tally = [HEADER], Tally()
+    for entry in suite_on_tracr(field=True):
+        inputs = inputs_for(entry.vocab, entry.length)
+        ours = infoflow_side(entry.build(), entry.vocab, entry.length, inputs, dtype=None)
+        theirs = tracr_side(entry.build(), entry.vocab, entry.length, inputs)
+        tally = tally.add(ours, theirs)
+        lines.append(row(entry.name, entry.length, ours, theirs))
+        print(lines[-1], flush=True)
+    return "\n".join(lines), tally
+
+
 def main(argv: list[str]) -> None:
     torch.set_num_threads(1)
+    if "--field" in argv:
+        field, tally = field_table()
+        write_section("Tracr beside infoflow: the field's kinds (bench/tracr_beside.py --field)",
+                      f"`bench/rasp_suite.py` FIELD built with Tracr's classes (its import changed), at each "
+                      f"program's N: infoflow with the default settings (`ifl.compile(ifl.from_rasp(p, vocab, N), "
+                      f"eps={EPS})`), Tracr with its own; checked as in \"Tracr beside infoflow\". "
+                      f"{tally.text()}.\n\n{field}")
+        return
     quick = "--quick" in argv
     library = [(entry.name, TRACR_LIBRARY[entry.name], entry.vocab) for entry in TRACR_PROGRAMS]
     suite = [(entry.name, lambda n, e=entry: e.build(), entry.vocab) for entry in suite_on_tracr()]

@@ -11,7 +11,8 @@
     measured = measure_error(...)          6 measure   measure/measurement.py -> its error, stored
 
 Stages 2-4 are :func:`build_circuit` (``analyze``'s schedule is the one it lowers:
-``scheduling.py``). It refuses (``CompileError``) a target the analysis calls inefficient, with
+``scheduling.py``), in the dtype :func:`certified_lowering` picks by default (float32 where its
+bound certifies ε, else float64). It refuses (``CompileError``) a target the analysis calls inefficient, with
 analyze's reason, and an ε the dtype cannot honour. :func:`relower` rebuilds a compiled model's
 circuit from the program its file stores (for ``check --trace``, ``circuit`` and ``export``).
 """
@@ -212,6 +213,25 @@ LOWERINGS: dict[str, Callable[[ir.Program, Schedule, float, torch.dtype, str | N
     "tokens": _lower_tokens, "efficient": _lower_efficient, "gather": _lower_gathered}
 
 
+def certified_lowering(program: ir.Program, eps: float, dtype: torch.dtype | None, allow_inefficient: bool = False,
+                       ffn: str | None = None) -> tuple[Lowering, torch.dtype, str | None]:
+    """Stages 2-4 in ``dtype``; with None (compile's default), in the dtype that certifies ε:
+    float32 where its a-priori bound (its rounding included) is within ε, else float64, the
+    first that builds. Returns the lowering, its dtype, and, where float64 was chosen so, the
+    rule as the config and compile's output state it (float32's refusal). A refusal no dtype
+    lifts (NoConstruction: no construction of that node) is not retried."""
+    if dtype is not None:
+        return build_circuit(program, eps, dtype, allow_inefficient, ffn), dtype, None
+    try:
+        return build_circuit(program, eps, torch.float32, allow_inefficient, ffn), torch.float32, None
+    except NoConstruction:
+        raise
+    except CompileError as refusal:
+        float32_refusal = str(refusal)
+    lowering = build_circuit(program, eps, torch.float64, allow_inefficient, ffn)
+    return lowering, torch.float64, f"float64: float32 does not certify ε = {eps:g} ({float32_refusal})"
+
+
 TOKEN_ROUTES = ("a token program has one route, the exact token lowering: --allow-inefficient (the gather route) "
                 "does not apply to it")
 
@@ -222,7 +242,8 @@ def _token_circuit(program: ir.Program, eps: float, dtype: torch.dtype) -> Circu
         return lower_tokens(program, eps, dtype)
     except CompileError as error:
         routes = f" ({TOKEN_ROUTES})" if isinstance(error, NoConstruction) else ""
-        raise CompileError(f"{refused_where(program, error.span)}{error}{routes}") from None
+        kind = NoConstruction if isinstance(error, NoConstruction) else CompileError  # no dtype lifts the first
+        raise kind(f"{refused_where(program, error.span)}{error}{routes}") from None
 
 
 def refused_where(program: ir.Program, span: object | None) -> str:
@@ -305,7 +326,7 @@ def _stored_lowering(source: object, name: str, margin: float | None, length: in
 
 
 @fewer_collections()
-def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str | torch.dtype = "float32",
+def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str | torch.dtype | None = None,
                     device: str | torch.device | None = None, samples: int | None = None,
                     seed: int = 0, ffn: str | None = None, allow_inefficient: bool = False) -> CompiledTransformer:
     """Compile a checked program into a :class:`CompiledTransformer` within ``eps``.
@@ -327,7 +348,9 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
     Args:
         program: a checked program, or the path of a ``.iflow`` file.
         eps: the error bound ε the model is certified within (> 0).
-        dtype: ``float32`` or ``float64`` (or the torch dtype).
+        dtype: ``float32`` or ``float64`` (or the torch dtype); None (the default): float32 where
+            its a-priori bound certifies ε, else float64, which the config then says
+            (``"dtype_rule"``; :func:`certified_lowering`).
         device: ``cpu``, ``cuda`` or ``cuda:N``; None: cuda when available.
         samples: random inputs to measure on; None: as many as fit the budget; 0: none.
         seed: the measurement's seed.
@@ -345,22 +368,23 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
         ProgramError: a path whose program does not check.
     """
     program = program_argument(program, "compile")  # stage 1
-    torch_dtype = resolve_dtype(dtype)
+    requested = None if dtype is None else resolve_dtype(dtype)
     target_device = resolve_device(device)
     if not (isinstance(eps, float | int) and math.isfinite(eps) and eps > 0):
         raise CompileError(f"ε must be a positive number, got {eps!r}")
     progress.stage("fitting the error budget")
-    lowering = build_circuit(program, float(eps), torch_dtype, allow_inefficient, ffn)  # stages 2-4
+    lowering, torch_dtype, rule = certified_lowering(program, float(eps), requested, allow_inefficient, ffn)  # 2-4
     progress.stage("assembling the weights")
-    model = assemble_model(lowering, float(eps), torch_dtype, target_device, square_route(ffn, lowering.route))
+    model = assemble_model(lowering, float(eps), torch_dtype, target_device, square_route(ffn, lowering.route), rule)
     measure_model(model, program, samples, seed)
     return model
 
 
 def assemble_model(lowering: Lowering, eps: float, dtype: torch.dtype, device: torch.device,
-                   ffn: str) -> CompiledTransformer:
+                   ffn: str, dtype_rule: str | None = None) -> CompiledTransformer:
     """Stage 5: the circuit's tensors as a model, its config holding the program, ε, the
-    realised schedule and the a-priori bound (``measured_error`` None until stage 6)."""
+    realised schedule and the a-priori bound (``measured_error`` None until stage 6), and
+    ``dtype_rule`` where float64 was chosen for the default dtype."""
     circuit, program = lowering.circuit, lowering.program
     metadata: dict[str, Any] = {
         "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
@@ -373,6 +397,8 @@ def assemble_model(lowering: Lowering, eps: float, dtype: torch.dtype, device: t
         metadata["ffn"] = ffn
     if lowering.route != "efficient":
         metadata["route"] = lowering.route
+    if dtype_rule is not None:
+        metadata["dtype_rule"] = dtype_rule
     config, tensors = assemble(circuit, dtype, metadata)
     return CompiledTransformer(config, tensors, device=device, dtype=dtype)
 

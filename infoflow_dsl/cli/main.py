@@ -69,8 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_argument("--eps", type=positive_float, default=1e-3, help="the error bound ε (default 1e-3)")
     compile_cmd.add_argument("--T", dest="length", type=length_flag, help="override the program's length T")
     compile_cmd.add_argument("--margin", type=positive_float, help="override the program's margin δ")
-    compile_cmd.add_argument("--dtype", choices=["float32", "float64"], default="float32",
-                             help="the weights' floating type (float32; float64 reaches smaller ε)")
+    compile_cmd.add_argument("--dtype", choices=["float32", "float64"], default=None,
+                             help="the weights' floating type (default: float32 where its bound certifies ε, "
+                                  "else float64, said in the output and the config)")
     compile_cmd.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     compile_cmd.add_argument("--ffn", choices=["wide", "deep", "auto"], default=None,
                              help="squares by one wide hidden layer (the default), by tent maps over extra "

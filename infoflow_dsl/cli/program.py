@@ -84,6 +84,8 @@ def command_compile(arguments: argparse.Namespace) -> int:
     config = model.config
     measured = config["measured_error"]
     print(f"{arguments.file}: compiled within ε = {arguments.eps:g} ({config['dtype']}, T = {config['T']})")
+    if "dtype_rule" in config:
+        print(f"  dtype            {config['dtype_rule']}")
     print(f"  layers           {len(config['layers'])}")
     print(f"  heads per layer  {[len(layer['heads']) for layer in config['layers']]}")
     print(f"  d_model          {config['d_model']}")

@@ -10,19 +10,30 @@ rasp``). The expressions are in :mod:`.expressions`, the evaluator (Tracr's sema
 ['c', 'b', 'a']
 """
 
-from .evaluation import evaluate
+from .annotations import DEFAULT_ANNOTATORS, Annotator
+from .comparisons import VT, Comparison, NumericValue, Predicate, SelectorValue, T, Value
+from .encodings import (
+    Encoding,
+    categorical,
+    default_encoding,
+    default_name,
+    get_encoding,
+    is_categorical,
+    is_numerical,
+    numerical,
+)
+from .evaluation import DefaultRASPEvaluator, RASPEvaluator, evaluate
 from .expressions import (
     Aggregate,
-    Comparison,
     ConstantSelector,
     ConstantSOp,
-    Encoding,
     Full,
     IndicesType,
     LengthType,
     LinearSequenceMap,
     Map,
     RASPExpr,
+    RASPExprT,
     Select,
     Selector,
     SelectorAnd,
@@ -31,20 +42,25 @@ from .expressions import (
     SelectorWidth,
     SequenceMap,
     SOp,
+    SOpT,
     TokensType,
-    categorical,
-    get_encoding,
+    annotate,
     indices,
-    is_categorical,
-    is_numerical,
     length,
-    numerical,
+    selector_and,
+    selector_not,
+    selector_or,
+    sop_not,
     tokens,
 )
 
+#: Every public name of Tracr's ``tracr.rasp.rasp`` (the names it defines), with the same meaning.
 __all__ = [
-    "Aggregate", "Comparison", "ConstantSOp", "ConstantSelector", "Encoding", "Full", "IndicesType", "LengthType",
-    "LinearSequenceMap", "Map", "RASPExpr", "SOp", "Select", "Selector", "SelectorAnd", "SelectorNot", "SelectorOr",
-    "SelectorWidth", "SequenceMap", "TokensType", "categorical", "evaluate", "get_encoding", "indices",
-    "is_categorical", "is_numerical", "length", "numerical", "tokens",
+    "DEFAULT_ANNOTATORS", "VT", "Aggregate", "Annotator", "Comparison", "ConstantSOp", "ConstantSelector",
+    "DefaultRASPEvaluator", "Encoding", "Full", "IndicesType", "LengthType", "LinearSequenceMap", "Map",
+    "NumericValue", "Predicate", "RASPEvaluator", "RASPExpr", "RASPExprT", "SOp", "SOpT", "Select", "Selector",
+    "SelectorAnd", "SelectorNot", "SelectorOr", "SelectorValue", "SelectorWidth", "SequenceMap", "T", "TokensType",
+    "Value", "annotate", "categorical", "default_encoding", "default_name", "evaluate", "get_encoding", "indices",
+    "is_categorical", "is_numerical", "length", "numerical", "selector_and", "selector_not", "selector_or", "sop_not",
+    "tokens",
 ]

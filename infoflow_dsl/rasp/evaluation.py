@@ -1,4 +1,4 @@
-"""RASP's evaluator, with the semantics of Tracr's ``rasp.evaluate``.
+"""RASP's evaluator, with the semantics of Tracr's ``rasp.evaluate`` (``DefaultRASPEvaluator``).
 
 Each expression is evaluated once per input (a program is a graph: an SOp read twice is
 computed once). On an input xs of length n:
@@ -18,21 +18,12 @@ computed once). On an input xs of length n:
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .expressions import (
-        Aggregate,
-        ConstantSelector,
-        ConstantSOp,
-        Map,
-        RASPExpr,
-        Select,
-        SelectorAnd,
-        SequenceMap,
-        Value,
-    )
+    from .expressions import RASPExpr, Value
 
 Matrix = list[list[bool]]
 
@@ -51,59 +42,104 @@ def kind(expr: object) -> str | None:
 def evaluate(expr: RASPExpr, xs: Sequence[Value]) -> Any:
     """The value of ``expr`` on the input ``xs``: a list of n values (an SOp) or an n × n
     boolean matrix (a selector)."""
-    return _Evaluator(list(xs)).value(expr)
+    return DefaultRASPEvaluator().evaluate(expr, xs)
 
 
-class _Evaluator:
-    """One input's values, each expression's computed once (by its unique id)."""
+class RASPEvaluator(abc.ABC):
+    """What evaluates RASP expressions (Tracr's abstract base)."""
 
-    def __init__(self, xs: list[Value]) -> None:
-        self.xs = xs
-        self.values: dict[int, Any] = {}
-
-    def value(self, expr: RASPExpr) -> Any:
-        if expr.unique_id not in self.values:
-            rule = RULES.get(kind(expr) or "")  # by class name: Tracr's own expressions too
-            if rule is None:
-                raise TypeError(f"cannot evaluate {type(expr).__name__} {expr.label!r}")
-            self.values[expr.unique_id] = rule(self, expr)
-        return self.values[expr.unique_id]
+    @abc.abstractmethod
+    def evaluate(self, expr: RASPExpr, xs: Sequence[Value]) -> Any:
+        """The value of ``expr`` on the input ``xs``."""
 
 
-def _map(evaluator: _Evaluator, expr: Map) -> list[Value]:
-    return [None if x is None else expr.f(x) for x in evaluator.value(expr.inner)]
+#: The method of :class:`DefaultRASPEvaluator` for each RASP class (by :func:`kind`).
+METHODS = {"TokensType": "eval_tokens", "IndicesType": "eval_indices", "LengthType": "eval_length",
+           "Map": "eval_map", "SequenceMap": "eval_sequence_map", "LinearSequenceMap": "eval_sequence_map",
+           "Full": "eval_full", "ConstantSOp": "eval_constant_sop", "Select": "eval_select",
+           "ConstantSelector": "eval_constant_selector", "SelectorAnd": "eval_selector_and",
+           "SelectorOr": "eval_selector_or", "SelectorNot": "eval_selector_not", "Aggregate": "eval_aggregate",
+           "SelectorWidth": "eval_selector_width"}
 
 
-def _sequence_map(evaluator: _Evaluator, expr: SequenceMap) -> list[Value]:
-    pairs = zip(evaluator.value(expr.fst), evaluator.value(expr.snd), strict=True)
-    return [None if x is None or y is None else expr.f(x, y) for x, y in pairs]
+class DefaultRASPEvaluator(RASPEvaluator):
+    """RASP's evaluator (Tracr's semantics), one ``eval_<kind>`` method per class, which a
+    subclass may override. Within one call of :meth:`evaluate`, each expression is evaluated
+    once (a graph that reads an SOp twice computes it once), by its ``unique_id``."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, Any] | None = None
+
+    def evaluate(self, expr: RASPExpr, xs: Sequence[Value]) -> Any:
+        outermost = self._memo is None
+        if outermost:
+            self._memo = {}
+        memo = self._memo
+        assert memo is not None
+        try:
+            if expr.unique_id not in memo:
+                method = METHODS.get(kind(expr) or "")  # by class name: Tracr's own expressions too
+                if method is None:
+                    raise NotImplementedError(f"evaluation of {type(expr).__name__} {expr.label!r} is not defined")
+                memo[expr.unique_id] = getattr(self, method)(expr, list(xs))
+            return memo[expr.unique_id]
+        finally:
+            if outermost:
+                self._memo = None
+
+    def eval_tokens(self, sop: Any, xs: list[Value]) -> list[Value]:
+        return list(xs)
+
+    def eval_indices(self, sop: Any, xs: list[Value]) -> list[Value]:
+        return list(range(len(xs)))
+
+    def eval_length(self, sop: Any, xs: list[Value]) -> list[Value]:
+        return [len(xs)] * len(xs)
+
+    def eval_map(self, sop: Any, xs: list[Value]) -> list[Value]:
+        return [None if x is None else sop.f(x) for x in self.evaluate(sop.inner, xs)]
+
+    def eval_sequence_map(self, sop: Any, xs: list[Value]) -> list[Value]:
+        pairs = zip(self.evaluate(sop.fst, xs), self.evaluate(sop.snd, xs), strict=True)
+        return [None if x is None or y is None else sop.f(x, y) for x, y in pairs]
+
+    def eval_full(self, sop: Any, xs: list[Value]) -> list[Value]:
+        return [sop.fill] * len(xs)
+
+    def eval_constant_sop(self, sop: Any, xs: list[Value]) -> list[Value]:
+        if sop.check_length and len(sop.value) != len(xs):
+            raise ValueError(f"{sop.label}: a constant of length {len(sop.value)} on an input of length {len(xs)}")
+        return list(sop.value)
+
+    def eval_selector_width(self, sop: Any, xs: list[Value]) -> list[Value]:
+        return [sum(row) for row in self.evaluate(sop.selector, xs)]
+
+    def eval_aggregate(self, sop: Any, xs: list[Value]) -> list[Value]:
+        matrix, values = self.evaluate(sop.selector, xs), self.evaluate(sop.sop, xs)
+        return [aggregate_row(row, values, sop.default) for row in matrix]
+
+    def eval_select(self, sel: Any, xs: list[Value]) -> Matrix:
+        keys, queries = self.evaluate(sel.keys, xs), self.evaluate(sel.queries, xs)
+        return [[bool(sel.predicate(key, query)) for key in keys] for query in queries]
+
+    def eval_constant_selector(self, sel: Any, xs: list[Value]) -> Matrix:
+        n = len(xs)
+        if sel.check_length and (len(sel.value) != n or any(len(row) != n for row in sel.value)):
+            raise ValueError(f"{sel.label}: a constant selector that is not {n} × {n} on an input of length {n}")
+        return [[bool(v) for v in row] for row in sel.value]
+
+    def eval_selector_and(self, sel: Any, xs: list[Value]) -> Matrix:
+        return _elementwise(self.evaluate(sel.fst, xs), self.evaluate(sel.snd, xs), lambda a, b: a and b)
+
+    def eval_selector_or(self, sel: Any, xs: list[Value]) -> Matrix:
+        return _elementwise(self.evaluate(sel.fst, xs), self.evaluate(sel.snd, xs), lambda a, b: a or b)
+
+    def eval_selector_not(self, sel: Any, xs: list[Value]) -> Matrix:
+        return [[not v for v in row] for row in self.evaluate(sel.inner, xs)]
 
 
-def _constant_sop(evaluator: _Evaluator, expr: ConstantSOp) -> list[Value]:
-    if expr.check_length and len(expr.value) != len(evaluator.xs):
-        raise ValueError(f"{expr.label}: a constant of length {len(expr.value)} on an input of length "
-                         f"{len(evaluator.xs)}")
-    return list(expr.value)
-
-
-def _select(evaluator: _Evaluator, expr: Select) -> Matrix:
-    keys, queries = evaluator.value(expr.keys), evaluator.value(expr.queries)
-    return [[bool(expr.predicate(key, query)) for key in keys] for query in queries]
-
-
-def _constant_selector(evaluator: _Evaluator, expr: ConstantSelector) -> Matrix:
-    n = len(evaluator.xs)
-    if expr.check_length and (len(expr.value) != n or any(len(row) != n for row in expr.value)):
-        raise ValueError(f"{expr.label}: a constant selector that is not {n} × {n} on an input of length {n}")
-    return [[bool(v) for v in row] for row in expr.value]
-
-
-def _elementwise(combine: Callable[[bool, bool], bool]) -> Callable[[_Evaluator, SelectorAnd], Matrix]:
-    def rule(evaluator: _Evaluator, expr: SelectorAnd) -> Matrix:
-        first, second = evaluator.value(expr.fst), evaluator.value(expr.snd)
-        return [[combine(a, b) for a, b in zip(r1, r2, strict=True)] for r1, r2 in zip(first, second, strict=True)]
-
-    return rule
+def _elementwise(first: Matrix, second: Matrix, combine: Callable[[bool, bool], bool]) -> Matrix:
+    return [[combine(a, b) for a, b in zip(r1, r2, strict=True)] for r1, r2 in zip(first, second, strict=True)]
 
 
 def aggregate_row(row: Sequence[bool], values: Sequence[Value], default: Value) -> Value:
@@ -117,27 +153,3 @@ def aggregate_row(row: Sequence[bool], values: Sequence[Value], default: Value) 
     if not all(isinstance(v, (int, float, bool)) for v in selected):
         raise ValueError(f"an Aggregate averages numbers only; it selected {selected!r}")
     return sum(selected) / len(selected)
-
-
-def _aggregate(evaluator: _Evaluator, expr: Aggregate) -> list[Value]:
-    matrix, values = evaluator.value(expr.selector), evaluator.value(expr.sop)
-    return [aggregate_row(row, values, expr.default) for row in matrix]
-
-
-RULES: dict[str, Callable[[_Evaluator, Any], Any]] = {
-    "TokensType": lambda evaluator, expr: list(evaluator.xs),
-    "IndicesType": lambda evaluator, expr: list(range(len(evaluator.xs))),
-    "LengthType": lambda evaluator, expr: [len(evaluator.xs)] * len(evaluator.xs),
-    "Map": _map,
-    "SequenceMap": _sequence_map,
-    "LinearSequenceMap": _sequence_map,
-    "Full": lambda evaluator, expr: [expr.fill] * len(evaluator.xs),
-    "ConstantSOp": _constant_sop,
-    "Select": _select,
-    "ConstantSelector": _constant_selector,
-    "SelectorOr": _elementwise(lambda a, b: a or b),
-    "SelectorAnd": _elementwise(lambda a, b: a and b),
-    "SelectorNot": lambda evaluator, expr: [[not v for v in row] for row in evaluator.value(expr.inner)],
-    "Aggregate": _aggregate,
-    "SelectorWidth": lambda evaluator, expr: [sum(row) for row in evaluator.value(expr.selector)],
-}

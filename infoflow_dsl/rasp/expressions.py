@@ -23,73 +23,88 @@ f∘g unless ``simplify=False``. Every expression has a ``label`` (``map_7`` by 
 
 from __future__ import annotations
 
-import enum
+import copy
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .evaluation import evaluate
+from .annotations import Annotations
+from .comparisons import Comparison, Predicate, Value
+from .evaluation import evaluate, kind
 
-Value = Any
-Predicate = Callable[[Value, Value], bool]
+RASPExprT = TypeVar("RASPExprT", bound="RASPExpr")
+SOpT = TypeVar("SOpT", bound="SOp")
 
 _ids = itertools.count(1)
-
-
-class Encoding(enum.Enum):
-    """How an SOp's values are held in the residual stream: one direction per value
-    (categorical) or one direction holding the number (numerical)."""
-
-    CATEGORICAL = "categorical"
-    NUMERICAL = "numerical"
 
 
 E = TypeVar("E", bound="RASPExpr")
 
 
 class RASPExpr:
-    """An expression of a RASP program: its children, its label and its annotations."""
+    """An expression of a RASP program: its children, its label and its annotations (a
+    read-only mapping whose missing keys come from ``DEFAULT_ANNOTATORS``, as Tracr's)."""
 
-    default_name = "expr"
-    numbered = True  # the default label is default_name_<id>; the input primitives' is default_name alone
+    class_name = "expr"  # the default name (Tracr's default_name of the class)
+    numbered = True  # the default label is class_name_<id>; the input primitives' is class_name alone
 
     def __init__(self) -> None:
         self.unique_id = next(_ids)
-        self._annotations: dict[str, Any] = {}
+        self._annotations = Annotations(self)
 
     @property
     def children(self) -> tuple[RASPExpr, ...]:
         return ()
 
     @property
-    def annotations(self) -> dict[str, Any]:
-        return dict(self._annotations)
+    def annotations(self) -> Mapping[str, Any]:
+        return self._annotations
+
+    @annotations.setter
+    def annotations(self, annotations: Mapping[str, Any]) -> None:
+        self._annotations = Annotations(self, **annotations)
 
     @property
     def name(self) -> str:
-        default = f"{self.default_name}_{self.unique_id}" if self.numbered else self.default_name
-        return str(self._annotations.get("name", default))
+        """The ``name`` annotation: given by :meth:`named`, else the class's (``map``), as Tracr's."""
+        return str(self.annotations["name"])
 
     @property
     def label(self) -> str:
-        return self.name
+        """The name given (``reverse``), else the class's name and the id (``map_7``); the
+        input primitives' is their name (``tokens``)."""
+        name = self.name
+        return f"{name}_{self.unique_id}" if self.numbered and name == type(self).class_name else name
+
+    def copy(self: E) -> E:
+        """A shallow copy with a new id (and its own annotations)."""
+        new = copy.copy(self)
+        new.unique_id = next(_ids)
+        new._annotations = Annotations(new, **dict(self._annotations))
+        return new
 
     def named(self: E, name: str) -> E:
-        """This expression, labelled ``name`` (the same object, as in Tracr)."""
-        self._annotations["name"] = name
-        return self
+        """A copy of this expression named ``name`` (Tracr's ``annotate``: the original keeps its name)."""
+        return annotate(self, name=name)
 
     def annotated(self: E, **annotations: Any) -> E:
-        self._annotations.update(annotations)
-        return self
+        """A copy of this expression with ``annotations`` added (replacing those of the same key)."""
+        return annotate(self, **annotations)
 
-    def __call__(self, xs: Sequence[Value]) -> list[Value]:
+    def __call__(self, xs: Sequence[Value]) -> Any:
         return evaluate(self, xs)
 
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.label})"
+
+
+def annotate(expr: RASPExprT, **annotations: Any) -> RASPExprT:
+    """A new expression: ``expr``'s copy (a new id) with ``annotations`` added to its own."""
+    new = expr.copy()
+    new.annotations = {**expr.annotations, **annotations}
+    return new
 
 
 def _operand_map(sop: SOp, other: Any, function: Callable[[Value, Value], Value], reflected: bool = False) -> SOp:
@@ -105,6 +120,7 @@ class SOp(RASPExpr):
     """A sequence of values, one per position. Operators build Maps and SequenceMaps (so ``==``
     is not equality: SOps hash by identity, as expressions of a graph)."""
 
+    class_name = "sop"
     __hash__ = RASPExpr.__hash__
 
     def __eq__(self, other: object) -> SOp:  # type: ignore[override]
@@ -168,21 +184,21 @@ class SOp(RASPExpr):
 class TokensType(SOp):
     """The input sequence itself."""
 
-    default_name = "tokens"
+    class_name = "tokens"
     numbered = False
 
 
 class IndicesType(SOp):
     """The positions 0, 1, ..., n − 1."""
 
-    default_name = "indices"
+    class_name = "indices"
     numbered = False
 
 
 class LengthType(SOp):
     """The sequence's length n, at every position."""
 
-    default_name = "length"
+    class_name = "length"
     numbered = False
 
 
@@ -194,7 +210,7 @@ length = LengthType()
 class Map(SOp):
     """f applied at every position; ``Map(f, Map(g, x))`` is one Map of f∘g (``simplify``)."""
 
-    default_name = "map"
+    class_name = "map"
 
     def __init__(self, f: Callable[[Value], Value], inner: SOp, simplify: bool = True) -> None:
         super().__init__()
@@ -215,7 +231,7 @@ class Map(SOp):
 class SequenceMap(SOp):
     """f(a_i, b_i) at every position i."""
 
-    default_name = "sequence_map"
+    class_name = "sequence_map"
 
     def __init__(self, f: Callable[[Value, Value], Value], fst: SOp, snd: SOp) -> None:
         super().__init__()
@@ -231,7 +247,7 @@ class SequenceMap(SOp):
 class LinearSequenceMap(SequenceMap):
     """fst_fac·a_i + snd_fac·b_i."""
 
-    default_name = "linear_sequence_map"
+    class_name = "linear_sequence_map"
 
     def __init__(self, fst: SOp, snd: SOp, fst_fac: float, snd_fac: float) -> None:
         super().__init__(lambda x, y: fst_fac * x + snd_fac * y, fst, snd)
@@ -241,75 +257,53 @@ class LinearSequenceMap(SequenceMap):
 class Full(SOp):
     """The value ``fill`` at every position."""
 
-    default_name = "full"
+    class_name = "full"
 
     def __init__(self, fill: Value) -> None:
         super().__init__()
         self.fill = fill
 
 
+def sop_not(sop: SOp) -> SOp:
+    """``not`` at every position (a Map)."""
+    return Map(lambda t: not t, sop)
+
+
 class ConstantSOp(SOp):
     """A fixed sequence of values (of the input's length when ``check_length``)."""
 
-    default_name = "constant_sop"
+    class_name = "constant_sop"
 
     def __init__(self, value: Sequence[Value], check_length: bool = True) -> None:
         super().__init__()
         self.value, self.check_length = list(value), check_length
 
 
-class Comparison(enum.Enum):
-    """A selector's predicate of (key, query), as Tracr names them."""
-
-    EQ = "EQ"
-    LT = "LT"
-    LEQ = "LEQ"
-    GT = "GT"
-    GEQ = "GEQ"
-    NEQ = "NEQ"
-    TRUE = "TRUE"
-    FALSE = "FALSE"
-
-    def __call__(self, key: Value, query: Value) -> bool:
-        """The comparison of a key with a query; None on either side (a shifted SOp's first
-        positions, an Aggregate that selected nothing) raises, as Tracr's does: the evaluator's
-        output on that input is undefined."""
-        if key is None or query is None:
-            raise ValueError(f"{'key' if key is None else 'query'} is None: a Comparison of None is undefined")
-        return bool(COMPARISONS[self](key, query))
-
-
-COMPARISONS: dict[Comparison, Predicate] = {
-    Comparison.EQ: lambda key, query: key == query,
-    Comparison.LT: lambda key, query: key < query,
-    Comparison.LEQ: lambda key, query: key <= query,
-    Comparison.GT: lambda key, query: key > query,
-    Comparison.GEQ: lambda key, query: key >= query,
-    Comparison.NEQ: lambda key, query: key != query,
-    Comparison.TRUE: lambda key, query: True,
-    Comparison.FALSE: lambda key, query: False,
-}
-
-
 class Selector(RASPExpr):
     """An n × n boolean matrix: row q says which keys query q selects."""
 
-    default_name = "selector"
+    class_name = "selector"
 
     def __and__(self, other: Selector) -> Selector:
-        return SelectorAnd(self, other)
+        return selector_and(self, other)
+
+    def __rand__(self, other: Selector) -> Selector:
+        return selector_and(other, self)
 
     def __or__(self, other: Selector) -> Selector:
-        return SelectorOr(self, other)
+        return selector_or(self, other)
+
+    def __ror__(self, other: Selector) -> Selector:
+        return selector_or(other, self)
 
     def __invert__(self) -> Selector:
-        return SelectorNot(self)
+        return selector_not(self)
 
 
 class Select(Selector):
     """[predicate(keys_k, queries_q)] at row q, column k."""
 
-    default_name = "select"
+    class_name = "select"
 
     def __init__(self, keys: SOp, queries: SOp, predicate: Comparison | Predicate) -> None:
         super().__init__()
@@ -318,6 +312,8 @@ class Select(Selector):
         if not callable(predicate):
             raise TypeError(f"Select's predicate must be a Comparison or a function of (key, query), got {predicate!r}")
         self.keys, self.queries, self.predicate = keys, queries, predicate
+        #: what ``&``, ``|``, ``~`` merged into this Select (:mod:`.selector_logic`), else None
+        self.combined: tuple[Any, ...] | None = None
 
     @property
     def children(self) -> tuple[RASPExpr, ...]:
@@ -327,15 +323,15 @@ class Select(Selector):
 class ConstantSelector(Selector):
     """A fixed matrix (of the input's length when ``check_length``)."""
 
-    default_name = "constant_selector"
+    class_name = "constant_selector"
 
     def __init__(self, value: Sequence[Sequence[bool]], check_length: bool = True) -> None:
         super().__init__()
         self.value, self.check_length = [list(row) for row in value], check_length
 
 
-class SelectorAnd(Selector):
-    default_name = "selector_and"
+class SelectorPair(Selector):
+    """Two selectors combined position by position (:class:`SelectorAnd`, :class:`SelectorOr`)."""
 
     def __init__(self, fst: Selector, snd: Selector) -> None:
         super().__init__()
@@ -346,12 +342,20 @@ class SelectorAnd(Selector):
         return (self.fst, self.snd)
 
 
-class SelectorOr(SelectorAnd):
-    default_name = "selector_or"
+class SelectorAnd(SelectorPair):
+    """Selected where both select."""
+
+    class_name = "selector_and"
+
+
+class SelectorOr(SelectorPair):
+    """Selected where either selects."""
+
+    class_name = "selector_or"
 
 
 class SelectorNot(Selector):
-    default_name = "selector_not"
+    class_name = "selector_not"
 
     def __init__(self, inner: Selector) -> None:
         super().__init__()
@@ -362,11 +366,90 @@ class SelectorNot(Selector):
         return (self.inner,)
 
 
+# ----------------------------------------------------------------------------- selector logic
+# ``&``, ``|`` and ``~`` of selectors, as Tracr builds them (``selector_and``, ``selector_or``,
+# ``selector_not``): where both sides are Selects that read the same keys and the same queries, the
+# result is one Select whose predicate combines theirs, combine(p₁(k, q), p₂(k, q)); otherwise a
+# SelectorAnd / SelectorOr / SelectorNot node. A side whose keys (queries) are a Full(v) matches any
+# keys (queries) of the other: its predicate is read with v in their place. simplify=False always
+# builds the node. Evaluation gives the same matrix either way. A Select built so keeps what it
+# was built from in ``combined`` (("and", fst, snd), ("or", fst, snd), ("not", inner)): the
+# translation writes it as its parts' conditions joined, not as a table of an opaque predicate.
+
+
+def selector_not(inner: Selector, simplify: bool = True) -> Selector:
+    """``~inner``: a Select of the negated predicate where ``inner`` is a Select."""
+    if simplify and kind(inner) == "Select":
+        select: Any = inner
+        negated = Select(select.keys, select.queries, lambda k, q, p=select.predicate: not p(k, q))
+        negated.combined = ("not", inner)
+        return negated
+    return SelectorNot(inner)
+
+
+def selector_and(fst: Selector, snd: Selector, simplify: bool = True) -> Selector:
+    """``fst & snd``: one Select where both read the same keys and queries (:func:`merged`)."""
+    joined = merged(fst, snd, "and") if simplify else None
+    return joined if joined is not None else SelectorAnd(fst, snd)
+
+
+def selector_or(fst: Selector, snd: Selector, simplify: bool = True) -> Selector:
+    """``fst | snd``: one Select where both read the same keys and queries (:func:`merged`)."""
+    joined = merged(fst, snd, "or") if simplify else None
+    return joined if joined is not None else SelectorOr(fst, snd)
+
+
+def _pinned(predicate: Predicate, key: Any, query: Any) -> Callable[[Any, Any], bool]:
+    """``predicate`` with its key (and/or query) fixed where given as a ``Full``'s fill."""
+    def pinned(k: Any, q: Any) -> bool:
+        return predicate(key.fill if key is not None else k, query.fill if query is not None else q)
+
+    return pinned
+
+
+#: How ``merged`` combines two predicates' answers.
+COMBINE: dict[str, Callable[[bool, bool], bool]] = {"and": lambda a, b: a and b, "or": lambda a, b: a or b}
+
+
+def merged(fst: Selector, snd: Selector, how: str) -> Select | None:
+    """The Select equal to ``fst`` ``how`` (and/or) ``snd`` when both are Selects whose keys are one SOp
+    (or one side's a ``Full``) and whose queries are one SOp (likewise); else None."""
+    if kind(fst) != "Select" or kind(snd) != "Select":
+        return None
+    a: Any = fst
+    b: Any = snd
+    keys = _common(a.keys, b.keys)
+    queries = _common(a.queries, b.queries)
+    if keys is None or queries is None:
+        return None
+    first = _pinned(a.predicate, a.keys if _is_full(a.keys) else None, a.queries if _is_full(a.queries) else None)
+    second = _pinned(b.predicate, b.keys if _is_full(b.keys) else None, b.queries if _is_full(b.queries) else None)
+    combine = COMBINE[how]
+    select = Select(keys, queries, lambda k, q: combine(first(k, q), second(k, q)))
+    select.combined = (how, fst, snd)
+    return select
+
+
+def _is_full(sop: SOp) -> bool:
+    return kind(sop) == "Full"
+
+
+def _common(first: SOp, second: SOp) -> SOp | None:
+    """The SOp both sides may read: the same one, or the other side's where one is a ``Full``."""
+    if first is second:
+        return first
+    if _is_full(second):
+        return first
+    if _is_full(first):
+        return second
+    return None
+
+
 class Aggregate(SOp):
     """At each query: the mean of the values its selector selects (the value itself when one is
     selected), ``default`` when none is."""
 
-    default_name = "aggregate"
+    class_name = "aggregate"
 
     def __init__(self, selector: Selector, sop: SOp, default: Value = None) -> None:
         super().__init__()
@@ -382,7 +465,7 @@ class Aggregate(SOp):
 class SelectorWidth(SOp):
     """How many keys each query selects."""
 
-    default_name = "selector_width"
+    class_name = "selector_width"
 
     def __init__(self, selector: Selector) -> None:
         super().__init__()
@@ -393,29 +476,3 @@ class SelectorWidth(SOp):
     @property
     def children(self) -> tuple[RASPExpr, ...]:
         return (self.selector,)
-
-
-def numerical(sop: SOp) -> SOp:
-    """``sop``, annotated numerical (one direction holding its number)."""
-    return sop.annotated(encoding=Encoding.NUMERICAL)
-
-
-def categorical(sop: SOp) -> SOp:
-    """``sop``, annotated categorical (one direction per value; the default)."""
-    return sop.annotated(encoding=Encoding.CATEGORICAL)
-
-
-def get_encoding(sop: RASPExpr) -> Encoding:
-    """The SOp's encoding; an annotation of Tracr's own Encoding enum is read by its value."""
-    encoding = sop.annotations.get("encoding", Encoding.CATEGORICAL)
-    return Encoding(getattr(encoding, "value", encoding))
-
-
-def is_numerical(sop: RASPExpr) -> bool:
-    return get_encoding(sop) is Encoding.NUMERICAL
-
-
-def is_categorical(sop: RASPExpr) -> bool:
-    return get_encoding(sop) is Encoding.CATEGORICAL
-
-

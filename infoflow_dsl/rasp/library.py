@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import expressions as rasp
+from .. import rasp
 
 
 def make_length() -> rasp.SOp:

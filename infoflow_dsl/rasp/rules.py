@@ -11,24 +11,14 @@ from typing import Any
 
 from ..language.typed import offset_text
 from .conditions import band, disjunction_atoms, few_true, nowhere, parenthesised
+from .encodings import is_categorical
 from .evaluation import kind
-from .expressions import RASPExpr, is_categorical
+from .expressions import RASPExpr
+from .fits import affine_fit, affine_sum, bilinear_fit, bilinear_text, cut_between, integer_order, linear_text, snapped
 from .literals import TranslationError, is_number, number_text, operand, table_value, token_text
 from .selectors import comparison_name, index_shift, numeric_side
-from .translator import (
-    MAX_TABLE,
-    Deferred,
-    Predicate,
-    Rendered,
-    Translator,
-    affine_fit,
-    affine_sum,
-    describe,
-    function_grid,
-    integer_order,
-    linear_text,
-    snapped,
-)
+from .structure import as_grid, structured
+from .translator import MAX_TABLE, Deferred, Predicate, Rendered, Translator, describe, function_grid
 from .values import ValueSetError, mean_values, selects_one
 
 # ----------------------------------------------------------------------------- SOps
@@ -39,10 +29,10 @@ def _map(tr: Translator, expr: Any) -> Rendered:
     inner = tr.sop(expr.inner)
     if inner.token:
         outer, view = expr.f, inner.view
-        return Rendered(inner.at, token=True, view=outer if view is None else (lambda v: outer(view(v))),
+        return Rendered(inner.at, token=True, view=outer if view is None else (lambda v: defined(outer, view(v))),
                         first=inner.first)
     parts, function = _parts(expr.inner, inner)
-    return _combined(tr, expr, parts, lambda *values: expr.f(function(*values)))
+    return _combined(tr, expr, parts, lambda *values: defined(expr.f, function(*values)))
 
 
 def _sequence_map(tr: Translator, expr: Any) -> Rendered:
@@ -50,7 +40,9 @@ def _sequence_map(tr: Translator, expr: Any) -> Rendered:
     two SOps' parts (:func:`_combined`)."""
     if kind(expr) == "LinearSequenceMap" and expr.fst is not expr.snd:
         left, right = tr.sop(expr.fst), tr.sop(expr.snd)
-        if left.deferred is None and right.deferred is None and not (tr.categorical and (left.token or right.token)):
+        numeric = all(not (tr.categorical and side.token) or all(is_number(side.value_of(v)) for v in tr.vocabulary)
+                      for side in (left, right))  # a token seen through a Map to numbers: a table of it
+        if left.deferred is None and right.deferred is None and numeric:
             affine = ([float(expr.fst_fac), float(expr.snd_fac)], 0.0)
             merged = _merged_means(tr, expr, (expr.fst, expr.snd), affine)
             numbers = [tr.number(expr.fst), tr.number(expr.snd)]
@@ -62,8 +54,14 @@ def _sequence_map(tr: Translator, expr: Any) -> Rendered:
     parts, order = tuple(by_id.values()), list(by_id)
     where_first = [order.index(p.unique_id) for p in first_parts]
     where_second = [order.index(p.unique_id) for p in second_parts]
-    return _combined(tr, expr, parts, lambda *values: expr.f(first(*(values[i] for i in where_first)),
-                                                             second(*(values[i] for i in where_second))))
+    return _combined(tr, expr, parts, lambda *values: defined(expr.f, first(*(values[i] for i in where_first)),
+                                                              second(*(values[i] for i in where_second))))
+
+
+def defined(function: Callable[..., Any], *arguments: Any) -> Any:
+    """``function`` of ``arguments``, or None where one is None: RASP's evaluator propagates None
+    through Maps and SequenceMaps without calling their functions."""
+    return None if any(a is None for a in arguments) else function(*arguments)
 
 
 def _parts(expr: RASPExpr, rendered: Rendered) -> tuple[tuple[RASPExpr, ...], Callable[..., Any]]:
@@ -83,16 +81,18 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
     first = max(r.first for r in rendered)
     columns = [tr.columns(p, r) for p, r in zip(parts, rendered, strict=True)]
     coded = any(r.codes is not None for r in rendered)  # keyed by the index of a value, not the value
-    if math.prod(len(c) for c in columns) > MAX_TABLE:
-        raise TranslationError(f"{describe(expr)}: a table of {' × '.join(str(len(c)) for c in columns)} values "
-                               f"is past {MAX_TABLE:,} entries")
+    size = math.prod(len(c) for c in columns)
+    if size > MAX_GRID or (size > MAX_TABLE and (coded or any(r.token and tr.categorical for r in rendered))):
+        raise _past_table(expr, columns)
     grid = function_grid(columns, function)
     tr.require_numbers(expr, list(grid.values()))
+    grid = tr.filled(expr, grid)
     if len(parts) == 1 and rendered[0].condition is not None and all(v == out for ((_, v),), out in grid.items()):
         return rendered[0]  # the identity on a condition (any_negative's numerical Map): the condition itself
     if not coded and not any(r.token and tr.categorical for r in rendered):
         numbers = [tr.number(p) for p in parts]
-        points, values = [tuple(float(v) for _, v in keys) for keys in grid], [float(v) for v in grid.values()]
+        defined = {keys: v for keys, v in grid.items() if all(a is not None for _, a in keys)}  # None: any value
+        points, values = [tuple(float(v) for _, v in keys) for keys in defined], [float(v) for v in defined.values()]
         affine = affine_fit(points, values)
         if affine is None and expr.unique_id in tr.order_only:  # compared only: any increasing map will do
             whole = integer_order(points, values)
@@ -102,6 +102,18 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
             merged = _merged_means(tr, expr, parts, affine)
             return merged or Rendered(tr.macro(expr.label, lambda p: affine_sum(affine, [n(p) for n in numbers])),
                                      first=first)
+        boolean = all(v in (0, 1) for v in values)  # a 0/1 function of two SOps: a condition (few_true), not u·v
+        product = bilinear_fit(points, values) if len(parts) == 2 and not boolean else None
+        if product is not None:  # u·v (a mean times the length): one product, not a table of |U|·|V| entries
+            return Rendered(tr.macro(expr.label, lambda p: bilinear_text(product, *(n(p) for n in numbers))),
+                            first=first)
+        conditions = any(r.condition is not None for r in rendered)  # conditions join as one bracket (few_true)
+        pairs = as_grid(defined) if len(parts) == 2 and not conditions else None
+        shaped = None if pairs is None else structured(tr, expr.label, numbers, pairs)
+        if shaped is not None:  # max/min, g(u ± v), g(u) + h(v): not a table of every pair
+            return Rendered(tr.macro(expr.label, shaped), first=first)
+    if size > MAX_TABLE:
+        raise _past_table(expr, columns)
     if len(parts) == 1 and not rendered[0].token and not coded:
         steps = _steps([(v, out) for ((_, v),), out in grid.items()])
         if steps is not None:
@@ -129,6 +141,16 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
     return Rendered(tr.macro(expr.label, lambda p: f"{name}({', '.join(r.at(p) for r in rendered)})"), first=first)
 
 
+#: The most pairs a function of two SOps is evaluated at (to find its structure; a table is at most MAX_TABLE).
+MAX_GRID = 1_000_000
+
+
+def _past_table(expr: Any, columns: list[list[tuple[str, Any]]]) -> TranslationError:
+    return TranslationError(f"{describe(expr)}: a table of {' × '.join(str(len(c)) for c in columns)} values is "
+                            f"past {MAX_TABLE:,} entries, and the function is not max, min, of u ± v or of u and v "
+                            f"apart")
+
+
 def _note_lexicographic(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], points: list[tuple[float, ...]],
                         whole: list[int] | None) -> None:
     """Record ``expr`` = w·major + index (w > the largest index gap, major whole-numbered): its
@@ -152,18 +174,8 @@ def _steps(points: list[tuple[Any, Any]]) -> tuple[float, list[tuple[str, float]
     start, steps = float(ordered[0][1]), []
     for (previous, before), (argument, after) in itertools.pairwise(ordered):
         if float(after) != float(before):
-            steps.append((_cut(snapped(previous), snapped(argument)), float(after) - float(before)))
+            steps.append((cut_between(snapped(previous), snapped(argument)), float(after) - float(before)))
     return (start, steps) if len(steps) <= MAX_STEPS else None
-
-
-def _cut(low: float, high: float) -> str:
-    """The shortest decimal in the middle half of (low, high)."""
-    middle, quarter = (low + high) / 2, (high - low) / 4
-    for digits in range(0, 18):
-        candidate = round(middle, digits)
-        if abs(candidate - middle) <= quarter:
-            return number_text(candidate)
-    return number_text(middle)
 
 
 def _steps_text(steps: tuple[float, list[tuple[str, float]]], argument: str) -> str:
@@ -261,7 +273,31 @@ def _aggregate_number(tr: Translator, expr: Any, position: str | None, value: Re
     total = tr.macro(f"{expr.label}_total", lambda p: f"sum_<{r}> {predicate.bracket(r, p)} * {number(r)}")
     inverse = tr.inverse()
     rest = "" if not default else f" + {operand(default)} * [{width('{p}')} == 0]"
-    return Rendered(tr.macro(expr.label, lambda p: f"{total(p)} * {inverse}({width(p)})" + rest.replace("{p}", p)))
+    return Rendered(tr.macro(expr.label, lambda p: f"{total(p)} * {inverse}({width(p)})" + rest.replace("{p}", p)),
+                    aliases=mean_aliases(tr, expr.sop))
+
+
+def mean_aliases(tr: Translator, values: RASPExpr) -> tuple[tuple[float, Any], ...]:
+    """(s·fl(1/n), s/n) for each sum s of n ≤ N values of ``values`` where the two floats differ:
+    the model's mean Σ·inverse(n) is the first (exact in its arithmetic, then read as a float),
+    RASP's evaluator's the second. None where the sums pass MAX_VALUES (no aliases: a table of
+    such a mean is then keyed by RASP's values alone)."""
+    numbers = [float(v) for v in tr.values_of(values) if is_number(v)]
+    sums, found = set(numbers), {}
+    for count in range(1, tr.length + 1):
+        if count > 1:
+            sums = {s + v for s in sums for v in numbers}
+        if len(sums) > MAX_ALIASES:
+            return ()
+        for total in sums:
+            model, rasp_mean = total * (1 / count), total / count
+            if model != rasp_mean:
+                found[model] = rasp_mean
+    return tuple(sorted(found.items()))
+
+
+#: The most sums :func:`mean_aliases` lists per count.
+MAX_ALIASES = 20_000
 
 
 def _mean_head(op: str, s: str, p: str) -> str:
@@ -371,7 +407,8 @@ def target_text(tr: Translator, program: RASPExpr) -> str:
                                              for i, v in enumerate(rendered.codes)}
         name = tr.table(f"{program.label}_tokens", coded, token_text(rendered.codes[0], describe(program)))
         return f"{name}({rendered.at('t')})"
-    if rendered.token and not all(is_number(rendered.value_of(v)) for v in tr.vocabulary):
+    if rendered.token and not all(is_number(rendered.value_of(v)) or rendered.value_of(v) is None
+                                  for v in tr.vocabulary):
         parts, function = (program,), lambda value: value
         columns = [tr.columns(program, rendered)]
         arguments = [rendered.at]
@@ -384,7 +421,7 @@ def target_text(tr: Translator, program: RASPExpr) -> str:
     if len(parts) > 2:
         raise TranslationError(f"{describe(program)}: new tokens from {len(parts)} SOps: a table holds one or two")
     entries = {tuple(k for k, _ in keys): token_text(value, describe(program))
-               for keys, value in function_grid(columns, function).items()}
+               for keys, value in tr.filled(program, function_grid(columns, function)).items()}
     # a number key: the compiler's value set may hold values RASP's does not (a mean's default 0)
     default = None if all(tr.sop(p).token for p in parts) else next(iter(entries.values()))
     name = tr.table(f"{program.label}_tokens", entries, default)

@@ -35,6 +35,9 @@ def comparison_name(predicate: object) -> str | None:
 
 
 def _select(tr: Translator, expr: Any) -> Predicate:
+    combined = getattr(expr, "combined", None)
+    if combined is not None:  # merged by & | ~ (selector_logic): its parts' conditions joined
+        return _joined(tr, combined)
     name = comparison_name(expr.predicate)
     if name == "TRUE":
         return ALWAYS
@@ -42,9 +45,14 @@ def _select(tr: Translator, expr: Any) -> Predicate:
         return NEVER
     keys, queries = expr.keys, expr.queries
     if name is not None and kind(keys) == kind(queries) == "IndicesType":
-        op = OPERATORS[name]
-        return Predicate(lambda s, t: f"{s} {op} {t}", positional=op)
+        return _positional(ORDERINGS[OPERATORS[name]])
     key, query = tr.value(keys), tr.value(queries)
+    none_side = next((side for side, r in ((keys, key), (queries, query))
+                      if not r.token and None in (tr.value_set(side) or ())), None)
+    if name is None and none_side is not None:
+        raise TranslationError(f"{describe(expr)}: {describe(none_side)} is None where a Map gives None, and RASP "
+                               f"calls the predicate function on None: compare it with a Comparison "
+                               f"(rasp.Comparison.EQ, ...), which is undefined there")
     if name is None and max(key.first, query.first) > 1:
         raise TranslationError(f"{describe(expr)}: its {'keys' if key.first > 1 else 'queries'} are None at the "
                                f"first positions (a shifted SOp), where RASP calls the predicate function on None: "
@@ -77,6 +85,9 @@ def _predicate_table(tr: Translator, expr: Any, key: Rendered, query: Rendered) 
         try:
             entries[kk, qk] = "true" if expr.predicate(kv, qv) else "false"
         except Exception as error:  # the user's predicate: what it raises is reported with its values
+            if kv is None or qv is None:  # a Comparison of None: RASP's evaluator raises, the input is undefined
+                entries[kk, qk] = "false"
+                continue
             raise TranslationError(f"{describe(expr)}: its predicate raises {type(error).__name__} on key {kv!r}, "
                                    f"query {qv!r} ({error})") from None
     holds = {pair: entry == "true" for pair, entry in entries.items()}
@@ -86,8 +97,8 @@ def _predicate_table(tr: Translator, expr: Any, key: Rendered, query: Rendered) 
         return ALWAYS
     if kind(expr.keys) == kind(expr.queries) == "IndicesType":
         relation = _index_relation({(float(k), float(q)): v for (k, q), v in holds.items()})
-        if relation is not None:
-            return Predicate(_offset_text(*relation))
+        if relation is not None:  # k − q op c: with c = 0, a comparison of positions (a mean's range)
+            return _positional(ORDERINGS[relation[0]]) if relation[1] == 0 else Predicate(_offset_text(*relation))
     for side, rendered, column, index in ((expr.keys, key, keys, 0), (expr.queries, query, queries, 1)):
         other = queries if index == 0 else keys
         if all(len({holds[(k, o) if index == 0 else (o, k)] for o, _ in other}) == 1 for k, _ in column):
@@ -122,9 +133,9 @@ OFFSET_TESTS = {"==": lambda d, c: d == c, "<": lambda d, c: d < c, "<=": lambda
 def _index_relation(holds: dict[tuple[float, float], bool]) -> tuple[str, int] | None:
     """(op, c) with the predicate of (key index k, query index q) ⇔ k − q op c (``s == t - 2``),
     when one fits every pair."""
-    differences = sorted({k - q for k, q in holds})
-    for op, test in OFFSET_TESTS.items():
-        for c in differences:
+    differences = sorted({k - q for k, q in holds}, key=lambda d: (abs(d), d))  # c = 0 first: s <= t, not s < t + 1
+    for c in differences:
+        for op, test in OFFSET_TESTS.items():
             if all(test(k - q, c) == v for (k, q), v in holds.items()):
                 return op, int(c)
     return None
@@ -149,8 +160,36 @@ def _offset_text(op: str, offset: int) -> Callable[[str, str], str]:
     return lambda s, t: f"{s} {op} {t}{offset_text(offset)}"
 
 
+def _joined(tr: Translator, combined: tuple[Any, ...]) -> Predicate:
+    """A Select merged from others (``("and", a, b)``, ``("or", a, b)``, ``("not", a)``)."""
+    if combined[0] == "not":
+        return _negation(tr.selector(combined[1]))
+    first, second = tr.selector(combined[1]), tr.selector(combined[2])
+    return _conjunction(first, second) if combined[0] == "and" else _disjunction(first, second)
+
+
 def _both(tr: Translator, expr: Any) -> Predicate:
-    first, second = tr.selector(expr.fst), tr.selector(expr.snd)
+    return _conjunction(tr.selector(expr.fst), tr.selector(expr.snd))
+
+
+#: A comparison of the key's position s with the query's t as the orderings it holds on.
+ORDERINGS = {"<": frozenset("<"), "<=": frozenset("<="), "==": frozenset("="), "!=": frozenset("<>"),
+             ">": frozenset(">"), ">=": frozenset(">=")}
+
+
+def _positional(orderings: frozenset[str]) -> Predicate:
+    """``s op t`` for the orderings of s and t it holds on (all three: ALWAYS, none: NEVER)."""
+    if len(orderings) == 3:
+        return ALWAYS
+    if not orderings:
+        return NEVER
+    op = next(o for o, holds in ORDERINGS.items() if holds == orderings)
+    return Predicate(lambda s, t: f"{s} {op} {t}", positional=op)
+
+
+def _conjunction(first: Predicate, second: Predicate) -> Predicate:
+    if first.positional and second.positional:  # s < t and s != t: s < t
+        return _positional(ORDERINGS[first.positional] & ORDERINGS[second.positional])
     if first.never or second.never:
         return NEVER
     if first.always or second.always:
@@ -159,7 +198,12 @@ def _both(tr: Translator, expr: Any) -> Predicate:
 
 
 def _either(tr: Translator, expr: Any) -> Predicate:
-    first, second = tr.selector(expr.fst), tr.selector(expr.snd)
+    return _disjunction(tr.selector(expr.fst), tr.selector(expr.snd))
+
+
+def _disjunction(first: Predicate, second: Predicate) -> Predicate:
+    if first.positional and second.positional:  # s < t or s == t: s <= t
+        return _positional(ORDERINGS[first.positional] | ORDERINGS[second.positional])
     if first.always or second.always:
         return ALWAYS
     if first.never or second.never:
@@ -168,7 +212,12 @@ def _either(tr: Translator, expr: Any) -> Predicate:
 
 
 def _negated(tr: Translator, expr: Any) -> Predicate:
-    inner = tr.selector(expr.inner)
+    return _negation(tr.selector(expr.inner))
+
+
+def _negation(inner: Predicate) -> Predicate:
+    if inner.positional:  # not s > t: s <= t
+        return _positional(frozenset("<=>") - ORDERINGS[inner.positional])
     if inner.always or inner.never:
         return NEVER if inner.always else ALWAYS
     return Predicate(lambda s, t: f"not ({inner.condition(s, t)})")

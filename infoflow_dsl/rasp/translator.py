@@ -40,11 +40,9 @@ where an SOp is None.
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from ..language.declarations import RESERVED
@@ -52,7 +50,8 @@ from ..language.program import UNDEFINED_IN_RASP
 from ..language.syntax_errors import KEYWORDS
 from .evaluation import kind
 from .expressions import RASPExpr
-from .literals import TranslationError, is_number, number_text, operand, table_value, token_text, vocabulary_text
+from .fits import affine_fit, affine_sum, snapped
+from .literals import TranslationError, is_number, number_text, table_value, token_text, vocabulary_text
 from .values import MAX_VALUES, ValueSetError, ValueSetInference
 
 if TYPE_CHECKING:
@@ -96,6 +95,10 @@ class Rendered:
     first: int = 1  # the first position it is read at as written (earlier ones: RASP's None)
     condition: Callable[[str], str] | None = None  # a 0/1 SOp written [condition]: the condition
     codes: tuple[Any, ...] | None = None  # values that are not numbers: at(p) is the index of the value here
+    #: (the float the model computes, RASP's value) where they differ: a mean written as total · 1/n
+    #: computes s·fl(1/n), RASP s/n (2.8000000000000003 and 2.8); a table keyed by RASP's value
+    #: is keyed by both (:meth:`Translator.columns`)
+    aliases: tuple[tuple[float, Any], ...] = ()
     atoms: tuple[Atom, ...] | None = None  # a condition that is a disjunction of thresholds: each one
 
     @property
@@ -239,7 +242,7 @@ class Translator:
         if not all(is_number(v) for v in values):
             raise TranslationError(f"{describe(expr)}: its values {values[:4]!r} are not numbers or tokens of the "
                                    f"input")
-        return [(number_text(snapped(v)), v) for v in values]
+        return [(number_text(snapped(v)), v) for v in values] + [(number_text(a), v) for a, v in rendered.aliases]
 
     def token_key(self, token: Any) -> str:
         return token_text(token, "the vocabulary") if self.categorical else number_text(token)
@@ -251,6 +254,7 @@ class Translator:
             return rendered.at
         outputs = self.columns(expr, rendered)  # a token's: one key per token, its value through the view
         self.require_numbers(expr, [v for _, v in outputs])
+        outputs = list(self.filled(expr, dict(outputs)).items())
         if not self.categorical:
             affine = affine_fit([(float(t),) for t in self.vocabulary], [float(v) for _, v in outputs])
             if affine is not None:
@@ -258,8 +262,19 @@ class Translator:
         name = self.table(expr.label, {(k,): table_value(v, describe(expr)) for k, v in outputs}, None)
         return lambda p: f"{name}({rendered.at(p)})"
 
+    def filled(self, expr: RASPExpr, entries: dict[Any, Any]) -> dict[Any, Any]:
+        """``entries`` (a table's, by key) with None, RASP's undefined value, replaced by a defined
+        entry (the model's answer there is unspecified), and the place noted for ``analyze``."""
+        if all(v is not None for v in entries.values()):
+            return entries
+        self.undefined.append(f"{describe(expr)}, where its function gives None: RASP's value there is None "
+                              f"(undefined), and so is every value computed from it; the model's answer there is "
+                              f"unspecified")
+        stand_in = next((v for v in entries.values() if v is not None), 0)
+        return {k: stand_in if v is None else v for k, v in entries.items()}
+
     def require_numbers(self, expr: RASPExpr, values: list[Any]) -> None:
-        odd = [v for v in values if not is_number(v)]
+        odd = [v for v in values if v is not None and not is_number(v)]
         if odd:
             raise TranslationError(f"{describe(expr)}: its value {odd[0]!r} is a new token, read here as a number: "
                                    f"new tokens are compiled as the program's output only (a table of tokens)")
@@ -289,7 +304,7 @@ class Translator:
                                    f"{len(parts)} SOps: a table holds one or two")
         readers = [self.sop(part) for part in parts]
         columns = [self.columns(part, reader) for part, reader in zip(parts, readers, strict=True)]
-        grid = function_grid(columns, function)
+        grid = self.filled(expr, function_grid(columns, function))
         codes = tuple(sorted_values(set(grid.values())))
         index = {value: position for position, value in enumerate(codes)}
         entries = {tuple(k for k, _ in keys): number_text(index[v]) for keys, v in grid.items()}
@@ -322,8 +337,10 @@ class Translator:
 def function_grid(columns: list[list[tuple[str, Any]]], function: Callable[..., Any]
                   ) -> dict[tuple[tuple[str, Any], ...], Any]:
     """``function`` at every combination of its arguments' columns ((key, value) pairs), keyed by
-    the combination: a table's entries before they are written."""
-    return {keys: function(*(v for _, v in keys)) for keys in itertools.product(*columns)}
+    the combination: a table's entries before they are written. None where an argument is None
+    (RASP propagates None without calling the function)."""
+    return {keys: None if any(v is None for _, v in keys) else function(*(v for _, v in keys))
+            for keys in itertools.product(*columns)}
 
 
 def sorted_values(values: Iterable[Any]) -> list[Any]:
@@ -390,74 +407,6 @@ def order_only_sops(uses: dict[int, list[Any]]) -> set[int]:
                    for p in parents)}
 
 
-def integer_order(points: list[tuple[float, ...]], values: list[float]) -> list[int] | None:
-    """Whole coefficients (αᵢ·L) of an affine fit of f to within 10⁻⁹ whose αᵢ are fractions of
-    denominator ≤ 1000 (x + i/10 → 10·x + i), when they order the points as f does; else None."""
-    table = dict(zip(points, values, strict=True))
-    alphas = [Fraction(a).limit_denominator(1000) for a in _slopes(table)[1]]
-    scale = math.lcm(*(a.denominator for a in alphas))
-    whole = [int(a * scale) for a in alphas]
-    scaled = {p: sum(w * x for w, x in zip(whole, p, strict=True)) for p in points}
-    ordered = all((scaled[p] < scaled[q]) == (table[p] < table[q] - 1e-9) and (scaled[p] == scaled[q]) ==
-                  (abs(table[p] - table[q]) <= 1e-9) for p in points for q in points)
-    return whole if ordered else None
-
-
-def snapped(value: Any) -> float:
-    """A number of RASP's value sets as the compiler computes it: RASP adds and divides floats
-    (0.1 + 0.2 − 0.3), the compiler exact rationals; a key is written as the float of the
-    simple fraction within 10⁻¹² of the value (0.30000000000000004 → 0.3), so that the two meet."""
-    number = float(value)
-    simple = float(Fraction(number).limit_denominator(1_000_000))
-    return simple if abs(simple - number) <= 1e-12 * max(1.0, abs(number)) else number
-
-
 def describe(expr: RASPExpr) -> str:
     """``Aggregate 'frac'``: how a message names a RASP node."""
     return f"{kind(expr) or type(expr).__name__} {expr.label!r}"
-
-
-def _slopes(table: dict[tuple[float, ...], float]) -> tuple[tuple[float, ...], list[float]]:
-    """The grid's smallest point and f's slope along each coordinate from there (to the next
-    value of that coordinate, the others held): an affine f's coefficients."""
-    points = list(table)
-    origin = tuple(min(u[i] for u in points) for i in range(len(points[0])))
-    slopes = []
-    for i in range(len(origin)):
-        others = sorted({u[i] for u in points} - {origin[i]})
-        step = tuple(others[0] if j == i else origin[j] for j in range(len(origin))) if others else origin
-        slopes.append((table[step] - table[origin]) / (others[0] - origin[i]) if others else 0.0)
-    return origin, slopes
-
-
-def affine_fit(points: list[tuple[float, ...]], values: list[float]) -> tuple[list[float], float] | None:
-    """(α, γ) with Σᵢ αᵢ·uᵢ + γ == f(u) exactly (in floats) at every grid point, or None. Exactly:
-    a coefficient such as 0.2 is a binary float, and values computed with it would miss the
-    decimal keys and cuts written for them elsewhere (x + i/5 stays a table)."""
-    table = dict(zip(points, values, strict=True))
-    origin, alphas = _slopes(table)
-    gamma = table[origin] - sum(a * u for a, u in zip(alphas, origin, strict=True))
-    if all(sum(a * x for a, x in zip(alphas, u, strict=True)) + gamma == v for u, v in table.items()):
-        return alphas, gamma
-    return None
-
-
-def affine_sum(affine: tuple[list[float], float], terms: list[str]) -> str:
-    """``(a - 2 * b + 1)``: the affine function written out."""
-    return linear_text(list(zip(affine[0], terms, strict=True)), affine[1])
-
-
-def linear_text(terms: list[tuple[float, str]], constant: float) -> str:
-    """Σ cᵢ·termᵢ + constant as ``(a - 2 * b + 1)`` (zero terms left out)."""
-    parts: list[str] = []
-    for c, term in terms:
-        if c == 0:
-            continue
-        factor = term if abs(c) == 1 else f"{number_text(abs(c))} * {term}"
-        parts.append((f"{'-' if c < 0 else '+'} " if parts else "-" if c < 0 else "") + factor)
-    if not parts:
-        return operand(constant)
-    tail = "" if constant == 0 else f" {'+' if constant > 0 else '-'} {number_text(abs(constant))}"
-    return f"({' '.join(parts)}{tail})"
-
-

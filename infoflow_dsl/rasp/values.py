@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+from .encodings import is_numerical
 from .evaluation import kind
-from .expressions import RASPExpr, SOp, is_numerical
+from .expressions import RASPExpr, SOp
 from .literals import is_number
 
 #: The kinds of selectors (no value set).

@@ -165,6 +165,7 @@ DESCRIBED_FIELDS: dict[str, tuple[Any, str]] = {
                        "excluded_by_margin whole numbers ≥ 0; a token model's counts too)"),
     "dtype": (lambda v: v in ("float32", "float64"), '"float32" or "float64"'),
     "ffn": (lambda v: v in ("wide", "deep", "auto"), '"wide", "deep" or "auto"'),
+    "dtype_rule": (lambda v: isinstance(v, str), "a string (why compile chose float64)"),
     "route": (lambda v: v in ("efficient", "gather"), '"efficient" or "gather"'),
     "trained": (lambda v: isinstance(v, Mapping), "an object (the training's settings)"),
     "residual_labels": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),

@@ -38,6 +38,19 @@ def test_prefix_means_of_brackets_are_at_least_one_over_T_times_T_minus_1_apart(
     assert smallest_gap(values, values) == Fraction(1, length * (length - 1))
 
 
+def test_sums_and_means_of_a_sparse_body_are_its_sumsets_not_a_lattice() -> None:
+    """A body of few values far apart (997·x + 13): m terms sum to 9m + 1 values, not the
+    quantum's whole lattice between the extremes (which passed the cap: no value set at all)."""
+    digits = "input x : token {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}\nlength T = 9\n"
+    body = {997 * x + 13 for x in range(10)}
+    sums, _ = _target_set(digits + "target(t) = sum_<s> (997 * x(s) + 13)\n")
+    assert sums == frozenset(Fraction(sum(c)) for m in range(10)  # a sum of 0..T terms (a range may be shorter)
+                             for c in itertools.combinations_with_replacement(sorted(body), m))
+    means, _ = _target_set(digits + "target(t) = mean_<s : s <= t> (997 * x(s) + 13)\n")
+    assert means is not None and Fraction(13) in means and Fraction(997 * 9 + 13) in means
+    assert Fraction(997 * 4 + 13 + 997 * 5 + 13, 2) in means and Fraction(14) not in means
+
+
 def test_the_sets_contain_every_value_the_reference_takes() -> None:
     """Soundness by enumeration: every input of every length at T = 4."""
     for example in TOKENS:

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from programs import CANONICAL, by_name
 from strategies import MUTATIONS, declaration_strategy, expression_strategy, join_tokens, mutate_tokens
 
+import infoflow_dsl as ifl
 from infoflow_dsl.language import syntax as ast
 from infoflow_dsl.language.printer import print_program
 
@@ -611,3 +612,20 @@ def test_compiles_exactness_lines_quote_the_program_with_its_own_names(tmp_path:
     code, out, err = run_cli(["compile", str(tmp_path / "smaller.iflow"), "-o", str(tmp_path / "m.safetensors")])
     assert code == 0, err
     assert "  exact            x(a) < x(b) (line 3): smallest gap 1" in out.splitlines()
+
+
+BIG_VALUES = ("input x : token {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}\nlength T = 9\n"
+              "target(t) = sum_<s> [x(s) < x(t)] * (1000 * x(s))\n")
+
+
+def test_compile_chooses_float64_where_float32_cannot_certify_eps_and_says_so(tmp_path: Path) -> None:
+    """The default dtype: float32's bound on sums of thousands is above ε = 1e-3, so float64,
+    said on a line of the output and in the config; --dtype float32 still refuses (exit 2)."""
+    source = tmp_path / "big.iflow"
+    source.write_text(BIG_VALUES, encoding="utf-8")
+    code, out, _ = run_cli(["compile", str(source), "--samples", "0", "-o", str(tmp_path / "big.safetensors")])
+    assert code == 0 and "(float64, T = 9)" in out and "dtype            float64: float32 does not certify" in out
+    assert "float64: float32 does not certify" in ifl.load(tmp_path / "big.safetensors").config["dtype_rule"]
+    code, _, err = run_cli(["compile", str(source), "--samples", "0", "--dtype", "float32",
+                            "-o", str(tmp_path / "f32.safetensors")])
+    assert code == 2 and "in float32 is above ε" in err and "Traceback" not in err

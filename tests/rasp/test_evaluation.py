@@ -102,8 +102,10 @@ def test_the_operators_build_maps_and_sequence_maps(build, expected) -> None:
 def test_labels_annotations_and_encodings() -> None:
     plain = rasp.Map(lambda x: x, rasp.tokens)
     assert plain.label.startswith("map_") and rasp.is_categorical(plain)
-    assert rasp.numerical(plain) is plain and rasp.is_numerical(plain) and not rasp.is_categorical(plain)
-    assert rasp.categorical(plain).named("copy").label == "copy"
+    number = rasp.numerical(plain)  # a copy, as Tracr's annotate: the original keeps its annotations
+    assert number is not plain and rasp.is_numerical(number) and not rasp.is_categorical(number)
+    assert rasp.is_categorical(plain) and number.unique_id != plain.unique_id and number.f is plain.f
+    assert rasp.categorical(number).named("copy").label == "copy"
     assert rasp.get_encoding(plain) is rasp.Encoding.CATEGORICAL
     assert rasp.tokens.label == "tokens" and rasp.indices.label == "indices" and rasp.length.label == "length"
     assert len({plain, rasp.Map(lambda x: x, rasp.tokens)}) == 2  # hashable by identity, == builds a Map

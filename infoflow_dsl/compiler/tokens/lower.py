@@ -228,17 +228,25 @@ def _table_argument(lowering: TokenLowering, argument: ir.Expr, tokens: bool, ro
 
 def _paired_key(a: Feature, b: Feature, text: str) -> tuple[Feature, dict[Fraction, tuple[float, ...]]]:
     """The key a·M + b with M = (range of b + its smallest gap) / (a's smallest gap): distinct
-    pairs of values give distinct keys; and the map back from a key to its pair."""
+    pairs of values give distinct keys; and the map back from a key to its pair.
+
+    The table reads its arguments as floats, so the gaps are those between distinct floats of
+    the values: two exact values one float apart (5·fl(1/5) and 1, a mean built as a sum times
+    a written 1/n) are one key of the table, and their keys u·M + v differ by less than
+    ulp(u)·M, with the same entry, so no step falls between them; a gap taken between them
+    would make M, and a's error times M, some 10¹⁶ times larger."""
     if a.values is None or b.values is None:
         raise NoConstruction(f"{text}: a table's arguments must take finitely many values")
-    scale = (max(b.values) - min(b.values) + _gap(b.values)) / _gap(a.values)
+    scale = (max(b.values) - min(b.values) + _float_gap(b.values)) / _float_gap(a.values)
     decode: dict[Fraction, tuple[float, ...]] = {u * scale + v: (float(u), float(v))
                                                  for u in a.values for v in b.values}
     return ffn.linear([(float(scale), a), (1.0, b)], frozenset(decode)), decode
 
 
-def _gap(values: frozenset[Fraction]) -> Fraction:
-    return smallest_gap(values, values) or Fraction(1)
+def _float_gap(values: frozenset[Fraction]) -> Fraction:
+    """The smallest gap between two of ``values`` that are different floats (1 if none)."""
+    floats = frozenset(Fraction(float(v)) for v in values)
+    return smallest_gap(floats, floats) or Fraction(1)
 
 
 def _position_number_rule(lowering: TokenLowering, expr: ir.PositionNumber, row: str) -> Feature:
