@@ -17,7 +17,7 @@ design and left out). Tiers:
   group: the same vocabulary or the same d, and the same T; the program itself where it is alone), then 4
   distractor directions, a distractor head per layer and 4 distractor units per FFN, then the
   residual compressed below its number of features (dimensions shared over the depth, erasers
-  freeing them: ``circuits/compress.py``), then the second tier's passes.
+  freeing them: ``compiler/compress.py``), then the second tier's passes.
 
 Each (program, tier) is one task (Ray with ``--workers`` > 1, as ``infoflowc sweep``): the model
 is written to ``OUT/models/NAME.TIER.safetensors`` and its record to ``OUT/truths/NAME.TIER.json``

@@ -49,8 +49,8 @@ from typing import Any
 
 import torch
 
+from ..compiler.compress import COMPRESSED, compress_residual, stage_tensors
 from ..transformer.model import CompiledTransformer
-from .compress import COMPRESSED, compress_residual, stage_tensors
 from .graph import INPUT, OUTPUT, CircuitEdge, EdgeGraph, GraphNode, weight_edges, weight_writes
 
 Tensor = torch.Tensor
