@@ -86,12 +86,11 @@ def _build(tensors: dict[str, Tensor], config: dict[str, Any], plan: Layout, sto
 
 
 def smallest_storage(plan: Layout) -> int:
-    """The smallest d_s down from n (no superposition) whose every width up to n holds."""
+    """The smallest d_s whose every read holds (:func:`storage_code`), trying 1, 2, .. up to n
+    (n: no superposition, which always holds); the bound is not monotone in d_s (a power of 2
+    takes Hadamard columns), so every width below the answer is tried."""
     n = len(plan.stored)
-    least = n
-    while least > 1 and holds(certify(plan, storage_code(plan, least - 1))):
-        least -= 1
-    return least
+    return next((d for d in range(1, n) if holds(certify(plan, storage_code(plan, d)))), n)
 
 
 def _least_build(tensors: dict[str, Tensor], config: dict[str, Any], plan: Layout,

@@ -63,9 +63,14 @@ def _wrong(model: CompiledTransformer, source: str) -> list[list[int]]:
     return found
 
 
+@lru_cache(maxsize=1)
+def _compiled(smallest: int) -> CompiledTransformer:
+    return ifl.compile(_program(REVERSE, "reverse8.iflow"), samples=64, residual=smallest)
+
+
 def test_compile_residual_is_exact_below_the_features_alive_and_reports_its_certificate() -> None:
     smallest = _smallest(REVERSE)
-    model = ifl.compile(_program(REVERSE, "reverse8.iflow"), samples=64, residual=smallest)
+    model = _compiled(smallest)
     record = model.config["superposition"]
     assert model.config["d_model"] == record["d_model"] <= smallest
     assert record["features_alive"] > record["d_model"]  # superposition at one depth: F/D > 1
@@ -111,6 +116,8 @@ def test_the_cli_prints_the_certificate_or_refuses_with_exit_2(tmp_path: Path) -
     code, out, err = run_cli(["compile", str(source), "--residual", str(smallest), "--samples", "32"])
     assert code == 0, err
     assert f"in D = {smallest} dimensions: F/D = " in out and "against the margin 0.45" in out
+    written, compiled = ifl.load(source.with_suffix(".safetensors")).state_dict(), _compiled(smallest).state_dict()
+    assert all(torch.equal(written[name], compiled[name]) for name in compiled)  # deterministic: the same weights
 
 
 def _clean_ups(model: CompiledTransformer, x: torch.Tensor, margin: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -159,3 +166,18 @@ def test_a_clean_up_whose_margin_is_just_below_the_interference_it_meets_fails_o
         assert (off < 1e-9) == exact, f"input {witness.tolist()}: a clean-up {off:.3g} off 0/1 at margin {shifted:.3f}"
         if exact:
             assert _wrong(tight, HIST) == []
+
+
+def test_one_storage_dimension_short_of_the_smallest_certified_reverse_answers_wrong_on_a_named_input() -> None:
+    """The score reads' margin: reverse over 8 tokens with every group superposed is certified
+    and exact at its smallest storage; one dimension fewer breaks the bound, and the model
+    answers wrong (here on the one-token input "f")."""
+    tensors, config = _plain(REVERSE)
+    least = smallest_storage(layout(tensors, config, usage(tensors, config)))
+    exact = superpose(tensors, config, 10**6, storage=least)
+    assert holds(list(exact.reads))
+    assert _wrong(CompiledTransformer(exact.config, exact.tensors, dtype=torch.float64), REVERSE) == []
+    short = superpose(tensors, config, 10**6, storage=least - 1)
+    assert not holds(list(short.reads))
+    wrong = _wrong(CompiledTransformer(short.config, short.tensors, dtype=torch.float64), REVERSE)
+    assert wrong and wrong[0] == [5], wrong[:3]
