@@ -118,3 +118,15 @@ def test_circuit_features_prints_the_dictionary_and_export_carries_it(tmp_path: 
     info = json.loads((tmp_path / "hf" / "infoflow.json").read_text())
     assert info["features"] == json.loads(json.dumps(features(superposed)))
     assert run_cli(["check", str(tmp_path / "hf")])[0] == 0
+
+
+def test_a_superposed_models_edge_graph_and_truth_are_read_off_its_weights() -> None:
+    """circuit_graph reads the plain circuit's nodes again off the superposed weights (checked
+    against them); the edge a stored group's interference opens (the token read as the output's
+    scores' storage) is in the graph, and the truth finds no ablation needs it."""
+    _, superposed = _models(REVERSE, 14)
+    graph, truths = ifl.edge_truth(superposed, ("zero",))
+    names = {e.name for e in graph.edges}
+    assert "input->output<out>" in names and "a1.h0->output<out>" in names
+    needed = set(truths["zero"].necessary)
+    assert "a1.h0->output<out>" in needed and "input->output<out>" not in needed
