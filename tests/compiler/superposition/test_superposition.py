@@ -118,6 +118,9 @@ def test_the_cli_prints_the_certificate_or_refuses_with_exit_2(tmp_path: Path) -
     assert f"in D = {smallest} dimensions: F/D = " in out and "against the margin 0.45" in out
     written, compiled = ifl.load(source.with_suffix(".safetensors")).state_dict(), _compiled(smallest).state_dict()
     assert all(torch.equal(written[name], compiled[name]) for name in compiled)  # deterministic: the same weights
+    assert run_cli(["check", str(source.with_suffix(".safetensors"))])[0] == 0
+    code, _, err = run_cli(["circuit", str(source.with_suffix(".safetensors"))])
+    assert code == 2 and "circuit MODEL --features" in err  # the site map is the plain circuit's: refused
 
 
 def _clean_ups(model: CompiledTransformer, x: torch.Tensor, margin: float) -> tuple[torch.Tensor, torch.Tensor]:
