@@ -1,4 +1,4 @@
-"""The ground-truth corpus: compiled models at three realism tiers, each with its edge graph, its
+"""The ground-truth corpus: compiled models at three realism tiers and a superposed one, each with its edge graph, its
 truth under zero, mean and resample ablation, and its certificate (issue "certified ground-truth
 circuits").
 
