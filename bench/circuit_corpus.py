@@ -1,4 +1,4 @@
-"""The ground-truth corpus: compiled models at three realism tiers, each with its edge graph, its
+"""The ground-truth corpus: compiled models at three realism tiers and a superposed one, each with its edge graph, its
 truth under zero, mean and resample ablation, and its certificate (issue "certified ground-truth
 circuits").
 
@@ -17,7 +17,12 @@ design and left out). Tiers:
   group: the same vocabulary or the same d, and the same T; the program itself where it is alone), then 4
   distractor directions, a distractor head per layer and 4 distractor units per FFN, then the
   residual compressed below its number of features (dimensions shared over the depth, erasers
-  freeing them: ``circuits/compress.py``), then the second tier's passes.
+  freeing them: ``compiler/compress.py``), then the second tier's passes;
+- ``superposed``: a token program compiled again with ``--residual`` at its smallest certified D,
+  where that D is below its features alive at once F (more features than dimensions at one
+  depth, every read certified by a margin: docs/superposition.md); its graph is the plain
+  circuit's nodes read again off its weights. A program over vectors, or one whose smallest D
+  is F, has no such model (``OUT/skipped/NAME.superposed.json`` says why).
 
 Each (program, tier) is one task (Ray with ``--workers`` > 1, as ``infoflowc sweep``): the model
 is written to ``OUT/models/NAME.TIER.safetensors`` and its record to ``OUT/truths/NAME.TIER.json``
@@ -49,6 +54,8 @@ TIERS: dict[str, dict[str, Any]] = {
     "disguised": {"split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
     "merged": {"distract": 4, "compress": True, "split_heads": 2, "split_neurons": 2, "shuffle": True, "rotate": True},
 }
+SUPERPOSED = "superposed"
+TIER_NAMES = (*TIERS, SUPERPOSED)
 EDGE_SAMPLES, CERTIFICATE_SAMPLES, VECTOR_LENGTH = 300, 2_000, 8
 VECTOR_EDGE_SAMPLES = 64  # a vector model's edges: 64 random inputs and 64 corners (a forward an edge)
 SUITE_LENGTH, SUITE_EPS = 6, 1e-3
@@ -125,6 +132,32 @@ def build(kind: str, what: str) -> Any:
     return ifl.compile(ifl.from_rasp(entry.build(), list(entry.vocab), SUITE_LENGTH), eps=SUITE_EPS, samples=0)
 
 
+def superposed(compiled: Any) -> tuple[Any, str]:
+    """(the model compiled again at its smallest certified residual, '') or (None, why not)."""
+    import re
+
+    import infoflow_dsl as ifl
+    from infoflow_dsl.errors import CompileError
+    from infoflow_dsl.pipeline import program_of
+
+    if compiled.vocabulary is None:
+        return None, "a program over vectors (--residual superposes token programs)"
+    program, config = program_of(compiled), compiled.config
+    settings = {"eps": config["eps"], "dtype": config["dtype"], "samples": 0}
+    try:
+        ifl.compile(program, residual=1, **settings)
+    except CompileError as error:
+        found = re.search(r"the smallest residual .* is (\d+) \(", str(error))
+        if found is None:
+            return None, str(error)
+        model = ifl.compile(program, residual=int(found.group(1)), **settings)
+        record = model.config["superposition"]
+        if record["d_model"] >= record["features_alive"]:
+            return None, f"its smallest D is its F = {record['features_alive']}: nothing to superpose"
+        return model, ""
+    return None, "a residual of 1 dimension sufficed"
+
+
 def vector_length(model: Any) -> int | None:
     """The inputs' length of a model over vectors (None: a token model reads every length)."""
     if model.vocabulary is not None:
@@ -148,7 +181,14 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     start = time.perf_counter()
     compiled = build(kind, what)
     merge = [build(*partner)] if tier == "merged" else []
-    model = ifl.disguise(compiled, merge=merge, seed=7, **TIERS[tier]) if TIERS[tier] else compiled
+    if tier == SUPERPOSED:
+        model, why = superposed(compiled)
+        if model is None:
+            (Path(out) / "skipped").mkdir(exist_ok=True)
+            (Path(out) / "skipped" / f"{name}.{tier}.json").write_text(json.dumps({"why": why}) + "\n")
+            return {"model": name, "tier": tier, "skipped": why}
+    else:
+        model = ifl.disguise(compiled, merge=merge, seed=7, **TIERS[tier]) if TIERS[tier] else compiled
     graph, program, length = ifl.circuit_graph(model), program_of(model), vector_length(model)
     forward = EdgeForward(on_device(model, device), graph)
     measured = {"samples": EDGE_SAMPLES if length is None else VECTOR_EDGE_SAMPLES, "seed": 1, "length": length}
@@ -162,6 +202,8 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
            "eps": graph.eps, "edges": len(graph.edges),
            "nodes": len(graph.nodes), "parameters": model.nonzero_parameter_count(),
            "compression": model.config.get("disguised", {}).get("compression"),
+           "superposition": {k: model.config["superposition"][k] for k in ("features_alive", "d_model", "ratio")}
+           if "superposition" in model.config else None,
            "inputs": {"edges": edges.inputs, "certificate": certified.inputs}, "measured": measured,
            "necessary": {a: len(t.necessary) for a, t in truths.items()},
            "certificate": certificate, "holds": all(e <= graph.eps for e in certificate.values()),
@@ -177,8 +219,9 @@ def jobs(out: Path, quick: bool) -> list[tuple[str, str, str, tuple[str, str], s
     heaviest tier first (the merged models take longest: started first, they do not make the tail)."""
     found = sources(quick)
     every = sources(False) if quick else found  # a quick run's partners may lie outside it
-    return [(name, kind, what, every[partner][:2], tier) for tier in reversed(TIERS)
-            for name, (kind, what, partner) in found.items() if not (out / "truths" / f"{name}.{tier}.json").exists()]
+    return [(name, kind, what, every[partner][:2], tier) for tier in reversed(TIER_NAMES)
+            for name, (kind, what, partner) in found.items()
+            if not any((out / sub / f"{name}.{tier}.json").exists() for sub in ("truths", "skipped"))]
 
 
 def execute(out: Path, todo: list[tuple[str, str, str, tuple[str, str], str]], workers: int,
@@ -200,7 +243,12 @@ def execute(out: Path, todo: list[tuple[str, str, str, tuple[str, str], str]], w
 
 
 def _compressed(rows: list[dict[str, Any]]) -> str:
-    """The tier's residual features and dimensions, summed over its compressed models ('—': none)."""
+    """The tier's residual features and dimensions, summed over its compressed models, or its
+    superposed ones' features alive at once and dimensions ('—': none)."""
+    superposed = [r["superposition"] for r in rows if r.get("superposition")]
+    if superposed:
+        alive, width = sum(c["features_alive"] for c in superposed), sum(c["d_model"] for c in superposed)
+        return f"{alive:,} alive at once → {width:,} ({width / alive:.0%}; superposed at one depth)"
     found = [r["compression"] for r in rows if r.get("compression")]
     if not found:
         return "—"
@@ -219,7 +267,7 @@ def summary(out: Path) -> str:
              "| tier | models | edges (mean) | needed: zero | mean | resample | largest certificate error / ε | "
              "residual: features → dimensions |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
-    for tier in TIERS:
+    for tier in TIER_NAMES:
         mine = [r for r in rows if r["tier"] == tier]
         if not mine:
             continue
@@ -235,7 +283,8 @@ def summary(out: Path) -> str:
               "merged programs and distractors add edges nothing needs. The largest certificate error, "
               f"{max(worst['certificate'].values()):.3g} at ε = {worst['eps']:g}, is {worst['model']}'s "
               f"({worst['tier']}); a token output counts 1 for any wrong answer, and none has one. Residual: the "
-              "merged tier's compression (dimensions shared over the depth, erasers freeing them). Built in "
+              "merged tier's compression (dimensions shared over the depth, erasers freeing them); the superposed "
+              "tier's features alive at once and dimensions (compile --residual). Built in "
               f"{sum(r['seconds'] for r in rows) / 60:.0f} min of one worker each (the slowest, {slowest['model']} "
               f"{slowest['tier']}, {slowest['seconds']:.0f} s)."]
     lines += ["", "| model | tier | edges | needed (zero / mean / resample) | certificate error (ε) | seconds |",
@@ -266,6 +315,9 @@ def main(argv: list[str]) -> int:
     print(f"{len(todo)} (program, tier) to build", flush=True)
 
     def report(row: dict[str, Any]) -> None:
+        if "skipped" in row:
+            print(f"  {row['model']:<28} {row['tier']:<10} skipped: {row['skipped']}", flush=True)
+            return
         print(f"  {row['model']:<28} {row['tier']:<10} {row['edges']:>4} edges  certificate "
               f"{'holds' if row['holds'] else 'FAILS'}  {row['seconds']} s", flush=True)
 

@@ -31,7 +31,7 @@ FRACTIONS = (1.0, 0.9, 0.75, 0.5)
 
 def compressed(model: Any, fraction: float, seed: int = 0) -> Any:
     """The model with its residual mapped into D' = round(fraction·D) dimensions (see above)."""
-    from infoflow_dsl.circuits.compress import stage_tensors
+    from infoflow_dsl.compiler.compress import stage_tensors
     from infoflow_dsl.transformer.model import CompiledTransformer
 
     tensors = {n: (t.to_dense() if t.layout != torch.strided else t).to(torch.float64)

@@ -11,6 +11,7 @@ The Python API (DESIGN.md):
 >>> ifl.save(model, "min_pairwise.safetensors"); model = ifl.load("min_pairwise.safetensors")
 >>> y, cache = ifl.hooked(model).run_with_cache(x)  # TransformerLens hook points (the ``lens`` extra)
 >>> sites = ifl.circuit(model)          # where each comparison and FFN function lives in the cache
+>>> dictionary = ifl.features(model)   # every feature: what it computes, its direction at each residual hook
 >>> graph = ifl.circuit_graph(model)    # its edges sender -> receiver (q, k, v, MLP in, output), checked
 >>> graph, truths = ifl.edge_truth(model)  # which edges zero, mean and resample ablation need, with witnesses
 >>> looks_trained = ifl.disguise(model, split_heads=2, split_neurons=3, shuffle=True, rotate=True)
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .circuits.disguise import disguise
     from .circuits.graph import EdgeGraph, circuit_graph
     from .circuits.truth import edge_truth
+    from .compiler.superposition.dictionary import features
     from .discovery.discover import discover
     from .errors import (
         CompileError,
@@ -76,6 +78,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "errors": ("CompileError", "Diagnostic", "ExportError", "ModelFileError", "NoConstruction", "ProgramError",
                "StoredProgramError", "SweepError", "TrainError", "UsageError", "WorkloadError"),
     "analysis.report": ("AnalysisReport",),
+    "compiler.superposition.dictionary": ("features",),
     "language.load": ("load_program", "parse_program"),
     "language.program": ("Program",),
     "pipeline": ("compile_program",),
@@ -130,6 +133,7 @@ __all__ = [
     "export",
     "export_inputs",
     "export_outputs",
+    "features",
     "from_rasp",
     "hooked",
     "load",

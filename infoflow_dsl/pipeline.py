@@ -328,7 +328,8 @@ def _stored_lowering(source: object, name: str, margin: float | None, length: in
 @fewer_collections()
 def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str | torch.dtype | None = None,
                     device: str | torch.device | None = None, samples: int | None = None,
-                    seed: int = 0, ffn: str | None = None, allow_inefficient: bool = False) -> CompiledTransformer:
+                    seed: int = 0, ffn: str | None = None, allow_inefficient: bool = False,
+                    residual: int | None = None) -> CompiledTransformer:
     """Compile a checked program into a :class:`CompiledTransformer` within ``eps``.
 
     ``ffn`` is how squares (hence products and norms) are built: ``wide`` (one hidden layer,
@@ -339,6 +340,11 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
     (``wide`` models keep the bytes they had before routes existed). ``allow_inefficient``
     compiles a target the verdict calls inefficient through the gather route (its config says
     ``"route": "gather"``); an efficient target compiles to the same bytes with or without it.
+
+    ``residual`` (a token program only) superposes the model into at most that many residual
+    dimensions (:mod:`infoflow_dsl.compiler.superposition`: its categorical features on nearly
+    orthogonal directions, read through clean-ups with a certified margin); the config's
+    ``superposition`` holds F, D, F/D and every read's interference against the margin.
 
     The model is measured on random inputs plus the domain's corners (inputs under the declared
     margin excluded) and the result is kept in ``model.config["measured_error"]``: on ``samples``
@@ -356,6 +362,7 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
         seed: the measurement's seed.
         ffn: ``wide``, ``deep`` or ``auto`` (how squares are built); None: the route's default.
         allow_inefficient: compile an inefficient target through the gather route.
+        residual: superpose a token program's model into at most this many dimensions.
 
     Returns:
         The :class:`CompiledTransformer`, its config holding the program, ε, the schedule, the
@@ -363,7 +370,9 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
 
     Raises:
         CompileError: an inefficient target (without ``allow_inefficient``), an ε the dtype cannot
-            honour, a construct with no construction, a bad dtype or device.
+            honour, a construct with no construction, a bad dtype or device, a ``residual`` below
+            the smallest that keeps every superposed read within its margin (the message names it)
+            or given for a program over vectors.
         WorkloadError: the measurement would not fit this machine.
         ProgramError: a path whose program does not check.
     """
@@ -375,16 +384,18 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
     progress.stage("fitting the error budget")
     lowering, torch_dtype, rule = certified_lowering(program, float(eps), requested, allow_inefficient, ffn)  # 2-4
     progress.stage("assembling the weights")
-    model = assemble_model(lowering, float(eps), torch_dtype, target_device, square_route(ffn, lowering.route), rule)
+    model = assemble_model(lowering, float(eps), torch_dtype, target_device, square_route(ffn, lowering.route), rule,
+                           residual)
     measure_model(model, program, samples, seed)
     return model
 
 
 def assemble_model(lowering: Lowering, eps: float, dtype: torch.dtype, device: torch.device,
-                   ffn: str, dtype_rule: str | None = None) -> CompiledTransformer:
+                   ffn: str, dtype_rule: str | None = None, residual: int | None = None) -> CompiledTransformer:
     """Stage 5: the circuit's tensors as a model, its config holding the program, ε, the
     realised schedule and the a-priori bound (``measured_error`` None until stage 6), and
-    ``dtype_rule`` where float64 was chosen for the default dtype."""
+    ``dtype_rule`` where float64 was chosen for the default dtype; with ``residual``, superposed
+    (:func:`superposed_weights`)."""
     circuit, program = lowering.circuit, lowering.program
     metadata: dict[str, Any] = {
         "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
@@ -399,8 +410,29 @@ def assemble_model(lowering: Lowering, eps: float, dtype: torch.dtype, device: t
         metadata["route"] = lowering.route
     if dtype_rule is not None:
         metadata["dtype_rule"] = dtype_rule
-    config, tensors = assemble(circuit, dtype, metadata)
+    if residual is not None:
+        config, tensors = superposed_weights(program, circuit, dtype, metadata, residual)
+    else:
+        config, tensors = assemble(circuit, dtype, metadata)
     return CompiledTransformer(config, tensors, device=device, dtype=dtype)
+
+
+def superposed_weights(program: ir.Program, circuit: Circuit, dtype: torch.dtype, metadata: dict[str, Any],
+                       residual: int) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """(config, tensors) of the plain circuit superposed into ``residual`` dimensions, in ``dtype``."""
+    from .compiler.superposition import superpose
+
+    if not program.over_tokens:
+        raise CompileError("--residual superposes a token program's categorical features; this program reads "
+                           "vectors")
+    if isinstance(residual, bool) or not isinstance(residual, int) or residual < 1:
+        raise CompileError(f"--residual must be a positive whole number, got {residual!r}")
+    config, tensors = assemble(circuit, torch.float64, metadata)
+    dense = {name: t.to_dense() if t.is_sparse else t for name, t in tensors.items()}
+    built = superpose(dense, config, residual)
+    built.config["dtype"] = str(dtype).replace("torch.", "")
+    built.config["superposition"]["residual"] = residual
+    return built.config, {name: t.to(dtype).contiguous() for name, t in built.tensors.items()}
 
 
 def measure_model(model: CompiledTransformer, program: ir.Program, samples: int | None, seed: int) -> None:

@@ -145,15 +145,20 @@ def test_rasp_bench_measures_the_suite_and_refusals_and_renders_its_tables(monke
     assert refused.exact is None and "ConstantSOp 'pair'" in refused.detail
 
 
-def test_the_circuit_corpus_builds_three_tiers_resumes_and_summarises(tmp_path: Path, capsys) -> None:
+def test_the_circuit_corpus_builds_four_tiers_resumes_and_summarises(tmp_path: Path, capsys) -> None:
     import circuit_corpus
 
     assert circuit_corpus.main([str(tmp_path), "--quick"]) == 0
     records = sorted(p.name for p in (tmp_path / "truths").glob("*.json"))
-    assert len(records) == 9 and len(list((tmp_path / "models").glob("*.safetensors"))) == 9
+    skipped = sorted(p.name for p in (tmp_path / "skipped").glob("*.json"))
+    assert "tracr_reverse.superposed.json" in records and "prefix_mean.superposed.json" in skipped
+    superposed = len(records) - 9
+    assert len(records) + len(skipped) == 12 and len(list((tmp_path / "models").glob("*.safetensors"))) == len(records)
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
-    assert "9 models; certificate (every pair outside the graph ablated at once, within ε) holds on 9" in summary
+    assert (f"{len(records)} models; certificate (every pair outside the graph ablated at once, within ε) holds on "
+            f"{len(records)}") in summary
     assert all(f"| {tier} | 3 |" in summary for tier in circuit_corpus.TIERS)
+    assert f"| superposed | {superposed} |" in summary and "superposed at one depth" in summary
     merged = next(line for line in summary.splitlines() if line.startswith("| merged | 3 |"))
     features, dimensions = (int(n.replace(",", "")) for n in re.search(r"\| ([\d,]+) → ([\d,]+) \(", merged).groups())
     assert dimensions < features  # the third tier's residual is compressed below its number of features

@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline", "scheduling"),  # compile_program and analyze: the stages as named calls
     ("verify",),  # check, trace, the circuit's sites (they relower: above the pipeline)
     ("circuits",),  # edge graphs, truths, disguise
-    ("discovery", "exporters", "page", "training"),  # the features
+    ("discovery", "exporters", "page", "training", "sae"),  # the features
     ("cli",),  # the command line only
     ("__init__",),  # the face: re-exports and the lazy loader
 )

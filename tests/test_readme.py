@@ -127,11 +127,11 @@ def test_the_discovery_section_runs_as_written(capsys, monkeypatch) -> None:
 
 def test_the_docs_say_how_to_try_benchmark_on_the_quick_corpus():
     """The way to try ``infoflowc benchmark`` (issue 54: it was undocumented): the small corpus
-    (test_bench builds it: 9 models), named in the README and shown in docs/ground-truth.md."""
+    (test_bench builds it: 10 models), named in the README and shown in docs/ground-truth.md."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "`python bench/circuit_corpus.py corpus --quick`" in readme
     guide = (ROOT / "docs" / "ground-truth.md").read_text(encoding="utf-8")
-    block = guide[guide.index("**`--quick` builds 9"):][:400]
+    block = guide[guide.index("**`--quick` builds 10"):][:400]
     assert "python bench/circuit_corpus.py corpus --quick\ninfoflowc benchmark corpus " in block
     script = (ROOT / "bench" / "circuit_corpus.py").read_text(encoding="utf-8")
     assert 'parser.add_argument("--quick"' in script

@@ -49,9 +49,9 @@ from typing import Any
 
 import torch
 
+from ..compiler.compress import COMPRESSED, compress_residual, stage_tensors
 from ..transformer.model import CompiledTransformer
-from .compress import COMPRESSED, compress_residual, stage_tensors
-from .graph import INPUT, OUTPUT, CircuitEdge, EdgeGraph, GraphNode, weight_edges, weight_writes
+from .graph import INPUT, CircuitEdge, EdgeGraph, GraphNode, graph_from_weights
 
 Tensor = torch.Tensor
 
@@ -273,29 +273,9 @@ class _Disguiser:
                                                     "units": n, "error": 0.0, "output": "distractor:1"})
 
     def _graph_from_weights(self, added: str) -> EdgeGraph:
-        """The graph after a pass that added parts (``added`` says what they are): the nodes the
-        model now has (the program's keep their descriptions; a head whose config is marked
-        ``added`` is described by it) and the edges its weights carry, each with its former role
-        or ``added`` (read off the weights, which hold them exactly: no rotation has run yet)."""
+        """The graph after a pass that added parts (:func:`~.graph.graph_from_weights`)."""
         model = CompiledTransformer(self.config, self.tensors, device="cpu", dtype=torch.float64)
-        labels, old = self.config["residual_labels"], self.graph.by_name
-        nodes: list[GraphNode | None] = [old[INPUT]]
-        for layer in range(self.layers):
-            heads = self.config["layers"][layer]["heads"]
-            nodes.extend(GraphNode(f"a{layer}.h{i}", "head", layer, i, head["added"], ()) if "added" in head
-                         else old.get(f"a{layer}.h{i}") for i, head in enumerate(heads))
-            if self.tensors[f"blocks.{layer}.mlp.b_in"].shape[0]:
-                mlp = old.get(f"m{layer}")
-                nodes.append(GraphNode(f"m{layer}", "mlp", layer, None,
-                                       added if mlp is None else f"{mlp.computes}; {added}", ()))
-        written = [dataclasses.replace(n, writes=tuple(labels[i] for i in sorted(weight_writes(model, n))))
-                   for n in nodes if n is not None]
-        output = dataclasses.replace(old[OUTPUT], layer=self.layers)  # after every block, a merged one's too
-        bare = EdgeGraph(nodes=(*written, output), edges=(), layers=self.layers, eps=self.graph.eps)
-        roles = {(e.sender, e.receiver, e.channel): e.role for e in self.graph.edges}
-        edges = tuple(CircuitEdge(*key, directions, roles.get(key, added))
-                      for key, directions in weight_edges(model, bare).items())
-        return dataclasses.replace(bare, edges=edges)
+        return graph_from_weights(model, self.graph, added)
 
     # ------------------------------------------------------------------ compression
 

@@ -26,6 +26,7 @@ therefore carries exactly 0 through the weights: no ablation of it can move any 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ from ..transformer.model import CompiledTransformer
 INPUT, OUTPUT = "input", "output"
 #: the receiving channels of a head, an MLP and the output
 HEAD_CHANNELS = ("q", "k", "v")
+#: what a superposed model's added parts are (compile --residual: clean-ups, erasers, storage reads)
+SUPERPOSED = "superposition: clean-ups and erasers of the superposed features (compile --residual)"
 CHANNEL_NAMES = {"q": "query", "k": "key", "v": "value"}
 MLP_CHANNEL, OUTPUT_CHANNEL = "in", "out"
 
@@ -306,6 +309,33 @@ def weight_edges(model: CompiledTransformer, graph: EdgeGraph) -> dict[tuple[str
     return found
 
 
+def graph_from_weights(model: CompiledTransformer, old: EdgeGraph, added: str) -> EdgeGraph:
+    """The graph of ``model``, whose weights a pass changed from those ``old`` describes (disguise's
+    passes, superposition): the nodes the model now has (the old graph's keep their
+    descriptions; a head whose config is marked ``added`` is described by it, an FFN that gained
+    units says ``added``) and the edges its weights carry, each with its former role or
+    ``added`` (read off the weights, which hold them exactly: no rotation has run yet)."""
+    config, layers = model.config, len(model.config["layers"])
+    labels, known = config["residual_labels"], old.by_name
+    nodes: list[GraphNode | None] = [known[INPUT]]
+    for layer in range(layers):
+        heads = config["layers"][layer]["heads"]
+        nodes.extend(GraphNode(f"a{layer}.h{i}", "head", layer, i, head["added"], ()) if "added" in head
+                     else known.get(f"a{layer}.h{i}") for i, head in enumerate(heads))
+        if model.blocks[layer].mlp.b_in.shape[0]:
+            mlp = known.get(f"m{layer}")
+            nodes.append(GraphNode(f"m{layer}", "mlp", layer, None,
+                                   added if mlp is None else f"{mlp.computes}; {added}", ()))
+    written = [dataclasses.replace(n, writes=tuple(labels[i] for i in sorted(weight_writes(model, n))))
+               for n in nodes if n is not None]
+    output = dataclasses.replace(known[OUTPUT], layer=layers)  # after every block, a merged one's too
+    bare = EdgeGraph(nodes=(*written, output), edges=(), layers=layers, eps=old.eps)
+    roles = {(e.sender, e.receiver, e.channel): e.role for e in old.edges}
+    edges = tuple(CircuitEdge(*key, directions, roles.get(key, added))
+                  for key, directions in weight_edges(model, bare).items())
+    return dataclasses.replace(bare, edges=edges)
+
+
 def check_against_weights(model: CompiledTransformer, graph: EdgeGraph) -> None:
     """StoredProgramError unless the weights carry exactly the graph's edges, each exactly its
     directions: no pair outside the graph carries anything through the weights."""
@@ -366,7 +396,12 @@ def circuit_graph(model: Any) -> EdgeGraph:
 
     compiled = model_argument(model, "circuit_graph")
     disguised = compiled.config.get("disguised")
-    if disguised is not None:  # the graph carried through the realism passes (``disguise``)
+    if "superposition" in compiled.config:  # the plain circuit's graph, read again off the superposed weights
+        from ..pipeline import relower
+
+        plain = graph_from_circuit(relower(compiled).circuit, float(compiled.config["eps"]))
+        graph = graph_from_weights(compiled, plain, SUPERPOSED)
+    elif disguised is not None:  # the graph carried through the realism passes (``disguise``)
         graph = stored_graph(compiled, disguised["graph"], "disguised model's")
         if disguised["rotate"]:  # a rotated reader reads every coordinate: zero only up to rounding
             return graph

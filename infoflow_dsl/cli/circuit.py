@@ -200,6 +200,15 @@ def _loaded(path: Path, flag: str) -> Any:
 def command_circuit(arguments: argparse.Namespace) -> int:
     from ..verify.sites import circuit
 
+    if arguments.features:
+        from ..compiler.superposition.dictionary import features, print_features
+
+        model, found = with_compiled_model(arguments.model, features, "map")
+        if arguments.json:
+            print(json.dumps({"model": str(arguments.model), "d_model": model.d_model, "features": found}))
+        else:
+            print_features(str(arguments.model), model, found)
+        return EXIT_OK
     if arguments.edges or arguments.truth:
         with_compiled_model(arguments.model, lambda model: command_edges(arguments, model), "map")
         return EXIT_OK

@@ -87,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_argument("--allow-inefficient", action="store_true",
                              help="compile a target the verdict calls inefficient through the gather route, whose "
                                   "size grows with T (analyze's cost.fallback gives its law)")
+    compile_cmd.add_argument("--residual", type=positive_int, default=None, metavar="D",
+                             help="a token program: superpose its categorical features so that the residual has "
+                                  "at most D dimensions, every read certified by a clean-up margin (refused, "
+                                  "naming the smallest D that works, when D is too small)")
     check_cmd = commands.add_parser("check", help="verify a compiled model against its target")
     check_cmd.add_argument("model", type=Path)
     check_cmd.add_argument("--samples", type=nonnegative_int, default=10_000, help="random inputs (default 10000)")
@@ -102,9 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(TransformerLens hook, residual index, bound)")
     circuit_cmd.add_argument("model", type=Path)
     circuit_cmd.add_argument("--json", action="store_true", help="print the records as JSON")
+    circuit_cmd.add_argument("--features", action="store_true",
+                             help="the feature dictionary: every feature, what it computes, the layers where it is "
+                                  "alive and its direction at each residual hook (superposed ones read by threshold)")
     from .circuit import add_edge_flags
 
     add_edge_flags(circuit_cmd, nonnegative_int)
+    from .sae import add_sae_parser
+
+    add_sae_parser(commands, positive_int, nonnegative_int)
     report_cmd = commands.add_parser("report", help="a self-contained HTML page of a compiled model")
     report_cmd.add_argument("model", type=Path)
     report_cmd.add_argument("-o", "--output", type=Path, help="the page (default: MODEL with .html)")
@@ -186,7 +196,7 @@ _COMMAND_FUNCTIONS = {
     "discover": (".discover", "command_discover"), "benchmark": (".discover", "command_benchmark"),
     "export": (".export", "command_export"), "run": (".run", "command_run"),
     "from-rasp": (".from_rasp", "command_from_rasp"), "report": (".report", "command_report"),
-    "train": (".train", "command_train"), "sweep": (".train", "command_sweep"),
+    "train": (".train", "command_train"), "sweep": (".train", "command_sweep"), "sae": (".sae", "command_sae"),
 }
 COMMANDS = {name: _elsewhere(module, function) for name, (module, function) in _COMMAND_FUNCTIONS.items()}
 

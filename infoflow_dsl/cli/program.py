@@ -78,7 +78,8 @@ def command_compile(arguments: argparse.Namespace) -> int:
     try:
         with progress.shown("compile"):  # on a terminal: the stage that runs and how far it is
             model = compile_program(program, arguments.eps, arguments.dtype, device, arguments.samples,
-                                    ffn=arguments.ffn, allow_inefficient=arguments.allow_inefficient)
+                                    ffn=arguments.ffn, allow_inefficient=arguments.allow_inefficient,
+                                    residual=arguments.residual)
     except CompileError as error:
         raise UsageError(f"{arguments.file}: cannot compile: {error}") from None
     config = model.config
@@ -92,6 +93,8 @@ def command_compile(arguments: argparse.Namespace) -> int:
     print(f"  d_mlp            {model.d_mlp} (embedding {model.d_mlp_embedding})")
     print(f"  parameters       {model.parameter_count()} total, {model.nonzero_parameter_count()} nonzero")
     print(f"  a-priori bound   {config['a_priori_bound']:.3g}")
+    if "superposition" in config:
+        _print_superposition(config["superposition"])
     _print_exactness(program)
     if measured is not None:
         from ..measure.measurement import describe_measurement, measurement_passes
@@ -104,6 +107,16 @@ def command_compile(arguments: argparse.Namespace) -> int:
     write_atomically(output, model_to_bytes(model, dense=arguments.dense))
     print(f"  wrote            {output}")
     return EXIT_OK
+
+
+def _print_superposition(record: dict[str, Any]) -> None:
+    """compile --residual's certificate: F, D, F/D and the largest interference against the margin."""
+    worst = record["worst"]
+    where = "" if worst is None else f" ({worst['kind']} of {worst['feature']} at stage {worst['stage']})"
+    print(f"  superposition    F = {record['features_alive']} features alive at once in D = {record['d_model']} "
+          f"dimensions: F/D = {record['ratio']:.3g}; {record['superposed']} categorical features on "
+          f"{record['storage']} storage dimensions, {record['clean_slots']} clean slots")
+    print(f"  interference     largest {record['max_bound']:.3g} against the margin {record['margin']:g}{where}")
 
 
 def _print_exactness(program: Any) -> None:

@@ -139,8 +139,19 @@ def export_info(model: CompiledTransformer, layout: ExportLayout | NativeLayout,
         "residual_labels": config.get("residual_labels"),
         "embedding": embedding,
         "circuit": circuit,
+        "features": None if trained else _dictionary(model),
         **stored_truth(config, layout, model, to),
     }
+
+
+def _dictionary(model: CompiledTransformer) -> list[dict[str, Any]] | None:
+    """The compiled model's feature dictionary (``ifl.features``) on the compiled residual, a
+    token model's only (a model over vectors: None)."""
+    if model.vocabulary is None and TOKEN_VIEW not in model.config:
+        return None
+    from ..compiler.superposition.dictionary import features
+
+    return features(model)
 
 
 def stored_truth(config: dict[str, Any], layout: ExportLayout | NativeLayout, model: CompiledTransformer,
@@ -187,6 +198,11 @@ def _check_stored_program(model: CompiledTransformer) -> None:
     from ..verify.sites import check_weights
 
     try:
+        if "superposition" in model.config:  # its weights are the plain circuit's, superposed
+            from ..verify.superposed import check_superposed
+
+            check_superposed(model)
+            return
         check_weights(model, relower(model))
     except StoredProgramError as error:
         raise ExportError(str(error)) from None

@@ -133,6 +133,10 @@ def checked_lowering(model: CompiledTransformer, verify_weights: bool = True) ->
     if "disguised" in model.config:
         raise StoredProgramError("a disguised model's weights are not its circuit's (infoflowc disguise): its edge "
                                  "graph is stored with it (infoflowc circuit MODEL --edges)")
+    if "superposition" in model.config:
+        raise StoredProgramError("a superposed model's residual is not its circuit's (compile --residual): its "
+                                 "features and their directions are in infoflowc circuit MODEL --features, its edges "
+                                 "in --edges")
     lowering = relower(model)
     if list(lowering.circuit.directions) != list(model.config.get("residual_labels", [])):
         raise StoredProgramError("the model's residual directions differ from its program's circuit "

@@ -1,4 +1,4 @@
-"""Compression of the residual below its number of features (infoflow_dsl/circuits/compress.py):
+"""Compression of the residual below its number of features (infoflow_dsl/compiler/compress.py):
 each dimension carries its features one after another, the stream at every layer boundary is the
 plain model's on the feature alive there, the output is the plain model's, and the truth of the
 compressed model has erasers that an ablation needs."""
@@ -15,10 +15,10 @@ from programs import EXAMPLES_DIR
 from shipped_models import model_inputs_of, shipped
 
 import infoflow_dsl as ifl
-from infoflow_dsl.circuits.compress import ERASER
 from infoflow_dsl.circuits.disguise import disguise
 from infoflow_dsl.circuits.patching import EdgeForward
 from infoflow_dsl.circuits.truth import TruthMeasurement
+from infoflow_dsl.compiler.compress import ERASER
 from infoflow_dsl.pipeline import program_of
 
 COMPRESSED = ["tracr/reverse", "tracr/sort", "tracr/shuffle_dyck2", "min_pairwise", "nearest_neighbour"]

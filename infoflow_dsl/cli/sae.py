@@ -1,0 +1,65 @@
+"""``infoflowc sae MODEL --hook HOOK [--dict-size K] [--architecture topk|groupmax] [--json]``: a
+sparsify SAE on a token model's residual, scored against its feature dictionary (:mod:`infoflow_dsl.sae`)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from .common import with_compiled_model
+
+MISSING = "infoflowc sae trains with EleutherAI's sparsify: pip install 'infoflow-dsl[sae]' (eai-sparsify)"
+
+
+def add_sae_parser(commands: Any, positive_int: Any, nonnegative_int: Any) -> None:
+    """The ``sae`` subcommand's flags."""
+    sae_cmd = commands.add_parser("sae", help="train a sparse autoencoder (sparsify) on a token model's residual "
+                                  "and score it and the baselines against the model's feature dictionary")
+    sae_cmd.add_argument("model", type=Path)
+    sae_cmd.add_argument("--hook", required=True, help="a residual hook: blocks.L.hook_resid_pre, _mid or _post")
+    sae_cmd.add_argument("--dict-size", type=positive_int, default=None, help="latents (default 4 × d_model)")
+    sae_cmd.add_argument("--architecture", choices=["topk", "groupmax"], default="topk",
+                         help="sparsify's activation (default topk)")
+    sae_cmd.add_argument("--k", type=positive_int, default=4, help="active latents per row (default 4)")
+    sae_cmd.add_argument("--steps", type=positive_int, default=1000, help="Adam steps of 1024 rows (default 1000)")
+    sae_cmd.add_argument("--seed", type=nonnegative_int, default=0, help="the seed of the inputs and the SAE (0)")
+    sae_cmd.add_argument("--json", action="store_true", help="print every score as JSON")
+
+
+def command_sae(arguments: argparse.Namespace) -> None:
+    """Train, score, print (exit 2 for a model without a token vocabulary, a hook it lacks, or
+    sparsify missing)."""
+    from ..sae.train import sae_scores
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # its import prints a note on Triton to stdout
+            import sparsify  # noqa: F401
+    except ImportError:
+        raise UsageError(MISSING) from None
+
+    def scored(model: Any) -> dict[str, Any]:
+        if model.vocabulary is None:
+            raise UsageError(f"{arguments.model}: infoflowc sae reads a token model's feature dictionary; this "
+                             f"model reads vectors")
+        try:
+            return sae_scores(model, arguments.hook, arguments.dict_size, arguments.architecture, arguments.k,
+                              arguments.steps, arguments.seed)
+        except ValueError as error:
+            raise UsageError(f"{arguments.model}: {error}") from None
+
+    _, result = with_compiled_model(arguments.model, scored, "score an SAE against")
+    if arguments.json:
+        print(json.dumps({"model": str(arguments.model), **result}))
+        return
+    sae = result["sae"]
+    print(f"{arguments.model} at {result['hook']}: {result['true_features']} true features in d_model = "
+          f"{result['d_model']}, {result['rows']} rows; SAE {sae['architecture']} k = {sae['k']}, "
+          f"{sae['latents']} latents, FVU {sae['fvu']:.3g}")
+    print(f"  {'dictionary':<16} {'mean max cos':>12} {'recovered':>10} {'mean F1':>8}")
+    for name, row in [("sae", sae), *result["baselines"].items()]:
+        print(f"  {name:<16} {row['mean_max_cosine']:>12.3f} {row['recovered']:>10.0%} {row['mean_f1']:>8.3f}")

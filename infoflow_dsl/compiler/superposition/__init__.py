@@ -1,0 +1,176 @@
+"""Superposition the compiler builds (``compile --residual D``): a token model whose residual has
+at most D dimensions, fewer than its features alive at once, certified.
+
+The plain model is compiled first; its categorical features (``categorical``: indicators in
+groups of mass ≤ 1: the token's and the position's one-hot columns, a sharp head's fetched
+token) then move to a **storage** block of d_s coordinates on nearly orthogonal directions
+(``codes``), every read of them going through a reader that rejects the others' interference
+with a margin (``plan``: clean-ups in the FFNs, direct value and score reads), and the numbers
+share coordinates over the depth (:mod:`~infoflow_dsl.compiler.compress`), so that a
+categorical feature shares its dimensions with others alive at the same depth.
+
+**Certified**: every thresholded read satisfies err_f + I_f(s) < m (``plan.certify``, stated
+there); a clean-up is then exactly 0 or 1, so the superposed model computes what the plain one
+does up to the rounding of the reads, and compile measures it as the truth checks it (every
+input up to length 4, the constant ones, 2,000 random at T); ``check`` measures it again.
+**F** (features alive at once) is what ``disguise --compress`` reaches on the plain model: the
+most plain directions alive at one stage (a direction alive from its first write to the FFN at
+or after its last read). The smallest storage d_s whose bound holds gives the smallest D;
+``--residual`` below it is refused (exit 2) naming it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ...errors import CompileError
+from .categorical import usage
+from .codes import code, coherence, fitted
+from .dictionary import superposed_records
+from .embed import Embedding, rewrite
+from .plan import MARGIN, Layout, StorageRead, certify, holds, layout, read_pairs
+
+Tensor = torch.Tensor
+
+__all__ = ["MARGIN", "Superposed", "features_alive", "smallest_storage", "superpose"]
+
+
+@dataclass(frozen=True)
+class Superposed:
+    """A superposed model's weights and config, and what certifies them."""
+
+    tensors: dict[str, Tensor]
+    config: dict[str, Any]
+    plan: Layout
+    embedding: Embedding
+    reads: tuple[StorageRead, ...]
+    alive: int
+
+
+def _compressed(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[dict[str, Tensor], dict[str, Any], Any]:
+    from ..compress import compress_residual
+
+    tensors, config = dict(tensors), copy.deepcopy(config)
+    plan = compress_residual(tensors, config)
+    return tensors, config, plan
+
+
+def features_alive(tensors: dict[str, Tensor], config: dict[str, Any]) -> int:
+    """F: the plain model's features alive at once (the dimensions ``compress`` reaches)."""
+    return int(_compressed(tensors, config)[1]["d_model"])
+
+
+def storage_code(plan: Layout, storage: int) -> Tensor:
+    """The directions of ``plan``'s stored features in ``storage`` dimensions: :func:`~.codes.code`,
+    or where its bound fails, that code fitted to the plan's co-alive groups
+    (:func:`~.codes.fitted`); deterministic."""
+    u = code(len(plan.stored), storage)
+    reads = certify(plan, u)
+    if holds(reads) or storage >= len(plan.stored):
+        return u
+    return fitted(u, read_pairs(plan, reads))
+
+
+def _build(tensors: dict[str, Tensor], config: dict[str, Any], plan: Layout, storage: int,
+           margin: float) -> tuple[dict[str, Tensor], dict[str, Any], Embedding, list[StorageRead], Any]:
+    u = storage_code(plan, storage)
+    reads = certify(plan, u)
+    wide, wide_config, embedding = rewrite(tensors, config, plan, u, margin)
+    out, out_config, compression = _compressed(wide, wide_config)
+    return out, out_config, embedding, reads, compression
+
+
+def smallest_storage(plan: Layout) -> int:
+    """The smallest d_s whose every read holds (:func:`storage_code`), trying 1, 2, .. up to n
+    (n: no superposition, which always holds); the bound is not monotone in d_s (a power of 2
+    takes Hadamard columns), so every width below the answer is tried."""
+    n = len(plan.stored)
+    return next((d for d in range(1, n) if holds(certify(plan, storage_code(plan, d)))), n)
+
+
+def _least_build(tensors: dict[str, Tensor], config: dict[str, Any], plan: Layout,
+                 margin: float) -> tuple[int, Any]:
+    """(the smallest storage, the model it builds) of ``plan``."""
+    least = smallest_storage(plan)
+    return least, _build(tensors, config, plan, least, margin)
+
+
+def _chosen_layout(tensors: dict[str, Tensor], config: dict[str, Any], margin: float) -> tuple[Layout, int, Any]:
+    """The layout with the smallest D: every categorical group superposed but those with nothing
+    to store (read only where their writer can hand them to the reader exactly), then, one pass
+    in order, each group kept plain (its own coordinates) when that lowers D: where its clean
+    copies cost more than its superposition saves. (layout, its smallest storage, its model)."""
+    found = usage(tensors, config)
+    everything = layout(tensors, config, found)
+    plain = frozenset(g for g in found.groups if not set(g.members) & set(everything.stored))
+    plan = layout(tensors, config, found, plain)
+    least, built = _least_build(tensors, config, plan, margin)
+    for group in found.groups:
+        if group in plain:
+            continue
+        trial = layout(tensors, config, found, plain | {group})
+        trial_least, trial_built = _least_build(tensors, config, trial, margin)
+        if int(trial_built[1]["d_model"]) < int(built[1]["d_model"]):
+            plain, plan, least, built = plain | {group}, trial, trial_least, trial_built
+    return plan, least, built
+
+
+def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
+              margin: float = MARGIN, storage: int | None = None) -> Superposed:
+    """The plain token model (``tensors`` dense float64, ``config``) superposed into at most
+    ``residual`` dimensions: the largest storage that fits, at least the smallest whose bound
+    holds; CompileError naming the smallest D when ``residual`` is below it. ``storage``
+    forces d_s with every group superposed (a test's model past the margin: nothing is refused
+    or checked)."""
+    alive = features_alive(tensors, config)
+    if storage is None:
+        plan, least, built = _chosen_layout(tensors, config, margin)
+        n = len(plan.stored)
+        smallest = int(built[1]["d_model"])
+        if residual < smallest:
+            raise CompileError(f"--residual {residual} is too small: the smallest residual whose clean-ups keep "
+                               f"every superposed feature's interference below the margin {margin:g} is "
+                               f"{smallest} ({n} categorical features on {least} storage dimensions; the plain "
+                               f"model has {alive} features alive at once)")
+        for wider in range(min(n, least + residual - smallest), least, -1):
+            if holds(certify(plan, storage_code(plan, wider))):
+                candidate = _build(tensors, config, plan, wider, margin)
+                if int(candidate[1]["d_model"]) <= residual:
+                    built = candidate
+                    break
+    else:
+        plan = layout(tensors, config, usage(tensors, config))
+        built = _build(tensors, config, plan, storage, margin)
+    out, out_config, embedding, reads, compression = built
+    out_config["superposition"] = certificate(plan, embedding, reads, alive, int(out_config["d_model"]), margin)
+    out_config["superposition"]["compression"] = compression.to_json()
+    dims = {f.index: (d, f.end if f is not occupants[-1] else math.inf)  # the last occupant is never erased
+            for d, occupants in enumerate(compression.slots) for f in occupants}
+    categorical = {f: g.writer for f, g in usage(tensors, config).group_of().items()}
+    out_config["superposition"]["features"] = superposed_records(config, plan, embedding, dims, margin, categorical)
+    return Superposed(out, out_config, plan, embedding, tuple(reads), alive)
+
+
+def certificate(plan: Layout, embedding: Embedding, reads: list[StorageRead], alive: int, width: int,
+                margin: float) -> dict[str, Any]:
+    """The config's ``superposition``: F, D, F/D, the storage, and every thresholded read's
+    interference against the margin (the largest first in ``worst``)."""
+    labels = plan.usage.labels
+    worst = max(reads, key=lambda r: r.total, default=None)
+    return {
+        "features_alive": alive, "d_model": width, "ratio": alive / width,
+        "superposed": len(plan.stored), "storage": int(embedding.u.shape[0]), "clean_slots": plan.slots,
+        "margin": margin, "coherence": coherence(embedding.u),
+        "max_interference": max((r.interference for r in reads), default=0.0),
+        "max_bound": 0.0 if worst is None else worst.total,
+        "worst": None if worst is None else {"feature": labels[worst.feature], "stage": worst.stage,
+                                             "kind": worst.kind},
+        "holds": holds(reads, margin),
+        "reads": [{"feature": labels[r.feature], "stage": r.stage, "kind": r.kind,
+                   "interference": r.interference, "error": r.error} for r in reads],
+    }

@@ -1,0 +1,235 @@
+"""The feature dictionary: every feature of a compiled token model, what it computes, where it is
+alive and its direction at each residual hook (TransformerLens names): the ground truth a
+sparse autoencoder's latents are scored against.
+
+A feature is a direction of the plain (unsuperposed) circuit: a number, or a categorical
+indicator. In the model it is held by **components**, each alive over a span of stages
+(0 the embedding, 2l + 1 layer l's heads, 2l + 2 its FFN): a coordinate of its own (a number, a
+clean slot: read **exactly**, the value is the coordinate) or, in a superposed model, its storage
+direction u_f (read by **threshold**: the value is 1 when <u_f, h> ≥ 1 − m, 0 when ≤ m, the
+margin m of the certificate). At a hook the residual holds value_f × (the sum of its components
+alive there) for each feature, so the direction there is that sum.
+
+After stage s the stream is at ``blocks.{l}.hook_resid_pre`` (s = 2l), ``blocks.{l}.hook_resid_mid``
+(s = 2l + 1) and ``blocks.{l}.hook_resid_post`` (s = 2l + 2, the same tensor as resid_pre of
+layer l + 1). A component spanning [from, to) is alive at the hooks after stages from .. to − 1:
+from its write to its last read (the reader at stage ``to`` reads it; after it, the coordinate
+may hold another feature).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .categorical import Usage, stage_map
+from .categorical import usage as find_usage
+from .embed import Embedding
+from .plan import Layout
+
+Tensor = torch.Tensor
+
+
+def hooks_after(stage: int, layers: int) -> list[str]:
+    """The residual hooks holding the stream after ``stage``."""
+    layer, part = divmod(stage, 2)
+    if part == 1:
+        return [f"blocks.{layer}.hook_resid_mid"]
+    names = [f"blocks.{layer - 1}.hook_resid_post"] if layer >= 1 else []
+    return names + ([f"blocks.{layer}.hook_resid_pre"] if layer < layers else [])
+
+
+def describe(config: dict[str, Any]) -> dict[str, str]:
+    """What each residual label of a plain model computes: its head's or FFN block's formula,
+    the token table's or the positional code's column for the embedding's."""
+    found: dict[str, str] = {}
+    for layer in config["layers"]:
+        for head in layer["heads"]:
+            for output in head.get("outputs", []):
+                found[output] = f"head {head['name']} ({head['kind']}): {head['computes']}"
+        for block in layer["mlp"]:
+            found.setdefault(block["output"], f"FFN {block['name']}: {block['computes']}")
+    return found
+
+
+def _component(dims: list[int], weights: list[float], start: int, end: int, read: str) -> dict[str, Any]:
+    return {"dims": dims, "weights": weights, "from": start, "to": end, "read": read}
+
+
+def _span(usage: Usage, index: int, end: float = math.inf) -> tuple[int, int]:
+    """[first write, ``end``) of a direction: present until the FFN stage that erases it
+    (``compress``), to the end of the forward when nothing does."""
+    return usage.first_write(index), int(min(end, 2 * usage.layers + 2))
+
+
+def _embedding_column(label: str, usage: Usage, index: int) -> str:
+    return f"the embedding's column {label}" if usage.first_write(index) == 0 else label
+
+
+def plain_records(config: dict[str, Any], tensors: dict[str, Tensor]) -> list[dict[str, Any]]:
+    """The dictionary of a model whose every direction is one feature on its own coordinate
+    (categorical where :func:`~.categorical.usage` finds it in a group)."""
+    labels = list(config["residual_labels"])
+    try:
+        usage = find_usage(tensors, config)
+    except (KeyError, IndexError, TypeError):  # a config without a compiled circuit's heads: no groups
+        writes, reads = stage_map(tensors, len(labels), len(config["layers"]))
+        usage = Usage(tuple(labels), len(config["layers"]), tuple(tuple(w) for w in writes),
+                      tuple(tuple(r) for r in reads), ())
+    groups = usage.group_of()
+    computes = describe(config)
+    records = []
+    for i, label in enumerate(labels):
+        if not usage.writes[i]:
+            continue
+        start, end = _span(usage, i)
+        group = groups.get(i)
+        records.append({"name": label, "kind": "number" if group is None else "categorical",
+                        "group": None if group is None else group.writer,
+                        "computes": computes.get(label, _embedding_column(label, usage, i)),
+                        "components": [_component([i], [1.0], start, end, "exact")]})
+    return records
+
+
+def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embedding, dims: dict[int, tuple[int, float]],
+                       margin: float, categorical: dict[int, str]) -> list[dict[str, Any]]:
+    """The dictionary of a superposed model (the plain ``config``): ``dims`` maps the layout's
+    coordinates (``embed.Embedding``) to the final ones (after ``compress``) and the stage whose
+    FFN erases them (inf: none); ``categorical`` names the group of every categorical direction,
+    superposed or kept on its own coordinate. A stored feature's storage direction is listed
+    up to its last storage read (where its interference bound holds), a clean slot up to its
+    eraser."""
+    usage, groups = plan.usage, plan.usage.group_of()
+    computes = describe(config)
+    storage = [dims[embedding.storage_base + k][0] for k in range(embedding.u.shape[0])]
+    final = 2 * usage.layers + 2
+    records = []
+    for i, label in enumerate(usage.labels):
+        if not usage.writes[i]:
+            continue
+        text = computes.get(label, _embedding_column(label, usage, i))
+        if i not in groups:
+            dim, erased = dims[embedding.kept.index(i)]
+            start, end = _span(usage, i, erased)
+            records.append({"name": label, "kind": "categorical" if i in categorical else "number",
+                            "group": categorical.get(i), "computes": text,
+                            "components": [_component([dim], [1.0], start, end, "exact")]})
+            continue
+        parts: list[dict[str, Any]] = []
+        if i in embedding.column:
+            last = max(_storage_reads(plan, i), default=usage.first_write(i) + 1)
+            u = embedding.u[:, embedding.column[i]].tolist()
+            kept = [(d, w) for d, w in zip(storage, u, strict=True) if w != 0.0]
+            parts.append(_component([d for d, _ in kept], [w for _, w in kept], usage.first_write(i), last,
+                                    "threshold"))
+        for w, chosen in enumerate(plan.providers):
+            if i in chosen:
+                start = _provider_stage(usage.first_write(i), w, chosen[i])
+                parts.append(_component([dims[embedding.slot(w, i)][0]], [1.0], start,
+                                        min(2 * w + 2, final), "exact"))
+        record: dict[str, Any] = {"name": label, "kind": "categorical", "group": groups[i].writer,
+                                  "computes": text, "components": parts, "margin": margin}
+        records.append(record)
+    return records
+
+
+def _provider_stage(written: int, window: int, how: str) -> int:
+    return 2 * window if how == "cleaner" else written
+
+
+def _storage_reads(plan: Layout, feature: int) -> list[int]:
+    """The stages that read ``feature`` from storage: clean-ups, direct value and score reads."""
+    usage = plan.usage
+    stages = [2 * w for w, chosen in enumerate(plan.providers) if chosen.get(feature) == "cleaner"]
+    stages += [g.stage for g in usage.groups if (g.layer, g.head) in plan.direct_heads and feature in g.reads]
+    if feature in plan.direct_scores:
+        stages.append(2 * usage.layers + 1)
+    return stages
+
+
+def features(model: Any) -> list[dict[str, Any]]:
+    """``ifl.features(model)``: every feature of a compiled model with its direction at each
+    residual hook where it is alive (module docstring).
+
+    Args:
+        model: a compiled model, or the path of its ``.safetensors`` file.
+
+    Returns:
+        One record per feature: ``name``, ``kind`` (``number`` or ``categorical``), ``computes``,
+        ``group``, ``layers`` (the layers whose stream holds it), ``hooks`` {TransformerLens hook:
+        {"direction": [d_model floats], "read": "exact" (with its ``coordinate``) or
+        "threshold"}} and, for a superposed feature, the certificate's ``margin``.
+
+    Raises:
+        TypeError: ``model`` is neither a model nor a path.
+        ModelFileError: the path is not a readable model file.
+    """
+    from ...transformer.arguments import model_argument
+
+    model = model_argument(model, "features")
+    config = model.config
+    stored = (config.get("superposition") or {}).get("features")
+    if stored is None:
+        tensors = {n: (t.to_dense() if t.is_sparse else t).to(torch.float64) for n, t in model.state_dict().items()}
+        stored = plain_records(config, tensors)
+    width, layers = int(config["d_model"]), len(config["layers"])
+    return [_expanded(record, width, layers) for record in stored]
+
+
+def _expanded(record: dict[str, Any], width: int, layers: int) -> dict[str, Any]:
+    hooks: dict[str, dict[str, Any]] = {}
+    alive_layers: set[int] = set()
+    for stage in range(0, 2 * layers + 1):
+        live = [c for c in record["components"] if c["from"] <= stage < c["to"]]
+        if not live:
+            continue
+        direction = [0.0] * width
+        for c in live:
+            for d, w in zip(c["dims"], c["weights"], strict=True):
+                direction[d] += w
+        exact = [c["dims"][0] for c in live if c["read"] == "exact"]
+        entry: dict[str, Any] = {"direction": direction, "read": "exact" if exact else "threshold"}
+        if exact:
+            entry["coordinate"] = exact[0]
+        for hook in hooks_after(stage, layers):
+            hooks[hook] = entry
+            alive_layers.add(int(hook.split(".")[1]))
+    out = {key: record[key] for key in ("name", "kind", "computes", "group")}
+    out["layers"] = sorted(alive_layers)
+    out["hooks"] = hooks
+    if "margin" in record:
+        out["margin"] = record["margin"]
+    return out
+
+
+def read_value(entry: dict[str, Any], residual: Tensor, margin: float | None = None) -> Tensor:
+    """The feature's value from a residual stream (..., D) at one of its hooks: the exact
+    coordinate of a component read exactly, else the threshold of <u_f, h> at the margin (the
+    value 0.5 where the read lies between m and 1 − m: no certified value)."""
+    if entry["read"] == "exact":
+        return residual[..., entry["coordinate"]]
+    r = residual @ torch.tensor(entry["direction"], dtype=residual.dtype)
+    m = 0.45 if margin is None else margin
+    return torch.where(r >= 1 - m, 1.0, torch.where(r <= m, 0.0, 0.5)).to(residual.dtype)
+
+
+def print_features(name: str, model: Any, found: list[dict[str, Any]]) -> None:
+    """``circuit --features``: one line per feature (kind, group, layers, hooks and how each is
+    read, what it computes), the superposition's certificate first when there is one."""
+    record = model.config.get("superposition")
+    print(f"{name}: {len(found)} features in d_model = {model.d_model}")
+    if record is not None:
+        print(f"  superposed: F = {record['features_alive']} features alive at once, D = {record['d_model']}, "
+              f"F/D = {record['ratio']:.3g}; largest interference {record['max_bound']:.3g} against the margin "
+              f"{record['margin']:g}")
+    for f in found:
+        reads = sorted({entry["read"] for entry in f["hooks"].values()})
+        group = f" ({f['group']})" if f["group"] else ""
+        print(f"  {f['name']:<28} {f['kind']}{group}, layers {f['layers']}, {len(f['hooks'])} hooks, read "
+              f"{'/'.join(reads) or '-'}: {f['computes']}")
+
+
+__all__ = ["features", "hooks_after", "plain_records", "print_features", "read_value",
+           "superposed_records"]

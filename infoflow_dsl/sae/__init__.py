@@ -1,0 +1,1 @@
+"""Sparse autoencoders on compiled models, scored against the known features (``infoflowc sae``)."""

@@ -1,0 +1,132 @@
+"""The feature dictionary (``ifl.features``) against the weights and against the plain model:
+projecting the superposed model's residual on the dictionary gives back the plain circuit's
+intermediate values at every hook where a feature is alive."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+from cli_runner import run_cli
+
+import infoflow_dsl as ifl
+from infoflow_dsl.compiler.superposition.dictionary import features, read_value
+from infoflow_dsl.transformer.model import CompiledTransformer
+
+torch.set_num_threads(1)
+
+TOKENS = ", ".join(f'"{chr(97 + i)}"' for i in range(8))
+REVERSE = f"input x : token {{{TOKENS}}}\nlength T = 4\ntarget(t) = x(len + 1 - t)\n"
+HIST = f"input x : token {{{TOKENS}}}\nlength T = 4\ntarget(t) = sum_<s> [x(s) == x(t)]\n"
+
+
+@lru_cache(maxsize=4)
+def _models(source: str, residual: int) -> tuple[CompiledTransformer, CompiledTransformer]:
+    program = ifl.parse_program(source, "p.iflow")
+    plain = ifl.compile(program, samples=0, dtype="float64")
+    return plain, ifl.compile(program, samples=0, dtype="float64", residual=residual)
+
+
+def _streams(model: CompiledTransformer, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    seen: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        model.run(x, lambda name, t: seen.setdefault(name, t))
+    return seen
+
+
+def _inputs() -> torch.Tensor:
+    return torch.tensor(list(itertools.product(range(8), repeat=4)), dtype=torch.int64)
+
+
+def _recovered(source: str, residual: int) -> tuple[int, int]:
+    """(features × hooks checked, categorical reads by threshold among them); asserts each."""
+    plain, superposed = _models(source, residual)
+    x = _inputs()
+    truth, held = _streams(plain, x), _streams(superposed, x)
+    index = {label: i for i, label in enumerate(plain.config["residual_labels"])}
+    checked = thresholds = 0
+    for feature in features(superposed):
+        for hook, entry in feature["hooks"].items():
+            want = truth[hook][..., index[feature["name"]]]
+            got = read_value(entry, held[hook], feature.get("margin"))
+            if entry["read"] == "threshold":
+                thresholds += 1
+                assert torch.equal(got, want.round()), (feature["name"], hook)
+                assert float((want - want.round()).abs().max()) < 1e-6
+            else:
+                assert float((got - want).abs().max()) < 1e-9, (feature["name"], hook)
+            checked += 1
+    return checked, thresholds
+
+
+def test_the_residual_projected_on_the_dictionary_gives_the_plain_circuits_values() -> None:
+    plain, _ = _models(REVERSE, 17)
+    checked, thresholds = _recovered(REVERSE, 17)
+    assert thresholds > 0 and checked > len(plain.config["residual_labels"])
+
+
+def test_a_plain_models_dictionary_is_its_coordinates() -> None:
+    plain, _ = _models(HIST, 1000)
+    found = features(plain)
+    assert {f["name"] for f in found if f["kind"] == "categorical"} == {f'tok:[x(t) == "{chr(97 + i)}"]'
+                                                                      for i in range(8)} | {"pos:first"}
+    for feature in found:
+        assert feature["hooks"]
+        for entry in feature["hooks"].values():
+            assert entry["read"] == "exact" and sum(abs(w) for w in entry["direction"]) == 1.0
+
+
+def test_the_embeddings_rows_are_the_dictionarys_directions() -> None:
+    """W_E[v] + W_pos[p] of the superposed model = Σ_f value_f(v, p) · direction_f at
+    blocks.0.hook_resid_pre, the values read off the plain model's table."""
+    plain, superposed = _models(REVERSE, 17)
+    index = {label: i for i, label in enumerate(plain.config["residual_labels"])}
+    w_e, w_pos = plain.embed.W_E.double(), plain.pos_embed.W_pos.double()
+    built = torch.zeros_like(superposed.embed.W_E[:, None].double() + superposed.pos_embed.W_pos[None].double())
+    for feature in features(superposed):
+        entry = feature["hooks"].get("blocks.0.hook_resid_pre")
+        if entry is not None:
+            i = index[feature["name"]]
+            values = w_e[:, i][:, None] + w_pos[:, i][None]  # (V, T+1)
+            built += values[..., None] * torch.tensor(entry["direction"], dtype=torch.float64)
+    held = superposed.embed.W_E.double()[:, None] + superposed.pos_embed.W_pos.double()[None]
+    live = torch.tensor([any(feature["hooks"].get("blocks.0.hook_resid_pre", {}).get("direction", [0.0] * 99)[d]
+                             for feature in features(superposed)) for d in range(superposed.d_model)])
+    assert torch.allclose(built[..., live], held[..., live], atol=1e-12)
+
+
+def test_the_dictionary_travels_with_the_file(tmp_path: Path) -> None:
+    _, superposed = _models(REVERSE, 17)
+    ifl.save(superposed, tmp_path / "m.safetensors")
+    assert features(tmp_path / "m.safetensors") == features(superposed)
+
+
+def test_circuit_features_prints_the_dictionary_and_export_carries_it(tmp_path: Path) -> None:
+    _, superposed = _models(REVERSE, 17)
+    path = tmp_path / "m.safetensors"
+    ifl.save(superposed, path)
+    code, out, err = run_cli(["circuit", str(path), "--features", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["features"] == json.loads(json.dumps(features(superposed)))
+    code, out, _ = run_cli(["circuit", str(path), "--features"])
+    assert code == 0 and "F/D = " in out and "h2:position[1]" in out and "threshold" in out
+    code, _, err = run_cli(["export", str(path), "--to", "hf-gpt2", "-o", str(tmp_path / "hf")])
+    assert code == 0, err
+    info = json.loads((tmp_path / "hf" / "infoflow.json").read_text())
+    assert info["features"] == json.loads(json.dumps(features(superposed)))
+    assert run_cli(["check", str(tmp_path / "hf")])[0] == 0
+
+
+def test_a_superposed_models_edge_graph_and_truth_are_read_off_its_weights() -> None:
+    """circuit_graph reads the plain circuit's nodes again off the superposed weights (checked
+    against them); the edge a stored group's interference opens (the token read as the output's
+    scores' storage) is in the graph, and the truth finds no ablation needs it."""
+    _, superposed = _models(REVERSE, 14)
+    graph, truths = ifl.edge_truth(superposed, ("zero",))
+    names = {e.name for e in graph.edges}
+    assert "input->output<out>" in names and "a1.h0->output<out>" in names
+    needed = set(truths["zero"].necessary)
+    assert "a1.h0->output<out>" in needed and "input->output<out>" not in needed
