@@ -54,10 +54,29 @@ def address_endpoint(address: str) -> tuple[str, int] | None:
     return match["host"].strip("[]"), int(match["port"])
 
 
+def named_head(address: str) -> str:
+    """The head ``address`` names: itself, or for ``auto`` the one ``RAY_ADDRESS`` names, else
+    the last head ``ray start --head`` started on this machine (the address file in Ray's temp
+    folder). Ray's own ``auto`` would, failing both, join any Ray running here (a local Ray of
+    another command) and wait a minute on a head long gone; here it is a SweepError at once."""
+    if address != "auto":
+        return address
+    named = os.environ.get("RAY_ADDRESS", "")
+    if named and named != "auto":
+        return named
+    from ray._private.utils import read_ray_address
+
+    found = read_ray_address()
+    if not found:
+        raise SweepError(f"--address auto: no Ray head was started on this machine (no RAY_ADDRESS, no address "
+                         f"file of `ray start --head`); {_HINT}")
+    return found
+
+
 def check_reachable(address: str) -> None:
     """SweepError unless the address's port accepts a TCP connection within CONNECT_TIMEOUT
-    (``auto`` is left to Ray, which answers in seconds)."""
-    endpoint = address_endpoint(address)
+    (``auto``: the head :func:`named_head` finds)."""
+    endpoint = address_endpoint(named_head(address))
     if endpoint is None:
         return
     try:
@@ -89,7 +108,7 @@ def start_ray(workers: int, address: str | None) -> None:
         else:
             check_reachable(address)
             with _notices_on_terminals_only():
-                ray.init(address=address, log_to_driver=False, configure_logging=False)
+                ray.init(address=named_head(address), log_to_driver=False, configure_logging=False)
     except SweepError:
         raise
     except Exception as error:  # Ray raises ConnectionError, RuntimeError, TimeoutError, ValueError ...
