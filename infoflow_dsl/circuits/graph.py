@@ -379,7 +379,9 @@ def _misfit(model: CompiledTransformer, graph: EdgeGraph) -> str | None:
 def circuit_graph(model: Any) -> EdgeGraph:
     """The edge graph of a compiled model (or the path of its file), derived from its circuit and
     checked against its weights (:func:`check_against_weights`); a disguised model's is the graph
-    carried through its passes, checked the same way unless the residual stream was rotated.
+    carried through its passes, checked the same way unless the residual stream was rotated; a
+    model trained with ``--keep-circuit`` carries its init's graph over its own nodes, which no
+    weight is exactly 0 outside of: its certificate is measured (``certify``), not read off.
 
     Args:
         model: a compiled (or disguised) model, or the path of its file.
@@ -395,6 +397,9 @@ def circuit_graph(model: Any) -> EdgeGraph:
     from ..verify.sites import checked_lowering
 
     compiled = model_argument(model, "circuit_graph")
+    kept = compiled.config.get("kept_circuit")
+    if kept is not None:  # trained keeping its init's circuit: its graph is certified (circuits/certify.py)
+        return stored_graph(compiled, kept["graph"], "trained model's")
     disguised = compiled.config.get("disguised")
     if "superposition" in compiled.config:  # the plain circuit's graph, read again off the superposed weights
         from ..pipeline import relower

@@ -16,7 +16,9 @@ passes its own change on). The stand-ins are the ablations of the field:
 
 Each head runs on its own three inputs (a (B, H, N, D) stack per channel), so any edge set costs
 one forward. Without ablated edges the patched forward is the model's own forward up to float
-rounding (its heads are the same products, summed in another order).
+rounding (its heads are the same products, summed in another order). With ``differentiable``
+the forward reads the live weights and records gradients to them (training that keeps a circuit:
+``training/circuit_keeping.py``); otherwise the weights are read once, detached.
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ def _summed(total: Tensor, outputs: list[Tensor]) -> Tensor:
 class EdgeForward:
     """The edge-level forward of ``model`` over the nodes of ``graph`` (float64, on the CPU)."""
 
-    def __init__(self, model: CompiledTransformer, graph: EdgeGraph) -> None:
-        self.model, self.graph = model, graph
+    def __init__(self, model: CompiledTransformer, graph: EdgeGraph, differentiable: bool = False) -> None:
+        self.model, self.graph, self.differentiable = model, graph, differentiable
         self.blocks = [(b.attn, b.mlp) for b in model.blocks]
         self._cached: dict[tuple[int, str], Tensor] = {}
         # each layer's senders in the order they are summed: its heads', then its MLP's if any
@@ -77,7 +79,10 @@ class EdgeForward:
         self._mlp_of = [[f"m{layer}"] if f"m{layer}" in graph.by_name else [] for layer in range(len(self.blocks))]
 
     def _weights(self, layer: int, name: str) -> Tensor:
-        """Block ``layer``'s attention weight ``name`` in float64 (converted once)."""
+        """Block ``layer``'s attention weight ``name`` in float64 (converted once; live, and
+        differentiable, with ``differentiable``)."""
+        if self.differentiable:
+            return getattr(self.blocks[layer][0], name).to(torch.float64)
         if (layer, name) not in self._cached:
             self._cached[layer, name] = getattr(self.blocks[layer][0], name).detach().to(torch.float64)
         return self._cached[layer, name]
@@ -106,7 +111,8 @@ class EdgeForward:
             changes.setdefault((receiver, channel), []).append((sender, 1.0))
         for (sender, receiver, channel), alpha in (coefficients or {}).items():
             changes.setdefault((receiver, channel), []).append((sender, alpha))
-        grad = any(isinstance(a, Tensor) and a.requires_grad for a in (coefficients or {}).values()) or (
+        grad = self.differentiable and torch.is_grad_enabled()
+        grad = grad or any(isinstance(a, Tensor) and a.requires_grad for a in (coefficients or {}).values()) or (
             embedding is not None and embedding.requires_grad)
         model = self.model
         with torch.set_grad_enabled(grad):

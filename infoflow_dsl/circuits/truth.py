@@ -27,7 +27,7 @@ on the same inputs, as ``outside_error``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,12 +205,15 @@ class TruthMeasurement:
                 self.program, y, batch, left))
         return worst
 
-    def ablation(self, ablation: str) -> AblationTruth:
-        """Every edge's truth under ``ablation``, and the certificate."""
+    def ablation(self, ablation: str, pairs: Sequence[EdgeKey] | None = None) -> AblationTruth:
+        """Every edge's truth under ``ablation`` (or every pair of ``pairs``, the graph's edges
+        and others alike: a trained model's candidates), and the certificate."""
         prepared = self.prepared(ablation)
         resample = ablation == "resample"
         clean = [self.forward.run(x) for _, x, _ in prepared]
-        truths = [self._edge(edge_key(e), e.name, prepared, clean, resample) for e in self.forward.graph.edges]
+        names = {edge_key(e): e.name for e in self.forward.graph.edges}
+        keys = list(names) if pairs is None else list(pairs)
+        truths = [self._edge(key, names.get(key) or pair_name(key), prepared, clean, resample) for key in keys]
         return AblationTruth(ablation, self.inputs, tuple(truths), self.certificate(ablation, prepared))
 
     def _edge(self, key: EdgeKey, name: str, prepared: list[tuple[MeasuredBatch, Tensor, dict[str, Tensor]]],
@@ -225,6 +228,12 @@ class TruthMeasurement:
                 witness = _shown(self.program, batch.x[first])
                 corrupted = _shown(self.program, batch.x[batch.partner[first]]) if resample else None
         return EdgeTruth(name, witness is not None, departure, witness, corrupted)
+
+
+def pair_name(key: EdgeKey) -> str:
+    """sender->receiver<channel>, as :attr:`~.graph.CircuitEdge.name` names an edge."""
+    sender, receiver, channel = key
+    return f"{sender}->{receiver}<{channel}>"
 
 
 def outside_pairs(graph: EdgeGraph) -> list[EdgeKey]:

@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     train_cmd = commands.add_parser("train", help="train a model of the compiled family on the target")
     _training_flags(train_cmd, grid=False)
     train_cmd.add_argument("-o", "--output", type=Path, help="the model file (default: FILE with .trained.safetensors)")
+    from .train import add_keep_flags
+
+    add_keep_flags(train_cmd, positive_float, nonnegative_float, positive_int)
     sweep_cmd = commands.add_parser("sweep", help="a grid of train runs, in-process or on Ray, resumable")
     _training_flags(sweep_cmd, grid=True)
     sweep_cmd.add_argument("--seeds", type=positive_int, default=1, help="seeds per configuration (default 1)")

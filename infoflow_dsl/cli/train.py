@@ -5,11 +5,12 @@ sweep's runs through Ray (``training.sweep``)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..errors import UsageError
 from ..files import check_writable, check_writable_folder, write_atomically
-from .common import EXIT_OK, read_program_text, resolved_device
+from .common import EXIT_ABOVE_EPS, EXIT_OK, read_program_text, resolved_device
 
 
 def _training_program(arguments: argparse.Namespace, length: int | None) -> Any:
@@ -55,6 +56,8 @@ def command_train(arguments: argparse.Namespace) -> int:
     settings = replace(settings, d_model=arguments.d_model, steps=arguments.steps)
     output = arguments.output or arguments.file.with_suffix(".trained.safetensors")
     check_writable(output, arguments.file)
+    if arguments.keep_circuit:
+        return train_keeping(arguments, program, settings, output)
     try:
         result = train(program, settings, _init_model(arguments))
     except TrainError as error:
@@ -103,4 +106,51 @@ def command_sweep(arguments: argparse.Namespace) -> int:
         print(f"  heads {c.heads:<8} T {c.length:<5} d_model {c.d_model:<5} steps {c.steps:<7} "
               f"{c.best:.3g}  ({c.verdict})")
     print(f"  wrote            {folder / 'results.csv'}, {folder / 'summary.md'}, {folder / 'nmse.png'}")
+    return EXIT_OK
+
+
+def add_keep_flags(command: argparse.ArgumentParser, positive_float: Any, nonnegative_float: Any,
+                   positive_int: Any) -> None:
+    """``train``'s circuit-keeping flags (``training/circuit_keeping.py``)."""
+    command.add_argument("--keep-circuit", action="store_true",
+                         help="with --init: keep the init model's circuit (interchange and strict terms), then "
+                              "certify the trained weights; a model that fails is refused (exit 3)")
+    command.add_argument("--noise", type=nonnegative_float, default=1e-4,
+                         help="with --keep-circuit: the noise at the start, relative to each tensor's rms (1e-4)")
+    command.add_argument("--keep-lr", type=positive_float, default=1e-5,
+                         help="with --keep-circuit: the peak learning rate, in place of --lr (1e-5: a compiled "
+                              "model's weights are sharp, and AdamW moves every weight by about it a step)")
+    command.add_argument("--samples", type=positive_int, default=2_000,
+                         help="with --keep-circuit: random inputs of the certification (2000)")
+
+
+def train_keeping(arguments: argparse.Namespace, program: Any, settings: Any, output: Any) -> int:
+    """Train keeping the circuit, certify the trained weights, write the model only if certified."""
+    from dataclasses import replace
+
+    from ..circuits.certify import certify
+    from ..training.circuit_keeping import KeepSettings, train_keeping_circuit
+    from ..training.train import TrainError
+    from ..transformer.io import model_to_bytes
+
+    settings = replace(settings, lr=arguments.keep_lr)
+    try:
+        result = train_keeping_circuit(program, settings, _init_model(arguments), KeepSettings(noise=arguments.noise))
+    except TrainError as error:
+        raise UsageError(f"infoflowc train: {error}") from None
+    losses = ", ".join(f"{name} {value:.3g}" for name, value in result.losses.items())
+    print(f"{arguments.file}: trained {settings.steps} steps from {arguments.init} keeping its circuit "
+          f"({len(result.graph.edges)} edges); last losses: {losses}; {result.seconds:.1f} s")
+    certification = certify(result.model, samples=arguments.samples, seed=arguments.seed)
+    print(f"  function         {certification.function}")
+    for ablation, truth in certification.truths.items():
+        print(f"  {ablation:<16} {len(truth.necessary)} of {len(truth.edges)} pairs needed on {truth.inputs} inputs; "
+              f"every pair outside the graph ablated at once: error {certification.certificate[ablation]:.3g}")
+    if not certification.holds:
+        for line in certification.failures():
+            print(f"  refused: {line}", file=sys.stderr)
+        return EXIT_ABOVE_EPS
+    result.model.config["kept_circuit"]["certified"] = certification.to_json()
+    write_atomically(output, model_to_bytes(result.model))
+    print(f"  certified; wrote {output}")
     return EXIT_OK

@@ -230,10 +230,11 @@ def build_model(program: ir.Program, settings: TrainSettings, init: CompiledTran
 
 
 def _check_init(program: ir.Program, settings: TrainSettings, init: CompiledTransformer) -> None:
-    if (init.d, init.T, init.output_shape) != (program.dimension, program.length, program.output_shape):
+    expected = trained_config(program, settings)  # a token program's d is its vocabulary, its output V scores
+    if (init.d, init.T, list(init.output_shape)) != (expected["d"], expected["T"], list(expected["output_shape"])):
         raise TrainError(f"--init: the model has d = {init.d}, T = {init.T}, output {list(init.output_shape)}; "
-                         f"the target has d = {program.dimension}, T = {program.length}, "
-                         f"output {list(program.output_shape)}")
+                         f"the target has d = {expected['d']}, T = {expected['T']}, "
+                         f"output {list(expected['output_shape'])}")
     if init.d_model > settings.d_model:
         raise TrainError(f"--init: the model has d_model = {init.d_model}, more than --d-model {settings.d_model}")
     compiled = [len(layer["heads"]) for layer in init.config["layers"]]
