@@ -13,7 +13,7 @@ from ..circuits import ABLATIONS
 from ..files import write_bytes_atomically
 from . import METHODS
 
-TIER_ORDER = ("plain", "disguised", "merged")
+TIER_ORDER = ("plain", "disguised", "merged", "trained")
 #: the ACDC paper's two Tracr tasks, as the corpus names them
 ACDC_TASKS = ("tracr_reverse", "tracr_frac_prevs")
 #: The field's edge lists for those tasks on Tracr's own models (reverse: 4 layers; xproportion =
@@ -81,6 +81,26 @@ def auroc_table(rows: Sequence[dict[str, Any]], tier: str) -> tuple[list[str], d
         if overall is not None:
             overall_of[method] = overall
     return lines, overall_of
+
+
+def mib_table(rows: Sequence[dict[str, Any]], tier: str) -> list[str]:
+    """MIB's circuit-localisation metrics beside AUROC: the mean CPR (higher is better) and CMD
+    (lower is better) of each method and ablation over the tier's models (``scores.mib_areas``)."""
+    from .scores import mib_areas
+
+    mine = [r for r in rows if r["tier"] == tier]
+    ablations = _ablations(mine)
+    lines = ["| method | " + " | ".join(f"CPR, {a} | CMD, {a}" for a in ablations) + " |",
+             "|---|" + "---:|---:|" * len(ablations)]
+    for method in _methods(mine):
+        cells = []
+        for ablation in ablations:
+            areas = [mib_areas(r["faithfulness"], r["candidates"]) for r in mine
+                     if r["method"] == method and r["ablation"] == ablation and r["candidates"]]
+            cells += [_cell(statistics.fmean(a[0] for a in areas) if areas else None),
+                      _cell(statistics.fmean(a[1] for a in areas) if areas else None)]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def first(overall: dict[str, float], besides: str | None = None) -> str:
@@ -186,7 +206,10 @@ def summary_markdown(rows: Sequence[dict[str, Any]]) -> str:
     for tier in _tiers(rows):
         table, overall = auroc_table(rows, tier)
         lines += [f"## {tier}", "", *table, "", f"First on the {tier} tier: **{first(overall)}**; besides exact "
-                  f"patching (the reference): **{first(overall, 'exact')}**.", ""]
+                  f"patching (the reference): **{first(overall, 'exact')}**.", "",
+                  "MIB's circuit localisation on the same runs: CPR, the area under the faithfulness curve over "
+                  "the circuit's share of the edges (higher is better), CMD, the area between it and 1 (lower is "
+                  "better):", "", *mib_table(rows, tier), ""]
     lines += ["## Cost", "", *cost_table(rows), "", "## The ACDC paper's two Tracr tasks", "", *acdc_tasks(rows), "",
               "The field's edge lists for these tasks, set beside the truth: the ACDC paper's (zero ablation) "
               "and Miller et al.'s (resample), as auto-circuit 1.0.1 ships them.", "", *field_edge_lists(rows), "",

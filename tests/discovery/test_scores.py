@@ -35,3 +35,14 @@ def test_faithfulness_is_one_for_the_whole_model_and_certified() -> None:
     kept = set(top_k(scores, points[0].k))
     moved = t.effect([p for p in t.pairs if p not in kept], "l2")
     assert points[0].faithfulness == pytest.approx(1 - moved / empty)
+
+
+def test_mibs_areas_are_the_trapezoids_of_the_faithfulness_curve() -> None:
+    from infoflow_dsl.discovery.scores import mib_areas
+
+    rising = [{"k": 1, "faithfulness": 0.0}, {"k": 10, "faithfulness": 1.0}]
+    assert mib_areas(rising, 10) == pytest.approx((0.9 * 0.5, 0.9 * 0.5))
+    perfect = [{"k": k, "faithfulness": 1.0} for k in (5, 1, 2)]  # any order: sorted by size
+    assert mib_areas(perfect, 10) == pytest.approx((0.4, 0.0))
+    overshoot = [{"k": 2, "faithfulness": 1.5}, {"k": 4, "faithfulness": 0.5}]
+    assert mib_areas(overshoot, 4) == pytest.approx((0.5, 0.25))

@@ -50,3 +50,14 @@ def test_the_discover_report_prints_a_faithfulness_of_minus_a_millionth_as_zero(
                              ablation="zero", metric="kl")
     text = summary_text("m", result)
     assert "k=1 0.000" in text and "-0.000" not in text
+
+
+def test_the_mib_table_sets_cpr_and_cmd_beside_each_method_and_ablation() -> None:
+    from infoflow_dsl.discovery.summary import mib_table
+
+    curve = [{"k": 1, "faithfulness": 0.0}, {"k": 10, "faithfulness": 1.0}]
+    rows = [{**_row("m", method, ablation, candidates=10, faithfulness=curve), "tier": "trained"}
+            for method in ("exact", "eap") for ablation in ("zero", "resample")]
+    table = mib_table(rows, "trained")
+    assert table[0] == "| method | CPR, zero | CMD, zero | CPR, resample | CMD, resample |"
+    assert table[2] == "| exact | 0.450 | 0.450 | 0.450 | 0.450 |" and len(table) == 4
