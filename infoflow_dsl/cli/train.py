@@ -129,13 +129,16 @@ def train_keeping(arguments: argparse.Namespace, program: Any, settings: Any, ou
     from dataclasses import replace
 
     from ..circuits.certify import certify
-    from ..training.circuit_keeping import KeepSettings, train_keeping_circuit
+    from ..training.circuit_keeping import KeepSettings, covering_settings, train_keeping_circuit
     from ..training.train import TrainError
     from ..transformer.io import model_to_bytes
 
+    init = _init_model(arguments)
     settings = replace(settings, lr=arguments.keep_lr)
+    if init is not None:
+        settings = covering_settings(init, settings)  # at least the init's heads and widths
     try:
-        result = train_keeping_circuit(program, settings, _init_model(arguments), KeepSettings(noise=arguments.noise))
+        result = train_keeping_circuit(program, settings, init, KeepSettings(noise=arguments.noise))
     except TrainError as error:
         raise UsageError(f"infoflowc train: {error}") from None
     losses = ", ".join(f"{name} {value:.3g}" for name, value in result.losses.items())

@@ -124,6 +124,21 @@ def swap_pairs(graph: EdgeGraph, node: str) -> list[EdgeKey]:
     return [pair for pair in graph.pairs() if pair[0] == node]
 
 
+def covering_settings(init: CompiledTransformer, settings: TrainSettings) -> TrainSettings:
+    """``settings`` widened to hold ``init``: at least its layers (a single head count repeats over
+    them), its heads per layer, d_model, query/key/value widths and FFN units, so that the padded
+    model's shape is exactly the settings' (a scratch model of the same settings has it too)."""
+    compiled = [len(layer["heads"]) for layer in init.config["layers"]]
+    base = settings.heads
+    layers = max(len(compiled), len(base))
+    heads = tuple(max(compiled[i] if i < len(compiled) else 0, base[i] if i < len(base) else base[-1])
+                  for i in range(layers))
+    widths = [int(w.shape[2]) for b in init.blocks for w in (b.attn.W_Q, b.attn.W_V)]
+    units = [int(b.mlp.W_in.shape[1]) for b in init.blocks] + [int(init.d_mlp_embedding)]
+    return dataclasses.replace(settings, heads=heads, d_model=max(settings.d_model, init.d_model),
+                               d_head=max([settings.d_head, *widths]), d_mlp=max([settings.d_mlp, *units]))
+
+
 # ---------------------------------------------------------------------------- the weights
 
 
