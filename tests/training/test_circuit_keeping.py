@@ -142,3 +142,14 @@ def test_keep_settings_and_the_init_are_checked(init) -> None:
         KeepSettings(noise=-1.0)
     with pytest.raises(TrainError):
         KeepSettings(ablations=("sideways",))
+
+
+def test_covering_settings_hold_the_init_and_the_padded_model_has_exactly_their_shape() -> None:
+    from infoflow_dsl.training.circuit_keeping import covering_settings
+
+    reverse = ifl.load(ROOT / "compiled_examples" / "tracr" / "reverse.safetensors", device="cpu")
+    settings = covering_settings(reverse, TrainSettings(heads=(2,), d_model=8, d_head=1, d_mlp=4))
+    assert (settings.heads, settings.d_model, settings.d_head, settings.d_mlp) == ((2, 2), 14, 4, 18)
+    model, _ = build_model(program_of(reverse), settings, reverse)
+    scratch, _ = build_model(program_of(reverse), settings)
+    assert {n: t.shape for n, t in model.state_dict().items()} == {n: t.shape for n, t in scratch.state_dict().items()}
