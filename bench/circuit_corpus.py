@@ -2,7 +2,8 @@
 truth under zero, mean and resample ablation, and its certificate (issue "certified ground-truth
 circuits").
 
-    python bench/circuit_corpus.py OUT [--workers N] [--quick] [--benchmarks] [--device cpu|cuda]
+    python bench/circuit_corpus.py OUT [--workers N] [--quick] [--tiers T,..] [--programs P,..] [--benchmarks]
+        [--device cpu|cuda]
 
 Programs: every shipped compiled example (the continuous ones and Tracr's 14), the 50 RASP
 programs of ``bench/rasp_suite.py`` (compiled from RASP at max_seq_len = 6, ε = 1e-3), and the
@@ -23,6 +24,13 @@ design and left out). Tiers:
   depth, every read certified by a margin: docs/superposition.md); its graph is the plain
   circuit's nodes read again off its weights. A program over vectors, or one whose smallest D
   is F, has no such model (``OUT/skipped/NAME.superposed.json`` says why).
+
+- ``trained``: the compiled model trained keeping its circuit (``train --init --keep-circuit``:
+  the task, interchange and strict losses, relative noise at the start, heads ≥ 2 a layer, widths
+  ≥ 32), then certified on the trained weights (``circuits/certify.py``: the function on every
+  token sequence up to length 4, the constant ones and 2,000 random ones; the truth of every
+  (sender, receiver, channel) pair on those inputs; the certificate). A model the certification
+  refuses is not admitted: its reasons go to ``OUT/refused/NAME.trained.json``.
 
 Each (program, tier) is one task (Ray with ``--workers`` > 1, as ``infoflowc sweep``): the model
 is written to ``OUT/models/NAME.TIER.safetensors`` and its record to ``OUT/truths/NAME.TIER.json``
@@ -56,6 +64,9 @@ TIERS: dict[str, dict[str, Any]] = {
 }
 SUPERPOSED = "superposed"
 TIER_NAMES = (*TIERS, SUPERPOSED)
+#: the trained tier (``train --init --keep-circuit``, then certified on its own weights): the training run
+TRAINED = {"steps": 100, "noise": 1e-4, "lr": 1e-5, "batch": 64, "heads": 2, "d_model": 32, "d_head": 8, "d_mlp": 32}
+ALL_TIERS = (*TIER_NAMES, "trained")
 EDGE_SAMPLES, CERTIFICATE_SAMPLES, VECTOR_LENGTH = 300, 2_000, 8
 VECTOR_EDGE_SAMPLES = 64  # a vector model's edges: 64 random inputs and 64 corners (a forward an edge)
 SUITE_LENGTH, SUITE_EPS = 6, 1e-3
@@ -180,6 +191,8 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     torch.set_num_threads(1)
     start = time.perf_counter()
     compiled = build(kind, what)
+    if tier == "trained":
+        return run_trained(out, name, what, compiled, start)
     merge = [build(*partner)] if tier == "merged" else []
     if tier == SUPERPOSED:
         model, why = superposed(compiled)
@@ -214,14 +227,65 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     return row
 
 
-def jobs(out: Path, quick: bool) -> list[tuple[str, str, str, tuple[str, str], str]]:
-    """The (name, kind, what, partner's (kind, what), tier) whose record is not written yet, the
-    heaviest tier first (the merged models take longest: started first, they do not make the tail)."""
+def run_trained(out: str, name: str, what: str, compiled: Any, start: float) -> dict[str, Any]:
+    """The trained tier: ``compiled`` trained keeping its circuit (:data:`TRAINED`), then certified
+    on its own weights (the function on the finite domain, the truth of every pair on the
+    certificate's inputs, the certificate). A refused model is not admitted: its record goes to
+    ``OUT/refused/`` with the reasons, and no model is written."""
+    import infoflow_dsl as ifl
+    from infoflow_dsl.circuits.certify import certify
+    from infoflow_dsl.circuits.statistics import weight_statistics
+    from infoflow_dsl.oracle.tokens import random_ids
+    from infoflow_dsl.pipeline import program_of
+    from infoflow_dsl.training.circuit_keeping import KeepSettings, covering_settings, train_keeping_circuit
+    from infoflow_dsl.training.settings import TrainSettings
+
+    program = program_of(compiled)
+    t = TRAINED
+    settings = covering_settings(compiled, TrainSettings(heads=(t["heads"],), d_model=t["d_model"], d_head=t["d_head"],
+                                                         d_mlp=t["d_mlp"], steps=t["steps"], batch=t["batch"],
+                                                         lr=t["lr"]))
+    kept = train_keeping_circuit(program, settings, compiled, KeepSettings(noise=t["noise"]))
+    certification = certify(kept.model, samples=CERTIFICATE_SAMPLES, seed=2)
+    folder, graph = Path(out), kept.graph
+    row = {"model": name, "tier": "trained", "source": what, "merged": [], "eps": graph.eps, "edges": len(graph.edges),
+           "nodes": len(graph.nodes), "pairs": len(graph.pairs()), "parameters": kept.model.nonzero_parameter_count(),
+           "training": {**t, "heads": list(settings.heads), "d_model": settings.d_model, "d_head": settings.d_head,
+                        "d_mlp": settings.d_mlp, "losses": kept.losses},
+           "function": certification.function, "holds": certification.holds}
+    if not certification.holds:
+        row |= {"refused": certification.failures(), "seconds": round(time.perf_counter() - start, 2)}
+        (folder / "refused").mkdir(parents=True, exist_ok=True)
+        (folder / "refused" / f"{name}.trained.json").write_text(json.dumps(row, indent=1) + "\n", encoding="utf-8")
+        return row
+    kept.model.config["kept_circuit"]["certified"] = certification.to_json()
+    ifl.save(kept.model, folder / "models" / f"{name}.trained.safetensors")
+    x = random_ids(program, 256, seed=11) if program.over_tokens else None
+    inputs = next(iter(certification.truths.values())).inputs
+    row |= {"compression": None, "inputs": {"edges": inputs, "certificate": inputs},
+            "measured": {"samples": CERTIFICATE_SAMPLES, "seed": 2, "length": None},
+            "necessary": {a: len(t.necessary) for a, t in certification.truths.items()},
+            "certificate": certification.certificate,
+            "statistics": weight_statistics(kept.model, x) if x is not None else None,
+            "seconds": round(time.perf_counter() - start, 2)}
+    record = {**row, "graph": graph.to_json(), "truth": {a: t.to_json() for a, t in certification.truths.items()}}
+    (folder / "truths" / f"{name}.trained.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return row
+
+
+def jobs(out: Path, quick: bool, tiers: tuple[str, ...] = TIER_NAMES,
+         programs: tuple[str, ...] = ()) -> list[tuple[str, str, str, tuple[str, str], str]]:
+    """The (name, kind, what, partner's (kind, what), tier) whose record is not written yet (nor
+    refused, for the trained tier), the heaviest tier first (the trained and merged models take
+    longest: started first, they do not make the tail); only ``programs`` when given."""
     found = sources(quick)
     every = sources(False) if quick else found  # a quick run's partners may lie outside it
-    return [(name, kind, what, every[partner][:2], tier) for tier in reversed(TIER_NAMES)
-            for name, (kind, what, partner) in found.items()
-            if not any((out / sub / f"{name}.{tier}.json").exists() for sub in ("truths", "skipped"))]
+    if programs:
+        found = {name: found[name] for name in programs}
+    done = {p.name.removesuffix(".json") for sub in ("truths", "skipped", "refused")
+            for p in (out / sub).glob("*.json")}
+    return [(name, kind, what, every[partner][:2], tier) for tier in reversed(ALL_TIERS) if tier in tiers
+            for name, (kind, what, partner) in found.items() if f"{name}.{tier}" not in done]
 
 
 def execute(out: Path, todo: list[tuple[str, str, str, tuple[str, str], str]], workers: int,
@@ -258,6 +322,22 @@ def _compressed(rows: list[dict[str, Any]]) -> str:
             f"smaller, {sum(c['erased'] for c in found):,} erasers)")
 
 
+def trained_lines(out: Path, admitted: list[dict[str, Any]]) -> list[str]:
+    """The trained tier: how many the certification admitted and refused (and why), and the
+    admitted models' weight statistics (zeros, active units)."""
+    refused = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "refused").glob("*.trained.json"))]
+    if not admitted and not refused:
+        return []
+    stats = [r["statistics"] for r in admitted if r.get("statistics")]
+    mean = {k: sum(s[k] for s in stats) / len(stats) for k in ("zeros", "active")} if stats else {}
+    reasons = "; ".join(f"{r['model']}: {r['refused'][0][:90]}" for r in refused[:4])
+    return ["", f"Trained tier (`train --init --keep-circuit`, {TRAINED['steps']} steps, noise {TRAINED['noise']:g}, "
+            f"certified on the trained weights): {len(admitted)} admitted, {len(refused)} refused"
+            + (f" ({reasons}{'; ...' if len(refused) > 4 else ''})" if refused else "")
+            + (f"; the admitted token models' weights: zeros {mean['zeros']:.3g}, active units {mean['active']:.3g}"
+               if mean else "") + "."]
+
+
 def summary(out: Path) -> str:
     """OUT/summary.md from every record written."""
     rows = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "truths").glob("*.json"))]
@@ -267,7 +347,7 @@ def summary(out: Path) -> str:
              "| tier | models | edges (mean) | needed: zero | mean | resample | largest certificate error / ε | "
              "residual: features → dimensions |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
-    for tier in TIER_NAMES:
+    for tier in ALL_TIERS:
         mine = [r for r in rows if r["tier"] == tier]
         if not mine:
             continue
@@ -276,6 +356,9 @@ def summary(out: Path) -> str:
         worst = max(max(r["certificate"].values()) / r["eps"] for r in mine)
         lines.append(f"| {tier} | {len(mine)} | {edges / len(mine):.1f} | {needed[0]:.0%} | {needed[1]:.0%} | "
                      f"{needed[2]:.0%} | {worst:.3g} | {_compressed(mine)} |")
+    lines += trained_lines(out, [r for r in rows if r["tier"] == "trained"])
+    if not rows:
+        return "\n".join(lines) + "\n"
     worst = max(rows, key=lambda r: max(r["certificate"].values()) / r["eps"])
     slowest = max(rows, key=lambda r: r["seconds"])
     lines += ["", "Needed: the share of the graph's edges whose ablation alone puts some output out of the "
@@ -305,21 +388,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--benchmarks", action="store_true",
                         help='write the tier table to BENCHMARKS.md "Ground truth"')
     parser.add_argument("--device", help="where the truths' patched forwards run (default: cuda when available)")
+    parser.add_argument("--tiers", default=",".join(TIER_NAMES),
+                        help=f"the tiers to build, of {', '.join(ALL_TIERS)} (default: all but trained)")
+    parser.add_argument("--programs", default="", help="only these programs (comma-separated corpus names)")
     arguments = parser.parse_args(argv)
     from infoflow_dsl.pipeline import resolve_device
 
     device = str(resolve_device(arguments.device))
     for sub in ("models", "truths"):
         (arguments.out / sub).mkdir(parents=True, exist_ok=True)
-    todo = jobs(arguments.out, arguments.quick)
+    programs = tuple(p for p in arguments.programs.split(",") if p)
+    todo = jobs(arguments.out, arguments.quick, tuple(arguments.tiers.split(",")), programs)
     print(f"{len(todo)} (program, tier) to build", flush=True)
 
     def report(row: dict[str, Any]) -> None:
         if "skipped" in row:
             print(f"  {row['model']:<28} {row['tier']:<10} skipped: {row['skipped']}", flush=True)
             return
-        print(f"  {row['model']:<28} {row['tier']:<10} {row['edges']:>4} edges  certificate "
-              f"{'holds' if row['holds'] else 'FAILS'}  {row['seconds']} s", flush=True)
+        verdict = "holds" if row["holds"] else "REFUSED: " + "; ".join(row.get("refused", []))[:200]
+        print(f"  {row['model']:<28} {row['tier']:<10} {row['edges']:>4} edges  certificate {verdict}  "
+              f"{row['seconds']} s", flush=True)
 
     execute(arguments.out, todo, arguments.workers, report, device)
     text = summary(arguments.out)

@@ -4,6 +4,7 @@ No timing is asserted; this only keeps the benchmark runnable."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -177,3 +178,24 @@ def test_the_circuit_corpus_builds_four_tiers_resumes_and_summarises(tmp_path: P
     rows = read_rows(out / RESULTS)
     assert {(r["model"], r["tier"]) for r in rows} == {("tracr_reverse", "plain")}
     assert len(rows) == len(METHODS) * len(ABLATIONS)
+
+
+def test_the_circuit_corpus_trained_tier_admits_a_certified_model_and_refuses_a_broken_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import circuit_corpus
+
+    only = ["--quick", "--tiers", "trained", "--programs", "rasp_word_length"]
+    assert circuit_corpus.main([str(tmp_path / "kept"), *only]) == 0
+    record = json.loads((tmp_path / "kept" / "truths" / "rasp_word_length.trained.json").read_text(encoding="utf-8"))
+    assert record["holds"] and record["tier"] == "trained"
+    assert len(list((tmp_path / "kept" / "models").glob("*.safetensors"))) == 1
+    assert len(record["truth"]["zero"]["edges"]) == record["pairs"]  # every pair was a candidate
+    summary = (tmp_path / "kept" / "summary.md").read_text(encoding="utf-8")
+    assert "| trained | 1 |" in summary and "1 admitted, 0 refused" in summary
+    monkeypatch.setitem(circuit_corpus.TRAINED, "noise", 3.0)  # noise that breaks the function
+    monkeypatch.setitem(circuit_corpus.TRAINED, "steps", 1)
+    assert circuit_corpus.main([str(tmp_path / "broken"), *only]) == 0
+    refused = json.loads((tmp_path / "broken" / "refused" / "rasp_word_length.trained.json").read_text(
+        encoding="utf-8"))
+    assert not refused["holds"] and refused["refused"]
+    assert not list((tmp_path / "broken" / "models").glob("*.safetensors"))
