@@ -72,9 +72,10 @@ VECTOR_EDGE_SAMPLES = 64  # a vector model's edges: 64 random inputs and 64 corn
 SUITE_LENGTH, SUITE_EPS = 6, 1e-3
 
 
-def sources(quick: bool) -> dict[str, tuple[str, str, str]]:
+def sources(quick: bool, extras: bool = True) -> dict[str, tuple[str, str, str]]:
     """name -> (kind, what builds it, its partner's name): a shipped model's path or a RASP suite
-    program's name, and the program merged into it in the third tier (the next of its group)."""
+    program's name, and the program merged into it in the third tier (the next of its group); the
+    example table's programs (compiled to see which compile) only with ``extras``."""
     from rasp_suite import PROGRAMS
 
     import infoflow_dsl as ifl
@@ -88,7 +89,7 @@ def sources(quick: bool) -> dict[str, tuple[str, str, str]]:
         found[name], size[name] = ("shipped", str(path)), model.nonzero_parameter_count()
         key = (model.vocabulary.names if model.vocabulary is not None else model.d, model.T)
         groups.setdefault(key, []).append(name)
-    for name, model in extra_models().items():
+    for name, model in (extra_models() if extras else {}).items():
         found[name], size[name] = ("extra", name.removeprefix("extra_")), model.nonzero_parameter_count()
         groups.setdefault((model.d, model.T), []).append(name)
     for entry in PROGRAMS:
@@ -278,8 +279,9 @@ def jobs(out: Path, quick: bool, tiers: tuple[str, ...] = TIER_NAMES,
     """The (name, kind, what, partner's (kind, what), tier) whose record is not written yet (nor
     refused, for the trained tier), the heaviest tier first (the trained and merged models take
     longest: started first, they do not make the tail); only ``programs`` when given."""
-    found = sources(quick)
-    every = sources(False) if quick else found  # a quick run's partners may lie outside it
+    extras = not programs or any(p.startswith("extra_") for p in programs)
+    found = sources(quick and not programs, extras)
+    every = sources(False, extras) if quick else found  # a quick run's partners may lie outside it
     if programs:
         found = {name: found[name] for name in programs}
     done = {p.name.removesuffix(".json") for sub in ("truths", "skipped", "refused")
