@@ -67,8 +67,10 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
             out["truth"] = {a: t.to_json() for a, t in truths.items()}
         print(json.dumps(out, indent=1))
         return
-    print(f"{arguments.model}: {len(graph.nodes)} nodes, {len(graph.edges)} edges (ε = {graph.eps:g}); "
-          f"every other pair carries exactly 0 through the weights")
+    outside = ("every other pair, ablated at once, leaves every output within ε (measured on the trained weights: "
+               "train --keep-circuit)") if "kept_circuit" in model.config else (
+        "every other pair carries exactly 0 through the weights")
+    print(f"{arguments.model}: {len(graph.nodes)} nodes, {len(graph.edges)} edges (ε = {graph.eps:g}); {outside}")
     columns = "".join(f"{a:>9}" for a in truths)
     print(f"  {'edge':<28}{columns}  directions")
     for edge in graph.edges:
@@ -210,7 +212,7 @@ def command_circuit(arguments: argparse.Namespace) -> int:
             print_features(str(arguments.model), model, found)
         return EXIT_OK
     if arguments.edges or arguments.truth:
-        with_compiled_model(arguments.model, lambda model: command_edges(arguments, model), "map")
+        with_compiled_model(arguments.model, lambda model: command_edges(arguments, model), "map", kept=True)
         return EXIT_OK
     model, sites = with_compiled_model(arguments.model, circuit, "map")
     if arguments.json:

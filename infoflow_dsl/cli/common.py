@@ -127,16 +127,17 @@ def ray_address(text: str) -> str:
     return text
 
 
-def with_compiled_model(path: Path, use: Callable[[Any], Any], verb: str) -> tuple[Any, Any]:
+def with_compiled_model(path: Path, use: Callable[[Any], Any], verb: str, kept: bool = False) -> tuple[Any, Any]:
     """(the compiled model in ``path``, ``use(model)``); a file that is not a model, a trained
-    model (no circuit to ``verb``) or a stored program that no longer checks is a UsageError."""
+    model (no circuit to ``verb``; with ``kept``, one trained keeping its circuit is taken: its
+    edge graph is carried and certified) or a stored program that no longer checks is a UsageError."""
     from ..errors import ModelFileError
     from ..pipeline import StoredProgramError
     from ..transformer.io import load
 
     try:
         model = load(path, device="cpu")
-        if "trained" in model.config:
+        if "trained" in model.config and not (kept and "kept_circuit" in model.config):
             raise UsageError(f"{path}: a trained model has no circuit to {verb} (only compiled ones do)")
         return model, use(model)
     except ModelFileError as error:

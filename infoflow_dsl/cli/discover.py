@@ -129,5 +129,5 @@ def _listed(text: str, choices: tuple[str, ...], flag: str) -> tuple[str, ...]:
 
 
 def command_discover(arguments: argparse.Namespace) -> int:
-    with_compiled_model(arguments.model, lambda model: discover_model(arguments, model), "discover")
+    with_compiled_model(arguments.model, lambda model: discover_model(arguments, model), "discover", kept=True)
     return EXIT_OK

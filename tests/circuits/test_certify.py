@@ -77,6 +77,10 @@ def test_train_keep_circuit_writes_a_certified_model_and_refuses_a_broken_one(tm
     assert "certified; wrote" in stdout
     stored = ifl.load(out, device="cpu").config["kept_circuit"]
     assert stored["certified"]["holds"] and stored["graph"]["edges"]
+    code, stdout, err = run_cli(["circuit", str(out), "--edges"])  # its carried graph, read as a compiled one's
+    assert code == 0 and "measured on the trained weights" in stdout and "a0.h0->output<out>" in stdout, err
+    code, _, err = run_cli(["circuit", str(out)])  # no circuit map: its weights are not its circuit's
+    assert code == 2 and "trained model" in err
     broken = tmp_path / "broken.safetensors"
     code, stdout, err = run_cli(["train", *common, "--steps", "1", "--noise", "3", "-o", str(broken)])
     assert code == 3 and "refused" in err and not broken.exists()
