@@ -86,3 +86,13 @@ def test_train_keep_circuit_writes_a_certified_model_and_refuses_a_broken_one(tm
     assert code == 3 and "refused" in err and not broken.exists()
     code, _, err = run_cli(["train", *common[:-3], "--keep-circuit", "--steps", "1", "-o", str(broken)])
     assert code == 2 and "--init" in err and not broken.exists()
+
+
+def test_a_disguised_model_trained_keeping_its_circuit_is_certified() -> None:
+    init = ifl.disguise(ifl.load(SHIFT.with_suffix(".safetensors"), device="cpu"), split_heads=2, shuffle=True,
+                        rotate=True, seed=1)
+    settings = TrainSettings(heads=(3,), d_model=12, d_head=4, d_mlp=4, steps=5, batch=32, lr=1e-5)
+    kept = train_keeping_circuit(program_of(init), settings, init, KeepSettings(noise=1e-5))
+    assert kept.graph.edges == circuit_graph(init).edges and len(kept.graph.edges) == 4  # each head split in two
+    certification = require_certified(kept.model, samples=SAMPLES)
+    assert all(set(t.necessary) <= {e.name for e in kept.graph.edges} for t in certification.truths.values())
