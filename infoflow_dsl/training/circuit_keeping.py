@@ -162,8 +162,8 @@ def add_noise(tensors: list[Tensor], relative: float, generator: torch.Generator
 
 
 def fill_zeros(tensors: list[Tensor], relative: float, generator: torch.Generator) -> int:
-    """Entries exactly 0 become ±relative·10⁻³·s(W) (random signs): no compiled zero is kept.
-    Returns how many were filled."""
+    """Entries exactly 0 become ±10⁻³·relative·s(W) (random signs; 10⁻⁹·s(W) without noise): no
+    compiled zero is kept. Returns how many were filled."""
     filled = 0
     with torch.no_grad():
         for tensor in tensors:
@@ -171,7 +171,7 @@ def fill_zeros(tensors: list[Tensor], relative: float, generator: torch.Generato
             count = int(zero.sum())
             if count:
                 signs = torch.randint(0, 2, (count,), generator=generator).to(tensor.dtype) * 2 - 1
-                tensor[zero] = signs * max(relative, 1e-2) * 1e-3 * _scale(tensor)
+                tensor[zero] = signs * (1e-3 * relative if relative > 0 else 1e-9) * _scale(tensor)
                 filled += count
     return filled
 
