@@ -194,6 +194,7 @@ def test_the_circuit_corpus_trained_tier_admits_a_certified_model_and_refuses_a_
     assert "| trained | 1 |" in summary and "1 admitted, 0 refused" in summary
     monkeypatch.setitem(circuit_corpus.TRAINED, "noise", 3.0)  # noise that breaks the function
     monkeypatch.setitem(circuit_corpus.TRAINED, "steps", 1)
+    monkeypatch.setitem(circuit_corpus.GENTLER, "noise", 3.0)  # the second try breaks it too
     assert circuit_corpus.main([str(tmp_path / "broken"), *only]) == 0
     refused = json.loads((tmp_path / "broken" / "refused" / "rasp_word_length.trained.json").read_text(
         encoding="utf-8"))
