@@ -93,12 +93,6 @@ class Compression:
                 "erased": sum(len(v) for v in self.erasers().values())}
 
 
-def _touched(tensor: Tensor, axis: int) -> Tensor:
-    """(D,) bool: the residual indices along ``axis`` where ``tensor`` has a nonzero entry."""
-    moved = tensor.movedim(axis, -1).reshape(-1, tensor.shape[axis])
-    return moved.ne(0).any(dim=0)
-
-
 def stage_tensors(layers: int) -> list[tuple[int, list[str], list[str]]]:
     """(stage, the tensors reading the residual there, the tensors writing it there), in order."""
     stages: list[tuple[int, list[str], list[str]]] = [(0, [], list(WRITERS))]
@@ -110,17 +104,29 @@ def stage_tensors(layers: int) -> list[tuple[int, list[str], list[str]]]:
     return stages
 
 
-def lifetimes(tensors: dict[str, Tensor], labels: list[str], layers: int) -> list[Lifetime]:
-    """Every feature's lifetime (see the module docstring); a feature never written has none."""
-    size, last = len(labels), 2 * layers + 1
+def touched(tensor: Tensor, axis: int) -> Tensor:
+    """(D,) bool: the residual indices along ``axis`` where ``tensor`` has a nonzero entry."""
+    tensor = tensor if tensor.dim() > 1 else tensor[None]
+    return tensor.movedim(axis, -1).reshape(-1, tensor.shape[axis]).ne(0).any(dim=0)
+
+
+def stage_map(tensors: dict[str, Tensor], size: int, layers: int) -> tuple[list[list[int]], list[list[int]]]:
+    """(writes, reads): for every residual index, the stages writing and reading it."""
     writes: list[list[int]] = [[] for _ in range(size)]
     reads: list[list[int]] = [[] for _ in range(size)]
     for stage, readers, writers in stage_tensors(layers):
         for names, found, axis in ((readers, reads, -2), (writers, writes, -1)):
             for name in names:
-                tensor = tensors[name]
-                for i in torch.nonzero(_touched(tensor if tensor.dim() > 1 else tensor[None], axis)).flatten():
-                    found[int(i)].append(stage)
+                for i in torch.nonzero(touched(tensors[name], axis)).flatten().tolist():
+                    if stage not in found[i]:
+                        found[i].append(stage)
+    return writes, reads
+
+
+def lifetimes(tensors: dict[str, Tensor], labels: list[str], layers: int) -> list[Lifetime]:
+    """Every feature's lifetime (see the module docstring); a feature never written has none."""
+    size, last = len(labels), 2 * layers + 1
+    writes, reads = stage_map(tensors, size, layers)
     out = []
     for i in range(size):
         if not writes[i]:

@@ -33,7 +33,7 @@ from .categorical import usage
 from .codes import code, coherence, fitted
 from .dictionary import superposed_records
 from .embed import Embedding, rewrite
-from .plan import MARGIN, Layout, StorageRead, certify, holds, layout, read_pairs
+from .layout import MARGIN, Layout, StorageRead, certify, holds, layout, read_pairs
 
 Tensor = torch.Tensor
 

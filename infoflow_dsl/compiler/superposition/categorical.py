@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from ..compress import stage_map
+
 Tensor = torch.Tensor
 
 #: head kinds whose pattern puts all but the tail on one key (compiler.tokens.fetch/heads)
@@ -71,27 +73,6 @@ class Usage:
     def live_reads(self, index: int) -> tuple[int, ...]:
         """The stages that read ``index`` after its first write (an earlier read reads 0)."""
         return tuple(s for s in self.reads[index] if s > self.first_write(index))
-
-
-def touched(tensor: Tensor, axis: int) -> Tensor:
-    """(D,) bool: the residual indices along ``axis`` where ``tensor`` has a nonzero entry."""
-    tensor = tensor if tensor.dim() > 1 else tensor[None]
-    return tensor.movedim(axis, -1).reshape(-1, tensor.shape[axis]).ne(0).any(dim=0)
-
-
-def stage_map(tensors: dict[str, Tensor], size: int, layers: int) -> tuple[list[list[int]], list[list[int]]]:
-    """(writes, reads): for every residual index, the stages writing and reading it."""
-    from ..compress import stage_tensors
-
-    writes: list[list[int]] = [[] for _ in range(size)]
-    reads: list[list[int]] = [[] for _ in range(size)]
-    for stage, readers, writers in stage_tensors(layers):
-        for names, found, axis in ((readers, reads, -2), (writers, writes, -1)):
-            for name in names:
-                for i in torch.nonzero(touched(tensors[name], axis)).flatten().tolist():
-                    if stage not in found[i]:
-                        found[i].append(stage)
-    return writes, reads
 
 
 def _binary(column: Tensor) -> bool:

@@ -24,10 +24,11 @@ from typing import Any
 
 import torch
 
-from .categorical import Usage, stage_map
+from ..compress import stage_map
+from .categorical import Usage
 from .categorical import usage as find_usage
 from .embed import Embedding
-from .plan import Layout
+from .layout import Layout
 
 Tensor = torch.Tensor
 

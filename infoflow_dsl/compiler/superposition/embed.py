@@ -1,4 +1,4 @@
-"""The plain token model's weights re-embedded in the superposed layout of :mod:`.plan`.
+"""The plain token model's weights re-embedded in the superposed layout of :mod:`.layout`.
 
 The new residual is [kept directions | clean slots | storage] (N = K + slots + d_s). Each
 writer W (last axis D) becomes W P_s, P_s (D × N) the stage's placement: a kept direction to its
@@ -6,7 +6,7 @@ coordinate, a stored categorical feature f to u_f in storage, and f also to its 
 this stage provides the slot (the embedding for window 0, a head for the FFN after it). Each
 reader W (axis D) becomes Q_s W, Q_s (N × D) reading a kept direction from its coordinate and a
 categorical feature from its clean slot of the window, or from storage (u_f) for the direct
-value and score reads. Then the FFNs gain the clean-ups and the erasers (:mod:`.plan`).
+value and score reads. Then the FFNs gain the clean-ups and the erasers (:mod:`.layout`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from ..compress import stage_tensors
-from .plan import Layout, window_of
+from .layout import Layout, window_of
 
 Tensor = torch.Tensor
 

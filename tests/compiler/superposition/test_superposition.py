@@ -18,7 +18,7 @@ from cli_runner import run_cli
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.superposition import smallest_storage, superpose
 from infoflow_dsl.compiler.superposition.categorical import usage
-from infoflow_dsl.compiler.superposition.plan import holds, layout
+from infoflow_dsl.compiler.superposition.layout import holds, layout
 from infoflow_dsl.errors import CompileError
 from infoflow_dsl.transformer.model import CompiledTransformer
 
