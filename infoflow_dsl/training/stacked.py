@@ -64,10 +64,13 @@ class Layout:
         return self.offsets[-1] + math.prod(self.shapes[-1]) if self.names else 0
 
     def views(self, theta: Tensor) -> dict[str, Tensor]:
-        """θ (R, P) as named tensors (R, *shape), views sharing θ's storage (and its gradient)."""
+        """θ (R, P) as named tensors (R, *shape), views sharing θ's storage (and its gradient).
+
+        One ``split`` rather than a slice per tensor: its backward writes θ's gradient with one
+        concatenation, where each slice's backward would fill a zero (R, P) tensor of its own."""
         runs = theta.shape[0]
-        return {name: theta[:, at:at + math.prod(shape)].view(runs, *shape)
-                for name, shape, at in zip(self.names, self.shapes, self.offsets, strict=True)}
+        parts = theta.split([math.prod(shape) for shape in self.shapes], dim=1)
+        return {name: part.view(runs, *shape) for name, shape, part in zip(self.names, self.shapes, parts, strict=True)}
 
 
 def trained_tensors(model: CompiledTransformer, learn_positions: bool) -> dict[str, Tensor]:
@@ -167,39 +170,55 @@ class StackedRuns:
     # ------------------------------------------------------------------ forward
 
     def forward(self, theta: Tensor, x: Tensor) -> Tensor:
-        """Every run's output: x (R, B, T', d) float (ids (R, B, T') int64) -> (R, B, ...)."""
+        """Every run's output: x (R, B, T', d) float (ids (R, B, T') int64) -> (R, B, ...).
+
+        The token rows (R, B, T', D) and the readout row (R, B, 1, D) are kept apart. The keys
+        are the token rows alone, so a per-token model never computes the readout row, and a
+        layer whose queries are both concatenates them and splits its result. Slicing one stream
+        of T'+1 rows instead would make every slice's backward fill a zero tensor of the whole
+        stream, which costs more than the step's products at sweep sizes.
+        """
         p = self.parameters(theta)
-        h = self._embed(p, x)  # (R, B, N, D)
+        tokens, cls = self._embed(p, x)  # (R, B, T', D), (R, B, 1, D)
         last = len(self.heads) - 1
         for layer in range(len(self.heads)):
-            only = not self.per_token and layer == last  # the output reads the readout row alone
-            row = h[:, :, -1:] if only else h
-            if self.heads[layer]:
-                row = row + self._attention(p, layer, h, only)
-            h = row + self._mlp(p, layer, row)
-        return self._readout(p, h)
+            if self.per_token:  # no key is the readout row: a per-token output never reads it
+                tokens = self._layer(p, layer, tokens, tokens)
+            elif layer == last:  # the output reads the readout row alone
+                cls = self._layer(p, layer, cls, tokens)
+            else:
+                rows = self._layer(p, layer, torch.cat([tokens, cls], dim=2), tokens)  # (R, B, T'+1, D)
+                tokens, cls = rows.split([tokens.shape[2], 1], dim=2)
+        return self._readout(p, tokens if self.per_token else cls)
 
-    def _embed(self, p: dict[str, Tensor], x: Tensor) -> Tensor:
+    def _layer(self, p: dict[str, Tensor], layer: int, rows: Tensor, tokens: Tensor) -> Tensor:
+        """One block for the query rows ``rows`` (R, B, N, D) over the keys ``tokens`` (R, B, T', D)."""
+        if self.heads[layer]:
+            rows = rows + self._attention(p, layer, rows, tokens)
+        return rows + self._mlp(p, layer, rows)
+
+    def _embed(self, p: dict[str, Tensor], x: Tensor) -> tuple[Tensor, Tensor]:
+        """The token rows (R, B, T', D) and the readout row (R, B, 1, D), positions added."""
         runs, batch, length = x.shape[:3]
         if self.token_input:
             h_tok = p["embed.W_E"][torch.arange(runs, device=x.device)[:, None, None], x]  # (R, B, T', D)
         else:
             xe = torch.cat([x, x.new_ones(runs, batch, length, 1)], dim=-1).reshape(runs, batch * length, -1)
-            hidden = torch.relu(xe @ p["embed.W_E1"] + p["embed.b_E1"][:, None])  # (R, B·T', M0)
-            h_tok = (xe @ p["embed.W_E"] + hidden @ p["embed.W_E2"]).view(runs, batch, length, -1)
+            hidden = torch.relu(torch.baddbmm(p["embed.b_E1"][:, None], xe, p["embed.W_E1"]))  # (R, B·T', M0)
+            h_tok = torch.baddbmm(xe @ p["embed.W_E"], hidden, p["embed.W_E2"]).view(runs, batch, length, -1)
+        positions = p["pos_embed.W_pos"]  # (R or 1, T'+1, D)
         d_model = h_tok.shape[-1]
-        h_cls = p["embed.cls"][:, None, None, :].expand(runs, batch, 1, d_model)
-        return torch.cat([h_tok, h_cls], dim=2) + p["pos_embed.W_pos"][:, None, :length + 1]
+        h_cls = (p["embed.cls"] + positions[:, length])[:, None, None, :].expand(runs, batch, 1, d_model)
+        return h_tok + positions[:, None, :length], h_cls
 
-    def _attention(self, p: dict[str, Tensor], layer: int, h: Tensor, readout_only: bool) -> Tensor:
-        """Σ_heads softmax(β_h q·k) v W_O over the input tokens' keys: (R, B, N, D)."""
+    def _attention(self, p: dict[str, Tensor], layer: int, queries: Tensor, tokens: Tensor) -> Tensor:
+        """Σ_heads softmax(β_h q·k) v W_O of the query rows (R, B, N, D) over the token rows'
+        keys (R, B, T', D): (R, B, N, D)."""
         a = f"blocks.{layer}.attn."
-        runs, batch, rows, d_model = h.shape
-        length = rows - 1
-        queries = h[:, :, -1:] if readout_only else h
+        runs, batch, _, d_model = queries.shape
         q = _project(queries, p[a + "W_Q"]) * p[a + "beta"][:, None, :, None, None]  # (R, B, H, N, E) β_h q
-        k = _project(h[:, :, :length], p[a + "W_K"])  # (R, B, H, T', E)
-        v = _project(h[:, :, :length], p[a + "W_V"])  # (R, B, H, T', V)
+        k = _project(tokens, p[a + "W_K"])  # (R, B, H, T', E)
+        v = _project(tokens, p[a + "W_V"])  # (R, B, H, T', V)
         z = nn.functional.scaled_dot_product_attention(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), scale=1.0)
         z = z.view(runs, batch, *z.shape[1:])  # (R, B, H, N, V)
         mask = self.head_mask[layer]
@@ -213,13 +232,15 @@ class StackedRuns:
         """relu(h W_in + b_in) W_out + b_out, (R, B, N, D) -> (R, B, N, D)."""
         m = f"blocks.{layer}.mlp."
         runs, batch, rows, d_model = h.shape
-        hidden = torch.relu(h.reshape(runs, batch * rows, d_model) @ p[m + "W_in"] + p[m + "b_in"][:, None])
-        return (hidden @ p[m + "W_out"] + p[m + "b_out"][:, None]).view(runs, batch, rows, d_model)
+        hidden = torch.relu(torch.baddbmm(p[m + "b_in"][:, None], h.reshape(runs, batch * rows, d_model),
+                                          p[m + "W_in"]))  # (R, B·N, M)
+        return torch.baddbmm(p[m + "b_out"][:, None], hidden, p[m + "W_out"]).view(runs, batch, rows, d_model)
 
-    def _readout(self, p: dict[str, Tensor], h: Tensor) -> Tensor:
-        runs, batch = h.shape[:2]
-        rows = h[:, :, :-1] if self.per_token else h[:, :, -1:]  # (R, B, T', D) or (R, B, 1, D)
-        y = rows.reshape(runs, -1, h.shape[-1]) @ p["unembed.W_U"] + p["unembed.b_U"][:, None]  # (R, ·, K)
+    def _readout(self, p: dict[str, Tensor], rows: Tensor) -> Tensor:
+        """W_U h + b_U on the output rows: the token rows (R, B, T', D) of a per-token model, else
+        the readout row (R, B, 1, D)."""
+        runs, batch = rows.shape[:2]
+        y = torch.baddbmm(p["unembed.b_U"][:, None], rows.reshape(runs, -1, rows.shape[-1]), p["unembed.W_U"])
         y = y.view(runs, batch, -1, y.shape[-1]) if self.per_token else y.view(runs, batch, y.shape[-1])
         return y.squeeze(-1) if not self.output_shape else y
 
