@@ -23,7 +23,16 @@ if TYPE_CHECKING:
 
 Tensor = torch.Tensor
 
-HIDDEN_CHUNK = 1 << 18  # hidden activations per FFN chunk (2 MiB in float64: one core's L2)
+HIDDEN_CHUNK = 1 << 18  # hidden activations per FFN chunk on a CPU (2 MiB in float64: one core's L2)
+#: hidden activations per FFN chunk on an accelerator (512 MiB in float64): a GPU has no
+#: per-core cache to stay in, and every chunk costs kernel launches (min_pairwise at T = 4096,
+#: batch 8, in 2^18-sized chunks: 66 chunks, 997 kernels a forward against a plain transformer's 199)
+DEVICE_HIDDEN_CHUNK = 1 << 26
+
+
+def hidden_chunk(device: torch.device) -> int:
+    """Hidden activations per chunk of a ReLU block's rows on ``device``."""
+    return HIDDEN_CHUNK if device.type == "cpu" else DEVICE_HIDDEN_CHUNK
 
 #: The ReLU blocks' matrices (the embedding's and every layer's FFN): the only weights whose size
 #: grows with the FFN width, thousands to millions of units each reading two or three directions.
@@ -84,7 +93,8 @@ def relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: T
     unit reads or writes (:class:`SparseProducts`: the deep route's forward 2.7× faster, the
     same bits; the other columns of the output are 0). Rows go in chunks that keep the
     hidden activations under 2^18 numbers, so that they stay in a core's L2 cache between the
-    two products (BENCHMARKS.md: up to 2× faster than chunks of 2^22).
+    two products (BENCHMARKS.md: up to 2× faster than chunks of 2^22); on an accelerator the chunks
+    hold 2^26 (:func:`hidden_chunk`), since there each chunk costs kernel launches, not cache.
 
     Each chunk writes into one preallocated output rather than a list joined at the end: small
     live results interleaved with large hidden buffers fragmented glibc's heap until a
@@ -97,7 +107,7 @@ def relu_block(owner: nn.Module, h: Tensor, w_in: Tensor, b_in: Tensor, w_out: T
     batch, rows, size = h.shape
     flat = h.reshape(batch * rows, size)  # (N, D_in)
     width = w_in.shape[1]
-    chunk = max(1, HIDDEN_CHUNK // max(width, 1))
+    chunk = max(1, hidden_chunk(h.device) // max(width, 1))
     sparse = sparse_weights(owner, w_in, b_in, w_out)
     if sparse is None:
         def hidden(start: int) -> Tensor:  # pre-activations of one chunk, (n, M)

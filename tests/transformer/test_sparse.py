@@ -115,6 +115,25 @@ def test_relu_block_is_the_dense_formula_in_either_product(density: float) -> No
         assert products.w_in_t.values().numel() == nonzero_entries(w_in) + nonzero_entries(b_in)
 
 
+@pytest.mark.parametrize("density", [0.02, 0.5])
+def test_an_accelerators_chunks_give_the_cpus_bits(density: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU cuts the block's rows into chunks of HIDDEN_CHUNK hidden activations (many here), an
+    accelerator into DEVICE_HIDDEN_CHUNK (one): the same outputs (run here on the CPU with the
+    accelerator's size). The CSR products sum each row's terms in one order whatever the chunk:
+    the same bits; a dense product's blocking follows its row count: the same to rounding."""
+    assert sparse_module.hidden_chunk(torch.device("cpu")) == sparse_module.HIDDEN_CHUNK
+    assert sparse_module.hidden_chunk(torch.device("cuda")) == sparse_module.DEVICE_HIDDEN_CHUNK
+    w_in, b_in, w_out = _relu_weights(6, 300, 5, density, seed=3)
+    h = torch.randn(8, 1000, 6, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    assert 8 * 1000 * 300 > 4 * sparse_module.HIDDEN_CHUNK  # at least four chunks on the CPU
+    on_cpu = relu_block(torch.nn.Module(), h, w_in, b_in, w_out)
+    monkeypatch.setattr(sparse_module, "hidden_chunk", lambda device: sparse_module.DEVICE_HIDDEN_CHUNK)
+    one_chunk = relu_block(torch.nn.Module(), h, w_in, b_in, w_out)
+    if density < sparse_module.SPARSE_DENSITY:
+        assert torch.equal(one_chunk, on_cpu)
+    torch.testing.assert_close(one_chunk, on_cpu, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_the_products_over_touched_directions_are_the_full_csr_products_bit_for_bit(seed: int) -> None:
     """Dropping the directions no unit reads or writes keeps every nonzero term in its order:
