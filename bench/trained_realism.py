@@ -52,7 +52,8 @@ def statistics(model: Any, x: Any) -> dict[str, float]:
     return {**weight_statistics(model, x), "sparsity": residual_sparsity(model, x)}
 
 
-def measure(name: str, steps: int, noise: float, scratch_steps: int) -> dict[str, Any]:
+def measure(name: str, steps: int, noise: float, scratch_steps: int, lr: float = 1e-5,
+            rebalance: tuple[str, ...] = ()) -> dict[str, Any]:
     """One program's row: the statistics of the three models and the certification."""
     import torch
     from circuit_corpus import build
@@ -71,9 +72,9 @@ def measure(name: str, steps: int, noise: float, scratch_steps: int) -> dict[str
         else build("rasp", what)
     program = program_of(init)
     settings = covering_settings(init, TrainSettings(heads=(2,), d_model=32, d_head=8, d_mlp=32, steps=steps,
-                                                     batch=64, lr=1e-5))
+                                                     batch=64, lr=lr))
     start = time.perf_counter()
-    kept = train_keeping_circuit(program, settings, init, KeepSettings(noise=noise))
+    kept = train_keeping_circuit(program, settings, init, KeepSettings(noise=noise, rebalance=rebalance))
     trained_seconds = time.perf_counter() - start
     certification = certify(kept.model)
     scratch = train(program, TrainSettings(heads=settings.heads, d_model=settings.d_model, d_head=settings.d_head,
@@ -109,12 +110,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--noise", type=float, default=1e-4)
     parser.add_argument("--scratch-steps", type=int, default=1000)
+    parser.add_argument("--lr", type=float, default=1e-5)
+    parser.add_argument("--rebalance", default="", help="the passes before training (training/rebalance.py)")
     parser.add_argument("--programs", default=",".join(PROGRAMS))
     parser.add_argument("--benchmarks", action="store_true", help='write the table to BENCHMARKS.md')
     arguments = parser.parse_args(argv)
     rows = []
     for name in arguments.programs.split(","):
-        row = measure(name, arguments.steps, arguments.noise, arguments.scratch_steps)
+        row = measure(name, arguments.steps, arguments.noise, arguments.scratch_steps, arguments.lr,
+                      tuple(p for p in arguments.rebalance.split(",") if p))
         rows.append(row)
         print(f"{name}: certified {row['certified']} (accuracy {row['accuracy']}), necessary {row['necessary']} of "
               f"{row['edges']} edges / {row['pairs']} pairs; {row['seconds']} s; scratch NMSE "
