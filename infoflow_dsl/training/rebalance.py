@@ -5,10 +5,21 @@ weights of 1, positions written at 121 and one-hot token directions at 1. AdamW 
 by about the learning rate whatever its size, and the starting noise is relative to a tensor's rms,
 so such a model either barely moves or breaks. The passes below change the weights, never the
 function (in real arithmetic; every node's output is the same, so the circuit and its truth are
-too), in this order:
+too). In the order they run:
 
-1. **flip** (active units): a compiled unit u = relu(z), z = w·h + b, active on a fraction p < ½
-   of the tokens, is rewritten with a free (added) unit of its FFN as
+1. **balance** (``rounds`` times): ReLU is positively homogeneous, relu(a·z) = a·relu(z), a > 0, so
+   a unit's (W_in[:, u], b_in[u]) ↦ a·(…), W_out[u] ↦ W_out[u]/a with a = √(‖W_out[u]‖/‖(W_in[:, u],
+   b_in[u])‖) (the norms become equal); a head's β q·k = β′ (a q)·(b k) with β′ = 1/√E (a scratch
+   model's β) and a·b = β/β′, a/b = ‖W_K‖/‖W_Q‖; its value direction e: W_V[:, e] ↦ a·W_V[:, e],
+   W_O[e] ↦ W_O[e]/a (equal norms); a residual direction i: every writer's column i ↦ d·(…) and
+   every reader's row i ↦ (…)/d, d = √(‖readers_i‖/‖writers_i‖) (equal norms; the model has no
+   LayerNorm). The balanced state is the one gradient flow keeps (‖W_in[:, u]‖² − ‖W_out[u]‖²
+   is conserved by it: Du, Hu & Lee 2018), so no matrix is much sharper than the others. Then,
+   at the balanced scale, what computes nothing that reaches an output is drawn afresh
+   (:func:`redraw_free`: the free units' input columns, the added heads' W_Q, W_K, W_V) and the
+   residual directions the padding added are half read, half written (:func:`fill_dead_directions`).
+2. **flip** (active units): a compiled unit u = relu(z), z = w·h + b, active on a fraction p <
+   :data:`FLIP_BELOW` of the tokens at T, is rewritten with a free (added) unit of its FFN as
 
        relu(z) = z + relu(−z) = relu(z + c) − c + relu(−z)      (|z| ≤ c),
 
@@ -19,17 +30,12 @@ too), in this order:
    constant ones, random ones: ``truth.measured_inputs``). A sum of the senders' maxima bounds z
    under any mix of their outputs, so also under the swaps (IIT) and ablations (zero, mean,
    resample) that training and the certification run.
-2. **pairs**: the free units left (W_out = 0: they read, write nothing) in pairs u, u′ with the
+3. **pairs**: the free units left (W_out = 0: they read, write nothing) in pairs u, u′ with the
    same W_in and b_in and output rows w and −w (w ~ N(0, 1/M)): relu(z)·w − relu(z)·w = 0. They
-   now write (a trained unit does), and still nothing.
-3. **balance** (``rounds`` times): ReLU is positively homogeneous, relu(a·z) = a·relu(z), a > 0, so
-   a unit's (W_in[:, u], b_in[u]) ↦ a·(…), W_out[u] ↦ W_out[u]/a with a = √(‖W_out[u]‖/‖(W_in[:, u],
-   b_in[u])‖) (the norms become equal); a head's β q·k = β′ (a q)·(b k) with β′ = 1/√E (a scratch
-   model's β) and a·b = β/β′, a/b = ‖W_K‖/‖W_Q‖; its value direction e: W_V[:, e] ↦ a·W_V[:, e],
-   W_O[e] ↦ W_O[e]/a (equal norms); a residual direction i: every writer's column i ↦ d·(…) and
-   every reader's row i ↦ (…)/d, d = √(‖readers_i‖/‖writers_i‖) (equal norms; the model has no
-   LayerNorm). The balanced state is the one gradient flow keeps (‖W_in[:, u]‖² − ‖W_out[u]‖²
-   is conserved by it: Du, Hu & Lee 2018), so no matrix is much sharper than the others.
+   now write (a trained unit does), and still nothing. Their bias (free: they write nothing) makes
+   each pair active on a share drawn around what brings its FFN's mean activity to
+   :data:`LAYER_ACTIVITY`, a trained layer's (:func:`free_activity`). Then the units are balanced
+   once more (the flipped units' biases, the pairs' rows).
 4. **rotate**: the residual stream by a random orthogonal R (``disguise.rotate_residual``): a
    trained model has no privileged residual basis.
 
@@ -55,12 +61,12 @@ from ..oracle.tokens import random_ids
 from ..transformer.model import CompiledTransformer
 
 Tensor = torch.Tensor
-PASSES = ("flip", "pairs", "balance", "rotate")
+PASSES = ("balance", "flip", "pairs", "rotate")
 FLIP_SAMPLES = 500  # random inputs (besides every short token sequence) the flip's bounds are measured on
 KEPT_ROWS = 4_000  # pre-activation rows a length kept for the free units' biases
-LAYER_ACTIVITY = 0.6  # a trained FFN's mean activity (scratch models of bench/trained_realism.py: 0.51 to 0.65)
+LAYER_ACTIVITY = 0.56  # a trained FFN's mean activity (scratch models of bench/trained_realism.py: 0.51 to 0.65)
 FREE_ACTIVITY = (0.1, 0.95)  # the free units' mean activity stays within this range ...
-SPREAD = 0.2  # ... and each pair's is drawn uniformly within this of it
+SPREAD = 0.15  # ... and each pair's is drawn uniformly within this of it
 FLIP_BELOW = 0.25  # a compiled unit active on less than this fraction of the tokens is flipped
 
 
@@ -277,6 +283,68 @@ def balance(tensors: dict[str, Tensor], layers: int, rounds: int) -> None:
         _balance_residual(tensors, layers)
 
 
+def _gaussian(shape: tuple[int, ...], norm: float, generator: torch.Generator) -> Tensor:
+    """A Gaussian tensor of Frobenius norm about ``norm`` (entries N(0, norm²/numel))."""
+    count = math.prod(shape)
+    return torch.randn(shape, generator=generator, dtype=torch.float64) * norm / math.sqrt(max(count, 1))
+
+
+def _rms(values: list[float]) -> float:
+    return math.sqrt(sum(v * v for v in values) / len(values)) if values else 0.0
+
+
+def redraw_free(tensors: dict[str, Tensor], layers: int, free: dict[str, list[int]], heads: list[int],
+                generator: torch.Generator) -> None:
+    """After balancing: the free units' input columns (they write nothing yet) and the added heads'
+    W_Q, W_K, W_V (their W_O is 0) drawn afresh, Gaussian at the balanced circuit's scale (the rms
+    norm of the other units' columns of the block, else of the model's; of the compiled heads'
+    matrices), so that the circuit's low-rank part does not stand alone in its matrices. Exact:
+    nothing they compute reaches an output. ``heads``: the compiled heads per layer."""
+    blocks = relu_blocks(layers)
+    columns = {w_in: [_norm(tensors[w_in][:, u]) for u in range(int(tensors[b_in].shape[0]))
+                      if u not in free.get(w_in, [])] for w_in, b_in, _ in blocks}
+    overall = _rms([n for norms in columns.values() for n in norms])
+    for w_in, b_in, _ in blocks:
+        scale = _rms(columns[w_in]) or overall
+        for u in free.get(w_in, []) if scale > 0 else []:
+            tensors[w_in][:, u] = _gaussian((int(tensors[w_in].shape[0]),), scale, generator)
+            tensors[b_in][u] = 0.0
+    for name in ("W_Q", "W_K", "W_V"):
+        scale = _rms([_norm(tensors[f"blocks.{layer}.attn.{name}"][h]) for layer in range(min(layers, len(heads)))
+                      for h in range(heads[layer])])
+        for layer in range(layers) if scale > 0 else []:
+            t = tensors[f"blocks.{layer}.attn.{name}"]
+            for h in range(heads[layer] if layer < len(heads) else 0, int(t.shape[0])):
+                t[h] = _gaussian(tuple(t.shape[1:]), scale, generator)
+
+
+def _fill(tensor: Tensor, live: int, filled: list[int], cleared: list[int], axis: int,
+          generator: torch.Generator) -> None:
+    """``tensor``'s residual indices ``filled`` (along ``axis``) Gaussian at the rms of its live
+    indices (< ``live``), its indices ``cleared`` 0; a 3-D tensor head by head."""
+    for part in tensor if tensor.dim() == 3 else [tensor]:
+        moved = part.movedim(axis, 0)  # a view: (D, ...)
+        rms = float(moved[:live].square().mean().sqrt()) if moved[:live].numel() else 0.0
+        if rms > 0 and filled:
+            moved[filled] = torch.randn(moved[filled].shape, generator=generator, dtype=torch.float64) * rms
+        moved[cleared] = 0.0
+
+
+def fill_dead_directions(tensors: dict[str, Tensor], layers: int, live: int, generator: torch.Generator) -> None:
+    """The residual directions from ``live`` on (added by the padding: nothing writes them, so they
+    hold 0) split in two: the even ones read (every reader's row Gaussian at its live rows' rms,
+    every writer's column 0) and the odd ones written (the writers' columns Gaussian, the readers'
+    rows 0). A direction nothing writes holds 0 whatever reads it, and one nothing reads changes
+    nothing whatever is written into it: exact. The compiled circuit's few directions then share
+    every matrix with as many random ones."""
+    dead = list(range(live, int(tensors["unembed.W_U"].shape[0])))
+    read, written = dead[0::2], dead[1::2]
+    for name in residual_readers(layers):
+        _fill(tensors[name], live, read, written, 0, generator)
+    for name in residual_writers(layers):
+        _fill(tensors[name], live, written, read, -1, generator)
+
+
 # ---------------------------------------------------------------------------- the passes
 
 
@@ -299,6 +367,11 @@ def rebalance(model: CompiledTransformer, init: CompiledTransformer, graph: Edge
     free = {w_in: list(range(widths.get(w_in, 0), int(tensors[b_in].shape[0])))
             for w_in, b_in, _ in relu_blocks(layers)}
     record: dict[str, Any] = {"flipped": {}, "pairs": 0}
+    if "balance" in settings.passes:
+        balance(tensors, layers, settings.rounds)
+        redraw_free(tensors, layers, free, [len(layer["heads"]) for layer in init.config["layers"]], generator)
+        fill_dead_directions(tensors, layers, init.d_model, generator)
+        write_back(model, tensors)  # the units' ranges below are measured on the balanced model
     ranges = unit_ranges(model, graph, program, seed=settings.seed) if {"flip", "pairs"} & set(settings.passes) else {}
     flips: dict[int, dict[int, int]] = {}
     if "flip" in settings.passes:
@@ -314,7 +387,7 @@ def rebalance(model: CompiledTransformer, init: CompiledTransformer, graph: Edge
                  for layer, measured in ranges.items()}
         record["pairs"] = pair_free_units(tensors, layers, free, means, generator)
     if "balance" in settings.passes:
-        balance(tensors, layers, settings.rounds)
+        _balance_units(tensors, layers)  # the flipped units' shifted biases, the pairs' new rows
     if "rotate" in settings.passes:
         rotate_residual(tensors, layers, generator)
     write_back(model, tensors)

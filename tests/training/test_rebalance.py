@@ -28,6 +28,8 @@ from infoflow_dsl.training.rebalance import (
     PASSES,
     Rebalancing,
     UnitRanges,
+    balance,
+    fill_dead_directions,
     flip_units,
     model_tensors,
     rebalance,
@@ -144,6 +146,22 @@ def test_balance_evens_the_scales_and_rotate_leaves_no_zero_block(models) -> Non
     before, after = weight_statistics(models[()], x), weight_statistics(models[PASSES], x)
     assert before["zeros"] > 0.4 and after["zeros"] < 0.2  # what stays 0: the added heads' W_O (fill_zeros fills it)
     assert after["kurtosis"] < before["kurtosis"]
+
+
+def test_the_padding_directions_half_read_half_written_keep_the_function_and_raise_the_stable_rank(
+        reverse, models) -> None:
+    model, _ = _padded(reverse, ())
+    tensors = model_tensors(model)
+    balance(tensors, len(model.blocks), rounds=4)
+    write_back(model, tensors)
+    x = random_ids(program_of(reverse), 64, seed=4)
+    before, rank = model(x).detach(), weight_statistics(model, x)["stable_rank"]
+    fill_dead_directions(tensors, len(model.blocks), reverse.d_model, torch.Generator().manual_seed(0))
+    write_back(model, tensors)
+    assert (model(x).detach() - before).abs().max() <= 1e-5 * max(1.0, float(before.abs().max()))
+    assert weight_statistics(model, x)["stable_rank"] > rank + 0.01
+    read = tensors["blocks.0.mlp.W_in"][reverse.d_model::2]  # the even padding directions: read, not written
+    assert bool((read != 0).all()) and not tensors["blocks.0.mlp.W_out"][:, reverse.d_model::2].any()
 
 
 def test_rebalanced_training_at_ten_times_the_noise_is_certified() -> None:
