@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_runner import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -180,3 +181,18 @@ def test_unknown_passes_and_margins_below_one_are_refused() -> None:
         Rebalancing(margin=0.5)
     with pytest.raises(TrainError, match="passes"):
         KeepSettings(rebalance=("twist",))
+
+
+def test_train_rebalance_writes_a_certified_model_and_still_refuses_a_broken_one(tmp_path) -> None:
+    shift = TRACR / "shift_by_2"
+    common = [str(shift.with_suffix(".iflow")), "--heads", "2", "--d-model", "16", "--d-head", "4", "--d-mlp", "8",
+              "--batch", "32", "--samples", "200", "--init", str(shift.with_suffix(".safetensors")),
+              "--keep-circuit", "--rebalance"]
+    out = tmp_path / "kept.safetensors"
+    code, stdout, err = run_cli(["train", *common, "--steps", "8", "--noise", "1e-2", "-o", str(out)])
+    assert code == 0 and "certified; wrote" in stdout, err
+    trained = ifl.load(out, device="cpu").config["trained"]
+    assert trained["keep_circuit"]["rebalance"] == list(PASSES) and trained["rebalanced"]["pairs"] > 0
+    broken = tmp_path / "broken.safetensors"
+    code, _, err = run_cli(["train", *common, "--steps", "1", "--noise", "3", "-o", str(broken)])
+    assert code == 3 and "refused" in err and not broken.exists()
