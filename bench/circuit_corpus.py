@@ -70,7 +70,10 @@ TRAINED = {"steps": 100, "noise": 1e-4, "lr": 1e-5, "batch": 64, "heads": 2, "d_
 #: where the first run is refused, one more at smaller noise and learning rate (a numeric output's ε of 1e-3
 #: is left at lr 1e-5 by most): the model admitted is the first the certification admits
 GENTLER = {"noise": 1e-5, "lr": 1e-6}
-ALL_TIERS = (*TIER_NAMES, "trained")
+#: the rebalanced tier (``train --init --keep-circuit --rebalance``): the (noise, lr) tried in turn, the first the
+#: certification admits kept (``bench/trained_realism.py``'s admission)
+REBALANCED = ({"noise": 1e-2, "lr": 1e-4}, {"noise": 1e-3, "lr": 1e-5}, GENTLER)
+ALL_TIERS = (*TIER_NAMES, "trained", "rebalanced")
 EDGE_SAMPLES, CERTIFICATE_SAMPLES, VECTOR_LENGTH = 300, 2_000, 8
 VECTOR_EDGE_SAMPLES = 64  # a vector model's edges: 64 random inputs and 64 corners (a forward an edge)
 SUITE_LENGTH, SUITE_EPS = 6, 1e-3
@@ -196,8 +199,8 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     torch.set_num_threads(1)
     start = time.perf_counter()
     compiled = build(kind, what)
-    if tier == "trained":
-        return run_trained(out, name, what, compiled, start)
+    if tier in ("trained", "rebalanced"):
+        return run_trained(out, name, what, compiled, start, tier)
     merge = [build(*partner)] if tier == "merged" else []
     if tier == SUPERPOSED:
         model, why = superposed(compiled)
@@ -232,7 +235,8 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     return row
 
 
-def run_trained(out: str, name: str, what: str, compiled: Any, start: float) -> dict[str, Any]:
+def run_trained(out: str, name: str, what: str, compiled: Any, start: float,
+                tier: str = "trained") -> dict[str, Any]:
     """The trained tier: ``compiled`` trained keeping its circuit (:data:`TRAINED`), then certified
     on its own weights (the function on the finite domain, the truth of every pair on the
     certificate's inputs, the certificate). A refused model is not admitted: its record goes to
@@ -243,19 +247,21 @@ def run_trained(out: str, name: str, what: str, compiled: Any, start: float) -> 
     from infoflow_dsl.oracle.tokens import random_ids
     from infoflow_dsl.pipeline import program_of
     from infoflow_dsl.training.circuit_keeping import KeepSettings, covering_settings, train_keeping_circuit
+    from infoflow_dsl.training.rebalance import PASSES
     from infoflow_dsl.training.settings import TrainSettings
 
     program = program_of(compiled)
-    for t in (TRAINED, {**TRAINED, **GENTLER}):
+    passes = PASSES if tier == "rebalanced" else ()
+    for t in [{**TRAINED, **r} for r in REBALANCED] if passes else (TRAINED, {**TRAINED, **GENTLER}):
         settings = covering_settings(compiled, TrainSettings(
             heads=(t["heads"],), d_model=t["d_model"], d_head=t["d_head"], d_mlp=t["d_mlp"], steps=t["steps"],
             batch=t["batch"], lr=t["lr"]))
-        kept = train_keeping_circuit(program, settings, compiled, KeepSettings(noise=t["noise"]))
+        kept = train_keeping_circuit(program, settings, compiled, KeepSettings(noise=t["noise"], rebalance=passes))
         certification = certify(kept.model, samples=CERTIFICATE_SAMPLES, seed=2)
         if certification.holds:
             break
     folder, graph = Path(out), kept.graph
-    row = {"model": name, "tier": "trained", "source": what, "merged": [], "eps": graph.eps, "edges": len(graph.edges),
+    row = {"model": name, "tier": tier, "source": what, "merged": [], "eps": graph.eps, "edges": len(graph.edges),
            "nodes": len(graph.nodes), "pairs": len(graph.pairs()), "parameters": kept.model.nonzero_parameter_count(),
            "training": {**t, "heads": list(settings.heads), "d_model": settings.d_model, "d_head": settings.d_head,
                         "d_mlp": settings.d_mlp, "losses": kept.losses},
@@ -263,10 +269,10 @@ def run_trained(out: str, name: str, what: str, compiled: Any, start: float) -> 
     if not certification.holds:
         row |= {"refused": certification.failures(), "seconds": round(time.perf_counter() - start, 2)}
         (folder / "refused").mkdir(parents=True, exist_ok=True)
-        (folder / "refused" / f"{name}.trained.json").write_text(json.dumps(row, indent=1) + "\n", encoding="utf-8")
+        (folder / "refused" / f"{name}.{tier}.json").write_text(json.dumps(row, indent=1) + "\n", encoding="utf-8")
         return row
     kept.model.config["kept_circuit"]["certified"] = certification.to_json()
-    ifl.save(kept.model, folder / "models" / f"{name}.trained.safetensors")
+    ifl.save(kept.model, folder / "models" / f"{name}.{tier}.safetensors")
     x = random_ids(program, 256, seed=11) if program.over_tokens else None
     inputs = next(iter(certification.truths.values())).inputs
     row |= {"compression": None, "inputs": {"edges": inputs, "certificate": inputs},
@@ -276,7 +282,7 @@ def run_trained(out: str, name: str, what: str, compiled: Any, start: float) -> 
             "statistics": weight_statistics(kept.model, x) if x is not None else None,
             "seconds": round(time.perf_counter() - start, 2)}
     record = {**row, "graph": graph.to_json(), "truth": {a: t.to_json() for a, t in certification.truths.items()}}
-    (folder / "truths" / f"{name}.trained.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    (folder / "truths" / f"{name}.{tier}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return row
 
 

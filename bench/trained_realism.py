@@ -1,12 +1,15 @@
 """How far ``train --keep-circuit`` moves a compiled model toward a model trained from scratch of
 the same task and shape (issue "Trained, and still certified").
 
-    python bench/trained_realism.py [--steps N] [--noise R] [--programs a,b,c] [--benchmarks]
+    python bench/trained_realism.py [--steps N] [--noise R] [--lr L] [--rebalance flip,pairs,balance,rotate]
+                                    [--programs a,b,c] [--benchmarks]
 
 For each token program (two of Tracr's shipped models and three token-output programs of the RASP
 suite, ``bench/rasp_suite.py``, compiled at T = 6, by default): the compiled model; the model trained
 from it keeping its circuit (heads at least 2 a layer, d_model ≥ 32, d_head ≥ 8, d_mlp ≥ 32,
-covering the compiled widths), certified on its own weights (``circuits/certify.py``); and a
+covering the compiled widths), certified on its own weights (``circuits/certify.py``; with
+``--rebalance``, rewritten first by ``training/rebalance.py`` and trained at the first (noise,
+learning rate) of :data:`ADMISSION`, then ``--noise``/``--lr``, that the certification admits); and a
 model of exactly that shape trained from scratch (``train``, 1,000 steps, lr 1e-3). The
 statistics (``circuits/statistics.py``) on 256 random inputs at T, and the residual stream's
 activation sparsity: the fraction of its entries (every layer, every row) below 10⁻⁶ of the
@@ -16,6 +19,7 @@ largest in absolute value.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -24,6 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 PROGRAMS = ("tracr:reverse", "tracr:shift_by_2", "rasp:reverse_digits", "rasp:sort_unique_digits", "rasp:word_class")
+#: with --rebalance, the (noise, learning rate) tried in turn, the first the certification admits kept
+ADMISSION = ((1e-2, 1e-4), (1e-3, 1e-5))
 STATISTICS = ("zeros", "distinct", "kurtosis", "stable_rank", "active", "sparsity")
 
 
@@ -52,7 +58,8 @@ def statistics(model: Any, x: Any) -> dict[str, float]:
     return {**weight_statistics(model, x), "sparsity": residual_sparsity(model, x)}
 
 
-def measure(name: str, steps: int, noise: float, scratch_steps: int) -> dict[str, Any]:
+def measure(name: str, steps: int, noise: float, scratch_steps: int, lr: float = 1e-5,
+            rebalance: tuple[str, ...] = ()) -> dict[str, Any]:
     """One program's row: the statistics of the three models and the certification."""
     import torch
     from circuit_corpus import build
@@ -71,17 +78,23 @@ def measure(name: str, steps: int, noise: float, scratch_steps: int) -> dict[str
         else build("rasp", what)
     program = program_of(init)
     settings = covering_settings(init, TrainSettings(heads=(2,), d_model=32, d_head=8, d_mlp=32, steps=steps,
-                                                     batch=64, lr=1e-5))
+                                                     batch=64, lr=lr))
     start = time.perf_counter()
-    kept = train_keeping_circuit(program, settings, init, KeepSettings(noise=noise))
+    tries = [*ADMISSION, (noise, lr)] if rebalance else [(noise, lr)]
+    for noise, lr in tries:  # rebalanced: the largest noise and learning rate the certification admits
+        settings = dataclasses.replace(settings, lr=lr)
+        kept = train_keeping_circuit(program, settings, init, KeepSettings(noise=noise, rebalance=rebalance))
+        certification = certify(kept.model)
+        if certification.holds:
+            break
     trained_seconds = time.perf_counter() - start
-    certification = certify(kept.model)
     scratch = train(program, TrainSettings(heads=settings.heads, d_model=settings.d_model, d_head=settings.d_head,
                                            d_mlp=settings.d_mlp, steps=scratch_steps, batch=64, lr=1e-3,
                                            validation=512), quiet=True)
     x = random_ids(program, 256, seed=11)
-    return {"program": name, "shape": {"heads": list(settings.heads), "d_model": settings.d_model,
-                                       "d_head": settings.d_head, "d_mlp": settings.d_mlp},
+    return {"program": name, "noise": noise, "lr": lr,
+            "shape": {"heads": list(settings.heads), "d_model": settings.d_model,
+                      "d_head": settings.d_head, "d_mlp": settings.d_mlp},
             "certified": certification.holds, "failures": certification.failures(),
             "accuracy": certification.function.get("accuracy"),
             "necessary": {a: len(t.necessary) for a, t in certification.truths.items()},
@@ -109,14 +122,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--noise", type=float, default=1e-4)
     parser.add_argument("--scratch-steps", type=int, default=1000)
+    parser.add_argument("--lr", type=float, default=1e-5)
+    parser.add_argument("--rebalance", default="", help="the passes before training (training/rebalance.py)")
     parser.add_argument("--programs", default=",".join(PROGRAMS))
     parser.add_argument("--benchmarks", action="store_true", help='write the table to BENCHMARKS.md')
     arguments = parser.parse_args(argv)
     rows = []
     for name in arguments.programs.split(","):
-        row = measure(name, arguments.steps, arguments.noise, arguments.scratch_steps)
+        row = measure(name, arguments.steps, arguments.noise, arguments.scratch_steps, arguments.lr,
+                      tuple(p for p in arguments.rebalance.split(",") if p))
         rows.append(row)
-        print(f"{name}: certified {row['certified']} (accuracy {row['accuracy']}), necessary {row['necessary']} of "
+        print(f"{name}: noise {row['noise']:g}, lr {row['lr']:g}: "
+              f"certified {row['certified']} (accuracy {row['accuracy']}), necessary {row['necessary']} of "
               f"{row['edges']} edges / {row['pairs']} pairs; {row['seconds']} s; scratch NMSE "
               f"{row['scratch_nmse']:.3g} {row['failures'][:1]}", flush=True)
     text = table(rows)

@@ -143,17 +143,17 @@ def _merge_layer(t: dict[str, Tensor], layer: int, theirs: dict[str, Tensor], mi
     t[p + "mlp.b_out"] = torch.cat([t[p + "mlp.b_out"], theirs[p + "mlp.b_out"]])
 
 
-def _writers(layers: int) -> list[str]:
+def residual_writers(layers: int) -> list[str]:
     """Every tensor writing the residual stream (its last dimension D)."""
     return [name for _, _, writers in stage_tensors(layers) for name in writers]
 
 
-def _readers(layers: int) -> list[str]:
+def residual_readers(layers: int) -> list[str]:
     """Every tensor reading the residual stream (its second-to-last dimension D)."""
     return [name for _, readers, _ in stage_tensors(layers) for name in readers]
 
 
-def _relu_blocks(layers: int) -> list[tuple[str, str, str]]:
+def relu_blocks(layers: int) -> list[tuple[str, str, str]]:
     """(W_in, b_in, W_out) of every ReLU block: the embedding's and each layer's FFN."""
     blocks = [(f"blocks.{i}.mlp.W_in", f"blocks.{i}.mlp.b_in", f"blocks.{i}.mlp.W_out") for i in range(layers)]
     return [("embed.W_E1", "embed.b_E1", "embed.W_E2"), *blocks]
@@ -227,10 +227,10 @@ class _Disguiser:
         size = len(labels)
         reads = [labels.index(d) for d in self.graph.by_name[INPUT].writes]
         writes = list(range(size, size + n))
-        for name in _writers(self.layers):  # (..., D) -> (..., D + n), the new columns 0
+        for name in residual_writers(self.layers):  # (..., D) -> (..., D + n), the new columns 0
             t = self.tensors[name]
             self.tensors[name] = torch.cat([t, t.new_zeros(*t.shape[:-1], n)], dim=-1)
-        for name in _readers(self.layers):  # (..., D, E) -> (..., D + n, E), the new rows 0
+        for name in residual_readers(self.layers):  # (..., D, E) -> (..., D + n, E), the new rows 0
             t = self.tensors[name]
             self.tensors[name] = torch.cat([t, t.new_zeros(*t.shape[:-2], n, t.shape[-1])], dim=-2)
         for layer in range(self.layers):
@@ -317,7 +317,7 @@ class _Disguiser:
         self.graph = _head_map(self.graph, names)
 
     def split_neurons(self, k: int) -> None:
-        for w_in, b_in, w_out in _relu_blocks(self.layers):
+        for w_in, b_in, w_out in relu_blocks(self.layers):
             units = self.tensors[b_in].shape[0]
             a = 0.5 * 4.0 ** torch.rand(units * k, generator=self.generator, dtype=torch.float64)  # in [1/2, 2]
             w = _split_weights(units, k, self.generator)
@@ -327,7 +327,7 @@ class _Disguiser:
             self.tensors[w_out] = self.tensors[w_out][source] * (w / a)[:, None]
 
     def shuffle_neurons(self) -> None:
-        for w_in, b_in, w_out in _relu_blocks(self.layers):
+        for w_in, b_in, w_out in relu_blocks(self.layers):
             order = torch.randperm(self.tensors[b_in].shape[0], generator=self.generator)
             self.tensors[w_in] = self.tensors[w_in][:, order]
             self.tensors[b_in] = self.tensors[b_in][order]
@@ -335,15 +335,22 @@ class _Disguiser:
 
     def rotate(self) -> Tensor:
         """Rotate the residual stream by a random orthogonal R; returns R (D, D)."""
-        size = self.tensors["unembed.W_U"].shape[0]
-        gaussian = torch.randn(size, size, generator=self.generator, dtype=torch.float64)
-        q, r = torch.linalg.qr(gaussian)
-        rotation = q * torch.sign(torch.diagonal(r))  # Haar-distributed: the signs fixed
-        for name in _writers(self.layers):  # (..., D) -> (..., D) R
-            self.tensors[name] = self.tensors[name] @ rotation
-        for name in _readers(self.layers):  # (..., D, E) -> Rᵀ (..., D, E)
-            self.tensors[name] = rotation.T @ self.tensors[name]
-        return rotation
+        return rotate_residual(self.tensors, self.layers, self.generator)
+
+
+def rotate_residual(tensors: dict[str, Tensor], layers: int, generator: torch.Generator) -> Tensor:
+    """Rotate the residual stream of ``tensors`` (float64, by name) by a random orthogonal R (the QR
+    of a Gaussian, Haar-distributed), in place: every writer W ↦ W R, every reader W ↦ Rᵀ W (exact:
+    the model has no LayerNorm). Returns R (D, D)."""
+    size = tensors["unembed.W_U"].shape[0]
+    gaussian = torch.randn(size, size, generator=generator, dtype=torch.float64)
+    q, r = torch.linalg.qr(gaussian)
+    rotation = q * torch.sign(torch.diagonal(r))  # Haar-distributed: the signs fixed
+    for name in residual_writers(layers):  # (..., D) -> (..., D) R
+        tensors[name] = tensors[name] @ rotation
+    for name in residual_readers(layers):  # (..., D, E) -> Rᵀ (..., D, E)
+        tensors[name] = rotation.T @ tensors[name]
+    return rotation
 
 
 def _mergeable(model: CompiledTransformer, other: CompiledTransformer) -> str:

@@ -120,6 +120,10 @@ def add_keep_flags(command: argparse.ArgumentParser, positive_float: Any, nonneg
     command.add_argument("--keep-lr", type=positive_float, default=1e-5,
                          help="with --keep-circuit: the peak learning rate, in place of --lr (1e-5: a compiled "
                               "model's weights are sharp, and AdamW moves every weight by about it a step)")
+    command.add_argument("--rebalance", action="store_true",
+                         help="with --keep-circuit: first rewrite the model exactly so that it trains like a "
+                              "trained one (flip sparse units, pair the free ones, balance the scales, rotate the "
+                              "residual: training/rebalance.py); a noise of 1e-3 is then admitted")
     command.add_argument("--samples", type=positive_int, default=2_000,
                          help="with --keep-circuit: random inputs of the certification (2000)")
 
@@ -138,7 +142,10 @@ def train_keeping(arguments: argparse.Namespace, program: Any, settings: Any, ou
     if init is not None:
         settings = covering_settings(init, settings)  # at least the init's heads and widths
     try:
-        result = train_keeping_circuit(program, settings, init, KeepSettings(noise=arguments.noise))
+        from ..training.rebalance import PASSES
+
+        keep = KeepSettings(noise=arguments.noise, rebalance=PASSES if arguments.rebalance else ())
+        result = train_keeping_circuit(program, settings, init, keep)
     except TrainError as error:
         raise UsageError(f"infoflowc train: {error}") from None
     losses = ", ".join(f"{name} {value:.3g}" for name, value in result.losses.items())

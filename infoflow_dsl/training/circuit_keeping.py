@@ -54,6 +54,7 @@ from ..errors import TrainError
 from ..language import typed as ir
 from ..oracle.tokens import random_ids
 from ..transformer.model import CompiledTransformer
+from .rebalance import Rebalancing, rebalance
 from .settings import MAX_SEED, MAX_STEPS, TrainSettings, batch_seed
 from .train import (
     Standardisation,
@@ -81,15 +82,18 @@ class KeepSettings:
     strict: float = 1.0
     nodes: int = 2
     ablations: tuple[str, ...] = ABLATIONS
+    rebalance: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.noise) and self.noise >= 0) or self.interchange < 0 or self.strict < 0:
             raise TrainError("--noise and the loss weights must be finite and ≥ 0")
         if self.nodes < 1 or not set(self.ablations) <= set(ABLATIONS) or not self.ablations:
             raise TrainError(f"nodes ≥ 1 and ablations among {', '.join(ABLATIONS)}")
+        Rebalancing(self.rebalance)  # the passes are known ones
+
 
     def to_json(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "ablations": list(self.ablations)}
+        return {**dataclasses.asdict(self), "ablations": list(self.ablations), "rebalance": list(self.rebalance)}
 
 
 # ---------------------------------------------------------------------------- the graph
@@ -302,6 +306,8 @@ def train_keeping_circuit(program: ir.Program, settings: TrainSettings, init: Co
     graph = kept_graph(init_graph, model)
     standard = estimate_standardisation(program, settings.dist, "cpu")
     standard.unfold_from(model)  # the model outputs z while it trains
+    rebalanced = rebalance(model, init, graph, program, Rebalancing(keep.rebalance, seed=settings.seed)) \
+        if keep.rebalance else None
     generator = torch.Generator().manual_seed(settings.seed + 1)
     add_noise(trainable, keep.noise, generator)
     losses = CircuitLosses(model, graph, init, init_graph, program, standard)
@@ -330,6 +336,8 @@ def train_keeping_circuit(program: ir.Program, settings: TrainSettings, init: Co
     standard.fold_into(model)
     model.config["trained"] |= {"parameters": parameters, "keep_circuit": keep.to_json(),
                                 "final_losses": {k: float(f"{v:.6g}") for k, v in last.items()}}
+    if rebalanced is not None:
+        model.config["trained"]["rebalanced"] = rebalanced
     model.config["kept_circuit"] = {"graph": graph.to_json(), "eps": graph.eps,
                                     "init": (init.config.get("program") or {}).get("name")}
     return KeepResult(model, graph, last, time.monotonic() - start, parameters)
