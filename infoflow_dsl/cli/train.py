@@ -115,15 +115,17 @@ def add_keep_flags(command: argparse.ArgumentParser, positive_float: Any, nonneg
     command.add_argument("--keep-circuit", action="store_true",
                          help="with --init: keep the init model's circuit (interchange and strict terms), then "
                               "certify the trained weights; a model that fails is refused (exit 3)")
-    command.add_argument("--noise", type=nonnegative_float, default=1e-4,
-                         help="with --keep-circuit: the noise at the start, relative to each tensor's rms (1e-4)")
+    command.add_argument("--noise", type=nonnegative_float, default=None,
+                         help="with --keep-circuit: the noise at the start, relative to each tensor's rms (1e-3; "
+                              "1e-4 with --no-rebalance, where the compiled weights are sharp)")
     command.add_argument("--keep-lr", type=positive_float, default=1e-5,
                          help="with --keep-circuit: the peak learning rate, in place of --lr (1e-5: a compiled "
                               "model's weights are sharp, and AdamW moves every weight by about it a step)")
-    command.add_argument("--rebalance", action="store_true",
+    command.add_argument("--rebalance", action=argparse.BooleanOptionalAction, default=True,
                          help="with --keep-circuit: first rewrite the model exactly so that it trains like a "
                               "trained one (flip sparse units, pair the free ones, balance the scales, rotate the "
-                              "residual: training/rebalance.py); a noise of 1e-3 is then admitted")
+                              "residual: training/rebalance.py; the default); --no-rebalance trains the compiled "
+                              "weights as they are")
     command.add_argument("--samples", type=positive_int, default=2_000,
                          help="with --keep-circuit: random inputs of the certification (2000)")
 
@@ -144,7 +146,8 @@ def train_keeping(arguments: argparse.Namespace, program: Any, settings: Any, ou
     try:
         from ..training.rebalance import PASSES
 
-        keep = KeepSettings(noise=arguments.noise, rebalance=PASSES if arguments.rebalance else ())
+        noise = arguments.noise if arguments.noise is not None else (1e-3 if arguments.rebalance else 1e-4)
+        keep = KeepSettings(noise=noise, rebalance=PASSES if arguments.rebalance else ())
         result = train_keeping_circuit(program, settings, init, keep)
     except TrainError as error:
         raise UsageError(f"infoflowc train: {error}") from None

@@ -54,7 +54,7 @@ from ..errors import TrainError
 from ..language import typed as ir
 from ..oracle.tokens import random_ids
 from ..transformer.model import CompiledTransformer
-from .rebalance import Rebalancing, rebalance
+from .rebalance import PASSES, Rebalancing, rebalance
 from .settings import MAX_SEED, MAX_STEPS, TrainSettings, batch_seed
 from .train import (
     Standardisation,
@@ -74,15 +74,18 @@ ADDED = "added by training: outside the circuit"
 @dataclass(frozen=True)
 class KeepSettings:
     """The circuit-keeping terms: the relative noise at the start, the weights of the
-    interchange (IIT) and strict (SIIT) terms, the circuit nodes swapped per step and the
-    ablations the strict term resamples the outside pairs with."""
+    interchange (IIT) and strict (SIIT) terms, the circuit nodes swapped per step, the
+    ablations the strict term resamples the outside pairs with, and the exact rewrites made
+    before training (:mod:`.rebalance`; every pass by default, as ``train --keep-circuit``:
+    without them a compiled model's sharp weights admit a noise of 1e-4 at most, and its
+    statistics stay a compiled model's; ``rebalance=()`` trains the weights as they are)."""
 
-    noise: float = 0.05
+    noise: float = 1e-3
     interchange: float = 1.0
     strict: float = 1.0
     nodes: int = 2
     ablations: tuple[str, ...] = ABLATIONS
-    rebalance: tuple[str, ...] = ()
+    rebalance: tuple[str, ...] = PASSES
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.noise) and self.noise >= 0) or self.interchange < 0 or self.strict < 0:
