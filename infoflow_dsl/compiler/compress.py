@@ -25,6 +25,16 @@ the compressed model computes the same function, exactly in real arithmetic. In 
 products run over the dimensions in another order, so the output moves by rounding (float32
 models: at most 1.9e-6 on the shipped ones, most of them not a bit); ``check`` measures it.
 
+**Tight lifetimes** (``tight=True``, what ``compile --residual`` uses; ``disguise --compress``
+keeps the rule above, so its count stays the baseline superposition is measured against): (i) a
+write after a feature's last read is dropped (its writer's column set to 0: nothing reads what
+it writes), and a feature never read after its first write gets no dimension at all (the
+constant ``one`` where no reader needs a bias); (ii) a dimension freed by an eraser at FFN stage
+e goes to a feature whose first write is that same FFN: the FFN reads the old feature (the new
+one's rows read 0 there, as any feature's before its first write) and adds −old + new, so the
+dimension holds the new value after it, exactly in real arithmetic. Lifetimes are then half-open
+intervals [w_i, e_i), and the same greedy is again optimal for them.
+
 This is superposition over depth, not at one depth: at any stage a dimension carries one feature.
 Superposition at one depth (more features alive than dimensions, on nearly orthogonal
 directions) breaks every compiled model (``bench/superposition_probe.py``: their readers are
@@ -123,6 +133,21 @@ def stage_map(tensors: dict[str, Tensor], size: int, layers: int) -> tuple[list[
     return writes, reads
 
 
+def drop_unread_writes(tensors: dict[str, Tensor], size: int, layers: int) -> None:
+    """Tight lifetimes (i), in place: every write of a feature at a stage after its last read
+    (after its first write) is set to 0, every write of a feature never read so."""
+    writes, reads = stage_map(tensors, size, layers)
+    late = {}
+    for i in range(size):
+        read = max((r for r in reads[i] if writes[i] and r > min(writes[i])), default=-1)
+        late[i] = [w for w in writes[i] if w > read]
+    for stage, _, writers in stage_tensors(layers):
+        dropped = [i for i, stages in late.items() if stage in stages]
+        for name in writers if dropped else ():
+            tensors[name] = tensors[name].clone()
+            tensors[name][..., dropped] = 0.0
+
+
 def lifetimes(tensors: dict[str, Tensor], labels: list[str], layers: int) -> list[Lifetime]:
     """Every feature's lifetime (see the module docstring); a feature never written has none."""
     size, last = len(labels), 2 * layers + 1
@@ -138,12 +163,14 @@ def lifetimes(tensors: dict[str, Tensor], labels: list[str], layers: int) -> lis
     return out
 
 
-def assign(features: int, alive: list[Lifetime]) -> Compression:
+def assign(features: int, alive: list[Lifetime], tight: bool = False) -> Compression:
     """The dimensions: in order of first write, each feature takes the lowest dimension free before
-    it starts (its last occupant erased at a stage before the feature's first write), else a new one."""
+    it starts (its last occupant erased at a stage before the feature's first write; ``tight``: at
+    or before it), else a new one."""
     slots: list[list[Lifetime]] = []
     for feature in sorted(alive, key=lambda f: (f.start, f.index)):
-        free = next((s for s in slots if s[-1].end < feature.start), None)
+        free = next((s for s in slots if s[-1].end < feature.start or (tight and s[-1].end == feature.start)),
+                    None)
         if free is None:
             slots.append([feature])
         else:
@@ -152,12 +179,15 @@ def assign(features: int, alive: list[Lifetime]) -> Compression:
     return Compression(features, tuple(tuple(s) for s in slots))
 
 
-def compress_residual(tensors: dict[str, Tensor], config: dict[str, Any]) -> Compression:
+def compress_residual(tensors: dict[str, Tensor], config: dict[str, Any], tight: bool = False) -> Compression:
     """Compress ``tensors`` (dense float64, changed in place: readers first lose the rows of features
     not written before them, which read 0) and ``config`` (its residual labels,
-    d_model and the FFNs that gain erasers) as the module docstring says; the compression."""
+    d_model and the FFNs that gain erasers) as the module docstring says (``tight``: with tight
+    lifetimes); the compression."""
     labels, layers = list(config["residual_labels"]), len(config["layers"])
-    plan = assign(len(labels), lifetimes(tensors, labels, layers))
+    if tight:
+        drop_unread_writes(tensors, len(labels), layers)
+    plan = assign(len(labels), lifetimes(tensors, labels, layers), tight)
     a = torch.zeros(len(labels), plan.dimensions, dtype=torch.float64)  # (D, D'): feature -> its dimension
     for dimension, occupants in enumerate(plan.slots):
         for feature in occupants:

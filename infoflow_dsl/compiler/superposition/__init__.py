@@ -52,17 +52,19 @@ class Superposed:
     alive: int
 
 
-def _compressed(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[dict[str, Tensor], dict[str, Any], Any]:
+def _compressed(tensors: dict[str, Tensor], config: dict[str, Any],
+                tight: bool = True) -> tuple[dict[str, Tensor], dict[str, Any], Any]:
     from ..compress import compress_residual
 
     tensors, config = dict(tensors), copy.deepcopy(config)
-    plan = compress_residual(tensors, config)
+    plan = compress_residual(tensors, config, tight)
     return tensors, config, plan
 
 
-def features_alive(tensors: dict[str, Tensor], config: dict[str, Any]) -> int:
-    """F: the plain model's features alive at once (the dimensions ``compress`` reaches)."""
-    return int(_compressed(tensors, config)[1]["d_model"])
+def features_alive(tensors: dict[str, Tensor], config: dict[str, Any], tight: bool = False) -> int:
+    """F: the plain model's features alive at once (the dimensions ``disguise --compress``
+    reaches); ``tight``: with tight lifetimes (what sharing over the depth alone reaches)."""
+    return int(_compressed(tensors, config, tight)[1]["d_model"])
 
 
 def storage_code(plan: Layout, storage: int) -> Tensor:
@@ -104,19 +106,21 @@ def _chosen_layout(tensors: dict[str, Tensor], config: dict[str, Any], margin: f
     """The layout with the smallest D: every categorical group superposed but those with nothing
     to store (read only where their writer can hand them to the reader exactly), then, one pass
     in order, each group kept plain (its own coordinates) when that lowers D: where its clean
-    copies cost more than its superposition saves. (layout, its smallest storage, its model)."""
+    copies cost more than its superposition saves; last, every group plain (no storage: the
+    tight lifetimes alone) where that is smaller still. (layout, its smallest storage, its model)."""
     found = usage(tensors, config)
     everything = layout(tensors, config, found)
     plain = frozenset(g for g in found.groups if not set(g.members) & set(everything.stored))
     plan = layout(tensors, config, found, plain)
     least, built = _least_build(tensors, config, plan, margin)
-    for group in found.groups:
-        if group in plain:
+    for group in [*found.groups, None]:
+        if group in plain or (group is None and plain == frozenset(found.groups)):
             continue
-        trial = layout(tensors, config, found, plain | {group})
+        trial = layout(tensors, config, found, frozenset(found.groups) if group is None else plain | {group})
         trial_least, trial_built = _least_build(tensors, config, trial, margin)
         if int(trial_built[1]["d_model"]) < int(built[1]["d_model"]):
-            plain, plan, least, built = plain | {group}, trial, trial_least, trial_built
+            plain = frozenset(found.groups) if group is None else plain | {group}
+            plan, least, built = trial, trial_least, trial_built
     return plan, least, built
 
 

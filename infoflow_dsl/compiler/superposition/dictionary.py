@@ -101,7 +101,7 @@ def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embeddin
     FFN erases them (inf: none); ``categorical`` names the group of every categorical direction,
     superposed or kept on its own coordinate. A stored feature's storage direction is listed
     up to its last storage read (where its interference bound holds), a clean slot up to its
-    eraser."""
+    eraser. A direction nothing reads has no dimension in the model and no record."""
     usage, groups = plan.usage, plan.usage.group_of()
     computes = describe(config)
     storage = [dims[embedding.storage_base + k][0] for k in range(embedding.u.shape[0])]
@@ -112,7 +112,10 @@ def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embeddin
             continue
         text = computes.get(label, _embedding_column(label, usage, i))
         if i not in groups:
-            dim, erased = dims[embedding.kept.index(i)]
+            placed = dims.get(embedding.kept.index(i))
+            if placed is None:  # read by nothing: no dimension (compress's tight lifetimes), not in the model
+                continue
+            dim, erased = placed
             start, end = _span(usage, i, erased)
             records.append({"name": label, "kind": "categorical" if i in categorical else "number",
                             "group": categorical.get(i), "computes": text,
