@@ -5,6 +5,7 @@ compressed model has erasers that an ablation needs."""
 
 from __future__ import annotations
 
+import copy
 import re
 from functools import cache
 
@@ -18,7 +19,7 @@ import infoflow_dsl as ifl
 from infoflow_dsl.circuits.disguise import disguise
 from infoflow_dsl.circuits.patching import EdgeForward
 from infoflow_dsl.circuits.truth import TruthMeasurement
-from infoflow_dsl.compiler.compress import ERASER
+from infoflow_dsl.compiler.compress import ERASER, compress_residual
 from infoflow_dsl.pipeline import program_of
 
 COMPRESSED = ["tracr/reverse", "tracr/sort", "tracr/shuffle_dyck2", "min_pairwise", "nearest_neighbour"]
@@ -79,3 +80,27 @@ def test_the_cli_compresses_and_says_by_how_much(tmp_path) -> None:
     assert record["features"] == shipped("tracr/sort").d_model > record["dimensions"]
     code, text, err = run_cli(["check", str(out), "--samples", "200"])
     assert code == 0 and "every answer right" in text, err
+
+
+@pytest.mark.parametrize("name", ["tracr/hist", "tracr/sort"])
+def test_tight_lifetimes_take_fewer_dimensions_each_the_plain_streams_feature_alive_there(name: str) -> None:
+    """``tight=True`` (what compile --residual uses): writes nothing reads dropped, a dimension
+    handed on in the FFN that erases it. Fewer dimensions than the default, and still every
+    dimension of the stream is, at every layer boundary, the plain stream at one of its
+    features or 0; the output is the plain model's."""
+    plain = shipped(name).double()
+    tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
+    config = copy.deepcopy(plain.config)
+    compress_residual(tensors, config, tight=True)
+    small = ifl.CompiledTransformer(config, tensors, dtype=torch.float64)
+    features, labels = plain.config["residual_labels"], config["residual_labels"]
+    assert small.d_model < compressed(name).d_model
+    x = model_inputs_of(name, 64, 3, 6)
+    with torch.no_grad():
+        for boundary, (wide, narrow) in enumerate(zip(plain.residual_stream(x), small.residual_stream(x), strict=True)):
+            for dimension, label in enumerate(labels):
+                column = narrow[..., dimension]
+                candidates = [wide[..., features.index(f)] for f in label.split(" | ")]
+                assert any(bool((column - c).abs().max() <= 1e-12) for c in candidates) or not column.any(), \
+                    (boundary, label)
+        assert float((small(x) - plain(x)).abs().max()) <= 1e-9
