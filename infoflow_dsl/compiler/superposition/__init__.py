@@ -32,6 +32,7 @@ from ...errors import CompileError
 from .categorical import usage
 from .codes import code, coherence, fitted
 from .dictionary import superposed_records
+from .duplicates import merged
 from .embed import Embedding, rewrite
 from .layout import MARGIN, Layout, StorageRead, certify, holds, layout, read_pairs
 
@@ -132,6 +133,7 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     forces d_s with every group superposed (a test's model past the margin: nothing is refused
     or checked)."""
     alive = features_alive(tensors, config)
+    original, tensors, aliases = tensors, *merged(tensors, config)
     if storage is None:
         plan, least, built = _chosen_layout(tensors, config, margin)
         n = len(plan.stored)
@@ -155,8 +157,9 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     out_config["superposition"]["compression"] = compression.to_json()
     dims = {f.index: (d, f.end if f is not occupants[-1] else math.inf)  # the last occupant is never erased
             for d, occupants in enumerate(compression.slots) for f in occupants}
-    categorical = {f: g.writer for f, g in usage(tensors, config).group_of().items()}
-    out_config["superposition"]["features"] = superposed_records(config, plan, embedding, dims, margin, categorical)
+    categorical = {f: g.writer for f, g in usage(original, config).group_of().items()}
+    out_config["superposition"]["features"] = superposed_records(config, plan, embedding, dims, margin, categorical,
+                                                                 aliases)
     return Superposed(out, out_config, plan, embedding, tuple(reads), alive)
 
 

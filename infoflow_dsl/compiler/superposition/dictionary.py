@@ -19,6 +19,7 @@ may hold another feature).
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -95,13 +96,15 @@ def plain_records(config: dict[str, Any], tensors: dict[str, Tensor]) -> list[di
 
 
 def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embedding, dims: dict[int, tuple[int, float]],
-                       margin: float, categorical: dict[int, str]) -> list[dict[str, Any]]:
+                       margin: float, categorical: dict[int, str],
+                       aliases: dict[int, int] | None = None) -> list[dict[str, Any]]:
     """The dictionary of a superposed model (the plain ``config``): ``dims`` maps the layout's
     coordinates (``embed.Embedding``) to the final ones (after ``compress``) and the stage whose
     FFN erases them (inf: none); ``categorical`` names the group of every categorical direction,
     superposed or kept on its own coordinate. A stored feature's storage direction is listed
     up to its last storage read (where its interference bound holds), a clean slot up to its
-    eraser. A direction nothing reads has no dimension in the model and no record."""
+    eraser. A direction nothing reads has no dimension in the model and no record; a duplicate
+    j of i (``aliases``, :mod:`.duplicates`) is listed on i's components."""
     usage, groups = plan.usage, plan.usage.group_of()
     computes = describe(config)
     storage = [dims[embedding.storage_base + k][0] for k in range(embedding.u.shape[0])]
@@ -136,7 +139,22 @@ def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embeddin
         record: dict[str, Any] = {"name": label, "kind": "categorical", "group": groups[i].writer,
                                   "computes": text, "components": parts, "margin": margin}
         records.append(record)
-    return records
+    return records + _aliased(records, aliases or {}, usage, computes, categorical)
+
+
+def _aliased(records: list[dict[str, Any]], aliases: dict[int, int], usage: Usage, computes: dict[str, str],
+             categorical: dict[int, str]) -> list[dict[str, Any]]:
+    """A record per duplicate j on its i's components, with j's own name, kind and formula."""
+    by_name = {r["name"]: r for r in records}
+    found = []
+    for j, i in sorted(aliases.items()):
+        if usage.labels[i] in by_name:
+            record = copy.deepcopy(by_name[usage.labels[i]])
+            label = usage.labels[j]
+            record.update({"name": label, "kind": "categorical" if j in categorical else "number",
+                           "group": categorical.get(j), "computes": computes.get(label, label)})
+            found.append(record)
+    return found
 
 
 def _provider_stage(written: int, window: int, how: str) -> int:
