@@ -20,10 +20,11 @@ design and left out). Tiers:
   residual compressed below its number of features (dimensions shared over the depth, erasers
   freeing them: ``compiler/compress.py``), then the second tier's passes;
 - ``superposed``: a token program compiled again with ``--residual`` at its smallest certified D,
-  where that D is below its features alive at once F (more features than dimensions at one
-  depth, every read certified by a margin: docs/superposition.md); its graph is the plain
-  circuit's nodes read again off its weights. A program over vectors, or one whose smallest D
-  is F, has no such model (``OUT/skipped/NAME.superposed.json`` says why).
+  where that D is below what sharing over the depth alone reaches (the certificate's
+  ``features_alive_depth``: more features than dimensions at one depth, every read certified by
+  a margin: docs/superposition.md); its graph is the plain circuit's nodes read again off its
+  weights. A program over vectors, or one whose smallest D is that depth count, has no such
+  model (``OUT/skipped/NAME.superposed.json`` says why).
 
 - ``trained``: the compiled model trained keeping its circuit (``train --init --keep-circuit``:
   the task, interchange and strict losses, relative noise at the start, heads ≥ 2 a layer, widths
@@ -168,8 +169,10 @@ def superposed(compiled: Any) -> tuple[Any, str]:
             return None, str(error)
         model = ifl.compile(program, residual=int(found.group(1)), **settings)
         record = model.config["superposition"]
-        if record["d_model"] >= record["features_alive"]:
-            return None, f"its smallest D is its F = {record['features_alive']}: nothing to superpose"
+        depth = record.get("features_alive_depth", record["features_alive"])
+        if record["d_model"] >= depth:
+            return None, (f"its smallest D is what sharing over the depth alone reaches ({depth}; F = "
+                          f"{record['features_alive']}): nothing shares a dimension at one depth")
         return model, ""
     return None, "a residual of 1 dimension sufficed"
 

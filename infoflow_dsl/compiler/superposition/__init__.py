@@ -1,22 +1,31 @@
 """Superposition the compiler builds (``compile --residual D``): a token model whose residual has
 at most D dimensions, fewer than its features alive at once, certified.
 
-The plain model is compiled first; its categorical features (``categorical``: indicators in
-groups of mass ≤ 1: the token's and the position's one-hot columns, a sharp head's fetched
-token) then move to a **storage** block of d_s coordinates on nearly orthogonal directions
-(``codes``), every read of them going through a reader that rejects the others' interference
-with a margin (``plan``: clean-ups in the FFNs, direct value and score reads), and the numbers
-share coordinates over the depth (:mod:`~infoflow_dsl.compiler.compress`), so that a
-categorical feature shares its dimensions with others alive at the same depth.
+The plain model is compiled first. Directions it names twice (identical writers: the same
+value, :mod:`.duplicates`) are folded into one. Its categorical features (``categorical``:
+indicators in groups of mass ≤ 1: the token's and the position's one-hot columns, a sharp
+head's fetched token) then move to a **storage** block of d_s coordinates on nearly orthogonal
+directions (``codes``), every read of them going through a reader that rejects the others'
+interference with a margin (``layout``: clean-ups in the FFNs, direct value and score reads),
+and every coordinate is shared over the depth with tight lifetimes
+(:func:`~infoflow_dsl.compiler.compress.compress_residual` with ``tight=True``: a write nothing
+reads dropped, a direction never read given no dimension, a dimension handed on in the FFN that
+erases it), so that a categorical feature shares its dimensions with others alive at the same
+depth and no coordinate outlives its last reader.
 
-**Certified**: every thresholded read satisfies err_f + I_f(s) < m (``plan.certify``, stated
+**Certified**: every thresholded read satisfies err_f + I_f(s) < m (``layout.certify``, stated
 there); a clean-up is then exactly 0 or 1, so the superposed model computes what the plain one
-does up to the rounding of the reads, and compile measures it as the truth checks it (every
+does up to the rounding of the reads (folding duplicates and tight lifetimes are exact in real
+arithmetic: stated in their modules), and compile measures it as the truth checks it (every
 input up to length 4, the constant ones, 2,000 random at T); ``check`` measures it again.
 **F** (features alive at once) is what ``disguise --compress`` reaches on the plain model: the
 most plain directions alive at one stage (a direction alive from its first write to the FFN at
-or after its last read). The smallest storage d_s whose bound holds gives the smallest D;
-``--residual`` below it is refused (exit 2) naming it.
+or after its last read). The certificate also records ``features_alive_depth``, what tight
+lifetimes alone reach (sharing over the depth, nothing at one depth): D below it is sharing at
+one depth (superposition, or a folded duplicate). Where the peak is numbers (hist, counts,
+dyck), no categorical feature is carried past its reads there and D = that depth count, below F.
+The smallest storage d_s whose bound holds gives the smallest D; ``--residual`` below it is
+refused (exit 2) naming it.
 """
 
 from __future__ import annotations
@@ -155,6 +164,9 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     out, out_config, embedding, reads, compression = built
     out_config["superposition"] = certificate(plan, embedding, reads, alive, int(out_config["d_model"]), margin)
     out_config["superposition"]["compression"] = compression.to_json()
+    out_config["superposition"]["features_alive_depth"] = features_alive(original, config, tight=True)
+    out_config["superposition"]["duplicates"] = [[config["residual_labels"][j], config["residual_labels"][i]]
+                                                 for j, i in sorted(aliases.items())]
     dims = {f.index: (d, f.end if f is not occupants[-1] else math.inf)  # the last occupant is never erased
             for d, occupants in enumerate(compression.slots) for f in occupants}
     categorical = {f: g.writer for f, g in usage(original, config).group_of().items()}

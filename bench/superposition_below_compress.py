@@ -1,0 +1,141 @@
+"""compile --residual against what ``disguise --compress`` reaches, on varied token programs.
+
+    python bench/superposition_below_compress.py [--set tracr|rasp|all] [--benchmarks]
+
+For each token program (Tracr's library as shipped in compiled_examples/tracr, programs of the
+RASP suite in bench/rasp_suite.py, reverse and hist over 8 tokens): F, the features alive at once
+that ``disguise --compress`` reaches on the plain model; F over depth, what the tight lifetimes
+alone reach (compiler/compress.py, ``tight=True``: sharing over the depth, no superposition);
+the smallest D that ``compile --residual`` certifies (``--residual 1``'s refusal names it), F/D
+and the categorical features on their storage; and the model at that D measured against the
+float64 reference on every input up to length 4 and 1,000 random ones at T (token outputs:
+answers wrong; numbers: the largest error against the program's ε). With ``--benchmarks`` the
+table goes into BENCHMARKS.md, section "Superposition".
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+TOKENS8 = ", ".join(f'"{chr(97 + i)}"' for i in range(8))
+SYNTHETIC = {
+    "reverse, 8 tokens": f"input x : token {{{TOKENS8}}}\nlength T = 4\ntarget(t) = x(len + 1 - t)\n",
+    "hist, 8 tokens": f"input x : token {{{TOKENS8}}}\nlength T = 4\ntarget(t) = sum_<s> [x(s) == x(t)]\n",
+}
+RASP = ("count_less_freq_2", "smaller_count", "running_count_a", "distinct_so_far", "detect_aba", "shuffle_dyck1",
+        "reverse_digits", "earlier_different", "mean_of_larger", "count_a_minus_b", "sort_unique_digits",
+        "word_class")
+INTRO = ("F: the features alive at once that `disguise --compress` reaches on the plain model; F over depth: "
+         "what tight lifetimes alone reach (no superposition); smallest D: what `compile --residual` certifies "
+         "(`--residual 1` names it); F/D = F / smallest D; the model at that D measured against the float64 "
+         "reference on every input up to length 4 and 1,000 random ones at T.")
+NOTE = "NOTE"
+HEADER = ("| program | plain d_model | F (`--compress`) | F over depth | smallest D | F/D | superposed on storage "
+          "| inputs checked | wrong / max error (ε) | seconds |\n|---|---:|---:|---:|---:|---:|---|---:|---|---:|")
+
+
+def programs(which: str) -> list[tuple[str, Any]]:
+    import infoflow_dsl as ifl
+
+    found: list[tuple[str, Any]] = []
+    if which in ("tracr", "all"):
+        found += [(f"tracr/{p.stem}", ifl.load_program(p)) for p in sorted((ROOT / "compiled_examples" / "tracr")
+                                                                            .glob("*.iflow"))]
+        found += [(name, ifl.parse_program(text, "p.iflow")) for name, text in SYNTHETIC.items()]
+    if which in ("rasp", "all"):
+        from rasp_suite import PROGRAMS
+
+        by_name = {p.name: p for p in PROGRAMS}
+        found += [(f"rasp/{n}", ifl.from_rasp(by_name[n].build(), by_name[n].vocab, by_name[n].length, name=n))
+                  for n in RASP]
+    return found
+
+
+def smallest(program: Any) -> int:
+    import infoflow_dsl as ifl
+    from infoflow_dsl.errors import CompileError
+
+    try:
+        ifl.compile(program, samples=0, residual=1)
+    except CompileError as error:
+        found = re.search(r"is (\d+) \(", str(error))
+        assert found is not None, error
+        return int(found.group(1))
+    return 1
+
+
+def measured(model: Any, program: Any) -> tuple[int, int, float]:
+    """(inputs, wrong answers, largest numeric error) on every input up to length 4 and 1,000
+    random ones at T, against the float64 reference (positions where the target is undefined
+    left out)."""
+    import infoflow_dsl as ifl
+
+    tokens = len(program.token_vocabulary.names)
+    batches = [torch.tensor(list(itertools.product(range(tokens), repeat=n)), dtype=torch.int64)
+               for n in range(1, min(4, program.length) + 1)]
+    batches.append(ifl.sample_inputs(program, 1000, seed=11))
+    count = wrong = 0
+    worst = 0.0
+    for x in batches:
+        truth = ifl.evaluate(program, x)
+        with torch.no_grad():
+            y = model(x).double()
+        count += len(x)
+        if model.token_output:  # -1: no answer asked there (a target defined on some positions)
+            off = (y.argmax(-1).double() != truth) & (truth >= 0)
+            wrong += int(off.reshape(len(x), -1).any(-1).sum())
+        else:
+            defined = ~truth.isnan()
+            worst = max(worst, float((y - truth)[defined].abs().max()))
+    return count, wrong, worst
+
+
+def row(name: str, program: Any) -> str:
+    import infoflow_dsl as ifl
+    from infoflow_dsl.compiler.superposition import features_alive
+
+    start = time.perf_counter()
+    plain = ifl.compile(program, samples=0, dtype="float64")
+    tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
+    alive, depth = features_alive(tensors, plain.config), features_alive(tensors, plain.config, tight=True)
+    least = smallest(program)
+    model = ifl.compile(program, samples=0, residual=least)
+    record = model.config["superposition"]
+    count, wrong, worst = measured(model, program)
+    result = f"{wrong} wrong" if model.token_output else f"{worst:.2g} ({model.config['eps']:g})"
+    return (f"| {name} | {plain.d_model} | {alive} | {depth} | {model.d_model} | {alive / model.d_model:.2f} | "
+            f"{record['superposed']} on {record['storage']} | {count} | {result} | "
+            f"{time.perf_counter() - start:.0f} |")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", choices=("tracr", "rasp", "all"), default="all")
+    parser.add_argument("--benchmarks", action="store_true", help="write the table into BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    lines = [HEADER]
+    print(HEADER, flush=True)
+    for name, program in programs(args.set):
+        lines.append(row(name, program))
+        print(lines[-1], flush=True)
+    if args.benchmarks:
+        from report import measured_on, write_section
+
+        write_section("Superposition", f"`python bench/superposition_below_compress.py --set {args.set} --benchmarks`"
+                      f" ({measured_on()}): {INTRO}\n\n" + "\n".join(lines) + f"\n\n{NOTE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
