@@ -200,3 +200,17 @@ def test_the_circuit_corpus_trained_tier_admits_a_certified_model_and_refuses_a_
         encoding="utf-8"))
     assert not refused["holds"] and refused["refused"]
     assert not list((tmp_path / "broken" / "models").glob("*.safetensors"))
+
+
+def test_the_superposition_bench_row_goes_below_compress_and_checks_the_model() -> None:
+    """bench/superposition_below_compress.py's row on a numeric peak (Tracr's count_a): F from
+    --compress, the depth count, the smallest D below F, and the model right on every input
+    checked (its numbers within the program's ε)."""
+    import superposition_below_compress as bench
+
+    program = ifl.load_program(BENCH.parent / "compiled_examples" / "tracr" / "count_a.iflow")
+    cells = [c.strip() for c in bench.row("tracr/count_a", program).strip("| ").split("|")]
+    alive, depth, least = int(cells[2]), int(cells[3]), int(cells[4])
+    assert least <= depth < alive and int(cells[7]) > 1000
+    error, eps = cells[8].split(" (")
+    assert float(error) <= float(eps.rstrip(")"))
