@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,19 +57,6 @@ def programs() -> dict[str, Any]:
     return found
 
 
-def smallest(program: object) -> int:
-    import infoflow_dsl as ifl
-    from infoflow_dsl.errors import CompileError
-
-    try:
-        ifl.compile(program, samples=0, residual=1)
-    except CompileError as error:
-        found = re.search(r"is (\d+) \(", str(error))
-        assert found is not None, error
-        return int(found.group(1))
-    return 1
-
-
 def residuals(program: Any) -> tuple[int, list[int]]:
     """(F, the residuals ⌊F/r⌋ for r in RATIOS that are at least the smallest certified D)."""
     import infoflow_dsl as ifl
@@ -78,6 +64,8 @@ def residuals(program: Any) -> tuple[int, list[int]]:
 
     plain = ifl.compile(program, samples=0, dtype="float64")
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
+    from superposition_below_compress import smallest
+
     alive, least = features_alive(tensors, plain.config), smallest(program)
     return alive, sorted({int(alive // r) for r in RATIOS if int(alive // r) >= least}, reverse=True)
 
