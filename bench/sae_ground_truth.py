@@ -1,16 +1,17 @@
 """SAEs scored against the features the compiler built, at F/D of 1, 1.5 and 2.
 
-    python bench/sae_ground_truth.py [--steps N] [--only NAME,..] [--rows FILE] [--benchmarks]
+    python bench/sae_ground_truth.py [--steps N] [--only 'NAME;..'] [--rows FILE] [--benchmarks]
 
 For each token program (Tracr's library as shipped but sort_freq, seven programs of the RASP
 suite, reverse over 8 and 16 tokens): F, the features alive at once that ``disguise --compress``
 reaches on the plain model, and the model compiled with ``--residual R`` for R = ⌊F/r⌋, r = 1,
-1.5, 2, where R is at least the smallest certified D (``--residual 1``'s answer): its d_model
-D ≤ R and its F/D. For each, a sparsify SAE of each architecture (topk, groupmax; 4 × D latents,
-k = 4) trained at the last layer's ``hook_resid_mid``: mean max cosine, share recovered at
-cos ≥ 0.9 and mean F1 against the dictionary, beside the residual basis, PCA and a random
-dictionary. ``--rows FILE`` appends the rows to FILE (runs split by ``--only`` add up there);
-``--benchmarks`` writes FILE's rows (or this run's) to BENCHMARKS.md "SAE ground truth".
+1.5, 2, where R is at least the smallest certified D (``--residual 1``'s answer), and for R that
+smallest D: its d_model D ≤ R and its F/D (residuals building the same width: one row). For
+each, a sparsify SAE of each architecture (topk, groupmax; 4 × D latents, k = 4) trained at the
+last layer's ``hook_resid_mid``: mean max cosine, share recovered at cos ≥ 0.9 and mean F1
+against the dictionary, beside the residual basis, PCA and a random dictionary. ``--rows FILE``
+appends the rows to FILE (runs split by ``--only`` add up there); ``--benchmarks`` writes
+FILE's rows (or this run's) to BENCHMARKS.md "SAE ground truth".
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def programs() -> dict[str, Any]:
 
 
 def residuals(program: Any) -> tuple[int, list[int]]:
-    """(F, the residuals ⌊F/r⌋ for r in RATIOS that are at least the smallest certified D)."""
+    """(F, the residuals ⌊F/r⌋ for r in RATIOS that are at least the smallest certified D, and that D)."""
     import infoflow_dsl as ifl
     from infoflow_dsl.compiler.superposition import features_alive
 
@@ -67,7 +68,7 @@ def residuals(program: Any) -> tuple[int, list[int]]:
     from superposition_below_compress import smallest
 
     alive, least = features_alive(tensors, plain.config), smallest(program)
-    return alive, sorted({int(alive // r) for r in RATIOS if int(alive // r) >= least}, reverse=True)
+    return alive, sorted({least} | {int(alive // r) for r in RATIOS if int(alive // r) >= least}, reverse=True)
 
 
 def rows(name: str, program: Any, steps: int) -> list[str]:
@@ -99,14 +100,14 @@ def rows(name: str, program: Any, steps: int) -> list[str]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--only", default="", help="comma-separated program names (default: all)")
+    parser.add_argument("--only", default="", help="program names separated by ';' (default: all)")
     parser.add_argument("--rows", type=Path, help="append the rows to this file")
     parser.add_argument("--benchmarks", action="store_true")
     arguments = parser.parse_args(argv)
     torch.set_num_threads(1)
     with contextlib.redirect_stdout(io.StringIO()):
         import sparsify  # noqa: F401  (its import prints a note on Triton)
-    wanted = [n for n in arguments.only.split(",") if n]
+    wanted = [n for n in arguments.only.split(";") if n]
     found = [] if arguments.benchmarks and arguments.rows and not wanted else [
         line for name, program in programs().items() if not wanted or name in wanted
         for line in rows(name, program, arguments.steps)]
