@@ -29,9 +29,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 TOKENS8 = ", ".join(f'"{chr(97 + i)}"' for i in range(8))
 TOKENS16 = ", ".join(f'"{chr(97 + i)}"' for i in range(16))
-NOTE = ("\n\nF/D 1 is the model at R = F: no categorical feature superposed, yet D < F where tight lifetimes "
-        "shorten what the plain model kept alive (docs/superposition.md); F/D 2 is reached where the smallest "
-        "certified D allows it. Rows: F/D as reached, not as asked.")
+NOTE = ("\n\nScope: 22 programs (13 of Tracr's library, 7 of the RASP suite, reverse over 8 and 16 tokens), "
+        "30 (program, D) pairs × 2 architectures, 300 steps, run in five parts (`--only`, `--rows`). F/D as "
+        "reached, not as asked: R = F builds D below F wherever tight lifetimes shorten what the plain model "
+        "kept alive, so F/D 1.00 is met only where nothing dies unerased at the peak (the reverses); F/D 2 and "
+        "more on length, detect_pattern_abc and detect_aba. A high F/D from sharing over the depth is not "
+        "superposition at the hook: the residual basis still recovers 90–100% of the features there (mean max "
+        "cosine 0.93–1.00 by F/D bucket); where features share dimensions at one depth (reverse over 16 tokens "
+        "at D = 21) it falls to 24%. The SAEs (means by F/D, TopK / GroupMax alike: 1.00: max cosine 0.49, 0% "
+        "recovered; 1.09–1.44: 0.62, 1%; 1.5–1.83: 0.63, 12%; 2.0–2.4: 0.82, 17–28%) recover a feature at "
+        "cos ≥ 0.9 in 15 of the 60 rows, mostly on the smallest residuals; PCA stays near 0.5 and a random "
+        "dictionary at 0.53–0.79.")
 RASP = ("smaller_count", "distinct_so_far", "detect_aba", "reverse_digits", "sort_unique_digits", "running_count_a",
         "count_less_freq_2")
 RATIOS = (1.0, 1.5, 2.0)
