@@ -158,7 +158,7 @@ def superposed(compiled: Any) -> tuple[Any, str]:
     from infoflow_dsl.pipeline import program_of
 
     if compiled.vocabulary is None:
-        return None, "a program over vectors (--residual superposes token programs)"
+        return None, "a program over vectors: no categorical feature for --residual to superpose"
     program, config = program_of(compiled), compiled.config
     settings = {"eps": config["eps"], "dtype": config["dtype"], "samples": 0}
     try:

@@ -120,9 +120,26 @@ def test_too_small_a_residual_is_refused_naming_the_smallest_that_works() -> Non
         ifl.compile(_program(REVERSE, "reverse8.iflow"), samples=0, residual=smallest - 1)
 
 
-def test_a_vector_program_is_refused() -> None:
-    with pytest.raises(CompileError, match="token program"):
-        ifl.compile("compiled_examples/prefix_mean.iflow", samples=0, residual=4)
+def test_a_vector_program_gets_tight_lifetimes_alone_within_eps_and_checked(tmp_path: Path) -> None:
+    """Over vectors the embedding is linear (its 0/1 columns copy coordinates of x): nothing is
+    categorical, nothing superposed; --residual gives the model tight lifetimes alone, below F
+    (min_pairwise: 17 → 10), within ε of the reference on random inputs; check passes."""
+    program = ifl.load_program(EXAMPLES / "min_pairwise.iflow")
+    plain = ifl.compile(program, samples=0, dtype="float64")
+    tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
+    assert usage(tensors, plain.config).groups == ()
+    with pytest.raises(CompileError) as refused:
+        ifl.compile(program, samples=0, residual=1)
+    smallest = int(str(refused.value).split(" is ")[-1].split(" ")[0])
+    model = ifl.compile(program, samples=0, residual=smallest)
+    record = model.config["superposition"]
+    assert record["superposed"] == 0 and model.d_model == record["features_alive_depth"] < record["features_alive"]
+    x = ifl.sample_inputs(program, 500, seed=5)
+    with torch.no_grad():
+        error = float((model(x.to(model.dtype)).double() - ifl.evaluate(program, x)).abs().max())
+    assert error <= model.config["eps"]
+    ifl.save(model, tmp_path / "m.safetensors")
+    assert run_cli(["check", str(tmp_path / "m.safetensors"), "--samples", "500"])[0] == 0
 
 
 @pytest.mark.parametrize(("source", "kind"), [(REVERSE, "score"), (HIST, "clean-up")])
