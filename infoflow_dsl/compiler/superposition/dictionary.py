@@ -243,7 +243,9 @@ def print_features(name: str, model: Any, found: list[dict[str, Any]]) -> None:
     record = model.config.get("superposition")
     print(f"{name}: {len(found)} features in d_model = {model.d_model}")
     if record is not None:
-        print(f"  superposed: F = {record['features_alive']} features alive at once, D = {record['d_model']}, "
+        depth = record.get("features_alive_depth")
+        alone = "" if depth is None else f" ({depth} with tight lifetimes alone)"
+        print(f"  superposed: F = {record['features_alive']} features alive at once{alone}, D = {record['d_model']}, "
               f"F/D = {record['ratio']:.3g}; largest interference {record['max_bound']:.3g} against the margin "
               f"{record['margin']:g}")
     for f in found:
