@@ -8,10 +8,10 @@ head's fetched token) then move to a **storage** block of d_s coordinates on nea
 directions (``codes``), every read of them going through a reader that rejects the others'
 interference with a margin (``layout``: clean-ups in the FFNs, direct value and score reads),
 and every coordinate is shared over the depth with tight lifetimes
-(:func:`~infoflow_dsl.compiler.compress.compress_residual` with ``tight=True``: a write nothing
-reads dropped, a direction never read given no dimension, a dimension handed on in the FFN that
-erases it), so that a categorical feature shares its dimensions with others alive at the same
-depth and no coordinate outlives its last reader.
+(:func:`~infoflow_dsl.compiler.compress.compress_residual`: a write nothing reads dropped, a
+direction never read given no dimension, a dimension handed on in the FFN that erases it), so
+that a categorical feature shares its dimensions with others alive at the same depth and no
+coordinate outlives its last reader.
 
 **Certified**: every thresholded read satisfies err_f + I_f(s) < m (``layout.certify``, stated
 there); a clean-up is then exactly 0 or 1, so the superposed model computes what the plain one
@@ -19,13 +19,14 @@ does up to the rounding of the reads (folding duplicates and tight lifetimes are
 arithmetic: stated in their modules), and compile measures it as the truth checks it (every
 input up to length 4, the constant ones, 2,000 random at T); ``check`` measures it again.
 **F** (features alive at once) is what ``disguise --compress`` reaches on the plain model: the
-most plain directions alive at one stage (a direction alive from its first write to the FFN at
-or after its last read). The certificate also records ``features_alive_depth``, what tight
-lifetimes alone reach (sharing over the depth, nothing at one depth): D below it is sharing at
-one depth (superposition, or a folded duplicate). Where the peak is numbers (hist, counts,
-dyck), no categorical feature is carried past its reads there and D = that depth count, below F.
-The smallest storage d_s whose bound holds gives the smallest D; ``--residual`` below it is
-refused (exit 2) naming it.
+most plain directions alive at one stage under tight lifetimes (a direction alive from its first
+write to the FFN at or after its last read, that FFN handing it on), the most that sharing over
+the depth reaches. D below F is therefore sharing at one depth, and the certificate says which:
+``features_alive_folded`` is F once the duplicates are folded (F minus it: dimensions a folded
+duplicate saved), and D below that is superposition (categorical features on fewer storage
+dimensions). Where the peak is numbers (hist, counts, dyck), nothing is shared at one depth and
+the smallest D is F (docs/superposition.md: the Gram-matrix argument). The smallest storage d_s
+whose bound holds gives the smallest D; ``--residual`` below it is refused (exit 2) naming it.
 """
 
 from __future__ import annotations
@@ -62,19 +63,18 @@ class Superposed:
     alive: int
 
 
-def _compressed(tensors: dict[str, Tensor], config: dict[str, Any],
-                tight: bool = True) -> tuple[dict[str, Tensor], dict[str, Any], Any]:
+def _compressed(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[dict[str, Tensor], dict[str, Any], Any]:
     from ..compress import compress_residual
 
     tensors, config = dict(tensors), copy.deepcopy(config)
-    plan = compress_residual(tensors, config, tight)
+    plan = compress_residual(tensors, config)
     return tensors, config, plan
 
 
-def features_alive(tensors: dict[str, Tensor], config: dict[str, Any], tight: bool = False) -> int:
-    """F: the plain model's features alive at once (the dimensions ``disguise --compress``
-    reaches); ``tight``: with tight lifetimes (what sharing over the depth alone reaches)."""
-    return int(_compressed(tensors, config, tight)[1]["d_model"])
+def features_alive(tensors: dict[str, Tensor], config: dict[str, Any]) -> int:
+    """F: the plain model's features alive at once under tight lifetimes (the dimensions
+    ``disguise --compress`` reaches)."""
+    return int(_compressed(tensors, config)[1]["d_model"])
 
 
 def storage_code(plan: Layout, storage: int) -> Tensor:
@@ -164,7 +164,7 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     out, out_config, embedding, reads, compression = built
     out_config["superposition"] = certificate(plan, embedding, reads, alive, int(out_config["d_model"]), margin)
     out_config["superposition"]["compression"] = compression.to_json()
-    out_config["superposition"]["features_alive_depth"] = features_alive(original, config, tight=True)
+    out_config["superposition"]["features_alive_folded"] = features_alive(tensors, config)
     out_config["superposition"]["duplicates"] = [[config["residual_labels"][j], config["residual_labels"][i]]
                                                  for j, i in sorted(aliases.items())]
     dims = {f.index: (d, f.end if f is not occupants[-1] else math.inf)  # the last occupant is never erased

@@ -237,15 +237,22 @@ def read_value(entry: dict[str, Any], residual: Tensor, margin: float | None = N
     return torch.where(r >= 1 - m, 1.0, torch.where(r <= m, 0.0, 0.5)).to(residual.dtype)
 
 
+def alive_text(record: dict[str, Any]) -> str:
+    """"F = n features alive at once" of a superposition certificate, with F once its duplicates
+    are folded where that is fewer (F minus it: dimensions the folding saved, the rest of F − D
+    superposition's)."""
+    folded = record.get("features_alive_folded")
+    extra = "" if folded in (None, record["features_alive"]) else f" ({folded} with its duplicates folded)"
+    return f"F = {record['features_alive']} features alive at once{extra}"
+
+
 def print_features(name: str, model: Any, found: list[dict[str, Any]]) -> None:
     """``circuit --features``: one line per feature (kind, group, layers, hooks and how each is
     read, what it computes), the superposition's certificate first when there is one."""
     record = model.config.get("superposition")
     print(f"{name}: {len(found)} features in d_model = {model.d_model}")
     if record is not None:
-        depth = record.get("features_alive_depth")
-        alone = "" if depth is None else f" ({depth} with tight lifetimes alone)"
-        print(f"  superposed: F = {record['features_alive']} features alive at once{alone}, D = {record['d_model']}, "
+        print(f"  superposed: {alive_text(record)}, D = {record['d_model']}, "
               f"F/D = {record['ratio']:.3g}; largest interference {record['max_bound']:.3g} against the margin "
               f"{record['margin']:g}")
     for f in found:
@@ -255,5 +262,5 @@ def print_features(name: str, model: Any, found: list[dict[str, Any]]) -> None:
               f"{'/'.join(reads) or '-'}: {f['computes']}")
 
 
-__all__ = ["features", "hooks_after", "plain_records", "print_features", "read_value",
+__all__ = ["alive_text", "features", "hooks_after", "plain_records", "print_features", "read_value",
            "superposed_records"]

@@ -70,31 +70,48 @@ def _wrong(model: CompiledTransformer, source: str, tokens: int = 8, random: int
     return found
 
 
-def test_a_program_whose_peak_is_numbers_compiles_below_what_compress_reaches_exact_and_checked(tmp_path: Path) -> None:
-    """Tracr's hist: at its peak the plain model holds numbers (1/len, the head's four token
-    shares, the gates), where categorical superposition gains nothing. With tight lifetimes
-    (compress.py) compile --residual still goes below what ``disguise --compress`` reaches on
-    the plain model; the model is exact on every input up to length 4 and 300 random ones at
-    T = 10, ``check`` passes, and ``sae`` prints its scores as JSON."""
-    source = EXAMPLES / "tracr" / "hist.iflow"
-    text = source.read_text()
-    compressed = disguise(ifl.compile(str(source), samples=0, dtype="float64"), compress=True).d_model
-    code, _, err = run_cli(["compile", str(source), "--residual", "1", "--samples", "0", "-o", str(tmp_path / "x")])
-    assert code == 2 and "Traceback" not in err
-    smallest = int(err.split(" is ")[-1].split(" ")[0])
-    assert smallest < compressed
-    path = tmp_path / "hist.safetensors"
-    code, out, err = run_cli(["compile", str(source), "--residual", str(smallest), "--samples", "200", "-o", str(path)])
-    assert code == 0, err
-    model = ifl.load(path)
+def _compressed(source: str) -> int:
+    """The dimensions ``disguise --compress`` reaches on the plain model (tight lifetimes)."""
+    tensors, config = _plain(source)
+    plain = CompiledTransformer(config, tensors, dtype=torch.float64)
+    return disguise(plain, compress=True).d_model
+
+
+def test_a_categorical_peak_compiles_below_what_compress_reaches_exact_checked_and_scored(tmp_path: Path) -> None:
+    """Reverse over 8 tokens: at its peak the fetched tokens and the token indicators, categorical
+    and carried past their reads. compile --residual goes below what ``disguise --compress``
+    reaches on the plain model (sharing over the depth, tight lifetimes), so the sharing is at
+    one depth; the model is exact on every input up to length 4 and 300 random ones at T,
+    ``check`` passes, and ``sae`` prints its scores as JSON."""
+    compressed = _compressed(REVERSE)
+    model = _compiled(_smallest(REVERSE))
     record = model.config["superposition"]
-    assert model.d_model == record["d_model"] <= smallest and record["features_alive"] == compressed
-    assert _wrong(model.double(), text, tokens=4, random=300) == []
-    assert run_cli(["check", str(path)])[0] == 0
-    code, out, err = run_cli(["sae", str(path), "--hook", "blocks.0.hook_resid_mid", "--steps", "5", "--json"])
+    assert model.d_model < compressed == record["features_alive"] and record["superposed"] > record["storage"]
+    assert _wrong(model.double(), REVERSE, random=300) == []
+    path = tmp_path / "reverse8.safetensors"
+    ifl.save(model, path)
+    assert run_cli(["check", str(path), "--samples", "500"])[0] == 0
+    code, out, err = run_cli(["sae", str(path), "--hook", f"blocks.{model.n_layers - 1}.hook_resid_mid",
+                              "--steps", "5", "--json"])
     assert code == 0, err
     result = json.loads(out)
     assert result["d_model"] == model.d_model and result["sae"]["recovered"] >= 0.0 and result["baselines"]
+
+
+def test_a_numeric_peak_is_refused_below_what_compress_reaches_naming_it(tmp_path: Path) -> None:
+    """hist over 8 tokens: at its peak the plain model holds numbers (the counts, 1/len, the gates),
+    which the margin cannot protect (docs/superposition.md: the Gram-matrix argument), so the
+    smallest D is F, what ``disguise --compress`` reaches; one less is refused (exit 2, no
+    traceback) naming it."""
+    compressed = _compressed(HIST)
+    source = tmp_path / "hist8.iflow"
+    source.write_text(HIST)
+    code, _, err = run_cli(["compile", str(source), "--residual", str(compressed - 1), "--samples", "0",
+                            "-o", str(tmp_path / "x.safetensors")])
+    assert code == 2 and "Traceback" not in err
+    assert f"the smallest residual whose clean-ups keep every superposed feature's interference below the " \
+           f"margin 0.45 is {compressed} (" in err and f"the plain model has {compressed} features alive" in err
+    assert _smallest(HIST) == compressed
 
 
 @lru_cache(maxsize=1)
@@ -120,10 +137,11 @@ def test_too_small_a_residual_is_refused_naming_the_smallest_that_works() -> Non
         ifl.compile(_program(REVERSE, "reverse8.iflow"), samples=0, residual=smallest - 1)
 
 
-def test_a_vector_program_gets_tight_lifetimes_alone_within_eps_and_checked(tmp_path: Path) -> None:
+def test_a_vector_program_gets_what_compress_reaches_within_eps_and_checked(tmp_path: Path) -> None:
     """Over vectors the embedding is linear (its 0/1 columns copy coordinates of x): nothing is
-    categorical, nothing superposed; --residual gives the model tight lifetimes alone, below F
-    (min_pairwise: 17 → 10), within ε of the reference on random inputs; check passes."""
+    categorical, nothing superposed; --residual gives the model tight lifetimes (and folded
+    duplicates) alone: F, what ``disguise --compress`` reaches, or below it by the duplicates
+    folded; within ε of the reference on random inputs; check passes."""
     program = ifl.load_program(EXAMPLES / "min_pairwise.iflow")
     plain = ifl.compile(program, samples=0, dtype="float64")
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
@@ -133,7 +151,9 @@ def test_a_vector_program_gets_tight_lifetimes_alone_within_eps_and_checked(tmp_
     smallest = int(str(refused.value).split(" is ")[-1].split(" ")[0])
     model = ifl.compile(program, samples=0, residual=smallest)
     record = model.config["superposition"]
-    assert record["superposed"] == 0 and model.d_model == record["features_alive_depth"] < record["features_alive"]
+    assert record["features_alive"] == disguise(plain, compress=True).d_model < plain.d_model
+    assert record["superposed"] == 0 and model.d_model == record["features_alive_folded"] <= record["features_alive"]
+    assert record["features_alive"] - record["features_alive_folded"] <= len(record["duplicates"])
     x = ifl.sample_inputs(program, 500, seed=5)
     with torch.no_grad():
         error = float((model(x.to(model.dtype)).double() - ifl.evaluate(program, x)).abs().max())
