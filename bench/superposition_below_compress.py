@@ -4,10 +4,12 @@
 
 For each token program (Tracr's library as shipped in compiled_examples/tracr, programs of the
 RASP suite in bench/rasp_suite.py, reverse and hist over 8 tokens): F, the features alive at once
-that ``disguise --compress`` reaches on the plain model; F over depth, what the tight lifetimes
-alone reach (compiler/compress.py, ``tight=True``: sharing over the depth, no superposition);
-the smallest D that ``compile --residual`` certifies (``--residual 1``'s refusal names it), F/D
-and the categorical features on their storage; and the model at that D measured against the
+that ``disguise --compress`` reaches on the plain model (tight lifetimes, compiler/compress.py:
+all that sharing over the depth reaches); F once the directions the lowering names twice are
+folded (compiler/superposition/duplicates.py); the smallest D that ``compile --residual``
+certifies (``--residual 1``'s refusal names it), F/D, what shares a dimension at one depth
+(folded duplicates: F minus the folded count; superposition: the folded count minus D) and the
+categorical features on their storage; and the model at that D measured against the
 float64 reference on every input up to length 4 and 1,000 random ones at T (token outputs:
 answers wrong; numbers: the largest error against the program's ε). With ``--benchmarks`` the
 table goes into BENCHMARKS.md, section "Superposition".
@@ -35,24 +37,16 @@ SYNTHETIC = {
 RASP = ("count_less_freq_2", "smaller_count", "running_count_a", "distinct_so_far", "detect_aba", "shuffle_dyck1",
         "reverse_digits", "earlier_different", "mean_of_larger", "count_a_minus_b", "sort_unique_digits",
         "word_class")
-INTRO = ("F: the features alive at once that `disguise --compress` reaches on the plain model; F over depth: "
-         "what tight lifetimes alone reach (no superposition); smallest D: what `compile --residual` certifies "
-         "(`--residual 1` names it); F/D = F / smallest D; the model at that D measured against the float64 "
-         "reference on every input up to length 4 and 1,000 random ones at T.")
-NOTE = ("D is below F on every program. Two effects, kept apart by the column F over depth (docs/superposition.md, "
-        "\"Where it pays\"): tight lifetimes (a feature erased in the FFN after its last read hands its dimension "
-        "to one that FFN writes; a write nothing reads dropped; the constant `one` without a reader gone) take out "
-        "what the plain model kept alive with no reader left, which is all the gain where the peak is numbers "
-        "(hist, the counts, dyck, frac_prevs, length: D = F over depth, no sharing at one depth); D below F over "
-        "depth is sharing at one depth: categorical features superposed on fewer storage dimensions (n on d with "
-        "n > d: reverse, shift_by_2, sort, sort_unique, reverse_digits, sort_unique_digits, reverse over 8 "
-        "tokens) or a direction the lowering names twice folded into one (detect_pattern_abc, detect_aba, "
-        "smaller_count, distinct_so_far, mean_of_larger: 0 on 0 below F over depth). Numbers get no "
-        "superposition at one depth: features that can all be active at once each need a dimension under the "
-        "per-read margin (a diagonally dominant Gram matrix has full rank). Every model is exact on the inputs "
-        "checked (token answers; numbers within ε), and `check` passes on every Tracr model of the table.")
-HEADER = ("| program | plain d_model | F (`--compress`) | F over depth | smallest D | F/D | superposed on storage "
-          "| inputs checked | wrong / max error (ε) | seconds |\n|---|---:|---:|---:|---:|---:|---|---:|---|---:|")
+INTRO = ("F: the features alive at once that `disguise --compress` reaches on the plain model (tight lifetimes: "
+         "all that sharing over the depth reaches); F folded: F once the directions the lowering names twice are "
+         "folded into one; smallest D: what `compile --residual` certifies (`--residual 1` names it); F/D = F / "
+         "smallest D; at one depth: what D below F comes from (folded duplicates: F − F folded dimensions; "
+         "superposed: F folded − D); the model at that D measured against the float64 reference on every input up "
+         "to length 4 and 1,000 random ones at T.")
+NOTE = "NOTE_PLACEHOLDER"
+HEADER = ("| program | plain d_model | F (`--compress`) | F folded | smallest D | F/D | at one depth "
+          "| superposed on storage | inputs checked | wrong / max error (ε) | seconds |\n"
+          "|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|")
 
 
 def programs(which: str) -> list[tuple[str, Any]]:
@@ -118,15 +112,21 @@ def row(name: str, program: Any) -> str:
     start = time.perf_counter()
     plain = ifl.compile(program, samples=0, dtype="float64")
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
-    alive, depth = features_alive(tensors, plain.config), features_alive(tensors, plain.config, tight=True)
-    least = smallest(program)
-    model = ifl.compile(program, samples=0, residual=least)
+    alive = features_alive(tensors, plain.config)
+    model = ifl.compile(program, samples=0, residual=smallest(program))
     record = model.config["superposition"]
+    folded = record["features_alive_folded"]
     count, wrong, worst = measured(model, program)
     result = f"{wrong} wrong" if model.token_output else f"{worst:.2g} ({model.config['eps']:g})"
-    return (f"| {name} | {plain.d_model} | {alive} | {depth} | {model.d_model} | {alive / model.d_model:.2f} | "
-            f"{record['superposed']} on {record['storage']} | {count} | {result} | "
-            f"{time.perf_counter() - start:.0f} |")
+    return (f"| {name} | {plain.d_model} | {alive} | {folded} | {model.d_model} | {alive / model.d_model:.2f} | "
+            f"{one_depth(alive, folded, model.d_model)} | {record['superposed']} on {record['storage']} | {count} | "
+            f"{result} | {time.perf_counter() - start:.0f} |")
+
+
+def one_depth(alive: int, folded: int, width: int) -> str:
+    """What shares a dimension at one depth: the dimensions folded duplicates and superposition save."""
+    found = [f"{n} {what}" for n, what in ((alive - folded, "folded"), (folded - width, "superposed")) if n > 0]
+    return ", ".join(found) or "—"
 
 
 def main(argv: list[str]) -> int:
