@@ -17,13 +17,14 @@ design and left out). Tiers:
 - ``merged``: another program of the same input merged in first (the smallest other one of its
   group: the same vocabulary or the same d, and the same T; the program itself where it is alone), then 4
   distractor directions, a distractor head per layer and 4 distractor units per FFN, then the
-  residual compressed below its number of features (dimensions shared over the depth, erasers
-  freeing them: ``compiler/compress.py``), then the second tier's passes;
+  residual compressed below its number of features (dimensions shared over the depth with tight
+  lifetimes, erasers freeing them: ``compiler/compress.py``), then the second tier's passes;
 - ``superposed``: a token program compiled again with ``--residual`` at its smallest certified D,
-  where that D is below its features alive at once F (more features than dimensions at one
-  depth, every read certified by a margin: docs/superposition.md); its graph is the plain
+  where that D is below F, the certificate's ``features_alive`` (what ``disguise --compress``'s
+  tight lifetimes reach, all that sharing over the depth does): more features than dimensions
+  at one depth, every read certified by a margin (docs/superposition.md); its graph is the plain
   circuit's nodes read again off its weights. A program over vectors, or one whose smallest D
-  is F, has no such model (``OUT/skipped/NAME.superposed.json`` says why).
+  is F (a numeric peak), has no such model (``OUT/skipped/NAME.superposed.json`` says why).
 
 - ``trained``: the compiled model trained keeping its circuit (``train --init --keep-circuit``:
   the task, interchange and strict losses, relative noise at the start, heads ≥ 2 a layer, widths
@@ -160,7 +161,7 @@ def superposed(compiled: Any) -> tuple[Any, str]:
     from infoflow_dsl.pipeline import program_of
 
     if compiled.vocabulary is None:
-        return None, "a program over vectors (--residual superposes token programs)"
+        return None, "a program over vectors: no categorical feature for --residual to superpose"
     program, config = program_of(compiled), compiled.config
     settings = {"eps": config["eps"], "dtype": config["dtype"], "samples": 0}
     try:
@@ -172,7 +173,8 @@ def superposed(compiled: Any) -> tuple[Any, str]:
         model = ifl.compile(program, residual=int(found.group(1)), **settings)
         record = model.config["superposition"]
         if record["d_model"] >= record["features_alive"]:
-            return None, f"its smallest D is its F = {record['features_alive']}: nothing to superpose"
+            return None, (f"its smallest D is F = {record['features_alive']}, what sharing over the depth "
+                          "alone reaches: nothing shares a dimension at one depth")
         return model, ""
     return None, "a residual of 1 dimension sufficed"
 

@@ -341,10 +341,12 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
     compiles a target the verdict calls inefficient through the gather route (its config says
     ``"route": "gather"``); an efficient target compiles to the same bytes with or without it.
 
-    ``residual`` (a token program only) superposes the model into at most that many residual
-    dimensions (:mod:`infoflow_dsl.compiler.superposition`: its categorical features on nearly
-    orthogonal directions, read through clean-ups with a certified margin); the config's
-    ``superposition`` holds F, D, F/D and every read's interference against the margin.
+    ``residual`` superposes the model into at most that many residual dimensions
+    (:mod:`infoflow_dsl.compiler.superposition`: a token program's categorical features on nearly
+    orthogonal directions, read through clean-ups with a certified margin; every direction with
+    tight lifetimes: a program over vectors, which has no categorical features, gets those
+    alone); the config's ``superposition`` holds F, D, F/D and every read's interference against
+    the margin.
 
     The model is measured on random inputs plus the domain's corners (inputs under the declared
     margin excluded) and the result is kept in ``model.config["measured_error"]``: on ``samples``
@@ -362,7 +364,7 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
         seed: the measurement's seed.
         ffn: ``wide``, ``deep`` or ``auto`` (how squares are built); None: the route's default.
         allow_inefficient: compile an inefficient target through the gather route.
-        residual: superpose a token program's model into at most this many dimensions.
+        residual: superpose the model into at most this many dimensions.
 
     Returns:
         The :class:`CompiledTransformer`, its config holding the program, ε, the schedule, the
@@ -422,9 +424,6 @@ def superposed_weights(program: ir.Program, circuit: Circuit, dtype: torch.dtype
     """(config, tensors) of the plain circuit superposed into ``residual`` dimensions, in ``dtype``."""
     from .compiler.superposition import superpose
 
-    if not program.over_tokens:
-        raise CompileError("--residual superposes a token program's categorical features; this program reads "
-                           "vectors")
     if isinstance(residual, bool) or not isinstance(residual, int) or residual < 1:
         raise CompileError(f"--residual must be a positive whole number, got {residual!r}")
     config, tensors = assemble(circuit, torch.float64, metadata)

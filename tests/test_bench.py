@@ -200,3 +200,19 @@ def test_the_circuit_corpus_trained_tier_admits_a_certified_model_and_refuses_a_
         encoding="utf-8"))
     assert not refused["holds"] and refused["refused"]
     assert not list((tmp_path / "broken" / "models").glob("*.safetensors"))
+
+
+def test_the_superposition_bench_row_of_a_numeric_peak_stays_at_compress_and_checks_the_model() -> None:
+    """bench/superposition_below_compress.py's row on a numeric peak (Tracr's count_a): F from
+    --compress (tight lifetimes), nothing folded, the smallest D equal to F (nothing shares a
+    dimension at one depth: "—"), and the model right on every input checked (its numbers within
+    the program's ε)."""
+    import superposition_below_compress as bench
+
+    program = ifl.load_program(BENCH.parent / "compiled_examples" / "tracr" / "count_a.iflow")
+    cells = [c.strip() for c in bench.row("tracr/count_a", program).strip("| ").split("|")]
+    plain, alive, folded, least = (int(c) for c in cells[1:5])
+    assert least == folded == alive < plain and cells[6] == "—" and int(cells[8]) > 1000
+    error, eps = cells[9].split(" (")
+    assert float(error) <= float(eps.rstrip(")"))
+    assert bench.one_depth(12, 11, 8) == "1 folded, 3 superposed" and bench.one_depth(6, 5, 5) == "1 folded"

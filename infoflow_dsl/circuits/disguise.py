@@ -18,7 +18,9 @@ same function, exactly in real arithmetic (in floats: within rounding, measured 
   (read off the weights, which hold them exactly), and no ablation ever needs one of them.
 - **compress**: the residual below its number of features, each dimension carrying several
   features one after another over the depth, an eraser (two ReLU units) freeing a dimension after
-  its feature's last reader (``compress``: exact in real arithmetic; not superposition at one
+  its feature's last reader, with tight lifetimes (a write nothing reads dropped, the FFN that
+  erases a feature handing its dimension to one it writes; the directions merge and distract
+  added keep their writes) (``compress``: exact in real arithmetic; not superposition at one
   depth, which no pass over compiled weights can do with a certificate). The graph gains the erasers'
   edges and those of a dimension's successive features (read off the weights).
 - **split heads** (k): head h becomes k heads with h's W_Q, W_K, W_V, β and mask (the same
@@ -178,6 +180,7 @@ class _Disguiser:
         self.graph = graph
         self.generator = torch.Generator().manual_seed(seed)
         self.layers = len(self.config["layers"])
+        self.unread: set[str] = set()  # directions merge and distract add for nothing to read
 
     # ------------------------------------------------------------------ merged programs
 
@@ -214,8 +217,9 @@ class _Disguiser:
                                                            for block in described["mlp"])
         w_u = t["unembed.W_U"]  # (D, K): the other block's rows 0, so its output is read by nothing
         t["unembed.W_U"] = torch.cat([w_u, w_u.new_zeros(their_size, w_u.shape[1])])
-        self.config["residual_labels"] = [*self.config["residual_labels"],
-                                          *(f"{name}:{label}" for label in other.config["residual_labels"])]
+        added = [f"{name}:{label}" for label in other.config["residual_labels"]]
+        self.config["residual_labels"] = [*self.config["residual_labels"], *added]
+        self.unread |= set(added)
         self.config["d_model"] = mine_size + their_size
         self.graph = self._graph_from_weights(f"merged program {name}: nothing the output needs reads it")
 
@@ -237,6 +241,7 @@ class _Disguiser:
             self._distractor_head(layer, reads, writes)
             self._distractor_units(layer, n, reads + writes, writes)
         self.config["residual_labels"] = labels + [f"distractor:{i + 1}" for i in range(n)]
+        self.unread |= set(self.config["residual_labels"][size:])
         self.config["d_model"] = size + n
         self.graph = self._graph_from_weights(DISTRACTOR)
 
@@ -280,8 +285,10 @@ class _Disguiser:
     # ------------------------------------------------------------------ compression
 
     def compress(self) -> dict[str, int]:
-        """The residual below its number of features (``compress``); what it saved."""
-        saved = compress_residual(self.tensors, self.config).to_json()
+        """The residual below its number of features (``compress``, tight lifetimes; what merge and
+        distract added keeps its writes, so those passes stay as built); what it saved."""
+        keep = frozenset(i for i, label in enumerate(self.config["residual_labels"]) if label in self.unread)
+        saved = compress_residual(self.tensors, self.config, keep).to_json()
         self.graph = self._graph_from_weights(COMPRESSED)
         return saved
 

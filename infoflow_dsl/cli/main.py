@@ -88,9 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                              help="compile a target the verdict calls inefficient through the gather route, whose "
                                   "size grows with T (analyze's cost.fallback gives its law)")
     compile_cmd.add_argument("--residual", type=positive_int, default=None, metavar="D",
-                             help="a token program: superpose its categorical features so that the residual has "
-                                  "at most D dimensions, every read certified by a clean-up margin (refused, "
-                                  "naming the smallest D that works, when D is too small)")
+                             help="a residual of at most D dimensions: a token program's categorical features "
+                                  "superposed, every read certified by a clean-up margin, and every direction "
+                                  "with tight lifetimes (a program over vectors: those alone); refused, naming "
+                                  "the smallest D that works, when D is too small")
     check_cmd = commands.add_parser("check", help="verify a compiled model against its target")
     check_cmd.add_argument("model", type=Path)
     check_cmd.add_argument("--samples", type=nonnegative_int, default=10_000, help="random inputs (default 10000)")

@@ -113,7 +113,9 @@ def _print_superposition(record: dict[str, Any]) -> None:
     """compile --residual's certificate: F, D, F/D and the largest interference against the margin."""
     worst = record["worst"]
     where = "" if worst is None else f" ({worst['kind']} of {worst['feature']} at stage {worst['stage']})"
-    print(f"  superposition    F = {record['features_alive']} features alive at once in D = {record['d_model']} "
+    from ..compiler.superposition.dictionary import alive_text
+
+    print(f"  superposition    {alive_text(record)} in D = {record['d_model']} "
           f"dimensions: F/D = {record['ratio']:.3g}; {record['superposed']} categorical features on "
           f"{record['storage']} storage dimensions, {record['clean_slots']} clean slots")
     print(f"  interference     largest {record['max_bound']:.3g} against the margin {record['margin']:g}{where}")

@@ -1,22 +1,32 @@
 """Superposition the compiler builds (``compile --residual D``): a token model whose residual has
 at most D dimensions, fewer than its features alive at once, certified.
 
-The plain model is compiled first; its categorical features (``categorical``: indicators in
-groups of mass ≤ 1: the token's and the position's one-hot columns, a sharp head's fetched
-token) then move to a **storage** block of d_s coordinates on nearly orthogonal directions
-(``codes``), every read of them going through a reader that rejects the others' interference
-with a margin (``plan``: clean-ups in the FFNs, direct value and score reads), and the numbers
-share coordinates over the depth (:mod:`~infoflow_dsl.compiler.compress`), so that a
-categorical feature shares its dimensions with others alive at the same depth.
+The plain model is compiled first. Directions it names twice (identical writers: the same
+value, :mod:`.duplicates`) are folded into one. Its categorical features (``categorical``:
+indicators in groups of mass ≤ 1: the token's and the position's one-hot columns, a sharp
+head's fetched token) then move to a **storage** block of d_s coordinates on nearly orthogonal
+directions (``codes``), every read of them going through a reader that rejects the others'
+interference with a margin (``layout``: clean-ups in the FFNs, direct value and score reads),
+and every coordinate is shared over the depth with tight lifetimes
+(:func:`~infoflow_dsl.compiler.compress.compress_residual`: a write nothing reads dropped, a
+direction never read given no dimension, a dimension handed on in the FFN that erases it), so
+that a categorical feature shares its dimensions with others alive at the same depth and no
+coordinate outlives its last reader.
 
-**Certified**: every thresholded read satisfies err_f + I_f(s) < m (``plan.certify``, stated
+**Certified**: every thresholded read satisfies err_f + I_f(s) < m (``layout.certify``, stated
 there); a clean-up is then exactly 0 or 1, so the superposed model computes what the plain one
-does up to the rounding of the reads, and compile measures it as the truth checks it (every
+does up to the rounding of the reads (folding duplicates and tight lifetimes are exact in real
+arithmetic: stated in their modules), and compile measures it as the truth checks it (every
 input up to length 4, the constant ones, 2,000 random at T); ``check`` measures it again.
 **F** (features alive at once) is what ``disguise --compress`` reaches on the plain model: the
-most plain directions alive at one stage (a direction alive from its first write to the FFN at
-or after its last read). The smallest storage d_s whose bound holds gives the smallest D;
-``--residual`` below it is refused (exit 2) naming it.
+most plain directions alive at one stage under tight lifetimes (a direction alive from its first
+write to the FFN at or after its last read, that FFN handing it on), the most that sharing over
+the depth reaches. D below F is therefore sharing at one depth, and the certificate says which:
+``features_alive_folded`` is F once the duplicates are folded (F minus it: dimensions a folded
+duplicate saved), and D below that is superposition (categorical features on fewer storage
+dimensions). Where the peak is numbers (hist, counts, dyck), nothing is shared at one depth and
+the smallest D is F (docs/superposition.md: the Gram-matrix argument). The smallest storage d_s
+whose bound holds gives the smallest D; ``--residual`` below it is refused (exit 2) naming it.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from ...errors import CompileError
 from .categorical import usage
 from .codes import code, coherence, fitted
 from .dictionary import superposed_records
+from .duplicates import merged
 from .embed import Embedding, rewrite
 from .layout import MARGIN, Layout, StorageRead, certify, holds, layout, read_pairs
 
@@ -61,7 +72,8 @@ def _compressed(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[dic
 
 
 def features_alive(tensors: dict[str, Tensor], config: dict[str, Any]) -> int:
-    """F: the plain model's features alive at once (the dimensions ``compress`` reaches)."""
+    """F: the plain model's features alive at once under tight lifetimes (the dimensions
+    ``disguise --compress`` reaches)."""
     return int(_compressed(tensors, config)[1]["d_model"])
 
 
@@ -104,19 +116,21 @@ def _chosen_layout(tensors: dict[str, Tensor], config: dict[str, Any], margin: f
     """The layout with the smallest D: every categorical group superposed but those with nothing
     to store (read only where their writer can hand them to the reader exactly), then, one pass
     in order, each group kept plain (its own coordinates) when that lowers D: where its clean
-    copies cost more than its superposition saves. (layout, its smallest storage, its model)."""
+    copies cost more than its superposition saves; last, every group plain (no storage: the
+    tight lifetimes alone) where that is smaller still. (layout, its smallest storage, its model)."""
     found = usage(tensors, config)
     everything = layout(tensors, config, found)
     plain = frozenset(g for g in found.groups if not set(g.members) & set(everything.stored))
     plan = layout(tensors, config, found, plain)
     least, built = _least_build(tensors, config, plan, margin)
-    for group in found.groups:
-        if group in plain:
+    for group in [*found.groups, None]:
+        if group in plain or (group is None and plain == frozenset(found.groups)):
             continue
-        trial = layout(tensors, config, found, plain | {group})
+        trial = layout(tensors, config, found, frozenset(found.groups) if group is None else plain | {group})
         trial_least, trial_built = _least_build(tensors, config, trial, margin)
         if int(trial_built[1]["d_model"]) < int(built[1]["d_model"]):
-            plain, plan, least, built = plain | {group}, trial, trial_least, trial_built
+            plain = frozenset(found.groups) if group is None else plain | {group}
+            plan, least, built = trial, trial_least, trial_built
     return plan, least, built
 
 
@@ -128,6 +142,7 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     forces d_s with every group superposed (a test's model past the margin: nothing is refused
     or checked)."""
     alive = features_alive(tensors, config)
+    original, tensors, aliases = tensors, *merged(tensors, config)
     if storage is None:
         plan, least, built = _chosen_layout(tensors, config, margin)
         n = len(plan.stored)
@@ -149,10 +164,14 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     out, out_config, embedding, reads, compression = built
     out_config["superposition"] = certificate(plan, embedding, reads, alive, int(out_config["d_model"]), margin)
     out_config["superposition"]["compression"] = compression.to_json()
+    out_config["superposition"]["features_alive_folded"] = features_alive(tensors, config)
+    out_config["superposition"]["duplicates"] = [[config["residual_labels"][j], config["residual_labels"][i]]
+                                                 for j, i in sorted(aliases.items())]
     dims = {f.index: (d, f.end if f is not occupants[-1] else math.inf)  # the last occupant is never erased
             for d, occupants in enumerate(compression.slots) for f in occupants}
-    categorical = {f: g.writer for f, g in usage(tensors, config).group_of().items()}
-    out_config["superposition"]["features"] = superposed_records(config, plan, embedding, dims, margin, categorical)
+    categorical = {f: g.writer for f, g in usage(original, config).group_of().items()}
+    out_config["superposition"]["features"] = superposed_records(config, plan, embedding, dims, margin, categorical,
+                                                                 aliases)
     return Superposed(out, out_config, plan, embedding, tuple(reads), alive)
 
 

@@ -17,6 +17,9 @@ weights and the config alone:
   output at a row is Σ_s a_s v(s), a convex combination of the group's values at the keys:
   mass ≤ 1, and each o_j is within the tail of 0 or 1.
 
+A model over vectors (no ``vocabulary`` in its config) has no categorical group: its embedding
+is a linear map of the input, whose 0/1 columns copy coordinates of x, not indicators.
+
 Stages follow :func:`~infoflow_dsl.compiler.compress.stage_tensors`: 0 the embedding,
 2l + 1 layer l's heads, 2l + 2 its FFN, 2L + 1 the unembedding.
 """
@@ -147,7 +150,8 @@ def usage(tensors: dict[str, Tensor], config: dict[str, Any]) -> Usage:
     labels = list(config["residual_labels"])
     layers = len(config["layers"])
     writes, reads = stage_map(tensors, len(labels), layers)
-    found = embedding_groups(tensors, writes, labels)
+    # a model over vectors embeds its input linearly: its 0/1 columns are coordinates, not indicators
+    found = embedding_groups(tensors, writes, labels) if config.get("vocabulary") is not None else []
     by_member = {m: g for g in found for m in g.members}
     for layer in range(layers):
         for head in range(len(config["layers"][layer]["heads"])):

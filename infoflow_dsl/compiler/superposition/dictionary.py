@@ -19,6 +19,7 @@ may hold another feature).
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -95,13 +96,15 @@ def plain_records(config: dict[str, Any], tensors: dict[str, Tensor]) -> list[di
 
 
 def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embedding, dims: dict[int, tuple[int, float]],
-                       margin: float, categorical: dict[int, str]) -> list[dict[str, Any]]:
+                       margin: float, categorical: dict[int, str],
+                       aliases: dict[int, int] | None = None) -> list[dict[str, Any]]:
     """The dictionary of a superposed model (the plain ``config``): ``dims`` maps the layout's
     coordinates (``embed.Embedding``) to the final ones (after ``compress``) and the stage whose
     FFN erases them (inf: none); ``categorical`` names the group of every categorical direction,
     superposed or kept on its own coordinate. A stored feature's storage direction is listed
     up to its last storage read (where its interference bound holds), a clean slot up to its
-    eraser."""
+    eraser. A direction nothing reads has no dimension in the model and no record; a duplicate
+    j of i (``aliases``, :mod:`.duplicates`) is listed on i's components."""
     usage, groups = plan.usage, plan.usage.group_of()
     computes = describe(config)
     storage = [dims[embedding.storage_base + k][0] for k in range(embedding.u.shape[0])]
@@ -112,7 +115,10 @@ def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embeddin
             continue
         text = computes.get(label, _embedding_column(label, usage, i))
         if i not in groups:
-            dim, erased = dims[embedding.kept.index(i)]
+            placed = dims.get(embedding.kept.index(i))
+            if placed is None:  # read by nothing: no dimension (compress's tight lifetimes), not in the model
+                continue
+            dim, erased = placed
             start, end = _span(usage, i, erased)
             records.append({"name": label, "kind": "categorical" if i in categorical else "number",
                             "group": categorical.get(i), "computes": text,
@@ -133,7 +139,22 @@ def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embeddin
         record: dict[str, Any] = {"name": label, "kind": "categorical", "group": groups[i].writer,
                                   "computes": text, "components": parts, "margin": margin}
         records.append(record)
-    return records
+    return records + _aliased(records, aliases or {}, usage, computes, categorical)
+
+
+def _aliased(records: list[dict[str, Any]], aliases: dict[int, int], usage: Usage, computes: dict[str, str],
+             categorical: dict[int, str]) -> list[dict[str, Any]]:
+    """A record per duplicate j on its i's components, with j's own name, kind and formula."""
+    by_name = {r["name"]: r for r in records}
+    found = []
+    for j, i in sorted(aliases.items()):
+        if usage.labels[i] in by_name:
+            record = copy.deepcopy(by_name[usage.labels[i]])
+            label = usage.labels[j]
+            record.update({"name": label, "kind": "categorical" if j in categorical else "number",
+                           "group": categorical.get(j), "computes": computes.get(label, label)})
+            found.append(record)
+    return found
 
 
 def _provider_stage(written: int, window: int, how: str) -> int:
@@ -216,13 +237,22 @@ def read_value(entry: dict[str, Any], residual: Tensor, margin: float | None = N
     return torch.where(r >= 1 - m, 1.0, torch.where(r <= m, 0.0, 0.5)).to(residual.dtype)
 
 
+def alive_text(record: dict[str, Any]) -> str:
+    """"F = n features alive at once" of a superposition certificate, with F once its duplicates
+    are folded where that is fewer (F minus it: dimensions the folding saved, the rest of F − D
+    superposition's)."""
+    folded = record.get("features_alive_folded")
+    extra = "" if folded in (None, record["features_alive"]) else f" ({folded} with its duplicates folded)"
+    return f"F = {record['features_alive']} features alive at once{extra}"
+
+
 def print_features(name: str, model: Any, found: list[dict[str, Any]]) -> None:
     """``circuit --features``: one line per feature (kind, group, layers, hooks and how each is
     read, what it computes), the superposition's certificate first when there is one."""
     record = model.config.get("superposition")
     print(f"{name}: {len(found)} features in d_model = {model.d_model}")
     if record is not None:
-        print(f"  superposed: F = {record['features_alive']} features alive at once, D = {record['d_model']}, "
+        print(f"  superposed: {alive_text(record)}, D = {record['d_model']}, "
               f"F/D = {record['ratio']:.3g}; largest interference {record['max_bound']:.3g} against the margin "
               f"{record['margin']:g}")
     for f in found:
@@ -232,5 +262,5 @@ def print_features(name: str, model: Any, found: list[dict[str, Any]]) -> None:
               f"{'/'.join(reads) or '-'}: {f['computes']}")
 
 
-__all__ = ["features", "hooks_after", "plain_records", "print_features", "read_value",
+__all__ = ["alive_text", "features", "hooks_after", "plain_records", "print_features", "read_value",
            "superposed_records"]

@@ -7,6 +7,7 @@ the float64 reference evaluator on every input up to length 4."""
 from __future__ import annotations
 
 import itertools
+import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import torch
 from cli_runner import run_cli
 
 import infoflow_dsl as ifl
+from infoflow_dsl.circuits.disguise import disguise
 from infoflow_dsl.compiler.superposition import smallest_storage, superpose
 from infoflow_dsl.compiler.superposition.categorical import usage
 from infoflow_dsl.compiler.superposition.layout import holds, layout
@@ -23,6 +25,8 @@ from infoflow_dsl.errors import CompileError
 from infoflow_dsl.transformer.model import CompiledTransformer
 
 torch.set_num_threads(1)
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "compiled_examples"
 
 TOKENS = ", ".join(f'"{chr(97 + i)}"' for i in range(8))
 REVERSE = f"input x : token {{{TOKENS}}}\nlength T = 4\ntarget(t) = x(len + 1 - t)\n"
@@ -48,12 +52,15 @@ def _smallest(source: str) -> int:
     return int(str(refused.value).split(" is ")[-1].split(" ")[0])
 
 
-def _wrong(model: CompiledTransformer, source: str) -> list[list[int]]:
-    """Every input up to length 4 where the model's answer differs from the reference's."""
+def _wrong(model: CompiledTransformer, source: str, tokens: int = 8, random: int = 0) -> list[list[int]]:
+    """Every input up to length 4 (and ``random`` seeded ones at the program's T) where the
+    model's answer differs from the reference's."""
     program = _program(source, "p.iflow")
     found = []
-    for n in range(1, 5):
-        x = torch.tensor(list(itertools.product(range(8), repeat=n)), dtype=torch.int64)
+    batches = [torch.tensor(list(itertools.product(range(tokens), repeat=n)), dtype=torch.int64) for n in range(1, 5)]
+    if random:
+        batches.append(ifl.sample_inputs(program, random, seed=7))
+    for x in batches:
         truth = ifl.evaluate(program, x)
         with torch.no_grad():
             y = model(x)
@@ -61,6 +68,50 @@ def _wrong(model: CompiledTransformer, source: str) -> list[list[int]]:
         bad = (got.double() - truth).abs() > (0.5 if model.token_output else 1e-3)
         found += [x[i].tolist() for i in torch.nonzero(bad.reshape(len(x), -1).any(-1)).flatten().tolist()]
     return found
+
+
+def _compressed(source: str) -> int:
+    """The dimensions ``disguise --compress`` reaches on the plain model (tight lifetimes)."""
+    tensors, config = _plain(source)
+    plain = CompiledTransformer(config, tensors, dtype=torch.float64)
+    return disguise(plain, compress=True).d_model
+
+
+def test_a_categorical_peak_compiles_below_what_compress_reaches_exact_checked_and_scored(tmp_path: Path) -> None:
+    """Reverse over 8 tokens: at its peak the fetched tokens and the token indicators, categorical
+    and carried past their reads. compile --residual goes below what ``disguise --compress``
+    reaches on the plain model (sharing over the depth, tight lifetimes), so the sharing is at
+    one depth; the model is exact on every input up to length 4 and 300 random ones at T,
+    ``check`` passes, and ``sae`` prints its scores as JSON."""
+    compressed = _compressed(REVERSE)
+    model = _compiled(_smallest(REVERSE))
+    record = model.config["superposition"]
+    assert model.d_model < compressed == record["features_alive"] and record["superposed"] > record["storage"]
+    assert _wrong(model.double(), REVERSE, random=300) == []
+    path = tmp_path / "reverse8.safetensors"
+    ifl.save(model, path)
+    assert run_cli(["check", str(path), "--samples", "500"])[0] == 0
+    code, out, err = run_cli(["sae", str(path), "--hook", f"blocks.{model.n_layers - 1}.hook_resid_mid",
+                              "--steps", "5", "--json"])
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["d_model"] == model.d_model and result["sae"]["recovered"] >= 0.0 and result["baselines"]
+
+
+def test_a_numeric_peak_is_refused_below_what_compress_reaches_naming_it(tmp_path: Path) -> None:
+    """hist over 8 tokens: at its peak the plain model holds numbers (the counts, 1/len, the gates),
+    which the margin cannot protect (docs/superposition.md: the Gram-matrix argument), so the
+    smallest D is F, what ``disguise --compress`` reaches; one less is refused (exit 2, no
+    traceback) naming it."""
+    compressed = _compressed(HIST)
+    source = tmp_path / "hist8.iflow"
+    source.write_text(HIST)
+    code, _, err = run_cli(["compile", str(source), "--residual", str(compressed - 1), "--samples", "0",
+                            "-o", str(tmp_path / "x.safetensors")])
+    assert code == 2 and "Traceback" not in err
+    assert f"the smallest residual whose clean-ups keep every superposed feature's interference below the " \
+           f"margin 0.45 is {compressed} (" in err and f"the plain model has {compressed} features alive" in err
+    assert _smallest(HIST) == compressed
 
 
 @lru_cache(maxsize=1)
@@ -86,9 +137,29 @@ def test_too_small_a_residual_is_refused_naming_the_smallest_that_works() -> Non
         ifl.compile(_program(REVERSE, "reverse8.iflow"), samples=0, residual=smallest - 1)
 
 
-def test_a_vector_program_is_refused() -> None:
-    with pytest.raises(CompileError, match="token program"):
-        ifl.compile("compiled_examples/prefix_mean.iflow", samples=0, residual=4)
+def test_a_vector_program_gets_what_compress_reaches_within_eps_and_checked(tmp_path: Path) -> None:
+    """Over vectors the embedding is linear (its 0/1 columns copy coordinates of x): nothing is
+    categorical, nothing superposed; --residual gives the model tight lifetimes (and folded
+    duplicates) alone: F, what ``disguise --compress`` reaches, or below it by the duplicates
+    folded; within ε of the reference on random inputs; check passes."""
+    program = ifl.load_program(EXAMPLES / "min_pairwise.iflow")
+    plain = ifl.compile(program, samples=0, dtype="float64")
+    tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
+    assert usage(tensors, plain.config).groups == ()
+    with pytest.raises(CompileError) as refused:
+        ifl.compile(program, samples=0, residual=1)
+    smallest = int(str(refused.value).split(" is ")[-1].split(" ")[0])
+    model = ifl.compile(program, samples=0, residual=smallest)
+    record = model.config["superposition"]
+    assert record["features_alive"] == disguise(plain, compress=True).d_model < plain.d_model
+    assert record["superposed"] == 0 and model.d_model == record["features_alive_folded"] <= record["features_alive"]
+    assert record["features_alive"] - record["features_alive_folded"] <= len(record["duplicates"])
+    x = ifl.sample_inputs(program, 500, seed=5)
+    with torch.no_grad():
+        error = float((model(x.to(model.dtype)).double() - ifl.evaluate(program, x)).abs().max())
+    assert error <= model.config["eps"]
+    ifl.save(model, tmp_path / "m.safetensors")
+    assert run_cli(["check", str(tmp_path / "m.safetensors"), "--samples", "500"])[0] == 0
 
 
 @pytest.mark.parametrize(("source", "kind"), [(REVERSE, "score"), (HIST, "clean-up")])
