@@ -28,6 +28,7 @@ from .counts import count_keys
 from .heads import retrieve, uniform_mean
 from .scores import score_terms, value_gap
 from .separate import KeyClass, exclusive_indicators, key_classes, renamed, separated_terms
+from .widths import indicator_sum
 
 if TYPE_CHECKING:
     from .lower import TokenLowering
@@ -85,11 +86,26 @@ def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
         if len(classes) > 1:
             raise lowering.refuse(expr, "a mean whose body compares the two positions (write it as a sum)")
         return class_mean(lowering, classes[0], key, row, mask, expr)
-    parts = [(1.0, ffn.product(lowering.builder, count_keys(lowering, mask + part.mask(), row),
-                               class_mean(lowering, part, key, row, mask + part.mask(), expr), describe(expr)))
+    parts = [(1.0, class_sum(lowering, part, key, row, mask, expr, whole=len(classes) == 1))
              if not _is_own(part) else (1.0, own_term(lowering, part, key, row, mask))
              for part in classes]
     return ffn.linear(parts, lowering.values(expr))
+
+
+def class_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...],
+              expr: ir.Reduce, whole: bool) -> Feature:
+    """The sum of the body over one key class's keys: a 0/1 body by steps on its mean and 1/count
+    (:mod:`.widths`), else count × mean. ``whole``: the class is the whole sum (its values are the sum's)."""
+    keys = mask + part.mask()
+    values = lowering.values(expr) if whole and not keys else None  # a range never empty: the sum's own values
+    own = _at_itself(renamed(part.body, key, row))
+    if values is not None and own is not None:  # every key, and the query's own key counts 1 (or 0) always
+        values = frozenset(v for v in values if (v >= 1 if own else v <= lowering.builder.length - 1))
+    width = indicator_sum(lowering, part, key, row, keys, values, describe(expr))
+    if width is not None:
+        return width
+    return ffn.product(lowering.builder, count_keys(lowering, keys, row),
+                       class_mean(lowering, part, key, row, keys, expr), describe(expr))
 
 
 def own_term(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...]) -> Feature:
@@ -159,6 +175,21 @@ def extreme(lowering: TokenLowering, expr: ir.Reduce, body: ir.Expr, key: str, r
     constant_terms = [(c, lowering.feature(q, row)) for c, q, k in terms if k is None and q is not None]
     return ffn.linear(parts + constant_terms, values)
 
+
+
+def _at_itself(body: ir.Expr) -> bool | None:
+    """The 0/1 body where its two positions meet, where that is fixed: [a == a], [a <= a],
+    [a >= a] hold (True), [a < a], [a > a], [a != a] do not (False), and ``not`` flips; else None."""
+    return _holds_at_itself(body.condition) if isinstance(body, ir.Bracket) else None
+
+
+def _holds_at_itself(condition: ir.Expr) -> bool | None:
+    if isinstance(condition, ir.Not):
+        inner = _holds_at_itself(condition.argument)
+        return None if inner is None else not inner
+    if isinstance(condition, ir.Compare) and condition.left == condition.right:
+        return condition.operator in ("==", "<=", ">=")
+    return None
 
 
 def _structural(term: ir.PositionTerm) -> bool:
