@@ -98,9 +98,9 @@ def class_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask:
     (:mod:`.widths`), else count × mean. ``whole``: the class is the whole sum (its values are the sum's)."""
     keys = mask + part.mask()
     values = lowering.values(expr) if whole and not keys else None  # a range never empty: the sum's own values
-    own = _at_itself(renamed(part.body, key, row))
-    if values is not None and own is not None:  # every key, and the query's own key counts 1 (or 0) always
-        values = frozenset(v for v in values if (v >= 1 if own else v <= lowering.builder.length - 1))
+    own = lowering.own_token_values(renamed(part.body, key, row), row)  # the body where s = t, token by token
+    if values is not None and own in ({1.0}, {0.0}):  # every key, and the query's own key counts 1 (or 0) always
+        values = frozenset(v for v in values if (v >= 1 if own == {1.0} else v <= lowering.builder.length - 1))
     width = indicator_sum(lowering, part, key, row, keys, values, describe(expr))
     if width is not None:
         return width
@@ -175,21 +175,6 @@ def extreme(lowering: TokenLowering, expr: ir.Reduce, body: ir.Expr, key: str, r
     constant_terms = [(c, lowering.feature(q, row)) for c, q, k in terms if k is None and q is not None]
     return ffn.linear(parts + constant_terms, values)
 
-
-
-def _at_itself(body: ir.Expr) -> bool | None:
-    """The 0/1 body where its two positions meet, where that is fixed: [a == a], [a <= a],
-    [a >= a] hold (True), [a < a], [a > a], [a != a] do not (False), and ``not`` flips; else None."""
-    return _holds_at_itself(body.condition) if isinstance(body, ir.Bracket) else None
-
-
-def _holds_at_itself(condition: ir.Expr) -> bool | None:
-    if isinstance(condition, ir.Not):
-        inner = _holds_at_itself(condition.argument)
-        return None if inner is None else not inner
-    if isinstance(condition, ir.Compare) and condition.left == condition.right:
-        return condition.operator in ("==", "<=", ">=")
-    return None
 
 
 def _structural(term: ir.PositionTerm) -> bool:

@@ -30,6 +30,8 @@ WIDTHS = [
     (ABC + "target(t) = sum_<s : s <= t> [x(s) == x(t)]\n", T + 1),  # a prefix: 1/count = 1/t
     (ABC + "target(t : t >= 2) = sum_<s : s < t> [not (x(s) == x(t))]\n", T + 1),
     (DIGITS + "target(t) = sum_<s> [x(s) <= x(t) and s != t]\n", None),  # key classes s < t, s > t
+    (ABC + "table other = {" + ", ".join(f'("{a}", "{b}"): {str(a != b).lower()}' for a in "abc" for b in "abc")
+     + "}\ntarget(t) = sum_<s> [other(x(s), x(t)) == 1]\n", T),  # Tracr's ~Select, a table: never itself
 ]
 SOURCES = [source for source, _ in WIDTHS]
 
