@@ -109,11 +109,23 @@ def _steps(lowering: TokenLowering, mean: Feature, reciprocal: Feature, values: 
     steps = []
     for low, high in itertools.pairwise(ordered):
         theta = (low + high) / 2
-        reach = {(s - theta) / c for c in range(1, length + 1) for s in ordered if 0 <= s <= c}
-        if mask:
-            reach.add(Fraction(0))  # an empty range: m = u = 0
-        z = Feature(mean.form.plus(reciprocal.form, -float(theta)), frozenset(reach), max(mean.stage, reciprocal.stage),
+        reach = _extremes(ordered, low, high, theta, length, bool(mask))
+        z = Feature(mean.form.plus(reciprocal.form, -float(theta)), reach, max(mean.stage, reciprocal.stage),
                     mean.error + float(theta) * reciprocal.error)
         steps.append((z, min(v for v in reach if v > 0), float(high - low)))
     return ffn.staircase(lowering.builder, steps, float(ordered[0]), frozenset(ordered), f"{text} = count·mean, by "
                          "steps on (mean, 1/count)")
+
+
+def _extremes(ordered: list[Fraction], low: Fraction, high: Fraction, theta: Fraction, length: int,
+              may_be_empty: bool) -> frozenset[Fraction]:
+    """The values of z = (S − θ)/c (S one of ``ordered``, S ≤ c ≤ T) that a step reads: the least
+    and the largest on each side of 0 (and 0 itself on a range that may be empty, where m = u = 0).
+    Above: (high − θ)/T, the least, and 1 − θ/S_max (c = S = S_max), the largest; below:
+    (low − θ)/T, the nearest 0, and (S₀ − θ)/max(S₀, 1), the farthest. These are all a robust
+    step takes from its argument's values (its cut, the value below it, the largest on each side),
+    and O(1) of them, where listing every (S, c) would take O(T²) per step."""
+    first, last = ordered[0], ordered[-1]
+    points = {(high - theta) / length, (last - theta) / last, (low - theta) / length,
+              (first - theta) / max(first, Fraction(1))}
+    return frozenset(points | ({Fraction(0)} if may_be_empty else set()))
