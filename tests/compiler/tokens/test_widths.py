@@ -85,3 +85,21 @@ def test_a_width_has_fewer_nonzero_weights_than_count_times_mean(source: str,
     monkeypatch.setattr(reductions, "indicator_sum", lambda *arguments: None)  # the construction before
     product = ifl.compile(program, eps=1e-3, dtype=torch.float64, samples=0).nonzero_parameter_count()
     assert steps < product
+
+
+@functools.cache
+def _float32_model(source: str) -> tuple[ifl.Program, ifl.CompiledTransformer]:
+    program = ifl.parse_program(source, "width.iflow")
+    return program, ifl.compile(program, eps=1e-3, dtype=torch.float32, samples=0)
+
+
+@pytest.mark.parametrize("source", SOURCES[:3])
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_a_float32_width_is_within_its_a_priori_bound(source: str, data: st.DataObject) -> None:
+    """The model's float32 forward (its assembled weights), not the circuit in float64."""
+    program, model = _float32_model(source)
+    assert program.vocabulary is not None
+    ids = torch.tensor([data.draw(st.lists(st.integers(0, program.vocabulary.size - 1), min_size=1, max_size=T))])
+    got, want = model(ids).double(), ifl.evaluate(program, ids)
+    assert (got - want).abs().max() <= model.config["a_priori_bound"]
