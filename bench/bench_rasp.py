@@ -3,6 +3,7 @@
     python bench/bench_rasp.py            # writes BENCHMARKS.md "RASP"
     python bench/bench_rasp.py --quick    # T = 5 only, the first programs (a smoke run)
     python bench/bench_rasp.py --field    # writes BENCHMARKS.md "RASP: the field's kinds" only
+    python bench/bench_rasp.py --suite    # writes "RASP: the suite at N and 2N, default settings" only
     python bench/bench_rasp.py --rounding # writes "RASP: float32's bound against its rounding" only
 
 1. Tracr's library (``infoflow_dsl.rasp.library``) at T = 10 and 40: the RASP program's model
@@ -15,7 +16,9 @@
    each at its N and 2N with the default settings, ``ifl.compile(ifl.from_rasp(p, vocab, N),
    eps=1e-3)``: the dtype compile chose, exact or not, nonzero parameters, seconds.
 
-4. ``--rounding``: FIELD's numeric programs forced to float32 (ε = 1e3, so that the bound never
+4. ``--suite``: the suite's programs as ``--field`` runs FIELD (N = 6 and 2N, default settings).
+
+5. ``--rounding``: FIELD's numeric programs forced to float32 (ε = 1e3, so that the bound never
    refuses): the a-priori bound beside the largest error measured against RASP's evaluator.
 
 "Exact": on every input of lengths 1..3 and SAMPLES random inputs of random lengths 1..T, every
@@ -115,12 +118,13 @@ def suite_table(scales: tuple[int, ...], programs: list[Any]) -> tuple[str, int,
     return "\n".join(lines), exact, total
 
 
-def field_table() -> tuple[str, int, int]:
-    """FIELD at N and 2N with the default settings: the dtype compile chose, exact, parameters."""
+def field_table(programs: list[Any] = FIELD) -> tuple[str, int, int]:
+    """``programs`` (FIELD, or the suite) at N and 2N with the default settings: the dtype compile
+    chose, exact, parameters."""
     lines = ["| program | kind | N | at N: exact, dtype, nonzero, seconds | at 2N: exact, dtype, nonzero, seconds |",
              "|---|---|---|---|---|"]
     exact = total = 0
-    for entry in FIELD:
+    for entry in programs:
         cells = []
         for length in (entry.length, 2 * entry.length):
             row = measure(entry.build, entry.vocab, length, dtype=None)
@@ -179,6 +183,14 @@ def main(argv: list[str]) -> None:
                       f"2N; exact = every output RASP's evaluator defines is right on every input of length ≤ 3 and "
                       f"{SAMPLES} random inputs of random lengths 1..T. {exact} of {total} (program, T) exact.\n\n"
                       f"{table}")
+        return
+    if "--suite" in argv:
+        table, exact, total = field_table(PROGRAMS)
+        write_section("RASP: the suite at N and 2N, default settings (bench/bench_rasp.py --suite)",
+                      f"`bench/rasp_suite.py`'s {len(PROGRAMS)} programs compiled with the default settings "
+                      f"(`ifl.compile(ifl.from_rasp(p, vocab, N), eps={EPS})`, the dtype compile's choice) at N = "
+                      f"{SUITE_LENGTH} and 2N; exact as in \"RASP: the field's kinds\". {exact} of {total} "
+                      f"(program, T) exact.\n\n{table}")
         return
     quick = "--quick" in argv
     tracr = tracr_table((5,) if quick else TRACR_LENGTHS)

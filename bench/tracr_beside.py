@@ -197,14 +197,19 @@ class Tally:
     theirs: int = 0
     theirs_refused: int = 0
     total: int = 0
+    smaller: tuple[str, ...] = ()  # where Tracr's nonzero weights are fewer than infoflow's
 
-    def add(self, ours: Side, theirs: Side) -> Tally:
+    def add(self, name: str, length: int, ours: Side, theirs: Side) -> Tally:
+        smaller = (f"{name} at T = {length} ({_count(theirs.nonzero)} against {_count(ours.nonzero)}, "
+                   f"{_ratio(theirs.nonzero, ours.nonzero)})",) \
+            if ours.nonzero and theirs.nonzero and theirs.nonzero < ours.nonzero else ()
         return Tally(self.ours + bool(ours.exact), self.theirs + bool(theirs.exact),
-                     self.theirs_refused + (theirs.exact is None), self.total + 1)
+                     self.theirs_refused + (theirs.exact is None), self.total + 1, self.smaller + smaller)
 
     def text(self) -> str:
+        fewer = "; ".join(self.smaller) if self.smaller else "none"
         return (f"infoflow exact on {self.ours} of {self.total} (program, T); Tracr exact on {self.theirs}, "
-                f"refused {self.theirs_refused}")
+                f"refused {self.theirs_refused}. Tracr's nonzero weights fewer than infoflow's: {fewer}")
 
 
 def table(programs: list[tuple[str, Callable[[int], Any], tuple[Any, ...]]], lengths: tuple[int, ...]
@@ -215,7 +220,7 @@ def table(programs: list[tuple[str, Callable[[int], Any], tuple[Any, ...]]], len
             inputs = inputs_for(vocab, length)
             ours = infoflow_side(build(length), vocab, length, inputs)
             theirs = tracr_side(build(length), vocab, length, inputs)
-            tally = tally.add(ours, theirs)
+            tally = tally.add(name, length, ours, theirs)
             lines.append(row(name, length, ours, theirs))
             print(lines[-1], flush=True)
     return "\n".join(lines), tally
@@ -229,7 +234,7 @@ def field_table() -> tuple[str, Tally]:
         inputs = inputs_for(entry.vocab, entry.length)
         ours = infoflow_side(entry.build(), entry.vocab, entry.length, inputs, dtype=None)
         theirs = tracr_side(entry.build(), entry.vocab, entry.length, inputs)
-        tally = tally.add(ours, theirs)
+        tally = tally.add(entry.name, entry.length, ours, theirs)
         lines.append(row(entry.name, entry.length, ours, theirs))
         print(lines[-1], flush=True)
     return "\n".join(lines), tally

@@ -4,7 +4,8 @@
   positional code's [s = 1], which gives 1/T'; reading T' exactly takes one robust ReLU step
   between consecutive values 1/(k+1) and 1/k for each k < T: 2(T − 1) FFN units, the steps'
   gap 1/(k(k+1)) ≥ 1/(T(T−1)) (DESIGN.md "Tokens"). A sum over the whole input is
-  len × the mean, so it pays the same decoding (and ~3T units for the product).
+  len × the mean, so it pays the same decoding (and ~3T units for the product), except a sum
+  of a 0/1 body (a count), decoded from its mean and 1/len by 2 units per value (at most 2T).
 - **Finite ranks.** A pairwise function of finite-valued features is a sum of as many
   indicator products as one side has values (:mod:`.finite`): its head's key and query
   dimension is that rank, V for a token (independent of T), about T for a count or a position.
@@ -41,9 +42,8 @@ def token_growth(program: ir.Program, schedule: Schedule) -> tuple[TGrowth, ...]
         found.append(TGrowth(function="len", span=getattr(length, "span", NO_SPAN), exponent=1.0, reason=LENGTH_LAW))
     for node in schedule.tree.nodes:
         if node.kind == "sum" and not node.range_follows_query:
-            found.append(TGrowth(function=node.quoted, span=node.span, exponent=1.0, reason=(
-                "a sum over the whole input is len × the mean that uniform attention gives, so it decodes len: "
-                + LENGTH_LAW)))
+            found.append(TGrowth(function=node.quoted, span=node.span, exponent=1.0,
+                                 reason=_sum_law(node.body, schedule)))
     for name, text, split in schedule.finite_ranks:
         if split.grows_with_length:
             node = schedule.tree.node(name)
@@ -52,6 +52,17 @@ def token_growth(program: ir.Program, schedule: Schedule) -> tuple[TGrowth, ...]
                 f"T = {program.length} (one per value of a count or a position, about T of them): the head's "
                 f"key and query dimension grow linearly with T")))
     return tuple(found)
+
+
+def _sum_law(body: ir.Expr, schedule: Schedule) -> str:
+    """Why a sum over the whole input grows with T: a 0/1 body is decoded from its mean and 1/len
+    (no len, no product), any other is len × the mean."""
+    values = None if schedule.tree.finite is None else value_set(body, schedule.tree.finite)
+    if values is not None and values <= {Fraction(0), Fraction(1)}:
+        return ("a count (a sum of a 0/1 body, RASP's SelectorWidth) over the whole input: uniform attention gives its "
+                "mean m and 1/len = u, and [count ≥ k] = [m − (k − ½)·u > 0] is a robust ReLU step for each value k "
+                "past the least: O(T) FFN units, 2 per value (at most 2T), and no len, no product")
+    return "a sum over the whole input is len × the mean that uniform attention gives, so it decodes len: " + LENGTH_LAW
 
 
 def finite_ranks(schedule: Schedule) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ adds is the dtype's rounding (estimated as 4ϱ times the largest pre-activation 
 - **relu**, |z| = relu(z) + relu(−z), min(a, b) = a − relu(a − b), max(a, b) = a + relu(b − a):
   exact for every real input (Lipschitz 1): :mod:`infoflow_dsl.compiler.exact`, one
   construction and one rounding rule with the lowering over vectors.
+- **Staircase** start + Σ cᵢ·[zᵢ ≥ cutᵢ]: robust steps of several arguments into one direction.
 - **Table** φ(f) on f's values a₀ < … < aₙ: φ(a₀) + Σₖ (φ(aₖ) − φ(aₖ₋₁))·[f ≥ aₖ]: n robust
   steps, exact.
 - **Product** f·g of two features: a constant scales; an indicator gates; otherwise the side
@@ -228,13 +229,26 @@ def gate(builder: TokenCircuitBuilder, a: Feature, b: Feature, text: str) -> Fea
     """a·b for an indicator a and a bounded b (1 unit)."""
     if b.values is None:
         raise NoConstruction(f"{text}: a product needs a bounded factor")
-    low, high = b.low - b.error, b.high + b.error
-    span = high - low
-    form = b.form.plus(LinearForm.const(-low)).plus(a.form.plus(LinearForm.const(-1.0)), span)
-    values = _products(a.values or INDICATOR, b.values)
-    return _unit_feature(builder, stem="gate", formula=text, inputs=[a, b],
-                         units=[(form, 1.0, 2 * span + b.magnitude)],
-                         values=values, error=b.error + span * a.error, extra=a.form.scaled(low))
+    return gates(builder, [(1.0, a, b)], _products(a.values or INDICATOR, b.values), text)
+
+
+def gates(builder: TokenCircuitBuilder, terms: Sequence[tuple[float, Feature, Feature]],
+          values: frozenset[Fraction] | None, text: str, exclusive: bool = False) -> Feature:
+    """Σ cᵢ·aᵢ·bᵢ for indicators aᵢ and bᵢ in [lo, hi] (within their error), one unit each, all
+    into one direction: aᵢ·bᵢ = relu(bᵢ − lo + (hi − lo)(aᵢ − 1)) + lo·aᵢ. Error: Σ |cᵢ|·(bᵢ's
+    error + (hi − lo) times aᵢ's), or its largest term where the aᵢ are ``exclusive`` (one is 1)."""
+    units: list[Unit] = []
+    extra, errors = LinearForm(), []
+    for coefficient, a, b in terms:
+        low, high = b.low - b.error, b.high + b.error
+        span = high - low
+        form = b.form.plus(LinearForm.const(-low)).plus(a.form.plus(LinearForm.const(-1.0)), span)
+        units.append((form, coefficient, 2 * span + b.magnitude))
+        extra = extra.plus(a.form, coefficient * low)
+        errors.append(abs(coefficient) * (b.error + span * a.error))
+    error = max(errors) if exclusive else sum(errors)
+    return _unit_feature(builder, stem="gate", formula=text, inputs=[f for _, a, b in terms for f in (a, b)],
+                         units=units, values=values, error=error, extra=extra)
 
 
 def conjunction(builder: TokenCircuitBuilder, parts: Sequence[Feature], text: str) -> Feature:
@@ -333,6 +347,20 @@ def table(builder: TokenCircuitBuilder, f: Feature, function: Callable[[Fraction
         return Feature(LinearForm.const(constant), values, f.stage)
     return _unit_feature(builder, stem="table", formula=text, inputs=[f], units=units, values=values, error=0.0,
                          extra=LinearForm.const(constant), rounding=_cut_rounding(builder, f, cuts))
+
+
+def staircase(builder: TokenCircuitBuilder, steps: Sequence[tuple[Feature, Fraction, float]], start: float,
+              values: frozenset[Fraction] | None, text: str) -> Feature:
+    """start + Σᵢ cᵢ·[zᵢ ≥ cutᵢ] by robust steps (2 units each), every step into one direction,
+    whatever its argument zᵢ: exact for each zᵢ within a quarter gap of its value (checked)."""
+    units: list[Unit] = []
+    constant = start
+    for z, cut, coefficient in steps:
+        more, shift = step_units(z, threshold(z, cut, text), coefficient)
+        units += more
+        constant += shift
+    return _unit_feature(builder, stem="steps", formula=text, inputs=[z for z, _, _ in steps], units=units,
+                         values=values, error=0.0, extra=LinearForm.const(constant))
 
 
 def requantised(builder: TokenCircuitBuilder, f: Feature, text: str) -> Feature:

@@ -92,11 +92,19 @@ class TokenLowering:
         value = evaluator.value(expr, (row,)).reshape(-1)  # (V,) or (T+1,)
         return tuple(float(v) for v in value.expand(x.shape[0] * x.shape[1]))
 
-    def _token_column(self, expr: ir.Expr, row: str) -> Feature:
+    def own_token_values(self, expr: ir.Expr, row: str) -> frozenset[float] | None:
+        """The values ``expr`` takes over the vocabulary where it reads only the row's own token
+        (evaluated exactly, token by token), else None."""
+        return frozenset(self._each_token(expr, row)) if _locality(expr, row) == "token" else None
+
+    def _each_token(self, expr: ir.Expr, row: str) -> tuple[float, ...]:
         vocabulary = self.builder.vocabulary
         numbers = vocabulary.values if vocabulary.values is not None else tuple(range(vocabulary.size))
         x = torch.tensor(numbers, dtype=torch.float64).reshape(-1, 1, 1)  # (V, 1, 1): each token alone
-        column = self._columns(expr, row, x)
+        return self._columns(expr, row, x)
+
+    def _token_column(self, expr: ir.Expr, row: str) -> Feature:
+        column = self._each_token(expr, row)
         name = "x" if isinstance(expr, ir.Token) else f"tok:{describe(renamed(expr, row, 't'))}"
         direction = self.builder.token_column(name, column)
         return Feature(LinearForm.of(direction), self.values(expr), 0)

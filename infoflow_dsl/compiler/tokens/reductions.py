@@ -28,6 +28,7 @@ from .counts import count_keys
 from .heads import retrieve, uniform_mean
 from .scores import score_terms, value_gap
 from .separate import KeyClass, exclusive_indicators, key_classes, renamed, separated_terms
+from .widths import indicator_sum
 
 if TYPE_CHECKING:
     from .lower import TokenLowering
@@ -85,11 +86,26 @@ def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
         if len(classes) > 1:
             raise lowering.refuse(expr, "a mean whose body compares the two positions (write it as a sum)")
         return class_mean(lowering, classes[0], key, row, mask, expr)
-    parts = [(1.0, ffn.product(lowering.builder, count_keys(lowering, mask + part.mask(), row),
-                               class_mean(lowering, part, key, row, mask + part.mask(), expr), describe(expr)))
+    parts = [(1.0, class_sum(lowering, part, key, row, mask, expr, whole=len(classes) == 1))
              if not _is_own(part) else (1.0, own_term(lowering, part, key, row, mask))
              for part in classes]
     return ffn.linear(parts, lowering.values(expr))
+
+
+def class_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...],
+              expr: ir.Reduce, whole: bool) -> Feature:
+    """The sum of the body over one key class's keys: a 0/1 body by steps on its mean and 1/count
+    (:mod:`.widths`), else count × mean. ``whole``: the class is the whole sum (its values are the sum's)."""
+    keys = mask + part.mask()
+    values = lowering.values(expr) if whole and not keys else None  # a range never empty: the sum's own values
+    own = lowering.own_token_values(renamed(part.body, key, row), row)  # the body where s = t, token by token
+    if values is not None and own in ({1.0}, {0.0}):  # every key, and the query's own key counts 1 (or 0) always
+        values = frozenset(v for v in values if (v >= 1 if own == {1.0} else v <= lowering.builder.length - 1))
+    width = indicator_sum(lowering, part, key, row, keys, values, describe(expr))
+    if width is not None:
+        return width
+    return ffn.product(lowering.builder, count_keys(lowering, keys, row),
+                       class_mean(lowering, part, key, row, keys, expr), describe(expr))
 
 
 def own_term(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...]) -> Feature:

@@ -30,7 +30,9 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "compiled_examples"
 
 TOKENS = ", ".join(f'"{chr(97 + i)}"' for i in range(8))
 REVERSE = f"input x : token {{{TOKENS}}}\nlength T = 4\ntarget(t) = x(len + 1 - t)\n"
-HIST = f"input x : token {{{TOKENS}}}\nlength T = 4\ntarget(t) = sum_<s> [x(s) == x(t)]\n"
+#: hist's share, hist / len: its gates read the token's indicators in an FFN (clean-ups); hist itself, a count
+#: decoded by steps on its mean (compiler/tokens/widths.py), leaves no categorical feature worth storing
+HIST = f"input x : token {{{TOKENS}}}\nlength T = 4\ntarget(t) = mean_<s> [x(s) == x(t)]\n"
 
 
 def _program(source: str, name: str) -> Any:
