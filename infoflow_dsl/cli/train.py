@@ -118,9 +118,10 @@ def add_keep_flags(command: argparse.ArgumentParser, positive_float: Any, nonneg
     command.add_argument("--noise", type=nonnegative_float, default=None,
                          help="with --keep-circuit: the noise at the start, relative to each tensor's rms (1e-3; "
                               "1e-4 with --no-rebalance, where the compiled weights are sharp)")
-    command.add_argument("--keep-lr", type=positive_float, default=1e-5,
-                         help="with --keep-circuit: the peak learning rate, in place of --lr (1e-5: a compiled "
-                              "model's weights are sharp, and AdamW moves every weight by about it a step)")
+    command.add_argument("--keep-lr", type=positive_float, default=None,
+                         help="with --keep-circuit: the peak learning rate, in place of --lr (1e-5: AdamW moves "
+                              "every weight by about it a step). With neither --noise nor --keep-lr given, a "
+                              "refused model is trained once more at a tenth of both")
     command.add_argument("--rebalance", action=argparse.BooleanOptionalAction, default=True,
                          help="with --keep-circuit: first rewrite the model exactly so that it trains like a "
                               "trained one (flip sparse units, pair the free ones, balance the scales, rotate the "
@@ -130,38 +131,72 @@ def add_keep_flags(command: argparse.ArgumentParser, positive_float: Any, nonneg
                          help="with --keep-circuit: random inputs of the certification (2000)")
 
 
-def train_keeping(arguments: argparse.Namespace, program: Any, settings: Any, output: Any) -> int:
-    """Train keeping the circuit, certify the trained weights, write the model only if certified."""
-    from dataclasses import replace
+#: ``train --keep-circuit``'s default (noise, learning rate) pairs, rebalanced or not: the
+#: default, then a tenth of both
+DEFAULT_ADMISSION = {True: [(1e-3, 1e-5), (1e-4, 1e-6)], False: [(1e-4, 1e-5), (1e-5, 1e-6)]}
 
-    from ..circuits.certify import certify
-    from ..training.circuit_keeping import KeepSettings, covering_settings, train_keeping_circuit
+
+def admission_schedule(noise: float | None, lr: float | None, rebalance: bool) -> list[tuple[float, float]]:
+    """The (noise, learning rate) pairs ``train --keep-circuit`` tries in turn, the first model the
+    certification admits kept: :data:`DEFAULT_ADMISSION` when neither is given (the corpus's
+    trained tier does the same: the certification, not the settings, decides what is admitted),
+    else the user's pair alone, the other one at its default."""
+    default = DEFAULT_ADMISSION[rebalance]
+    if noise is None and lr is None:
+        return list(default)
+    return [(noise if noise is not None else default[0][0], lr if lr is not None else default[0][1])]
+
+
+def _train_kept(arguments: argparse.Namespace, program: Any, settings: Any, init: Any, noise: float) -> Any:
+    """One circuit-keeping training run at ``noise`` and ``settings.lr``; its result, printed."""
+    from ..training.circuit_keeping import KeepSettings, train_keeping_circuit
+    from ..training.rebalance import PASSES
     from ..training.train import TrainError
-    from ..transformer.io import model_to_bytes
 
-    init = _init_model(arguments)
-    settings = replace(settings, lr=arguments.keep_lr)
-    if init is not None:
-        settings = covering_settings(init, settings)  # at least the init's heads and widths
     try:
-        from ..training.rebalance import PASSES
-
-        noise = arguments.noise if arguments.noise is not None else (1e-3 if arguments.rebalance else 1e-4)
         keep = KeepSettings(noise=noise, rebalance=PASSES if arguments.rebalance else ())
         result = train_keeping_circuit(program, settings, init, keep)
     except TrainError as error:
         raise UsageError(f"infoflowc train: {error}") from None
     losses = ", ".join(f"{name} {value:.3g}" for name, value in result.losses.items())
     print(f"{arguments.file}: trained {settings.steps} steps from {arguments.init} keeping its circuit "
-          f"({len(result.graph.edges)} edges); last losses: {losses}; {result.seconds:.1f} s")
-    certification = certify(result.model, samples=arguments.samples, seed=arguments.seed)
+          f"({len(result.graph.edges)} edges) at noise {noise:g}, learning rate {settings.lr:g}; last losses: "
+          f"{losses}; {result.seconds:.1f} s")
+    return result
+
+
+def _print_certification(certification: Any) -> None:
     print(f"  function         {certification.function}")
     for ablation, truth in certification.truths.items():
         print(f"  {ablation:<16} {len(truth.necessary)} of {len(truth.edges)} pairs needed on {truth.inputs} inputs; "
               f"every pair outside the graph ablated at once: error {certification.certificate[ablation]:.3g}")
-    if not certification.holds:
+
+
+def train_keeping(arguments: argparse.Namespace, program: Any, settings: Any, output: Any) -> int:
+    """Train keeping the circuit, certify the trained weights, write the model only if certified
+    (trying :func:`admission_schedule`'s settings in turn)."""
+    from dataclasses import replace
+
+    from ..circuits.certify import certify
+    from ..training.circuit_keeping import covering_settings
+    from ..transformer.io import model_to_bytes
+
+    init = _init_model(arguments)
+    if init is not None:
+        settings = covering_settings(init, settings)  # at least the init's heads and widths
+    schedule = admission_schedule(arguments.noise, arguments.keep_lr, arguments.rebalance)
+    for attempt, (noise, lr) in enumerate(schedule):
+        result = _train_kept(arguments, program, replace(settings, lr=lr), init, noise)
+        certification = certify(result.model, samples=arguments.samples, seed=arguments.seed)
+        _print_certification(certification)
+        if certification.holds:
+            break
         for line in certification.failures():
             print(f"  refused: {line}", file=sys.stderr)
+        if attempt + 1 < len(schedule):
+            print(f"  refused at noise {noise:g}, learning rate {lr:g}: training again at "
+                  f"{schedule[attempt + 1][0]:g}, {schedule[attempt + 1][1]:g}")
+    if not certification.holds:
         return EXIT_ABOVE_EPS
     result.model.config["kept_circuit"]["certified"] = certification.to_json()
     write_atomically(output, model_to_bytes(result.model))
