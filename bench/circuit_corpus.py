@@ -244,24 +244,23 @@ def run_trained(out: str, name: str, what: str, compiled: Any, start: float,
     certificate's inputs, the certificate). A refused model is not admitted: its record goes to
     ``OUT/refused/`` with the reasons, and no model is written."""
     import infoflow_dsl as ifl
-    from infoflow_dsl.circuits.certify import certify
     from infoflow_dsl.circuits.statistics import weight_statistics
     from infoflow_dsl.oracle.tokens import random_ids
     from infoflow_dsl.pipeline import program_of
-    from infoflow_dsl.training.circuit_keeping import KeepSettings, covering_settings, train_keeping_circuit
+    from infoflow_dsl.training.circuit_keeping import KeepSettings, covering_settings, train_until_certified
     from infoflow_dsl.training.rebalance import PASSES
     from infoflow_dsl.training.settings import TrainSettings
 
     program = program_of(compiled)
     passes = PASSES if tier == "rebalanced" else ()
-    for t in [{**TRAINED, **r} for r in REBALANCED] if passes else (TRAINED, {**TRAINED, **GENTLER}):
-        settings = covering_settings(compiled, TrainSettings(
-            heads=(t["heads"],), d_model=t["d_model"], d_head=t["d_head"], d_mlp=t["d_mlp"], steps=t["steps"],
-            batch=t["batch"], lr=t["lr"]))
-        kept = train_keeping_circuit(program, settings, compiled, KeepSettings(noise=t["noise"], rebalance=passes))
-        certification = certify(kept.model, samples=CERTIFICATE_SAMPLES, seed=2)
-        if certification.holds:
-            break
+    tries = [(r["noise"], r["lr"]) for r in (REBALANCED if passes else (TRAINED, GENTLER))]
+    settings = covering_settings(compiled, TrainSettings(
+        heads=(TRAINED["heads"],), d_model=TRAINED["d_model"], d_head=TRAINED["d_head"], d_mlp=TRAINED["d_mlp"],
+        steps=TRAINED["steps"], batch=TRAINED["batch"], lr=TRAINED["lr"]))
+    admitted = train_until_certified(program, settings, compiled, tries, KeepSettings(rebalance=passes),
+                                     samples=CERTIFICATE_SAMPLES, seed=2)
+    kept, certification = admitted.result, admitted.certification
+    t = {**TRAINED, "noise": admitted.noise, "lr": admitted.lr}
     folder, graph = Path(out), kept.graph
     row = {"model": name, "tier": tier, "source": what, "merged": [], "eps": graph.eps, "edges": len(graph.edges),
            "nodes": len(graph.nodes), "pairs": len(graph.pairs()), "parameters": kept.model.nonzero_parameter_count(),

@@ -19,7 +19,6 @@ largest in absolute value.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -65,10 +64,9 @@ def measure(name: str, steps: int, noise: float, scratch_steps: int, lr: float =
     from circuit_corpus import build
 
     import infoflow_dsl as ifl
-    from infoflow_dsl.circuits.certify import certify
     from infoflow_dsl.oracle.tokens import random_ids
     from infoflow_dsl.pipeline import program_of
-    from infoflow_dsl.training.circuit_keeping import KeepSettings, covering_settings, train_keeping_circuit
+    from infoflow_dsl.training.circuit_keeping import KeepSettings, covering_settings, train_until_certified
     from infoflow_dsl.training.settings import TrainSettings
     from infoflow_dsl.training.train import train
 
@@ -81,12 +79,9 @@ def measure(name: str, steps: int, noise: float, scratch_steps: int, lr: float =
                                                      batch=64, lr=lr))
     start = time.perf_counter()
     tries = [*ADMISSION, (noise, lr)] if rebalance else [(noise, lr)]
-    for noise, lr in tries:  # rebalanced: the largest noise and learning rate the certification admits
-        settings = dataclasses.replace(settings, lr=lr)
-        kept = train_keeping_circuit(program, settings, init, KeepSettings(noise=noise, rebalance=rebalance))
-        certification = certify(kept.model)
-        if certification.holds:
-            break
+    # rebalanced: the largest noise and learning rate the certification admits
+    admitted = train_until_certified(program, settings, init, tries, KeepSettings(rebalance=rebalance))
+    kept, certification, noise, lr = admitted.result, admitted.certification, admitted.noise, admitted.lr
     trained_seconds = time.perf_counter() - start
     scratch = train(program, TrainSettings(heads=settings.heads, d_model=settings.d_model, d_head=settings.d_head,
                                            d_mlp=settings.d_mlp, steps=scratch_steps, batch=64, lr=1e-3,

@@ -147,22 +147,21 @@ def admission_schedule(noise: float | None, lr: float | None, rebalance: bool) -
     return [(noise if noise is not None else default[0][0], lr if lr is not None else default[0][1])]
 
 
-def _train_kept(arguments: argparse.Namespace, program: Any, settings: Any, init: Any, noise: float) -> Any:
-    """One circuit-keeping training run at ``noise`` and ``settings.lr``; its result, printed."""
-    from ..training.circuit_keeping import KeepSettings, train_keeping_circuit
-    from ..training.rebalance import PASSES
-    from ..training.train import TrainError
-
-    try:
-        keep = KeepSettings(noise=noise, rebalance=PASSES if arguments.rebalance else ())
-        result = train_keeping_circuit(program, settings, init, keep)
-    except TrainError as error:
-        raise UsageError(f"infoflowc train: {error}") from None
+def _print_try(arguments: argparse.Namespace, steps: int, attempt: Any, following: tuple[float, float] | None) -> None:
+    """One try of the admission schedule: its run, its certification, and what comes next if refused."""
+    result, certification = attempt.result, attempt.certification
     losses = ", ".join(f"{name} {value:.3g}" for name, value in result.losses.items())
-    print(f"{arguments.file}: trained {settings.steps} steps from {arguments.init} keeping its circuit "
-          f"({len(result.graph.edges)} edges) at noise {noise:g}, learning rate {settings.lr:g}; last losses: "
+    print(f"{arguments.file}: trained {steps} steps from {arguments.init} keeping its circuit "
+          f"({len(result.graph.edges)} edges) at noise {attempt.noise:g}, learning rate {attempt.lr:g}; last losses: "
           f"{losses}; {result.seconds:.1f} s")
-    return result
+    _print_certification(certification)
+    if certification.holds:
+        return
+    for line in certification.failures():
+        print(f"  refused: {line}", file=sys.stderr)
+    if following is not None:
+        print(f"  refused at noise {attempt.noise:g}, learning rate {attempt.lr:g}: training again at "
+              f"{following[0]:g}, {following[1]:g}")
 
 
 def _print_certification(certification: Any) -> None:
@@ -175,30 +174,30 @@ def _print_certification(certification: Any) -> None:
 def train_keeping(arguments: argparse.Namespace, program: Any, settings: Any, output: Any) -> int:
     """Train keeping the circuit, certify the trained weights, write the model only if certified
     (trying :func:`admission_schedule`'s settings in turn)."""
-    from dataclasses import replace
-
-    from ..circuits.certify import certify
-    from ..training.circuit_keeping import covering_settings
+    from ..training.circuit_keeping import KeepSettings, covering_settings, train_until_certified
+    from ..training.rebalance import PASSES
+    from ..training.train import TrainError
     from ..transformer.io import model_to_bytes
 
     init = _init_model(arguments)
     if init is not None:
         settings = covering_settings(init, settings)  # at least the init's heads and widths
     schedule = admission_schedule(arguments.noise, arguments.keep_lr, arguments.rebalance)
-    for attempt, (noise, lr) in enumerate(schedule):
-        result = _train_kept(arguments, program, replace(settings, lr=lr), init, noise)
-        certification = certify(result.model, samples=arguments.samples, seed=arguments.seed)
-        _print_certification(certification)
-        if certification.holds:
-            break
-        for line in certification.failures():
-            print(f"  refused: {line}", file=sys.stderr)
-        if attempt + 1 < len(schedule):
-            print(f"  refused at noise {noise:g}, learning rate {lr:g}: training again at "
-                  f"{schedule[attempt + 1][0]:g}, {schedule[attempt + 1][1]:g}")
-    if not certification.holds:
+
+    def report(attempt: Any) -> None:
+        at = schedule.index((attempt.noise, attempt.lr))
+        _print_try(arguments, settings.steps, attempt, schedule[at + 1] if at + 1 < len(schedule) else None)
+
+    try:
+        admitted = train_until_certified(program, settings, init, schedule,
+                                         KeepSettings(rebalance=PASSES if arguments.rebalance else ()),
+                                         samples=arguments.samples, seed=arguments.seed, on_try=report)
+    except TrainError as error:
+        raise UsageError(f"infoflowc train: {error}") from None
+    if not admitted.certification.holds:
         return EXIT_ABOVE_EPS
-    result.model.config["kept_circuit"]["certified"] = certification.to_json()
-    write_atomically(output, model_to_bytes(result.model))
+    model = admitted.result.model
+    model.config["kept_circuit"]["certified"] = admitted.certification.to_json()
+    write_atomically(output, model_to_bytes(model))
     print(f"  certified; wrote {output}")
     return EXIT_OK

@@ -33,7 +33,9 @@ What moves the weights toward trained statistics: relative Gaussian **noise** at
 
 The result is only a candidate: :func:`~infoflow_dsl.circuits.certify.certify` measures the
 trained weights themselves (the function on the whole finite domain, the truth of every pair,
-the certificate) and the command refuses a model that fails.
+the certificate) and the command refuses a model that fails. :func:`train_until_certified` trains
+at each (noise, learning rate) of a schedule in turn and keeps the first model the certification
+admits (the command's default schedule, the corpus's trained tiers, the realism benchmark).
 """
 
 from __future__ import annotations
@@ -41,15 +43,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..circuits import ABLATIONS
+from ..circuits.certify import Certification, certify
 from ..circuits.graph import INPUT, OUTPUT, EdgeGraph, GraphNode
 from ..circuits.patching import EdgeForward, EdgeKey
-from ..circuits.truth import outside_pairs
+from ..circuits.truth import SAMPLES, outside_pairs
 from ..errors import TrainError
 from ..language import typed as ir
 from ..oracle.tokens import random_ids
@@ -344,3 +348,39 @@ def train_keeping_circuit(program: ir.Program, settings: TrainSettings, init: Co
     model.config["kept_circuit"] = {"graph": graph.to_json(), "eps": graph.eps,
                                     "init": (init.config.get("program") or {}).get("name")}
     return KeepResult(model, graph, last, time.monotonic() - start, parameters)
+
+
+@dataclass(frozen=True)
+class AdmissionTry:
+    """One (noise, learning rate) of an admission schedule: the run and its certification."""
+
+    noise: float
+    lr: float
+    result: KeepResult
+    certification: Certification
+
+
+def train_until_certified(program: ir.Program, settings: TrainSettings, init: CompiledTransformer | None,
+                          tries: Sequence[tuple[float, float]], keep: KeepSettings | None = None,
+                          samples: int = SAMPLES, seed: int = 0,
+                          on_try: Callable[[AdmissionTry], None] | None = None) -> AdmissionTry:
+    """Train keeping the circuit at each (noise, learning rate) of ``tries`` in turn (``keep``'s
+    other terms, ``settings``' other settings), certify each trained model on its own weights
+    (``samples`` random inputs, ``seed``) and stop at the first the certification admits; that
+    try, else the last (refused). ``on_try`` sees each try.
+
+    Raises:
+        TrainError: as :func:`train_keeping_circuit`; ValueError: no tries.
+    """
+    if not tries:
+        raise ValueError("train_until_certified: no (noise, learning rate) to try")
+    keep = keep or KeepSettings()
+    for noise, lr in tries:
+        result = train_keeping_circuit(program, dataclasses.replace(settings, lr=lr), init,
+                                       dataclasses.replace(keep, noise=noise))
+        attempt = AdmissionTry(noise, lr, result, certify(result.model, samples=samples, seed=seed))
+        if on_try is not None:
+            on_try(attempt)
+        if attempt.certification.holds:
+            break
+    return attempt

@@ -1,7 +1,8 @@
-"""``infoflowc train --keep-circuit``'s admission: the settings tried in turn, the first model the
-certification admits written, none when every try is refused. The training and the certification
-are stood in for (both have their own tests: tests/training/test_circuit_keeping.py,
-tests/circuits/test_certify.py); what is tested here is the loop that connects them."""
+"""``infoflowc train --keep-circuit``'s admission: the settings tried in turn
+(``circuit_keeping.train_until_certified``), the first model the certification admits written,
+none when every try is refused. The training and the certification are stood in for (both have
+their own tests: tests/training/test_circuit_keeping.py, tests/circuits/test_certify.py); what is
+tested here is the loop that connects them."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ import torch
 from cli_runner import run_cli
 
 import infoflow_dsl as ifl
-from infoflow_dsl.circuits import certify as certify_module
-from infoflow_dsl.cli import train as train_cli
 from infoflow_dsl.cli.train import admission_schedule
+from infoflow_dsl.training import circuit_keeping
 
 torch.set_num_threads(1)
 SHIFT = Path(__file__).resolve().parents[2] / "compiled_examples" / "tracr" / "shift_by_2"
@@ -63,14 +63,22 @@ class _Certification:
 @dataclass
 class _Result:
     model: Any
+    graph: Any = None
+    losses: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class _Graph:
+    edges: tuple[Any, ...] = ()
 
 
 def _fake_training(tries: list[tuple[float, float]]) -> Any:
-    def trained(arguments: Any, program: Any, settings: Any, init: Any, noise: float) -> _Result:
-        tries.append((noise, settings.lr))
+    def trained(program: Any, settings: Any, init: Any, keep: Any) -> _Result:
+        tries.append((keep.noise, settings.lr))
         model = ifl.load(SHIFT.with_suffix(".safetensors"), device="cpu")
         model.config["kept_circuit"] = {"try": len(tries)}
-        return _Result(model)
+        return _Result(model, _Graph())
     return trained
 
 
@@ -78,8 +86,8 @@ def _fake_training(tries: list[tuple[float, float]]) -> Any:
 def test_a_refused_model_is_trained_again_at_a_tenth_and_the_first_admitted_is_written(
         refusals: int, code: int, tries: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     verdicts, made = Verdicts(refusals), []
-    monkeypatch.setattr(certify_module, "certify", verdicts)
-    monkeypatch.setattr(train_cli, "_train_kept", _fake_training(made))
+    monkeypatch.setattr(circuit_keeping, "certify", verdicts)
+    monkeypatch.setattr(circuit_keeping, "train_keeping_circuit", _fake_training(made))
     out = tmp_path / "kept.safetensors"
     got, stdout, err = run_cli(["train", str(SHIFT.with_suffix(".iflow")), "--heads", "2", "--init",
                                 str(SHIFT.with_suffix(".safetensors")), "--keep-circuit", "-o", str(out)])
