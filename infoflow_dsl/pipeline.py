@@ -428,7 +428,7 @@ def superposed_weights(program: ir.Program, circuit: Circuit, dtype: torch.dtype
         raise CompileError(f"--residual must be a positive whole number, got {residual!r}")
     config, tensors = assemble(circuit, torch.float64, metadata)
     dense = {name: t.to_dense() if t.is_sparse else t for name, t in tensors.items()}
-    built = superpose(dense, config, residual)
+    built = superpose(dense, config, residual, roundoff=2.0**-53 if dtype == torch.float64 else 2.0**-24)
     built.config["dtype"] = str(dtype).replace("torch.", "")
     built.config["superposition"]["residual"] = residual
     return built.config, {name: t.to(dtype).contiguous() for name, t in built.tensors.items()}

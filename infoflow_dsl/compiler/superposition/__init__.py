@@ -41,10 +41,12 @@ import torch
 from ...errors import CompileError
 from .categorical import usage
 from .codes import code, coherence, fitted
-from .dictionary import superposed_records
+from .dictionary import describe, superposed_records
 from .duplicates import merged
 from .embed import Embedding, rewrite
 from .layout import MARGIN, Layout, StorageRead, certify, holds, layout, read_pairs
+from .packed import Packed, member_records, packed
+from .packing import UNIT_ROUNDOFF
 
 Tensor = torch.Tensor
 
@@ -135,18 +137,26 @@ def _chosen_layout(tensors: dict[str, Tensor], config: dict[str, Any], margin: f
 
 
 def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
-              margin: float = MARGIN, storage: int | None = None) -> Superposed:
+              margin: float = MARGIN, storage: int | None = None, roundoff: float = UNIT_ROUNDOFF) -> Superposed:
     """The plain token model (``tensors`` dense float64, ``config``) superposed into at most
     ``residual`` dimensions: the largest storage that fits, at least the smallest whose bound
     holds; CompileError naming the smallest D when ``residual`` is below it. ``storage``
     forces d_s with every group superposed (a test's model past the margin: nothing is refused
-    or checked)."""
+    or checked). ``roundoff``: the unit roundoff of the dtype the model will hold (packed
+    numbers' tables are certified for it; float32's by default, which covers float64)."""
     alive = features_alive(tensors, config)
     original, tensors, aliases = tensors, *merged(tensors, config)
+    folded = features_alive(tensors, config)
+    result, given = None, config
     if storage is None:
         plan, least, built = _chosen_layout(tensors, config, margin)
-        n = len(plan.stored)
         smallest = int(built[1]["d_model"])
+        if residual < smallest:
+            current = (plan, least, built, smallest)
+            result, plan, least, built, smallest = _packed_route(tensors, config, margin, current, roundoff)
+        if result is not None:
+            tensors, config = result.tensors, result.config
+        n = len(plan.stored)
         if residual < smallest:
             raise CompileError(f"--residual {residual} is too small: the smallest residual whose clean-ups keep "
                                f"every superposed feature's interference below the margin {margin:g} is "
@@ -162,17 +172,45 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
         plan = layout(tensors, config, usage(tensors, config))
         built = _build(tensors, config, plan, storage, margin)
     out, out_config, embedding, reads, compression = built
-    out_config["superposition"] = certificate(plan, embedding, reads, alive, int(out_config["d_model"]), margin)
-    out_config["superposition"]["compression"] = compression.to_json()
-    out_config["superposition"]["features_alive_folded"] = features_alive(tensors, config)
-    out_config["superposition"]["duplicates"] = [[config["residual_labels"][j], config["residual_labels"][i]]
-                                                 for j, i in sorted(aliases.items())]
+    record = certificate(plan, embedding, reads, alive, int(out_config["d_model"]), margin)
+    out_config["superposition"] = record
+    record["compression"] = compression.to_json()
+    record["features_alive_folded"] = folded
+    record["duplicates"] = [[given["residual_labels"][j], given["residual_labels"][i]]
+                            for j, i in sorted(aliases.items())]
     dims = {f.index: (d, f.end if f is not occupants[-1] else math.inf)  # the last occupant is never erased
             for d, occupants in enumerate(compression.slots) for f in occupants}
-    categorical = {f: g.writer for f, g in usage(original, config).group_of().items()}
-    out_config["superposition"]["features"] = superposed_records(config, plan, embedding, dims, margin, categorical,
-                                                                 aliases)
+    categorical = {f: g.writer for f, g in usage(original, given).group_of().items()}
+    found = superposed_records(config, plan, embedding, dims, margin, categorical, aliases)
+    if result is not None:
+        record["packed"] = _packed_record(result, features_alive(result.tensors, result.config))
+        found = [r for r in found if not r["name"].startswith("pack:")]
+        found += member_records(result, list(given["residual_labels"]), describe(given), dims, embedding.kept,
+                                plan.usage.layers)
+    record["features"] = found
     return Superposed(out, out_config, plan, embedding, tuple(reads), alive)
+
+
+def _packed_route(tensors: dict[str, Tensor], config: dict[str, Any], margin: float,
+                  current: tuple[Layout, int, Any, int],
+                  roundoff: float) -> tuple[Packed | None, Layout, int, Any, int]:
+    """The packed route (:mod:`.packed`) where it reaches a smaller D than ``current`` (plan,
+    storage, model, D) does, else ``current`` (with no packs)."""
+    result = packed(tensors, config, roundoff)
+    if result is None:
+        return (None, *current)
+    plan, least, built = _chosen_layout(result.tensors, result.config, margin)
+    width = int(built[1]["d_model"])
+    if width >= current[3]:
+        return (None, *current)
+    return result, plan, least, built, width
+
+
+def _packed_record(result: Packed, alive: int) -> dict[str, Any]:
+    """The config's ``superposition.packed``: F once packed, and every pack's certificate."""
+    return {"features_alive_packed": alive, "read": "table",
+            "units_added": sum(r["units"] for r in result.records),
+            "units_replaced": sum(r["plain_units"] for r in result.records), "packs": list(result.records)}
 
 
 def certificate(plan: Layout, embedding: Embedding, reads: list[StorageRead], alive: int, width: int,

@@ -181,8 +181,10 @@ def features(model: Any) -> list[dict[str, Any]]:
     Returns:
         One record per feature: ``name``, ``kind`` (``number`` or ``categorical``), ``computes``,
         ``group``, ``layers`` (the layers whose stream holds it), ``hooks`` {TransformerLens hook:
-        {"direction": [d_model floats], "read": "exact" (with its ``coordinate``) or
-        "threshold"}} and, for a superposed feature, the certificate's ``margin``.
+        {"direction": [d_model floats], "read": "exact" (with its ``coordinate``), "threshold"
+        or "table" (a packed number sharing its direction with others there, read by step
+        tables: its ``coordinate`` holds v, its ``grid`` [[v, value], ..] decodes it)}} and, for
+        a superposed feature, the certificate's ``margin``; a packed number's ``pack``.
 
     Raises:
         TypeError: ``model`` is neither a model nor a path.
@@ -212,26 +214,35 @@ def _expanded(record: dict[str, Any], width: int, layers: int) -> dict[str, Any]
             for d, w in zip(c["dims"], c["weights"], strict=True):
                 direction[d] += w
         exact = [c["dims"][0] for c in live if c["read"] == "exact"]
+        tabled = [c for c in live if c["read"] == "table"]
         entry: dict[str, Any] = {"direction": direction, "read": "exact" if exact else "threshold"}
         if exact:
             entry["coordinate"] = exact[0]
+        elif tabled:  # a packed number where others share its direction: decoded from v by its grid
+            entry.update({"read": "table", "coordinate": tabled[0]["dims"][0], "grid": tabled[0]["grid"]})
         for hook in hooks_after(stage, layers):
             hooks[hook] = entry
             alive_layers.add(int(hook.split(".")[1]))
     out = {key: record[key] for key in ("name", "kind", "computes", "group")}
     out["layers"] = sorted(alive_layers)
     out["hooks"] = hooks
-    if "margin" in record:
-        out["margin"] = record["margin"]
+    for key in ("margin", "pack"):
+        if key in record:
+            out[key] = record[key]
     return out
 
 
 def read_value(entry: dict[str, Any], residual: Tensor, margin: float | None = None) -> Tensor:
     """The feature's value from a residual stream (..., D) at one of its hooks: the exact
-    coordinate of a component read exactly, else the threshold of <u_f, h> at the margin (the
-    value 0.5 where the read lies between m and 1 − m: no certified value)."""
-    if entry["read"] == "exact":
-        return residual[..., entry["coordinate"]]
+    coordinate of a component read exactly (over its weight), a packed number's value at the
+    grid point nearest v (``table``: :mod:`.packed`), else the threshold of <u_f, h> at the
+    margin (the value 0.5 where the read lies between m and 1 − m: no certified value)."""
+    if entry["read"] == "exact":  # its coordinate, over its weight there (1 but for a packed number alone: K_i)
+        return residual[..., entry["coordinate"]] / entry["direction"][entry["coordinate"]]
+    if entry["read"] == "table":  # a packed number: the grid value nearest v = <e_d, h>
+        grid = torch.tensor(entry["grid"], dtype=residual.dtype)
+        v = residual[..., entry["coordinate"]]
+        return grid[(v[..., None] - grid[:, 0]).abs().argmin(dim=-1), 1]
     r = residual @ torch.tensor(entry["direction"], dtype=residual.dtype)
     m = 0.45 if margin is None else margin
     return torch.where(r >= 1 - m, 1.0, torch.where(r <= m, 0.0, 0.5)).to(residual.dtype)

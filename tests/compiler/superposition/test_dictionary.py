@@ -37,14 +37,14 @@ def _streams(model: CompiledTransformer, x: torch.Tensor) -> dict[str, torch.Ten
     return seen
 
 
-def _inputs() -> torch.Tensor:
-    return torch.tensor(list(itertools.product(range(8), repeat=4)), dtype=torch.int64)
+def _inputs(tokens: int = 8) -> torch.Tensor:
+    return torch.tensor(list(itertools.product(range(tokens), repeat=4)), dtype=torch.int64)
 
 
-def _recovered(source: str, residual: int) -> tuple[int, int]:
+def _recovered(source: str, residual: int, tokens: int = 8) -> tuple[int, int]:
     """(features × hooks checked, categorical reads by threshold among them); asserts each."""
     plain, superposed = _models(source, residual)
-    x = _inputs()
+    x = _inputs(tokens)
     truth, held = _streams(plain, x), _streams(superposed, x)
     index = {label: i for i, label in enumerate(plain.config["residual_labels"])}
     checked = thresholds = 0
@@ -66,6 +66,20 @@ def test_the_residual_projected_on_the_dictionary_gives_the_plain_circuits_value
     plain, _ = _models(REVERSE, 17)
     checked, thresholds = _recovered(REVERSE, 17)
     assert thresholds > 0 and checked > len(plain.config["residual_labels"])
+
+
+def test_packed_numbers_are_read_back_from_their_shared_direction() -> None:
+    """Tracr's count_a at T = 5 with its mean, 1/count and the token indicator packed in one
+    direction (compile --residual 2): where they share it they are read by ``table`` (decoded
+    from v by the grid), where one is alone by its coordinate over its scale, and every value is
+    the plain circuit's on every input up to length 4."""
+    source = 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t) = sum_<s> [x(s) == "a"]\n'
+    _, packed = _models(source, 2)
+    assert "packed" in packed.config["superposition"]
+    found = features(packed)
+    reads = {entry["read"] for f in found if "pack" in f for entry in f["hooks"].values()}
+    assert reads == {"exact", "table"}
+    assert _recovered(source, 2, tokens=3)[0] > len(found)
 
 
 def test_a_plain_models_dictionary_is_its_coordinates() -> None:

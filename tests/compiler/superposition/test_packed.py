@@ -1,0 +1,129 @@
+"""compile --residual with packed numbers: a peak of numbers (a count's mean and 1/count, the token
+indicator its gate reads) in one direction read by step tables, below what ``disguise --compress``
+reaches; exact against the float64 reference, ``check`` passing, deterministic; the tables' margin
+(a quarter of v's gap) one notch too small is wrong on a named input; D too small is refused."""
+
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from cli_runner import run_cli
+
+import infoflow_dsl as ifl
+from infoflow_dsl.circuits.disguise import disguise
+from infoflow_dsl.errors import CompileError
+from infoflow_dsl.transformer.model import CompiledTransformer
+
+torch.set_num_threads(1)
+
+#: Tracr's count_a at T = 5: its peak (the token indicators, the head's mean and 1/count) is numbers
+COUNT = 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t) = sum_<s> [x(s) == "a"]\n'
+#: Tracr's frac_prevs at T = 5: the indicator the head reads and its mean, packed in float32 too
+FRAC = 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t) = mean_<s : s <= t> [x(s) == "a"]\n'
+
+
+def _program(source: str) -> Any:
+    return ifl.parse_program(source, "p.iflow")
+
+
+@lru_cache(maxsize=4)
+def _smallest(source: str, dtype: str) -> int:
+    """The smallest D compile --residual certifies: what --residual 1's refusal names (1 if none)."""
+    try:
+        ifl.compile(_program(source), samples=0, dtype=dtype, residual=1)
+    except CompileError as refused:
+        return int(str(refused).split(" is ")[-1].split(" ")[0])
+    return 1
+
+
+@lru_cache(maxsize=4)
+def _compiled(source: str, dtype: str) -> CompiledTransformer:
+    return ifl.compile(_program(source), samples=0, dtype=dtype, residual=_smallest(source, dtype))
+
+
+def _compressed(source: str) -> int:
+    """What ``disguise --compress`` reaches on the plain model."""
+    return disguise(ifl.compile(_program(source), samples=0, dtype="float64"), compress=True).d_model
+
+
+def _wrong(model: CompiledTransformer, source: str, longest: int = 4) -> list[str]:
+    """Every input up to length ``longest`` (as letters) where the model is off the reference by more than ε."""
+    program = _program(source)
+    found = []
+    for n in range(1, longest + 1):
+        x = torch.tensor(list(itertools.product(range(3), repeat=n)), dtype=torch.int64)
+        with torch.no_grad():
+            bad = ((model(x).double() - ifl.evaluate(program, x)).abs() > 1e-3).reshape(len(x), -1).any(-1)
+        found += ["".join("abc"[i] for i in x[k].tolist()) for k in torch.nonzero(bad).flatten().tolist()]
+    return found
+
+
+def test_a_numeric_peak_packs_below_what_compress_reaches_exact_checked_and_deterministic(tmp_path: Path) -> None:
+    model = _compiled(COUNT, "float64")
+    record = model.config["superposition"]
+    assert model.d_model < _compressed(COUNT) == record["features_alive"]
+    packed = record["packed"]
+    assert packed["read"] == "table" and packed["features_alive_packed"] < record["features_alive"]
+    members = {m for p in packed["packs"] for m in p["members"]}
+    assert {"h1:uniform[1]", "h1:uniform[2]"} <= members  # the mean and 1/count share one direction
+    assert all(r["error"] < 0.25 for p in packed["packs"] for r in p["reads"])
+    assert packed["units_added"] == sum(p["units"] for p in packed["packs"]) > 0
+    assert _wrong(model, COUNT, longest=5) == []
+    again = ifl.compile(_program(COUNT), samples=0, dtype="float64", residual=model.d_model)
+    ifl.save(model, tmp_path / "a.safetensors")
+    ifl.save(again, tmp_path / "b.safetensors")
+    assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
+    assert run_cli(["check", str(tmp_path / "a.safetensors"), "--samples", "200"])[0] == 0
+
+
+def test_packing_holds_in_float32_where_the_tables_rounding_fits() -> None:
+    model = _compiled(FRAC, "float32")
+    assert model.d_model < _compressed(FRAC) and "packed" in model.config["superposition"]
+    assert _wrong(model.double(), FRAC, longest=5) == []
+
+
+def test_too_small_a_residual_is_refused_naming_the_smallest_packed_one() -> None:
+    smallest = _smallest(COUNT, "float64")
+    assert smallest < _compressed(COUNT)
+    with pytest.raises(CompileError, match=f"the smallest residual .* is {smallest} "):
+        ifl.compile(_program(COUNT), samples=0, dtype="float64", residual=smallest - 1)
+
+
+def _tables(model: CompiledTransformer) -> list[tuple[int, slice]]:
+    """(layer, the units) of every step table."""
+    found = []
+    for layer, described in enumerate(model.config["layers"]):
+        start = 0
+        for block in described["mlp"]:
+            if block["name"].startswith("table:"):
+                found.append((layer, slice(start, start + block["units"])))
+            start += block["units"]
+    return found
+
+
+def _drifted(model: CompiledTransformer, notch: float) -> CompiledTransformer:
+    """The model with every table reading v + notch·g (g: the least gap of a table's steps,
+    2 / its largest slope): each ramp shifted as v's error would shift it."""
+    tensors = {n: (t.to_dense() if t.is_sparse else t).double().clone() for n, t in model.state_dict().items()}
+    tables = _tables(model)
+    slope = max(float(tensors[f"blocks.{layer}.mlp.W_in"][:, units].abs().sum(0).max()) for layer, units in tables)
+    for layer, units in tables:
+        w_in = tensors[f"blocks.{layer}.mlp.W_in"][:, units]
+        tensors[f"blocks.{layer}.mlp.b_in"][units] += w_in.sum(0) * notch * 2 / slope
+    return CompiledTransformer(model.config, tensors, dtype=torch.float64)
+
+
+def test_a_tables_reading_one_notch_past_a_quarter_of_its_gap_is_wrong_on_a_named_input() -> None:
+    """A step table is exact while v is within a quarter of its gap (the certificate: err_v <
+    1/4): v moved by 0.24 of the least gap either way leaves the model exact on every input up to
+    length T = 5; read 0.26 too high, the step just above a value is 0.02 into its ramp there,
+    and the count is wrong on the input "aaaaa" (S = 5 of c = 5) and nowhere else."""
+    model = _compiled(COUNT, "float64")
+    assert _wrong(_drifted(model, 0.24), COUNT, longest=5) == []
+    assert _wrong(_drifted(model, -0.24), COUNT, longest=5) == []
+    assert _wrong(_drifted(model, 0.26), COUNT, longest=5) == ["aaaaa"]
