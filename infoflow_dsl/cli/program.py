@@ -118,6 +118,12 @@ def _print_superposition(record: dict[str, Any]) -> None:
     print(f"  superposition    {alive_text(record)} in D = {record['d_model']} "
           f"dimensions: F/D = {record['ratio']:.3g}; {record['superposed']} categorical features on "
           f"{record['storage']} storage dimensions, {record['clean_slots']} clean slots")
+    packed = record.get("packed")
+    if packed is not None:  # numbers sharing a direction, read by step tables (compiler/superposition/packed.py)
+        largest = max(r["error"] for p in packed["packs"] for r in p["reads"])
+        print(f"  packed numbers   {sum(len(p['members']) for p in packed['packs'])} numbers in "
+              f"{len(packed['packs'])} directions read by step tables (+{packed['units_added']} units for "
+              f"{packed['units_replaced']}); largest error of v {largest:.3g} against a quarter of its gap 0.25")
     print(f"  interference     largest {record['max_bound']:.3g} against the margin {record['margin']:g}{where}")
 
 

@@ -190,9 +190,10 @@ def member_records(result: Packed, labels: list[str], computes: dict[str, str], 
                 if part["read"] == "table":
                     part["grid"] = sorted(member_value(pack, start + 1, member).items())
                 parts.append(part)
-            found.append({"name": labels[member], "kind": "number", "group": None,
-                          "computes": computes.get(labels[member], labels[member]), "components": parts,
-                          "pack": [labels[m] for m in pack.members]})
+            text = computes.get(labels[member], f"the embedding's column {labels[member]}" if pack.written[k] == 0
+                                else labels[member])
+            found.append({"name": labels[member], "kind": "number", "group": None, "computes": text,
+                          "components": parts, "pack": [labels[m] for m in pack.members]})
     return found
 
 

@@ -185,7 +185,8 @@ def rewrite(tensors: dict[str, Tensor], config: dict[str, Any], packs: list[Pack
             source = named.get(labels[built.output])
             what = "erases the members that end here" if built.output == pack.direction else \
                 f"{source['computes'] if source else labels[built.output]}"
-            block = {"name": f"table:{labels[built.output]}", "computes": f"{TABLE} ({labels[pack.direction]}): {what}",
+            members = " + ".join(labels[m] for m in pack.members)
+            block = {"name": f"table:{labels[built.output]}", "computes": f"{TABLE} ({members}): {what}",
                      "units": len(built.slopes), "error": built.rounding,
                      "output": labels[built.output]}
             config["layers"][layer]["mlp"].append(block)
