@@ -23,6 +23,7 @@ import torch
 
 from .packing import UNIT_CAP, UNIT_ROUNDOFF, Pack, Plain, build, candidates, peak, plain, readers_allow
 from .tables import member_value, outputs, rewrite, table
+from .values import joint
 
 Tensor = torch.Tensor
 
@@ -100,8 +101,9 @@ def best_pack(members: tuple[int, ...], tensors: dict[str, Tensor], config: dict
               model: Plain, roundoff: float = UNIT_ROUNDOFF) -> tuple[Pack, dict[str, Any]] | None:
     """The admitted order of ``members`` with the fewest table units, or None."""
     best: tuple[int, float, float, Pack, dict[str, Any]] | None = None
+    values = joint(list(model.sources), members)
     for order, searched in itertools.product(itertools.permutations(range(len(members))), (False, True)):
-        pack = build(model, members, order, searched)
+        pack = build(model, members, order, searched, values)
         if pack is None:
             return None
         if not readers_allow(pack, tensors, model):
@@ -128,6 +130,7 @@ def choose(tensors: dict[str, Tensor], config: dict[str, Any],
     groups: list[tuple[int, ...]] = [(c,) for c in candidates(model)]
     chosen: dict[tuple[int, ...], tuple[Pack, dict[str, Any]]] = {}
     score = peak(model, size, [])
+    tried: dict[tuple[int, ...], tuple[Pack, dict[str, Any]] | None] = {}
     while True:
         trials = []
         for a, b in itertools.combinations(groups, 2):
@@ -140,7 +143,9 @@ def choose(tensors: dict[str, Tensor], config: dict[str, Any],
             if trial < score:
                 trials.append((trial, merged, a, b))
         for trial, merged, a, b in sorted(trials):
-            found = best_pack(merged, tensors, config, model, roundoff)
+            if merged not in tried:
+                tried[merged] = best_pack(merged, tensors, config, model, roundoff)
+            found = tried[merged]
             if found is not None:
                 chosen.pop(a, None)
                 chosen.pop(b, None)

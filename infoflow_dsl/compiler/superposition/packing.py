@@ -36,6 +36,7 @@ output only the unembedding reads, within the a-priori bound's slack ε − boun
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -131,14 +132,18 @@ def gap(rows: frozenset[Row], scales: tuple[Fraction, ...], positions: tuple[int
     return min((b - a for a, b in itertools.pairwise(ordered)), default=Fraction(1))
 
 
-def _ratios(radix: Fraction, budget: int) -> list[Fraction]:
+@functools.lru_cache(maxsize=256)
+def _ratios(radix: Fraction, budget: int) -> tuple[Fraction, ...]:
     """Candidate scale ratios up to ``radix``: every p/q with q ≤ 16 where they are at most
-    ``budget``, else ``budget`` points of a geometric grid from 1/16, each the nearest p/q."""
+    ``budget``, else ``budget`` points of a geometric grid from 1/16, each rounded to sixteenths."""
     top = float(radix)
     if top * 136 <= budget:
-        return sorted({Fraction(p, q) for q in range(1, 17) for p in range(1, int(top * q) + 1)} | {radix})
-    grid = numpy.geomspace(1 / 16, top, budget)
-    return sorted({Fraction(round(float(x) * 16), 16) for x in grid if 1 <= round(float(x) * 16) < top * 16} | {radix})
+        found = {(p / q, p, q) for q in range(1, 17) for p in range(1, int(top * q) + 1)}
+    else:
+        found = {(round(float(x) * 16) / 16, round(float(x) * 16), 16) for x in numpy.geomspace(1 / 16, top, budget)
+                 if 1 <= round(float(x) * 16) < top * 16}
+    unique = {value: Fraction(p, q) for value, p, q in sorted(found, reverse=True)}
+    return (*(unique[v] for v in sorted(unique) if unique[v] < radix), radix)
 
 
 def scales(rows: frozenset[Row], order: tuple[int, ...], needed: list[tuple[int, ...]]) -> tuple[Fraction, ...]:
@@ -154,7 +159,7 @@ def scales(rows: frozenset[Row], order: tuple[int, ...], needed: list[tuple[int,
         for i in chosen:
             lower = lower + data[:, i] * float(chosen[i])
         distinct = len({tuple(r) for r in data[:, [*chosen, k]].tolist()})
-        ratios = _ratios(mixed[k] / (mixed[order[0]] / chosen[order[0]]), min(4000, max(50, 4_000_000 // len(rows))))
+        ratios = _ratios(mixed[k] / (mixed[order[0]] / chosen[order[0]]), min(1000, max(50, 1_000_000 // len(rows))))
         chosen[k] = _least_spread(lower, data[:, k], ratios, distinct)
     found = tuple(chosen[k] for k in range(len(order)))
     least = min(gap(rows, found, p) for p in [*needed, tuple(range(len(order)))])
@@ -164,7 +169,7 @@ def scales(rows: frozenset[Row], order: tuple[int, ...], needed: list[tuple[int,
     return tuple(k / least for k in found)
 
 
-def _least_spread(lower: numpy.ndarray, digit: numpy.ndarray, ratios: list[Fraction], distinct: int) -> Fraction:
+def _least_spread(lower: numpy.ndarray, digit: numpy.ndarray, ratios: tuple[Fraction, ...], distinct: int) -> Fraction:
     """The ratio whose lower + ratio·digit separates the ``distinct`` joint values with the
     least span / gap (the last ratio, the mixed radix, where none does in floats)."""
     v = numpy.sort(lower[None, :] + numpy.array([float(r) for r in ratios])[:, None] * digit[None, :], axis=1)
@@ -214,11 +219,12 @@ def candidates(model: Plain) -> list[int]:
                   and any(r > model.writes[i][0] for r in model.reads[i]))
 
 
-def build(model: Plain, members: tuple[int, ...], order: tuple[int, ...], searched: bool = True) -> Pack | None:
+def build(model: Plain, members: tuple[int, ...], order: tuple[int, ...], searched: bool = True,
+          values: frozenset[Row] | None = None) -> Pack | None:
     """The pack of ``members`` with digits in ``order`` (positions in ``members``), its scales
     searched (:func:`scales`) or (not ``searched``) the mixed radix; None where their joint
     values are unknown or too many."""
-    rows = joint(list(model.sources), members)
+    rows = joint(list(model.sources), members) if values is None else values
     if rows is None or len(rows) > CAP:
         return None
     ordered = tuple(members[k] for k in order)
