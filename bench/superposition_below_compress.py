@@ -1,18 +1,20 @@
 """compile --residual against what ``disguise --compress`` reaches, on varied token programs.
 
-    python bench/superposition_below_compress.py [--set tracr|rasp|all] [--benchmarks]
+    python bench/superposition_below_compress.py [--set tracr|rasp|all] [--only NAME ...] [--benchmarks]
 
 For each token program (Tracr's library as shipped in compiled_examples/tracr, programs of the
 RASP suite in bench/rasp_suite.py, reverse and hist over 8 tokens): F, the features alive at once
 that ``disguise --compress`` reaches on the plain model (tight lifetimes, compiler/compress.py:
 all that sharing over the depth reaches); F once the directions the lowering names twice are
-folded (compiler/superposition/duplicates.py); the smallest D that ``compile --residual``
-certifies (``--residual 1``'s refusal names it), F/D, what shares a dimension at one depth
-(folded duplicates: F minus the folded count; superposition: the folded count minus D) and the
-categorical features on their storage; and the model at that D measured against the
-float64 reference on every input up to length 4 and 1,000 random ones at T (token outputs:
-answers wrong; numbers: the largest error against the program's ε). With ``--benchmarks`` the
-table goes into BENCHMARKS.md, section "Superposition".
+folded (compiler/superposition/duplicates.py); F once numbers of known values are packed in
+shared directions read by step tables (compiler/superposition/packed.py); the smallest D that
+``compile --residual`` certifies in float64 and in the default dtype (``--residual 1``'s refusal
+names it), F/D, what shares a dimension at one depth (folded duplicates, packed numbers,
+superposition), the categorical features on their storage, the packed numbers and the units
+their tables add; and both models measured against the float64 reference on every input up to
+length 4 and 1,000 random ones at T (token outputs: answers wrong; numbers: the largest error
+against the program's ε). With ``--benchmarks`` the table goes into BENCHMARKS.md, section
+"Superposition".
 """
 
 from __future__ import annotations
@@ -39,24 +41,44 @@ RASP = ("count_less_freq_2", "smaller_count", "running_count_a", "distinct_so_fa
         "word_class")
 INTRO = ("F: the features alive at once that `disguise --compress` reaches on the plain model (tight lifetimes: "
          "all that sharing over the depth reaches); F folded: F once the directions the lowering names twice are "
-         "folded into one; smallest D: what `compile --residual` certifies (`--residual 1` names it); F/D = F / "
-         "smallest D; at one depth: what D below F comes from (folded duplicates: F − F folded dimensions; "
-         "superposed: F folded − D); the model at that D measured against the float64 reference on every input up "
-         "to length 4 and 1,000 random ones at T.")
-NOTE = ("D is below F on 12 of the 28 programs, each time by sharing at one depth, and the column \"at one depth\" "
-        "says which: categorical features superposed on fewer storage dimensions (n on d with n > d: reverse, "
-        "shift_by_2, sort, sort_unique, reverse over 8 tokens, reverse_digits, sort_unique_digits; the fetched "
-        "tokens and token indicators carried past their reads) and directions the lowering names twice folded into "
-        "one (detect_pattern_abc, detect_aba, smaller_count, distinct_so_far, mean_of_larger, and 3 of "
-        "sort_unique's 9). F/D is 1.04 to 1.54 on those 12. On the other 16, D = F: at their peak the features "
-        "that can all be active at once are numbers or groups read where a clean slot costs what superposing "
-        "saves (hist, the counts, dyck, frac_prevs, length, sort_freq; word_class superposes 2 on 2 and saves "
-        "nothing), and features that can all be active at once each need a dimension under the per-read margin "
-        "(docs/superposition.md: the Gram matrix of their directions is diagonally dominant, so of full rank). "
-        "Every model is exact on the inputs checked (token answers; numbers within ε).")
-HEADER = ("| program | plain d_model | F (`--compress`) | F folded | smallest D | F/D | at one depth "
-          "| superposed on storage | inputs checked | wrong / max error (ε) | seconds |\n"
-          "|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|")
+         "folded into one; F packed: F once numbers of known values share a direction read by step tables "
+         "(compiler/superposition/packed.py); smallest D: what `compile --residual --dtype float64` certifies "
+         "(`--residual 1` names it); F/D = F / smallest D; at one depth: what D below F comes from (folded "
+         "duplicates: F − F folded; packed numbers: F folded − F packed; superposed: F packed − D); packed numbers: "
+         "the numbers packed, in how many directions, and the step-table units added against the plain units they "
+         "replace; smallest D, default dtype: the same in the dtype compile picks (float32 where its bound "
+         "certifies ε), where a table's rounding must fit the bound's slack; both models measured against the "
+         "float64 reference on every input up to length 4 and 1,000 random ones at T.")
+
+
+def note(results: list[tuple[str, int, int, int]]) -> str:
+    """The summary under the table: on how many programs D < F (float64, default dtype), F/D there,
+    and where the default dtype stops above float64's D."""
+    below = [(name, alive / width) for name, alive, width, _ in results if width < alive]
+    default = sum(1 for _, alive, _, width in results if width < alive)
+    ratios = sorted(r for _, r in below)
+    spread = f"F/D {ratios[0]:.2f} to {ratios[-1]:.2f} there" if ratios else "nowhere"
+    higher = ", ".join(f"{name.split('/')[-1]} {width} against {wide}" for name, _, wide, width in results
+                       if width > wide) or "none"
+    return (f"D is below F on {len(below)} of the {len(results)} programs in float64 ({spread}) and on {default} "
+            "in the default dtype, each time by sharing at one depth, which the column \"at one depth\" names: "
+            "categorical features superposed on fewer storage dimensions (the fetched tokens and token indicators "
+            "carried past their reads), directions the lowering names twice folded into one, and numbers packed: "
+            "a count's mean and 1/count, 1/len, the token indicators a head averages or a gate reads, in one "
+            "direction v = Σ K_i·n_i whose FFN readers are rebuilt as step tables of v (exact while v is within "
+            "a quarter of its gap; the tables cost the units in their column). Where D = F, the peak holds "
+            "numbers whose values are not read off the weights (FFN outputs: the dyck programs' steps, "
+            "sort_freq's), numbers a head or the unembedding reads where others share their direction (nary_add, "
+            "word_class), or categorical groups a clean slot costs as much as superposing saves. A table over v "
+            "of dynamic range R rounds by about ϱ·R per active unit, which a numeric output's slack (ε − bound) "
+            f"admits in float32 for the smaller tables only; the default dtype (float32) stops above float64's D "
+            f"on {higher}. Every model is exact on the inputs checked (token answers; numbers within ε).")
+
+
+HEADER = ("| program | plain d_model | F (`--compress`) | F folded | F packed | smallest D | F/D | at one depth "
+          "| superposed on storage | packed numbers: in packs, units added / replaced | smallest D, default dtype "
+          "| inputs checked | wrong / max error (ε): float64; default | seconds |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---|---:|")
 
 
 def programs(which: str) -> list[tuple[str, Any]]:
@@ -76,12 +98,12 @@ def programs(which: str) -> list[tuple[str, Any]]:
     return found
 
 
-def smallest(program: Any) -> int:
+def smallest(program: Any, dtype: str | None = None) -> int:
     import infoflow_dsl as ifl
     from infoflow_dsl.errors import CompileError
 
     try:
-        ifl.compile(program, samples=0, residual=1)
+        ifl.compile(program, samples=0, residual=1, dtype=dtype)
     except CompileError as error:
         found = re.search(r"is (\d+) \(", str(error))
         assert found is not None, error
@@ -115,7 +137,12 @@ def measured(model: Any, program: Any) -> tuple[int, int, float]:
     return count, wrong, worst
 
 
-def row(name: str, program: Any) -> str:
+def _result(model: Any, program: Any) -> tuple[int, str]:
+    count, wrong, worst = measured(model, program)
+    return count, f"{wrong} wrong" if model.token_output else f"{worst:.2g} ({model.config['eps']:g})"
+
+
+def row(name: str, program: Any) -> tuple[str, int, int, int]:
     import infoflow_dsl as ifl
     from infoflow_dsl.compiler.superposition import features_alive
 
@@ -123,38 +150,55 @@ def row(name: str, program: Any) -> str:
     plain = ifl.compile(program, samples=0, dtype="float64")
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
     alive = features_alive(tensors, plain.config)
-    model = ifl.compile(program, samples=0, residual=smallest(program))
+    model = ifl.compile(program, samples=0, dtype="float64", residual=smallest(program, "float64"))
+    default = ifl.compile(program, samples=0, residual=smallest(program))
     record = model.config["superposition"]
     folded = record["features_alive_folded"]
-    count, wrong, worst = measured(model, program)
-    result = f"{wrong} wrong" if model.token_output else f"{worst:.2g} ({model.config['eps']:g})"
-    return (f"| {name} | {plain.d_model} | {alive} | {folded} | {model.d_model} | {alive / model.d_model:.2f} | "
-            f"{one_depth(alive, folded, model.d_model)} | {record['superposed']} on {record['storage']} | {count} | "
-            f"{result} | {time.perf_counter() - start:.0f} |")
+    packed = record.get("packed")
+    after = folded if packed is None else packed["features_alive_packed"]
+    count, result = _result(model, program)
+    _, default_result = _result(default, program)
+    numbers = "—" if packed is None else (f"{sum(len(p['members']) for p in packed['packs'])} in "
+                                          f"{len(packed['packs'])}: +{packed['units_added']} / "
+                                          f"−{packed['units_replaced']} units")
+    line = (f"| {name} | {plain.d_model} | {alive} | {folded} | {after} | {model.d_model} | "
+            f"{alive / model.d_model:.2f} | {one_depth(alive, folded, after, model.d_model)} | "
+            f"{record['superposed']} on {record['storage']} | {numbers} | {default.d_model} "
+            f"({default.config['dtype']}) | {count} | {result}; {default_result} | {time.perf_counter() - start:.0f} |")
+    return line, alive, model.d_model, default.d_model
 
 
-def one_depth(alive: int, folded: int, width: int) -> str:
-    """What shares a dimension at one depth: the dimensions folded duplicates and superposition save."""
-    found = [f"{n} {what}" for n, what in ((alive - folded, "folded"), (folded - width, "superposed")) if n > 0]
+def one_depth(alive: int, folded: int, packed: int, width: int) -> str:
+    """What shares a dimension at one depth: the dimensions folded duplicates, packed numbers and
+    superposition save."""
+    found = [f"{n} {what}" for n, what in ((alive - folded, "folded"), (folded - packed, "packed"),
+                                           (packed - width, "superposed")) if n > 0]
     return ", ".join(found) or "—"
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=("tracr", "rasp", "all"), default="all")
+    parser.add_argument("--only", action="append", default=[], help="only this program (repeatable)")
     parser.add_argument("--benchmarks", action="store_true", help="write the table into BENCHMARKS.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     lines = [HEADER]
     print(HEADER, flush=True)
+    results = []
     for name, program in programs(args.set):
-        lines.append(row(name, program))
-        print(lines[-1], flush=True)
+        if args.only and name not in args.only:
+            continue
+        line, alive, width, default = row(name, program)
+        lines.append(line)
+        results.append((name, alive, width, default))
+        print(line, flush=True)
+    print(note(results))
     if args.benchmarks:
         from report import measured_on, write_section
 
         write_section("Superposition", f"`python bench/superposition_below_compress.py --set {args.set} --benchmarks`"
-                      f" ({measured_on()}): {INTRO}\n\n" + "\n".join(lines) + f"\n\n{NOTE}")
+                      f" ({measured_on()}): {INTRO}\n\n" + "\n".join(lines) + f"\n\n{note(results)}")
     return 0
 
 

@@ -24,9 +24,12 @@ write to the FFN at or after its last read, that FFN handing it on), the most th
 the depth reaches. D below F is therefore sharing at one depth, and the certificate says which:
 ``features_alive_folded`` is F once the duplicates are folded (F minus it: dimensions a folded
 duplicate saved), and D below that is superposition (categorical features on fewer storage
-dimensions). Where the peak is numbers (hist, counts, dyck), nothing is shared at one depth and
-the smallest D is F (docs/superposition.md: the Gram-matrix argument). The smallest storage d_s
-whose bound holds gives the smallest D; ``--residual`` below it is refused (exit 2) naming it.
+dimensions). Where the peak is numbers read linearly, nothing is shared at one depth
+(docs/superposition.md: the Gram-matrix argument); where their readers are FFNs and their values
+are known, **packed numbers** share one direction read by step tables (:mod:`.packed`), a route
+taken only where the one without packs cannot reach the D asked for (its certificate in the
+config's ``packed``). The smallest storage d_s whose bound holds gives the smallest D of a route;
+``--residual`` below the smaller of the two routes' is refused (exit 2) naming it.
 """
 
 from __future__ import annotations
