@@ -202,17 +202,22 @@ def test_the_circuit_corpus_trained_tier_admits_a_certified_model_and_refuses_a_
     assert not list((tmp_path / "broken" / "models").glob("*.safetensors"))
 
 
-def test_the_superposition_bench_row_of_a_numeric_peak_stays_at_compress_and_checks_the_model() -> None:
+def test_the_superposition_bench_row_of_a_numeric_peak_packs_it_and_checks_both_models() -> None:
     """bench/superposition_below_compress.py's row on a numeric peak (Tracr's count_a): F from
-    --compress (tight lifetimes), nothing folded, the smallest D equal to F (nothing shares a
-    dimension at one depth: "—"), and the model right on every input checked (its numbers within
-    the program's ε)."""
+    --compress (tight lifetimes), nothing folded, its numbers packed in float64 (D = F packed < F,
+    "2 packed" at one depth, the tables' units counted), the default dtype (float32) still at F,
+    and both models right on every input checked (their numbers within the program's ε)."""
     import superposition_below_compress as bench
 
     program = ifl.load_program(BENCH.parent / "compiled_examples" / "tracr" / "count_a.iflow")
-    cells = [c.strip() for c in bench.row("tracr/count_a", program).strip("| ").split("|")]
-    plain, alive, folded, least = (int(c) for c in cells[1:5])
-    assert least == folded == alive < plain and cells[6] == "—" and int(cells[8]) > 1000
-    error, eps = cells[9].split(" (")
-    assert float(error) <= float(eps.rstrip(")"))
-    assert bench.one_depth(12, 11, 8) == "1 folded, 3 superposed" and bench.one_depth(6, 5, 5) == "1 folded"
+    line, alive_back, width, default = bench.row("tracr/count_a", program)
+    cells = [c.strip() for c in line.strip("| ").split("|")]
+    plain, alive, folded, packed, least = (int(c) for c in cells[1:6])
+    assert least == packed < folded == alive < plain and (alive_back, width) == (alive, least)
+    assert cells[7] == f"{alive - packed} packed" and "units" in cells[9]
+    assert cells[10] == f"{default} (float32)" and default == alive and int(cells[11]) > 1000
+    for result in cells[12].split("; "):
+        error, eps = result.split(" (")
+        assert float(error) <= float(eps.rstrip(")"))
+    assert bench.one_depth(12, 11, 11, 8) == "1 folded, 3 superposed" and bench.one_depth(6, 5, 5, 5) == "1 folded"
+    assert bench.one_depth(4, 4, 2, 2) == "2 packed"
