@@ -161,10 +161,12 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
             tensors, config = result.tensors, result.config
         n = len(plan.stored)
         if residual < smallest:
+            packs = "" if result is None else (f", {sum(len(p.members) for p in result.packs)} numbers packed in "
+                                               f"{len(result.packs)} directions read by step tables")
             raise CompileError(f"--residual {residual} is too small: the smallest residual whose clean-ups keep "
                                f"every superposed feature's interference below the margin {margin:g} is "
-                               f"{smallest} ({n} categorical features on {least} storage dimensions; the plain "
-                               f"model has {alive} features alive at once)")
+                               f"{smallest} ({n} categorical features on {least} storage dimensions{packs}; the "
+                               f"plain model has {alive} features alive at once)")
         for wider in range(min(n, least + residual - smallest), least, -1):
             if holds(certify(plan, storage_code(plan, wider))):
                 candidate = _build(tensors, config, plan, wider, margin)
