@@ -111,14 +111,29 @@ class TokenCircuitBuilder(BuildCore):
         return self.direction(super().fresh(stem))
 
     def token_column(self, name: str, values: tuple[float, ...]) -> str:
-        """Direction ``name`` written by the embedding: value ``values[v]`` for token id v."""
-        self.token_columns.setdefault(name, values)
-        return self.direction(name)
+        """Direction ``name`` written by the embedding: value ``values[v]`` for token id v. A
+        column equal to the own token's indicator of v is that indicator, ``x=v`` (as
+        :func:`.fetch.onehot` names it), and a column equal to one already written is that one:
+        one value, one direction (Tracr's sort reads [x(t) == 2] and fetches x=2)."""
+        ones = [v for v, value in enumerate(values) if value != 0.0]
+        if len(ones) == 1 and values[ones[0]] == 1.0:
+            name = f"x={self.vocabulary.names[ones[0]]}"
+        return self.direction(_column(self.token_columns, name, values))
 
     def position_column(self, name: str, values: tuple[float, ...]) -> str:
-        """Direction ``name`` of the positional code: ``values[p − 1]`` at position p = 1..T+1."""
-        self.position_columns.setdefault(name, values)
-        return self.direction(name)
+        """Direction ``name`` of the positional code: ``values[p − 1]`` at position p = 1..T+1
+        (a column equal to one already written is that one)."""
+        return self.direction(_column(self.position_columns, name, values))
+
+    def embedded_values(self, form: LinearForm) -> tuple[str, tuple[float, ...]] | None:
+        """("tok", the form's value for each token) where it reads token columns only, ("pos",
+        its value at each position 1..T+1) where it reads position columns only, else None: a
+        function of such a form is a column of its own, no unit."""
+        for prefix, columns in (("tok", self.token_columns), ("pos", self.position_columns)):
+            if form.terms and all(d in columns for d, _ in form.terms):
+                size = len(next(iter(columns.values())))
+                return prefix, tuple(form.constant + sum(c * columns[d][i] for d, c in form.terms) for i in range(size))
+        return None
 
     def position_number(self) -> str:
         """``pos:t``: the position p itself."""
@@ -147,3 +162,13 @@ class TokenCircuitBuilder(BuildCore):
     @property
     def layers(self) -> int:
         return max([h.layer for h in self.heads] + [b.layer for b in self.blocks] + [0])
+
+
+def _column(columns: dict[str, tuple[float, ...]], name: str, values: tuple[float, ...]) -> str:
+    """The name of the column holding ``values``: an existing one with those values, else ``name``
+    (added)."""
+    for existing, held in columns.items():
+        if held == values:
+            return existing
+    columns.setdefault(name, values)
+    return name

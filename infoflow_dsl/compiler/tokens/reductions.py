@@ -86,10 +86,27 @@ def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
         if len(classes) > 1:
             raise lowering.refuse(expr, "a mean whose body compares the two positions (write it as a sum)")
         return class_mean(lowering, classes[0], key, row, mask, expr)
-    parts = [(1.0, class_sum(lowering, part, key, row, mask, expr, whole=len(classes) == 1))
-             if not _is_own(part) else (1.0, own_term(lowering, part, key, row, mask))
-             for part in classes]
-    return ffn.linear(parts, lowering.values(expr))
+    signed = [term for part in classes for term in _upper_bounded(lowering, part, mask)]
+    parts = [(sign, class_sum(lowering, part, key, row, mask, expr, whole=len(signed) == 1))
+             if not _is_own(part) else (sign, own_term(lowering, part, key, row, mask))
+             for sign, part in signed]
+    values = lowering.values(expr)
+    if values is not None and len(parts) == 1 and parts[0][1].values is not None:  # the class's own, if fewer
+        values = (values & parts[0][1].values) or values
+    return ffn.linear(parts, values)
+
+
+def _upper_bounded(lowering: TokenLowering, part: KeyClass,
+                   mask: tuple[Condition, ...]) -> list[tuple[float, KeyClass]]:
+    """A class of keys bounded from below only (s ≥ t + k) with a 0/1 body, in a range with no mask of
+    its own, as Σ_{s ≥ t+k} b = Σ_s b − Σ_{s ≤ t+k−1} b: two classes bounded from above (or not at
+    all), whose key 1 is in every nonempty range, so each sum is a width (:mod:`.widths`: steps on
+    its mean and 1/count) rather than count × mean (a ``len`` table and a product). Any other
+    class as it is."""
+    values = lowering.values(part.body)
+    if mask or part.high is not None or part.low is None or values is None or not values <= {0, 1}:
+        return [(1.0, part)]
+    return [(1.0, KeyClass(None, None, part.body)), (-1.0, KeyClass(None, part.low - 1, part.body))]
 
 
 def class_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...],
@@ -101,7 +118,8 @@ def class_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask:
     own = lowering.own_token_values(renamed(part.body, key, row), row)  # the body where s = t, token by token
     if values is not None and own in ({1.0}, {0.0}):  # every key, and the query's own key counts 1 (or 0) always
         values = frozenset(v for v in values if (v >= 1 if own == {1.0} else v <= lowering.builder.length - 1))
-    width = indicator_sum(lowering, part, key, row, keys, values, describe(expr))
+    spread = whole and lowering.spreads(expr, row)
+    width = indicator_sum(lowering, part, key, row, keys, values, describe(expr), spread=spread)
     if width is not None:
         return width
     return ffn.product(lowering.builder, count_keys(lowering, keys, row),
