@@ -18,13 +18,17 @@ positional code W_pos, whose width does not grow with T.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TypeVar
 
-from ...errors import NoConstruction
+from ...errors import CompileError, NoConstruction
 from ...language import typed as ir
 from ..build import BuildCore
 from ..circuit import ONE, AttentionHead, FFNBlock, LinearForm, ReLUUnit
+
+Built = TypeVar("Built")
 
 #: Every softmax tail (the weight a head leaves off its winners) is made at most this.
 TAIL = 1e-9
@@ -146,6 +150,19 @@ class TokenCircuitBuilder(BuildCore):
     def first_position(self) -> str:
         """``pos:first``: [p = 1], whose mean over the T' keys is 1/T'."""
         return self.position_column("pos:first", tuple(1.0 if p == 1 else 0.0 for p in range(1, self.length + 2)))
+
+    def tried(self, build: Callable[[], Built]) -> Built | None:
+        """``build()``, or None where it raises a CompileError, the circuit then as it was before
+        (directions, columns, heads, blocks, steps, cache, names): a cheaper construction may
+        be tried first and given up for the general one where its error does not certify."""
+        saved = (list(self.directions), set(self._known), self.units, self.counter, dict(self.token_columns),
+                 dict(self.position_columns), list(self.heads), list(self.blocks), dict(self.steps), dict(self.cache))
+        try:
+            return build()
+        except CompileError:
+            (self.directions, self._known, self.units, self.counter, self.token_columns, self.position_columns,
+             self.heads, self.blocks, self.steps, self.cache) = saved
+            return None
 
     def add_units(self, *, name: str, layer: int, output: str, formula: str, units: list[ReLUUnit],
                   error: float = 0.0) -> None:

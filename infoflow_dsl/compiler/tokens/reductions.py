@@ -87,13 +87,22 @@ def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
             raise lowering.refuse(expr, "a mean whose body compares the two positions (write it as a sum)")
         return class_mean(lowering, classes[0], key, row, mask, expr)
     signed = [term for part in classes for term in _upper_bounded(lowering, part, mask)]
-    parts = [(sign, class_sum(lowering, part, key, row, mask, expr, whole=len(signed) == 1))
-             if not _is_own(part) else (sign, own_term(lowering, part, key, row, mask))
-             for sign, part in signed]
+    parts = None if len(signed) == len(classes) else lowering.builder.tried(
+        lambda: _class_sums(lowering, signed, key, row, mask, expr))  # widths, where their steps certify
+    if parts is None:
+        parts = _class_sums(lowering, [(1.0, part) for part in classes], key, row, mask, expr)
     values = lowering.values(expr)
     if values is not None and len(parts) == 1 and parts[0][1].values is not None:  # the class's own, if fewer
         values = (values & parts[0][1].values) or values
     return ffn.linear(parts, values)
+
+
+def _class_sums(lowering: TokenLowering, signed: list[tuple[float, KeyClass]], key: str, row: str,
+                mask: tuple[Condition, ...], expr: ir.Reduce) -> list[tuple[float, Feature]]:
+    """± each class's sum (the class s = t: its body there)."""
+    return [(sign, class_sum(lowering, part, key, row, mask, expr, whole=len(signed) == 1))
+            if not _is_own(part) else (sign, own_term(lowering, part, key, row, mask))
+            for sign, part in signed]
 
 
 def _upper_bounded(lowering: TokenLowering, part: KeyClass,
@@ -119,7 +128,8 @@ def class_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask:
     if values is not None and own in ({1.0}, {0.0}):  # every key, and the query's own key counts 1 (or 0) always
         values = frozenset(v for v in values if (v >= 1 if own == {1.0} else v <= lowering.builder.length - 1))
     spread = whole and lowering.spreads(expr, row)
-    width = indicator_sum(lowering, part, key, row, keys, values, describe(expr), spread=spread)
+    width = lowering.builder.tried(  # None where it does not apply, or its steps do not certify (float32, long T)
+        lambda: indicator_sum(lowering, part, key, row, keys, values, describe(expr), spread=spread))
     if width is not None:
         return width
     return ffn.product(lowering.builder, count_keys(lowering, keys, row),

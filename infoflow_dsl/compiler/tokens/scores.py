@@ -44,7 +44,7 @@ def signed_sum(parts: list[tuple[float, ir.Expr]]) -> ir.Expr:
 
 
 def distance_score(lowering: TokenLowering, body: ir.Expr, key: str,
-                    row: str, sign: float) -> Score | None:
+                    row: str, sign: float, budget: float) -> Score | None:
     """−|A(s) − B(t)| for finite A, B, by cuts: with the sorted union of their values c₀ < … < cₙ,
     |A − B| = Σₖ (cₖ − cₖ₋₁)·|[A ≥ cₖ] − [B ≥ cₖ]|, and |a − b| = a + b − 2ab for indicators, so
     −|A − B| = Σₖ Δₖ·2[A ≥ cₖ][B ≥ cₖ] − (A − c₀) + (a term of t alone, which moves no winner).
@@ -73,7 +73,7 @@ def distance_score(lowering: TokenLowering, body: ir.Expr, key: str,
     a = Feature(a.form, a_values, a.stage, a.error)
     b = Feature(b.form, frozenset(v + offset for v in b_values), b.stage, b.error)
     squared = squared_distance(lowering, a, b)
-    if squared is not None:
+    if squared is not None and squared[2] < budget:  # else by cuts, whose error stays ~ϱ·T (float32, long T)
         return squared
     cuts = sorted(a.values | b.values)  # type: ignore[operator]
     score: list[tuple[LinearForm, LinearForm]] = []

@@ -8,6 +8,10 @@ from __future__ import annotations
 import torch
 from token_circuits import assert_exact_on_short_inputs
 
+import infoflow_dsl as ifl
+from infoflow_dsl.compiler.tokens.builder import TokenCircuitBuilder
+from infoflow_dsl.errors import CompileError
+
 torch.set_num_threads(1)
 
 ABC = 'input x : token {"a", "b", "c"}\nlength T = 6\n'
@@ -39,3 +43,20 @@ def test_a_column_no_construction_reads_is_not_written() -> None:
     read = {d for h in circuit.heads for f in (*h.query, *h.key, *h.value) for d, _ in f.terms}
     written = {name for name, _ in (*circuit.token_columns, *circuit.position_columns)}
     assert written <= read | {d for f in circuit.output for d, _ in f.terms}
+
+
+def test_a_construction_given_up_leaves_the_circuit_as_it_was() -> None:
+    program = ifl.parse_program(DIGITS + "target(t) = x(t)\n", "tried.iflow")
+    builder = TokenCircuitBuilder(program, 2.0**-53)
+    builder.token_column("kept", (1.0, 0.0, 0.0, 0.0, 0.0))
+    before = (list(builder.directions), dict(builder.token_columns), builder.counter, list(builder.blocks))
+
+    def fails() -> None:
+        builder.position_column("dropped", (1.0,) * 7)
+        builder.fresh("step")
+        builder.add_units(name="b", layer=1, output="b", formula="b", units=[])
+        raise CompileError("its steps do not certify")
+
+    assert builder.tried(fails) is None
+    assert (builder.directions, builder.token_columns, builder.counter, builder.blocks) == before
+    assert "dropped" not in builder.position_columns and builder.tried(lambda: 3) == 3

@@ -9,7 +9,7 @@ import torch
 from token_circuits import assert_exact_on_short_inputs
 
 import infoflow_dsl as ifl
-from infoflow_dsl.compiler.tokens import scores
+from infoflow_dsl.compiler.tokens import lower_tokens, scores
 from infoflow_dsl.compiler.tokens.lower import TokenLowering
 
 torch.set_num_threads(1)
@@ -59,3 +59,15 @@ def test_steps_of_a_position_and_of_a_token_are_columns() -> None:
     circuit = assert_exact_on_short_inputs(NUMBERS + "target(t) = x(argmin_<s> |x(s) - t|)\n")
     assert not circuit.blocks and circuit.layers == 1
     assert any(name.startswith("pos:[t") for name, _ in circuit.position_columns)
+
+
+def test_in_float32_at_length_40_the_square_gives_way_to_cuts() -> None:
+    """2A·B − A² multiplies the steps' rounding by up to 2(|A| + |B|): at T = 40 in float32 that
+    is past the tie-break's budget, so the score is cut (rounding ~ϱ·T), on the same steps."""
+    source = SORT_UNIQUE.replace("length T = 6", "length T = 40")
+    program = ifl.parse_program(source, "sort40.iflow")
+    cut = lower_tokens(program, 1e-3, torch.float32)
+    (retrieval,) = [h for h in cut.heads if h.beta > 0]
+    assert cut.layers == 3 and len(retrieval.query) > 2
+    (squared,) = [h for h in lower_tokens(program, 1e-3, torch.float64).heads if h.beta > 0]
+    assert len(squared.query) == 2
