@@ -28,7 +28,9 @@ for vocabularies over 6 tokens) and SAMPLES random inputs of random lengths 1..T
 output the evaluator defines is right (a token the same token, a number within ε = 1e-3);
 positions where the evaluator gives None or raises are skipped for both. Parameters: nonzero
 weights, and every weight (Tracr's arrays, embeddings included; infoflow's as
-``parameter_count``), each with Tracr's count over infoflow's. A
+``parameter_count`` plus its positional code ``pos_embed.W_pos``, which ``parameter_count``
+leaves out as a fixed code but which holds compiled columns, as Tracr's ``pos_embed`` does),
+each with Tracr's count over infoflow's. A
 refusal (a CompileError of infoflow, any exception of Tracr's compiler) is shown with its reason.
 """
 
@@ -125,7 +127,9 @@ def infoflow_side(program: Any, vocab: tuple[Any, ...], length: int, inputs: lis
     seconds = time.perf_counter() - start
     found = agreement(program, model, checked, inputs, evaluator=tracr_rasp.evaluate)
     detail = "" if found.exact(EPS) else f"first wrong: {found.first_wrong}"
-    return Side(found.exact(EPS), model.parameter_count(), model.nonzero_parameter_count(), seconds, detail)
+    positional = model.state_dict()["pos_embed.W_pos"]  # (T+1, d_model): counted, as Tracr's pos_embed is
+    return Side(found.exact(EPS), model.parameter_count() + positional.numel(),
+                model.nonzero_parameter_count() + int(torch.count_nonzero(positional)), seconds, detail)
 
 
 def _tracr_answers(model: Any, sequence: tuple[Any, ...]) -> list[Any]:
@@ -262,7 +266,8 @@ def main(argv: list[str]) -> None:
             f"input of length ≤ 3 (≤ 2 for 10 tokens) and {SAMPLES} random inputs of random lengths 1..T. "
             f"infoflow: `ifl.from_rasp` + `compile` (float64, ε = {EPS}). Tracr: "
             f"`compile_rasp_to_model(..., compiler_bos=\"BOS\")` with its defaults. Parameters: nonzero / every "
-            f"weight (Tracr's arrays with embeddings; infoflow's `parameter_count`). Seconds: compile time. "
+            f"weight (Tracr's arrays with embeddings; infoflow's `parameter_count` plus its positional code "
+            f"`pos_embed.W_pos`, counted as Tracr's `pos_embed` is). Seconds: compile time. "
             f"The script's docstring says how to set up the environment (Tracr is never a dependency of "
             f"infoflow or its tests).\n\n"
             f"### Tracr's library as Tracr ships it (`tracr.compiler.lib`)\n\n{library_tally.text()}.\n\n"

@@ -61,13 +61,17 @@ def _stable_rank(matrix: Tensor) -> float:
 
 
 def active_fraction(model: CompiledTransformer, x: Tensor) -> float:
-    """The fraction of FFN units (every layer's) with relu > 0 over the input tokens' rows of x."""
+    """The fraction of FFN units (every layer's) with relu > 0 over the input tokens' rows of x.
+    "> 0" up to rounding: a unit whose pre-activation is 0 in exact arithmetic (a gate at its
+    corner) computes ±ϱ·scale once the weights are rotated, so an output within 16ϱ of the
+    layer's largest is counted as 0 (ϱ the dtype's epsilon)."""
     counts = [0, 0]
 
     def tap(name: str, value: Tensor) -> Tensor:
         if name.endswith("mlp.hook_post") and value.shape[-1]:
             rows = value[:, :-1]  # the input tokens, not the readout row
-            counts[0] += int((rows > 0).sum())
+            rounding = 16 * torch.finfo(rows.dtype).eps * float(rows.abs().amax())
+            counts[0] += int((rows > rounding).sum())
             counts[1] += rows.numel()
         return value
 

@@ -4,7 +4,9 @@ Two residual directions i < j whose writers are identical (every writer tensor, 
 has the same column for both: ``embed.W_E``, ``pos_embed.W_pos``, each head's ``W_O``, each
 FFN's ``W_out`` and ``b_out``) receive the same additions at every stage, so h_i = h_j at every
 row after every stage: one value held twice (a lowering that names the token's indicator
-twice, e.g. ``x=1`` and ``tok:[x(t) == 1]`` in Tracr's sort). :func:`merged` keeps i: every
+twice, e.g. ``x=1`` and ``tok:[x(t) == 1]``, as the token lowering did in Tracr's sort before
+it kept one column per value; its plain models now have none, and this folds what others
+build). :func:`merged` keeps i: every
 reader's row of j is added to i's (a reader forms r_i·h_i + r_j·h_j = (r_i + r_j)·h_i) and j's
 writer columns are set to 0, so j is never written and :mod:`~infoflow_dsl.compiler.compress`
 gives it no dimension. The model computes the same function, exactly in real arithmetic; the

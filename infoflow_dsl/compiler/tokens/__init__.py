@@ -12,7 +12,9 @@ classes), ``counts`` (how many keys a mask leaves), ``lower`` (the walker and it
 
 The model reads token ids of any length T' ≤ T (DESIGN.md "Tokens"): masks read only the
 query's and the key's positions, ``len`` is computed (a uniform head and a table of 2(T − 1)
-units), and sums are count × mean, the count an exact feature of the position and len.
+units), and sums are count × mean, the count an exact feature of the position and len, or, for
+a 0/1 body, steps on its mean and 1/count (``widths``). A column no construction reads is not
+written (:func:`_read_directions`).
 """
 
 from __future__ import annotations
@@ -59,16 +61,30 @@ def lower_tokens(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit
                                f"ε = {eps:g} (the dtype's rounding through {builder.layers} layers); raise ε or use "
                                "float64")
     vocabulary = program.vocabulary
+    read = _read_directions(builder, output)
+    token_columns = tuple((d, c) for d, c in builder.token_columns.items() if d in read)
+    position_columns = tuple((d, c) for d, c in builder.position_columns.items() if d in read)
+    unread = (set(builder.token_columns) | set(builder.position_columns)) - read
     return Circuit(
-        dimension=vocabulary.size, length=program.length, directions=tuple(builder.directions),
+        dimension=vocabulary.size, length=program.length,
+        directions=tuple(d for d in builder.directions if d not in unread),
         heads=tuple(builder.heads), blocks=tuple(builder.blocks), output=tuple(output), output_shape=shape,
         layers=max(builder.layers, 1), theta=0.0,
         budget=ErrorBudget(eps=eps, shares=(("exact construction: softmax tails and rounding", bound),),
                            rounding=bound, bound=bound),
         output_site="token" if program.per_token else "readout", causal=program.per_token and is_causal(program),
-        vocabulary=(vocabulary.names, vocabulary.values), token_columns=tuple(builder.token_columns.items()),
-        position_columns=tuple(builder.position_columns.items()), token_output=program.token_output,
+        vocabulary=(vocabulary.names, vocabulary.values), token_columns=token_columns,
+        position_columns=position_columns, token_output=program.token_output,
         output_vocabulary=None if program.token_table is None else program.token_table.tokens)
+
+
+def _read_directions(builder: TokenCircuitBuilder, output: tuple[LinearForm, ...]) -> set[str]:
+    """Every direction a head, an FFN unit or the readout reads: a column no one reads (one the
+    lowering made and a later construction made unneeded, as ``t − 1`` once its steps are
+    columns themselves) is not written."""
+    forms = [*output, *(u.input for b in builder.blocks for u in b.units),
+             *(f for h in builder.heads for f in (*h.query, *h.key, *h.value))]
+    return {direction for form in forms for direction, _ in form.terms}
 
 
 def _token_scores(program: ir.Program, lowering: TokenLowering, row: str) -> tuple[tuple[LinearForm, ...], float]:

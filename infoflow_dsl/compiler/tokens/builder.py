@@ -18,13 +18,17 @@ positional code W_pos, whose width does not grow with T.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TypeVar
 
-from ...errors import NoConstruction
+from ...errors import CompileError, NoConstruction
 from ...language import typed as ir
 from ..build import BuildCore
 from ..circuit import ONE, AttentionHead, FFNBlock, LinearForm, ReLUUnit
+
+Built = TypeVar("Built")
 
 #: Every softmax tail (the weight a head leaves off its winners) is made at most this.
 TAIL = 1e-9
@@ -111,14 +115,29 @@ class TokenCircuitBuilder(BuildCore):
         return self.direction(super().fresh(stem))
 
     def token_column(self, name: str, values: tuple[float, ...]) -> str:
-        """Direction ``name`` written by the embedding: value ``values[v]`` for token id v."""
-        self.token_columns.setdefault(name, values)
-        return self.direction(name)
+        """Direction ``name`` written by the embedding: value ``values[v]`` for token id v. A
+        column equal to the own token's indicator of v is that indicator, ``x=v`` (as
+        :func:`.fetch.onehot` names it), and a column equal to one already written is that one:
+        one value, one direction (Tracr's sort reads [x(t) == 2] and fetches x=2)."""
+        ones = [v for v, value in enumerate(values) if value != 0.0]
+        if len(ones) == 1 and values[ones[0]] == 1.0:
+            name = f"x={self.vocabulary.names[ones[0]]}"
+        return self.direction(_column(self.token_columns, name, values))
 
     def position_column(self, name: str, values: tuple[float, ...]) -> str:
-        """Direction ``name`` of the positional code: ``values[p − 1]`` at position p = 1..T+1."""
-        self.position_columns.setdefault(name, values)
-        return self.direction(name)
+        """Direction ``name`` of the positional code: ``values[p − 1]`` at position p = 1..T+1
+        (a column equal to one already written is that one)."""
+        return self.direction(_column(self.position_columns, name, values))
+
+    def embedded_values(self, form: LinearForm) -> tuple[str, tuple[float, ...]] | None:
+        """("tok", the form's value for each token) where it reads token columns only, ("pos",
+        its value at each position 1..T+1) where it reads position columns only, else None: a
+        function of such a form is a column of its own, no unit."""
+        for prefix, columns in (("tok", self.token_columns), ("pos", self.position_columns)):
+            if form.terms and all(d in columns for d, _ in form.terms):
+                size = len(next(iter(columns.values())))
+                return prefix, tuple(form.constant + sum(c * columns[d][i] for d, c in form.terms) for i in range(size))
+        return None
 
     def position_number(self) -> str:
         """``pos:t``: the position p itself."""
@@ -131,6 +150,19 @@ class TokenCircuitBuilder(BuildCore):
     def first_position(self) -> str:
         """``pos:first``: [p = 1], whose mean over the T' keys is 1/T'."""
         return self.position_column("pos:first", tuple(1.0 if p == 1 else 0.0 for p in range(1, self.length + 2)))
+
+    def tried(self, build: Callable[[], Built]) -> Built | None:
+        """``build()``, or None where it raises a CompileError, the circuit then as it was before
+        (directions, columns, heads, blocks, steps, cache, names): a cheaper construction may
+        be tried first and given up for the general one where its error does not certify."""
+        saved = (list(self.directions), set(self._known), self.units, self.counter, dict(self.token_columns),
+                 dict(self.position_columns), list(self.heads), list(self.blocks), dict(self.steps), dict(self.cache))
+        try:
+            return build()
+        except CompileError:
+            (self.directions, self._known, self.units, self.counter, self.token_columns, self.position_columns,
+             self.heads, self.blocks, self.steps, self.cache) = saved
+            return None
 
     def add_units(self, *, name: str, layer: int, output: str, formula: str, units: list[ReLUUnit],
                   error: float = 0.0) -> None:
@@ -147,3 +179,13 @@ class TokenCircuitBuilder(BuildCore):
     @property
     def layers(self) -> int:
         return max([h.layer for h in self.heads] + [b.layer for b in self.blocks] + [0])
+
+
+def _column(columns: dict[str, tuple[float, ...]], name: str, values: tuple[float, ...]) -> str:
+    """The name of the column holding ``values``: an existing one with those values, else ``name``
+    (added)."""
+    for existing, held in columns.items():
+        if held == values:
+            return existing
+    columns.setdefault(name, values)
+    return name

@@ -84,7 +84,7 @@ def arg_fetch(lowering: TokenLowering, own: TokenFeature, position: ir.ArgPositi
     if gap is None:
         raise lowering.refuse(position, "its score does not take finitely many values")
     tie = gap / (2 * lowering.builder.length)  # −γ·s: the smallest position wins a tie
-    distance = distance_score(lowering, body, position.variable, row, sign) if sign < 0 else None
+    distance = distance_score(lowering, body, position.variable, row, sign, 0.4 * tie) if sign < 0 else None
     if distance is not None:
         score, stage, error = distance
     else:

@@ -161,6 +161,17 @@ def at_least(builder: TokenCircuitBuilder, z: Feature, cut: Fraction, text: str)
     return _step(builder, z, cut, text)
 
 
+def known_step(builder: TokenCircuitBuilder, z: Feature, cut: Fraction) -> Feature | None:
+    """[z ≥ cut] where it costs nothing (a constant, or a step already built or remembered), else None."""
+    assert z.values is not None
+    if all(v >= cut for v in z.values) or all(v < cut for v in z.values):
+        return at_least(builder, z, cut, "")
+    canonical = canonical_step(z, cut)
+    flipped, w, at = canonical if canonical is not None else (False, z, cut)
+    step = builder.steps.get((w.form, _at_value(w, at)))
+    return None if step is None else negation(step) if flipped else step
+
+
 def canonical_step(z: Feature, cut: Fraction) -> tuple[bool, Feature, Fraction] | None:
     """[z ≥ cut] as [w ≥ at] (or 1 − [w ≥ at] when ``flipped``) with w = ±(z − c) the form
     without its whole-number constant c, signed so that its first direction (by name) counts
@@ -181,15 +192,65 @@ def canonical_step(z: Feature, cut: Fraction) -> tuple[bool, Feature, Fraction] 
 
 
 def _step(builder: TokenCircuitBuilder, z: Feature, cut: Fraction, text: str) -> Feature:
-    cache_key = (z.form, cut)
-    cached = builder.steps.get(cache_key)
+    cut = _at_value(z, cut)
+    cached = builder.steps.get((z.form, cut))
     if cached is not None:
         return cached
-    units, constant = step_units(z, threshold(z, cut, text), 1.0)
-    feature = _unit_feature(builder, stem="step", formula=f"[{text} ≥ {cut}]", inputs=[z], units=units,
-                            values=INDICATOR, error=0.0, extra=LinearForm.const(constant))
-    builder.steps[cache_key] = feature
+    cut_at = threshold(z, cut, text)
+    units, constant = step_units(z, cut_at, 1.0)
+    feature = _embedded_step(builder, z, cut_at, 2 * (len(z.form.terms) + 2))
+    if feature is None:
+        feature = _unit_feature(builder, stem="step", formula=f"[{text} ≥ {cut}]", inputs=[z], units=units,
+                                values=INDICATOR, error=0.0, extra=LinearForm.const(constant))
+    builder.steps[(z.form, cut)] = feature
     return feature
+
+
+def _embedded_step(builder: TokenCircuitBuilder, z: Feature, cut: Threshold, unit_weights: int) -> Feature | None:
+    """[z ≥ cut] as a column of the embedding or of the positional code, where z reads only such
+    columns (:meth:`TokenCircuitBuilder.embedded_values`) and the column has no more nonzero
+    entries than the step's units have weights (``unit_weights``): exact, and ready at stage 0.
+    Each entry is z's value there against the middle of the gap below the cut."""
+    embedded = builder.embedded_values(z.form)
+    if embedded is None or z.error:
+        return None
+    kind, values = embedded
+    middle = float(cut.below + cut.cut) / 2
+    above = tuple(1.0 if value >= middle else 0.0 for value in values)
+    below = tuple(1.0 - a for a in above)
+    complement = sum(below) < sum(above)  # the sparser column: [z ≥ c] = 1 − [z < c]
+    column, relation = (below, "<") if complement else (above, "≥")
+    if sum(column) > unit_weights:
+        return None
+    name = f"{kind}:[{_form_text(z.form)} {relation} {cut.cut}]"
+    direction = builder.token_column(name, column) if kind == "tok" else builder.position_column(name, column)
+    step = Feature(LinearForm.of(direction), INDICATOR, 0)
+    return negation(step) if complement else step
+
+
+def _form_text(form: LinearForm) -> str:
+    """A column's form as text: its one column's name without the prefix, else the sum."""
+    if len(form.terms) == 1 and form.terms[0][1] == 1.0 and not form.constant:
+        return form.terms[0][0].split(":", 1)[-1]
+    return str(form)
+
+
+def _at_value(z: Feature, cut: Fraction) -> Fraction:
+    """The least value of z at or above ``cut``: [z ≥ cut] is [z ≥ it] on z's values, and every
+    cut between two values meets on one step."""
+    assert z.values is not None
+    return min(v for v in z.values if v >= cut)
+
+
+def remember_step(builder: TokenCircuitBuilder, z: Feature, cut: Fraction, step: Feature) -> None:
+    """Record ``step`` (a feature equal to [z ≥ cut] on z's values, built by the caller) as the
+    step :func:`at_least` gives for (z, cut), under the key it looks up."""
+    canonical = canonical_step(z, cut)
+    if canonical is None:
+        builder.steps[(z.form, _at_value(z, cut))] = step
+        return
+    flipped, w, at = canonical
+    builder.steps[(w.form, _at_value(w, at))] = negation(step) if flipped else step
 
 
 def negation(a: Feature) -> Feature:

@@ -48,14 +48,39 @@ def uniform_mean(builder: TokenCircuitBuilder, features: Sequence[Feature],
                  values: Sequence[frozenset[Fraction] | None], mask: HeadMask, formula: str,
                  kind: str = "uniform", fetches: object | None = None) -> list[Feature]:
     """The mean of each feature over the keys ``mask`` leaves (one head for all of them);
-    ``kind`` "position" for a mask that leaves one key (a fetch), "length" for ``len``'s head."""
+    ``kind`` "position" for a mask that leaves one key (a fetch), "length" for ``len``'s head.
+    Over every key (no mask: never empty) the mean of v + c is mean(v) + c, so a feature's
+    constant is added to the head's output by its readers, not read through W_V."""
     stage = max(f.stage for f in features)
     rounding = builder.unit_roundoff * builder.length * max((f.magnitude for f in features), default=0.0) * 2
     error = max(f.error for f in features) + rounding
-    outputs = _head(builder, kind=kind, stage=stage, score=(), values=[f.form for f in features], beta=0.0,
+    shifts = [f.form.constant if not mask else 0.0 for f in features]
+    averaged = [LinearForm(f.form.terms, f.form.constant - shift) for f, shift in zip(features, shifts, strict=True)]
+    outputs = _head(builder, kind=kind, stage=stage, score=(), values=averaged, beta=0.0,
                     mask=mask, error=error, formula=formula, fetches=fetches)
     read = attention_stage(layer_for(stage))
-    return [Feature(LinearForm.of(out), value_set, read, error) for out, value_set in zip(outputs, values, strict=True)]
+    return [Feature(LinearForm(((out, 1.0),), shift), value_set, read, error)
+            for out, shift, value_set in zip(outputs, shifts, values, strict=True)]
+
+
+def merged_score(score: Sequence[tuple[LinearForm, LinearForm]]) -> list[tuple[LinearForm, LinearForm]]:
+    """The same score Σᵢ qᵢ(t)·kᵢ(s) in fewer weights: each query form's constant cᵢ is split off,
+    (q′ᵢ + cᵢ)·kᵢ = q′ᵢ·kᵢ + cᵢ·kᵢ, and every cᵢ·kᵢ goes to one dimension whose query is the
+    constant 1; a key's constant dᵢ adds qᵢ(t)·dᵢ, the same at every key, so it moves no weight
+    and is dropped (and a term whose key is a constant with it). Softmax sees the same weights
+    (to rounding)."""
+    kept: list[tuple[LinearForm, LinearForm]] = []
+    constant_query = LinearForm()
+    for query, key in score:
+        key = LinearForm(key.terms)
+        if not key.terms:
+            continue
+        if query.terms:
+            kept.append((LinearForm(query.terms), key))
+        constant_query = constant_query.plus(key, query.constant)
+    if constant_query.terms:
+        kept.append((LinearForm.const(1.0), LinearForm(constant_query.terms)))
+    return kept
 
 
 def sharp_beta(length: int, gap: float) -> float:
@@ -70,7 +95,7 @@ def retrieve(builder: TokenCircuitBuilder, *, score: Sequence[tuple[LinearForm, 
     """A sharp head whose winners beat other keys by ``gap``: (output directions, stage, error
     per unit of value magnitude beyond ``value_error``)."""
     beta = sharp_beta(builder.length, gap)
-    outputs = _head(builder, kind=kind, stage=stage, score=score, values=values, beta=beta, mask=mask,
+    outputs = _head(builder, kind=kind, stage=stage, score=merged_score(score), values=values, beta=beta, mask=mask,
                     error=TAIL + value_error, formula=formula, reads=reads, fetches=fetches)
     return outputs, attention_stage(layer_for(stage)), TAIL
 

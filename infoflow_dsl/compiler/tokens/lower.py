@@ -42,6 +42,19 @@ class TokenLowering:
     def __init__(self, builder: TokenCircuitBuilder, domain: FiniteDomain) -> None:
         self.builder = builder
         self.domain = domain
+        self.spread: set[ir.Expr] = set()  # sums to build with each step in a direction of its own
+
+    def stepped(self, expr: ir.Expr, row: str) -> Feature:
+        """``expr``'s feature for a reader of its steps [expr ≥ c]: a selector width is then built
+        with each of its steps [S ≥ v] in a direction of its own, S = v₀ + Σ (v − v′)·[S ≥ v]
+        (:mod:`.widths`), so the steps cost no second FFN (where something else built the sum
+        first, it is that sum)."""
+        self.spread.add(renamed(expr, row, LOCAL))
+        return self.feature(expr, row)
+
+    def spreads(self, expr: ir.Expr, row: str) -> bool:
+        """Whether a reader asked for ``expr``'s steps (:meth:`stepped`)."""
+        return renamed(expr, row, LOCAL) in self.spread
 
     # ------------------------------------------------------------------ entry points
 
@@ -64,8 +77,9 @@ class TokenLowering:
             except CompileError as refusal:
                 raise located(refusal, expr) from None
             exact = self.values(expr)
-            if exact is not None:
-                built = Feature(built.form, exact, built.stage, built.error)
+            if exact is not None:  # both hold every value the expression takes: so does their meet
+                known = exact if built.values is None else (exact & built.values) or exact
+                built = Feature(built.form, known, built.stage, built.error)
         self.builder.cache[key] = built
         return built
 
@@ -104,8 +118,17 @@ class TokenLowering:
         return self._columns(expr, row, x)
 
     def _token_column(self, expr: ir.Expr, row: str) -> Feature:
+        """A function of the own token: its column of the embedding. A 0/1 column with more ones
+        than zeros is written as its complement c̄ = 1 − c (named ``tok:not …``) and read as
+        1 − c̄: the same value, fewer nonzero weights."""
         column = self._each_token(expr, row)
+        if len(set(column)) == 1:  # the same on every token ([x(t) < 1] over 1..10): a constant
+            return constant_feature(_exact_value(column[0], self.values(expr)))
         name = "x" if isinstance(expr, ir.Token) else f"tok:{describe(renamed(expr, row, 't'))}"
+        ones = sum(1 for value in column if value == 1.0)
+        if all(value in (0.0, 1.0) for value in column) and 2 * ones > len(column) and name != "x":
+            complement = self.builder.token_column(f"tok:not {name[4:]}", tuple(1.0 - v for v in column))
+            return ffn.negation(Feature(LinearForm.of(complement), ffn.INDICATOR, 0))
         direction = self.builder.token_column(name, column)
         return Feature(LinearForm.of(direction), self.values(expr), 0)
 
@@ -115,6 +138,11 @@ class TokenLowering:
             return constant_feature(next(iter(values)))
         x = torch.zeros(1, self.builder.length + 1, 1, dtype=torch.float64)  # positions 1..T+1
         column = self._columns(expr, row, x)
+        slope, intercept = column[1] - column[0], column[0] - (column[1] - column[0])
+        if all(value == slope * p + intercept for p, value in enumerate(column, start=1)):
+            # a·p + b (t − 1, len − t is not: len is no column): the position number, read affinely
+            return Feature(LinearForm.of(self.builder.position_number(), slope).plus(LinearForm.const(intercept)),
+                           values, 0)
         direction = self.builder.position_column(f"pos:{describe(renamed(expr, row, 't'))}", column)
         return Feature(LinearForm.of(direction), values, 0)
 
@@ -123,6 +151,11 @@ class TokenLowering:
     # ------------------------------------------------------------------ ranges
 
     # ------------------------------------------------------------------ reductions
+
+def _exact_value(value: float, values: frozenset[Fraction] | None) -> Fraction:
+    """The exact value among ``values`` whose float is ``value`` (else the float's own)."""
+    return next((v for v in values or () if float(v) == value), Fraction(value))
+
 
 def _token_rule(lowering: TokenLowering, expr: ir.Token, row: str) -> Feature:
     token = lowering.token(expr.position, row)

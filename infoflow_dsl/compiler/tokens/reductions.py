@@ -86,10 +86,36 @@ def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
         if len(classes) > 1:
             raise lowering.refuse(expr, "a mean whose body compares the two positions (write it as a sum)")
         return class_mean(lowering, classes[0], key, row, mask, expr)
-    parts = [(1.0, class_sum(lowering, part, key, row, mask, expr, whole=len(classes) == 1))
-             if not _is_own(part) else (1.0, own_term(lowering, part, key, row, mask))
-             for part in classes]
-    return ffn.linear(parts, lowering.values(expr))
+    signed = [term for part in classes for term in _upper_bounded(lowering, part, mask)]
+    parts = None if len(signed) == len(classes) else lowering.builder.tried(
+        lambda: _class_sums(lowering, signed, key, row, mask, expr))  # widths, where their steps certify
+    if parts is None:
+        parts = _class_sums(lowering, [(1.0, part) for part in classes], key, row, mask, expr)
+    values = lowering.values(expr)
+    if values is not None and len(parts) == 1 and parts[0][1].values is not None:  # the class's own, if fewer
+        values = (values & parts[0][1].values) or values
+    return ffn.linear(parts, values)
+
+
+def _class_sums(lowering: TokenLowering, signed: list[tuple[float, KeyClass]], key: str, row: str,
+                mask: tuple[Condition, ...], expr: ir.Reduce) -> list[tuple[float, Feature]]:
+    """± each class's sum (the class s = t: its body there)."""
+    return [(sign, class_sum(lowering, part, key, row, mask, expr, whole=len(signed) == 1))
+            if not _is_own(part) else (sign, own_term(lowering, part, key, row, mask))
+            for sign, part in signed]
+
+
+def _upper_bounded(lowering: TokenLowering, part: KeyClass,
+                   mask: tuple[Condition, ...]) -> list[tuple[float, KeyClass]]:
+    """A class of keys bounded from below only (s ≥ t + k) with a 0/1 body, in a range with no mask of
+    its own, as Σ_{s ≥ t+k} b = Σ_s b − Σ_{s ≤ t+k−1} b: two classes bounded from above (or not at
+    all), whose key 1 is in every nonempty range, so each sum is a width (:mod:`.widths`: steps on
+    its mean and 1/count) rather than count × mean (a ``len`` table and a product). Any other
+    class as it is."""
+    values = lowering.values(part.body)
+    if mask or part.high is not None or part.low is None or values is None or not values <= {0, 1}:
+        return [(1.0, part)]
+    return [(1.0, KeyClass(None, None, part.body)), (-1.0, KeyClass(None, part.low - 1, part.body))]
 
 
 def class_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...],
@@ -101,7 +127,9 @@ def class_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask:
     own = lowering.own_token_values(renamed(part.body, key, row), row)  # the body where s = t, token by token
     if values is not None and own in ({1.0}, {0.0}):  # every key, and the query's own key counts 1 (or 0) always
         values = frozenset(v for v in values if (v >= 1 if own == {1.0} else v <= lowering.builder.length - 1))
-    width = indicator_sum(lowering, part, key, row, keys, values, describe(expr))
+    spread = whole and lowering.spreads(expr, row)
+    width = lowering.builder.tried(  # None where it does not apply, or its steps do not certify (float32, long T)
+        lambda: indicator_sum(lowering, part, key, row, keys, values, describe(expr), spread=spread))
     if width is not None:
         return width
     return ffn.product(lowering.builder, count_keys(lowering, keys, row),

@@ -44,7 +44,7 @@ def signed_sum(parts: list[tuple[float, ir.Expr]]) -> ir.Expr:
 
 
 def distance_score(lowering: TokenLowering, body: ir.Expr, key: str,
-                    row: str, sign: float) -> Score | None:
+                    row: str, sign: float, budget: float) -> Score | None:
     """−|A(s) − B(t)| for finite A, B, by cuts: with the sorted union of their values c₀ < … < cₙ,
     |A − B| = Σₖ (cₖ − cₖ₋₁)·|[A ≥ cₖ] − [B ≥ cₖ]|, and |a − b| = a + b − 2ab for indicators, so
     −|A − B| = Σₖ Δₖ·2[A ≥ cₖ][B ≥ cₖ] − (A − c₀) + (a term of t alone, which moves no winner).
@@ -59,16 +59,22 @@ def distance_score(lowering: TokenLowering, body: ir.Expr, key: str,
     query_part = [(c, q) for c, q, k in terms if k is None]
     if len(key_part) + len(query_part) != len(terms) or not key_part:
         return None
-    a = ffn.linear([(c, lowering.feature(k, key)) for c, k in key_part], None)
+    keyed = [(c, lowering.stepped(k, key)) for c, k in key_part]
+    a = ffn.linear(keyed, None)
     b = ffn.linear([(-c, lowering.feature(q, row)) for c, q in query_part if q is not None],
                    None, -sum(c for c, q in query_part if q is None))
     a_values = lowering.values(signed_sum([(c, k) for c, k in key_part]))
+    if a_values is not None and len(keyed) == 1 and keyed[0][1].values is not None:  # the feature's own, if fewer
+        a_values &= frozenset(Fraction(keyed[0][0]) * v for v in keyed[0][1].values)
     b_values = lowering.values(signed_sum([(-c, q) for c, q in query_part if q is not None]))
     if a_values is None or b_values is None:
         return None
     offset = Fraction(-sum(c for c, q in query_part if q is None))
     a = Feature(a.form, a_values, a.stage, a.error)
     b = Feature(b.form, frozenset(v + offset for v in b_values), b.stage, b.error)
+    squared = squared_distance(lowering, a, b)
+    if squared is not None and squared[2] < budget:  # else by cuts, whose error stays ~ϱ·T (float32, long T)
+        return squared
     cuts = sorted(a.values | b.values)  # type: ignore[operator]
     score: list[tuple[LinearForm, LinearForm]] = []
     stage, error = max(a.stage, b.stage), 0.0
@@ -79,6 +85,33 @@ def distance_score(lowering: TokenLowering, body: ir.Expr, key: str,
         stage = max(stage, at_a.stage, at_b.stage)
         error += spacing * (2 * at_b.error + at_a.error + 2 * at_a.error * at_b.error)
     return score, stage, error
+
+
+def squared_distance(lowering: TokenLowering, a: Feature, b: Feature) -> Score | None:
+    """−(A − B)² + B² = 2A·B − A² where A's steps [A ≥ vₖ] are built already (a count spread
+    into its steps, :meth:`~.lower.TokenLowering.stepped`): then A = v₀ + Σₖ (vₖ − vₖ₋₁)·[A ≥ vₖ]
+    and A² = v₀² + Σₖ (vₖ² − vₖ₋₁²)·[A ≥ vₖ] are both linear in the steps (they are nested), so
+    the key reads them and the query reads B itself: no step of B, two score dimensions. The
+    same winners as −|A − B|; for whole-numbered A and B its gap is at least |A − B|'s (1), the
+    tie-break's unit. None where A's steps are not all built, or a value is not whole."""
+    assert a.values is not None and b.values is not None
+    if not all(v.denominator == 1 for v in a.values | b.values):
+        return None
+    ordered = sorted(a.values)
+    steps = [ffn.known_step(lowering.builder, a, v) for v in ordered[1:]]
+    if any(step is None for step in steps):
+        return None
+    square = LinearForm.const(float(ordered[0] ** 2))
+    error = 0.0
+    for step, (low, high) in zip(steps, itertools.pairwise(ordered), strict=True):
+        assert step is not None
+        square = square.plus(step.form, float(high * high - low * low))
+        error += float(high * high - low * low) * step.error
+    products = 2 * (b.magnitude + b.error) * (a.magnitude + a.error) + float(max(v * v for v in a.values))
+    error += 2 * (b.magnitude * a.error + a.magnitude * b.error + a.error * b.error)
+    error += 4 * lowering.builder.unit_roundoff * products  # the score's own rounding
+    score = [(b.form.scaled(2.0), a.form), (LinearForm.const(-1.0), square)]
+    return score, max(a.stage, b.stage, *(step.stage for step in steps if step is not None)), error
 
 
 def score_terms(lowering: TokenLowering, body: ir.Expr, key: str, row: str, sign: float,

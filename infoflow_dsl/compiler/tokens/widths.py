@@ -5,7 +5,8 @@ S(t) = Σ_s b(s, t) over the c(t) keys of the range, b ∈ {0, 1}, so 0 ≤ S �
 head over the range's keys averages the body's key factors and [s = 1]: with
 b = Σₖ aₖ(t)·bₖ(s) it gives m = S/c = Σₖ aₖ(t)·mean_s bₖ (the indicator factors aₖ gate the
 means, every gate into one direction) and u = 1/c, because key 1 is in every nonempty range
-whose mask bounds the key from above only; an empty range gives m = u = 0 (and S = 0).
+whose mask bounds the key from above only; an empty range gives m = u = 0 (and S = 0). (Keys
+bounded from below, s ≥ t + k, are Σ_s − Σ_{s ≤ t+k−1}: ``reductions._upper_bounded``.)
 
 For two consecutive values v′ < v of S and θ = (v′ + v)/2, z = m − θ·u = (S − θ)/c is at least
 1/(2T) where S ≥ v, at most −1/(2T) where S ≤ v′ (whole-numbered values), and 0 on an empty
@@ -13,7 +14,9 @@ range, so [S ≥ v] = [z ≥ its least positive value] is a robust step, exact w
 quarter of that gap (its error is the head's rounding). S = v₀ + Σ (v − v′)·[S ≥ v]: 2 units per
 value of S past its least, all in one direction (a selector width: 2T units, or 2(T − 1) where
 the query is always selected), against the count's table (2(T − 1) units for len) and the
-product count × mean (2 units per cut, reading several directions) before.
+product count × mean (2 units per cut, reading several directions) before. Where a reader asks
+for S's steps (a retrieval scoring −|S(s) − p|: ``TokenLowering.stepped``) each step goes to a
+direction of its own and S is their sum: the same units, and the reader's steps are those.
 
 Tracr's construction of the same count (an attention that always attends to BOS as well, so BOS
 weighs 1/(S + 1), decoded by an MLP of 2 units per threshold) needs a BOS position; this
@@ -45,7 +48,7 @@ def first_key_always(mask: HeadMask) -> bool:
 
 
 def indicator_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: HeadMask,
-                  values: frozenset[Fraction] | None, text: str) -> Feature | None:
+                  values: frozenset[Fraction] | None, text: str, *, spread: bool = False) -> Feature | None:
     """Σ_s of the 0/1 body ``part.body`` over the keys ``mask`` leaves, by steps on (m, u) (the
     module's construction); ``values``: the sum's exact values where known (else 0..T). None
     where it does not apply: a body that is not 0/1 or not a sum of products whose query
@@ -71,7 +74,8 @@ def indicator_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, m
                                       f"mean over {text}'s keys, and 1/count")
     read = iter(means)
     bounded = [_bounded(next(read), k) if head else k for k, head in zip(keys, averaged, strict=True)]
-    return _steps(lowering, _gated_mean(lowering, terms, queries, bounded, text), reciprocal, values, mask, text)
+    return _steps(lowering, _gated_mean(lowering, terms, queries, bounded, text), reciprocal, values, mask, text,
+                  spread)
 
 
 def _bounded(mean: Feature, key: Feature) -> Feature:
@@ -100,8 +104,10 @@ def _gated_mean(lowering: TokenLowering, terms: list[Term], queries: list[Featur
 
 
 def _steps(lowering: TokenLowering, mean: Feature, reciprocal: Feature, values: frozenset[Fraction] | None,
-           mask: HeadMask, text: str) -> Feature:
-    """S = v₀ + Σ (v − v′)·[m − θ·u ≥ the least positive value of (S − θ)/c]."""
+           mask: HeadMask, text: str, spread: bool) -> Feature:
+    """S = v₀ + Σ (v − v′)·[m − θ·u ≥ the least positive value of (S − θ)/c]: every step into one
+    direction, or (``spread``) each into a direction of its own, the same units, which the
+    steps [S ≥ v] of a later reader then are (``ffn.remember_step``: no second FFN re-cuts S)."""
     length = lowering.builder.length
     ordered = sorted(values if values is not None else (Fraction(k) for k in range(length + 1)))
     if len(ordered) == 1:
@@ -113,8 +119,18 @@ def _steps(lowering: TokenLowering, mean: Feature, reciprocal: Feature, values: 
         z = Feature(mean.form.plus(reciprocal.form, -float(theta)), reach, max(mean.stage, reciprocal.stage),
                     mean.error + float(theta) * reciprocal.error)
         steps.append((z, min(v for v in reach if v > 0), float(high - low)))
-    return ffn.staircase(lowering.builder, steps, float(ordered[0]), frozenset(ordered), f"{text} = count·mean, by "
-                         "steps on (mean, 1/count)")
+    formula = f"{text} = count·mean, by steps on (mean, 1/count)"
+    if not spread:
+        return ffn.staircase(lowering.builder, steps, float(ordered[0]), frozenset(ordered), formula)
+    cuts = list(itertools.pairwise(ordered))
+    bits = [ffn.staircase(lowering.builder, [(z, least, 1.0)], 0.0, INDICATOR,
+                          f"[{text} ≥ {high}], a step of {formula}")
+            for (z, least, _), (_, high) in zip(steps, cuts, strict=True)]
+    total = ffn.linear([(float(high - low), bit) for bit, (low, high) in zip(bits, cuts, strict=True)],
+                       frozenset(ordered), float(ordered[0]))
+    for bit, (_, high) in zip(bits, cuts, strict=True):
+        ffn.remember_step(lowering.builder, total, high, bit)
+    return total
 
 
 def _extremes(ordered: list[Fraction], low: Fraction, high: Fraction, theta: Fraction, length: int,

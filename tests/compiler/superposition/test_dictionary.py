@@ -85,8 +85,8 @@ def test_packed_numbers_are_read_back_from_their_shared_direction() -> None:
 def test_a_plain_models_dictionary_is_its_coordinates() -> None:
     plain, _ = _models(HIST, 1000)
     found = features(plain)
-    assert {f["name"] for f in found if f["kind"] == "categorical"} == {f'tok:[x(t) == "{chr(97 + i)}"]'
-                                                                      for i in range(8)} | {"pos:first"}
+    assert {f["name"] for f in found if f["kind"] == "categorical"} == {f"x={chr(97 + i)}" for i in range(8)} | {
+        "pos:first"}  # the token's indicators are its one-hot columns x=v
     for feature in found:
         assert feature["hooks"]
         for entry in feature["hooks"].values():

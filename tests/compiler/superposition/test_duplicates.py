@@ -4,17 +4,28 @@ holds the value both held, the duplicate holds 0, and the output is the plain mo
 
 from __future__ import annotations
 
+import pytest
 import torch
-from shipped_models import model_inputs_of, shipped
+from shipped_models import EXAMPLES_DIR, model_inputs_of
 
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.superposition.duplicates import merged
+from infoflow_dsl.compiler.tokens.builder import TokenCircuitBuilder
 
 torch.set_num_threads(1)
 
 
-def test_tracr_sorts_token_indicators_named_twice_are_folded_into_one_with_the_same_streams() -> None:
-    plain = shipped("tracr/sort").double()
+def _named_twice(self: TokenCircuitBuilder, name: str, values: tuple[float, ...]) -> str:
+    """The builder's token columns before they were kept one per value (stop 57): a token
+    indicator x(t) == v is its own column beside the one-hot x=v, as Tracr's sort had them."""
+    self.token_columns.setdefault(name, values)
+    return self.direction(name)
+
+
+def test_tracr_sorts_token_indicators_named_twice_are_folded_into_one_with_the_same_streams(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(TokenCircuitBuilder, "token_column", _named_twice)
+    plain = ifl.compile(EXAMPLES_DIR / "tracr" / "sort.iflow", eps=1e-3, dtype=torch.float64, samples=0)
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
     folded, aliases = merged(tensors, plain.config)
     labels = plain.config["residual_labels"]

@@ -30,3 +30,11 @@ def test_a_sharp_retrieval_picks_the_winning_key() -> None:
     circuit = assert_exact_on_short_inputs(NUMBERS + "target(t) = max_<s : s <= t> x(s)\n")
     (head,) = circuit.heads
     assert head.kind == "score retrieval" and head.beta > 0 and head.reads == "s"
+
+
+def test_a_mean_over_every_key_adds_its_constant_after_the_head() -> None:
+    """mean_<s> (1 − [x(s) == "a"]) over every key (never empty) is 1 − mean [x(s) == "a"]: the
+    head averages the indicator alone and W_V reads no `one`."""
+    circuit = assert_exact_on_short_inputs(AB + 'target mean_<s> 1 - [x(s) == "a"]\n')
+    (head,) = [h for h in circuit.heads if h.kind == "uniform"]
+    assert all(value.constant == 0.0 for value in head.value)

@@ -5,7 +5,14 @@ family's argmin |A(s) − B(t)| scored by cuts."""
 from __future__ import annotations
 
 import pytest
+import torch
 from token_circuits import assert_exact_on_short_inputs
+
+import infoflow_dsl as ifl
+from infoflow_dsl.compiler.tokens import lower_tokens, scores
+from infoflow_dsl.compiler.tokens.lower import TokenLowering
+
+torch.set_num_threads(1)
 
 NUMBERS = "input x : token {1, 2, 3}\nlength T = 6\n"
 
@@ -20,3 +27,47 @@ NUMBERS = "input x : token {1, 2, 3}\nlength T = 6\n"
 def test_a_scored_head_is_exact_on_every_short_input(target: str) -> None:
     circuit = assert_exact_on_short_inputs(NUMBERS + target + "\n")
     assert any(h.beta > 0 for h in circuit.heads)
+
+
+SORT_UNIQUE = NUMBERS + "let rank(s) = sum_<r> [x(r) < x(s)]\ntarget(t) = x(argmin_<s> |rank(s) - (t - 1)|)\n"
+
+
+def _compiled(source: str) -> ifl.CompiledTransformer:
+    return ifl.compile(ifl.parse_program(source, "score.iflow"), eps=1e-3, dtype=torch.float64, samples=0)
+
+
+def test_a_spread_count_is_scored_by_its_square_with_no_step_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sort_unique: the count's steps are its own directions, so −(A − B)² + B² = 2A·B − A² is
+    linear in them; the retrieval reads them one layer after the count (3 layers, not a fourth
+    that re-cuts A), and its score has two dimensions (the tie-break joins the constant query's),
+    not one per cut."""
+    circuit = assert_exact_on_short_inputs(SORT_UNIQUE)
+    (retrieval,) = [h for h in circuit.heads if h.beta > 0]
+    assert circuit.layers == 3 and retrieval.layer == 3 and len(retrieval.query) == 2
+    assert not [b for b in circuit.blocks if b.layer == 3]
+    squared = _compiled(SORT_UNIQUE).nonzero_parameter_count()
+    monkeypatch.setattr(scores, "squared_distance", lambda *arguments: None)
+    cuts = _compiled(SORT_UNIQUE).nonzero_parameter_count()
+    monkeypatch.setattr(TokenLowering, "stepped", TokenLowering.feature)
+    recut = _compiled(SORT_UNIQUE)
+    assert squared < cuts < recut.nonzero_parameter_count() and recut.n_layers == 4
+
+
+def test_steps_of_a_position_and_of_a_token_are_columns() -> None:
+    """|x(s) − t| by cuts: [x(s) ≥ c] is a column of the embedding and [t ≥ c] one of the
+    positional code, so the retrieval needs no FFN at all."""
+    circuit = assert_exact_on_short_inputs(NUMBERS + "target(t) = x(argmin_<s> |x(s) - t|)\n")
+    assert not circuit.blocks and circuit.layers == 1
+    assert any(name.startswith("pos:[t") for name, _ in circuit.position_columns)
+
+
+def test_in_float32_at_length_40_the_square_gives_way_to_cuts() -> None:
+    """2A·B − A² multiplies the steps' rounding by up to 2(|A| + |B|): at T = 40 in float32 that
+    is past the tie-break's budget, so the score is cut (rounding ~ϱ·T), on the same steps."""
+    source = SORT_UNIQUE.replace("length T = 6", "length T = 40")
+    program = ifl.parse_program(source, "sort40.iflow")
+    cut = lower_tokens(program, 1e-3, torch.float32)
+    (retrieval,) = [h for h in cut.heads if h.beta > 0]
+    assert cut.layers == 3 and len(retrieval.query) > 2
+    (squared,) = [h for h in lower_tokens(program, 1e-3, torch.float64).heads if h.beta > 0]
+    assert len(squared.query) == 2

@@ -145,3 +145,34 @@ def test_key_counts_match_enumeration() -> None:
                 expected = sum(all(ops[op](s, _side(right, t)) for _, op, right in mask) for s in range(1, n + 1))
                 known = {"pos:t": float(t)} | ({inverse: 1.0 / n} if inverse else {})
                 assert abs(evaluate(built, count.form, known) - expected) < 1e-9, (mask, t, n)
+
+
+@settings(max_examples=40, deadline=None)
+@given(value_sets, st.data())
+def test_a_cut_between_two_values_is_the_step_at_the_next_one(values: set[Fraction], data: st.DataObject) -> None:
+    """[h ≥ c] for c in (v′, v] is [h ≥ v] on h's values: one step, found again by known_step."""
+    ordered = sorted(values)
+    index = data.draw(st.integers(1, len(ordered) - 1))
+    low, high = ordered[index - 1], ordered[index]
+    built, h = builder(), feature("h", values)
+    between = ffn.at_least(built, h, (low + high) / 2, "h")
+    assert ffn.at_least(built, h, high, "h") == between == ffn.known_step(built, h, high)
+    assert _units(built) == 2
+    for v in values:
+        assert abs(evaluate(built, between.form, {"h": float(v)}) - float(v >= high)) < 1e-12
+
+
+@settings(max_examples=40, deadline=None)
+@given(value_sets, st.data())
+def test_a_remembered_step_is_the_one_at_least_gives(values: set[Fraction], data: st.DataObject) -> None:
+    """A step built elsewhere (a width's own step directions) and remembered for (h, cut) is what
+    at_least returns for h, for h shifted by a whole number and for −h: no second unit."""
+    cut = data.draw(st.sampled_from(sorted(values)[1:]))
+    built, h = builder(), feature("h", values)
+    made = Feature(LinearForm.of("made"), ffn.INDICATOR, 1)
+    ffn.remember_step(built, h, cut, made)
+    assert ffn.known_step(built, h, cut) == made == ffn.at_least(built, _offset("h", 1.0, 3, values), cut + 3, "h")
+    flipped = ffn.compare(built, _offset("h", -1.0, int(cut), values), "<=", "cut − h")
+    assert _units(built) == 0
+    for v in values:
+        assert evaluate(built, flipped.form, {"h": float(v), "made": float(v >= cut)}) == float(v >= cut)

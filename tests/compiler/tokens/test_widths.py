@@ -82,7 +82,7 @@ def test_a_width_has_fewer_nonzero_weights_than_count_times_mean(source: str,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     program = ifl.parse_program(source, "width.iflow")
     steps = ifl.compile(program, eps=1e-3, dtype=torch.float64, samples=0).nonzero_parameter_count()
-    monkeypatch.setattr(reductions, "indicator_sum", lambda *arguments: None)  # the construction before
+    monkeypatch.setattr(reductions, "indicator_sum", lambda *arguments, **options: None)  # the construction before
     product = ifl.compile(program, eps=1e-3, dtype=torch.float64, samples=0).nonzero_parameter_count()
     assert steps < product
 
@@ -103,3 +103,16 @@ def test_a_float32_width_is_within_its_a_priori_bound(source: str, data: st.Data
     ids = torch.tensor([data.draw(st.lists(st.integers(0, program.vocabulary.size - 1), min_size=1, max_size=T))])
     got, want = model(ids).double(), ifl.evaluate(program, ids)
     assert (got - want).abs().max() <= model.config["a_priori_bound"]
+
+
+def test_a_width_whose_steps_do_not_certify_gives_way_to_count_times_mean() -> None:
+    """A count of [h(r) == h(s)] over hist values at T = 40 in float32: its mean's error is past
+    a quarter of the steps' gap 1/(2T), so the sum is count × mean, which certifies."""
+    source = ('input x : token {"a", "b"}\nlength T = 40\nlet h(s) = sum_<u> [x(u) == x(s)]\n'
+              "target(t : t >= 2) = sum_<r : r < t> [h(r) == h(t)]\n")
+    program = ifl.parse_program(source, "width40.iflow")
+    blocks = lower_tokens(program, 1.0, torch.float32).blocks  # ε = 1: the route, not the output's bound
+    outer = "sum_<r : r < t>"  # h itself is a width in both
+    assert not [b for b in blocks if b.formula.startswith(outer) and "by steps on" in b.formula]
+    assert [b for b in lower_tokens(program, 1e-3, torch.float64).blocks
+            if b.formula.startswith(outer) and "by steps on" in b.formula]
