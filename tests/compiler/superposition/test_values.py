@@ -23,6 +23,6 @@ def test_a_counts_mean_and_reciprocal_take_exactly_the_pairs_of_a_count_over_a_l
     mean, reciprocal = labels.index("h1:uniform[1]"), labels.index("h1:uniform[2]")
     expected = {(Fraction(s, c), Fraction(1, c)) for c in range(1, 6) for s in range(c + 1)}
     assert joint(found, (mean, reciprocal)) == expected  # (S/c, 1/c): 20 pairs, not 11 × 5 from each alone
-    indicator = labels.index('tok:[x(t) == "a"]')
+    indicator = labels.index("x=a")
     assert joint(found, (indicator, mean)) == {(a, m) for a in (Fraction(0), Fraction(1)) for m, _ in expected}
     assert joint(found, (labels.index("steps1"),)) is None  # an FFN's output: not read
