@@ -386,8 +386,16 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
     progress.stage("fitting the error budget")
     lowering, torch_dtype, rule = certified_lowering(program, float(eps), requested, allow_inefficient, ffn)  # 2-4
     progress.stage("assembling the weights")
-    model = assemble_model(lowering, float(eps), torch_dtype, target_device, square_route(ffn, lowering.route), rule,
-                           residual)
+    try:
+        model = assemble_model(lowering, float(eps), torch_dtype, target_device, square_route(ffn, lowering.route),
+                               rule, residual)
+    except CompileError as refusal:
+        if requested is not None or residual is None or torch_dtype == torch.float64:
+            raise
+        # the default dtype: float64's rounding certifies tables (packed numbers) float32's does not
+        lowering = build_circuit(program, float(eps), torch.float64, allow_inefficient, ffn)
+        model = assemble_model(lowering, float(eps), torch.float64, target_device, square_route(ffn, lowering.route),
+                               f"float64: float32 does not certify --residual {residual} ({refusal})", residual)
     measure_model(model, program, samples, seed)
     return model
 

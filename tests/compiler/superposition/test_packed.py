@@ -133,3 +133,15 @@ def test_a_tables_reading_one_notch_past_a_quarter_of_its_gap_is_wrong_on_a_name
     assert _wrong(_drifted(model, 0.24), COUNT, longest=5) == []
     assert _wrong(_drifted(model, -0.24), COUNT, longest=5) == []
     assert _wrong(_drifted(model, 0.26), COUNT, longest=5) == ["aaaaa"]
+
+
+def test_the_default_dtype_is_float64_where_only_its_rounding_certifies_the_tables() -> None:
+    """count_a's tables pass float64's rounding rule, not float32's: with no dtype given, compile
+    --residual at float64's smallest D builds in float64 and says why (the config's dtype_rule),
+    as a default compile does where float32 does not certify ε."""
+    smallest = _smallest(COUNT, "float64")
+    assert smallest < _smallest(COUNT, "float32")
+    model = ifl.compile(_program(COUNT), samples=0, residual=smallest)
+    assert model.dtype == torch.float64 and model.d_model == smallest
+    assert model.config["dtype_rule"].startswith(f"float64: float32 does not certify --residual {smallest}")
+    assert not _wrong(model, COUNT)
