@@ -46,9 +46,9 @@ INTRO = ("F: the features alive at once that `disguise --compress` reaches on th
          "(`--residual 1` names it); F/D = F / smallest D; at one depth: what D below F comes from (folded "
          "duplicates: F − F folded; packed numbers: F folded − F packed; superposed: F packed − D); packed numbers: "
          "the numbers packed, in how many directions, and the step-table units added against the plain units they "
-         "replace; smallest D, default dtype: the same in the dtype compile picks (float32 where its bound "
-         "certifies ε), where a table's rounding must fit the bound's slack; both models measured against the "
-         "float64 reference on every input up to length 4 and 1,000 random ones at T.")
+         "replace; smallest D, default dtype: the same with no dtype given (float32 where its bound and its "
+         "tables' rounding certify, else float64, which compile says in its `dtype_rule`); both models measured "
+         "against the float64 reference on every input up to length 4 and 1,000 random ones at T.")
 
 
 def note(results: list[tuple[str, int, int, int]]) -> str:
@@ -71,8 +71,9 @@ def note(results: list[tuple[str, int, int, int]]) -> str:
             "sort_freq's), numbers a head or the unembedding reads where others share their direction (nary_add, "
             "word_class), or categorical groups a clean slot costs as much as superposing saves. A table over v "
             "of dynamic range R rounds by about ϱ·R per active unit, which a numeric output's slack (ε − bound) "
-            f"admits in float32 for the smaller tables only; the default dtype (float32) stops above float64's D "
-            f"on {higher}. Every model is exact on the inputs checked (token answers; numbers within ε).")
+            f"admits in float32 for the smaller tables only; with no dtype given, compile builds the others in "
+            f"float64 and says why (`dtype_rule`), so the default dtype's D is above float64's on {higher}. Every "
+            "model is exact on the inputs checked (token answers; numbers within ε).")
 
 
 HEADER = ("| program | plain d_model | F (`--compress`) | F folded | F packed | smallest D | F/D | at one depth "
