@@ -255,7 +255,9 @@ def readers_allow(pack: Pack, tensors: dict[str, Tensor], model: Plain) -> bool:
             return False
         if stage % 2 == 1:
             continue
-        w_in = tensors[f"blocks.{stage // 2 - 1}.mlp.W_in"]
+        w_in = tensors.get(f"blocks.{stage // 2 - 1}.mlp.W_in")
+        if stage < 2 or w_in is None:  # no FFN there (the embedding's stage) to rebuild as a table
+            return False
         rows = [pack.members[k] for k in present]
         units = w_in[rows].ne(0).any(dim=0)
         allowed = torch.zeros(w_in.shape[0], dtype=torch.bool)

@@ -165,8 +165,8 @@ def rewrite(tensors: dict[str, Tensor], config: dict[str, Any], packs: list[Pack
     replaced = _read(out, packs, one)
     labels = config["residual_labels"]
     records: list[dict[str, Any]] = []
-    for stage in sorted({s for p in packs for s in p.stages()}):
-        layer = stage // 2 - 1
+    for stage in sorted({s for p in packs for s in p.stages() if s % 2 == 0 and s >= 2}):  # FFN stages
+        layer = stage // 2 - 1  # (a pack's attention reads are of one member alone: packing.readers_allow)
         removed: list[int] = []
         tables: list[tuple[Pack, Table]] = []
         for index, pack in enumerate(packs):
