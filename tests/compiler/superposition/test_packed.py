@@ -55,11 +55,12 @@ def _wrong(model: CompiledTransformer, source: str, longest: int = 4) -> list[st
     """Every input up to length ``longest`` (as letters) where the model is off the reference by more than ε."""
     program = _program(source)
     found = []
+    size = program.vocabulary.size
     for n in range(1, longest + 1):
-        x = torch.tensor(list(itertools.product(range(3), repeat=n)), dtype=torch.int64)
+        x = torch.tensor(list(itertools.product(range(size), repeat=n)), dtype=torch.int64)
         with torch.no_grad():
             bad = ((model(x).double() - ifl.evaluate(program, x)).abs() > 1e-3).reshape(len(x), -1).any(-1)
-        found += ["".join("abc"[i] for i in x[k].tolist()) for k in torch.nonzero(bad).flatten().tolist()]
+        found += ["".join("abcdefgh"[i] for i in x[k].tolist()) for k in torch.nonzero(bad).flatten().tolist()]
     return found
 
 
@@ -145,3 +146,14 @@ def test_the_default_dtype_is_float64_where_only_its_rounding_certifies_the_tabl
     assert model.dtype == torch.float64 and model.d_model == smallest
     assert model.config["dtype_rule"].startswith(f"float64: float32 does not certify --residual {smallest}")
     assert not _wrong(model, COUNT)
+
+
+def test_members_present_together_at_an_attention_stage_unread_there_pack() -> None:
+    """A count of smaller tokens: its key columns and the head's outputs share a pack whose members
+    are present together where a head reads one of the others (an attention stage); only FFN
+    stages get tables (this crashed the rewrite), and the packed model is exact."""
+    source = "input x : token {1, 2, 3, 4}\nlength T = 4\ntarget(t) = sum_<s> [x(s) < x(t)]\n"
+    smallest = _smallest(source, "float64")
+    model = ifl.compile(_program(source), samples=0, dtype="float64", residual=smallest)
+    assert model.config["superposition"].get("packed") and smallest < _compressed(source)
+    assert not _wrong(model, source)
