@@ -205,8 +205,9 @@ def test_the_circuit_corpus_trained_tier_admits_a_certified_model_and_refuses_a_
 def test_the_superposition_bench_row_of_a_numeric_peak_packs_it_and_checks_both_models() -> None:
     """bench/superposition_below_compress.py's row on a numeric peak (Tracr's count_a): F from
     --compress (tight lifetimes), nothing folded, its numbers packed in float64 (D = F packed < F,
-    "2 packed" at one depth, the tables' units counted), the default dtype (float32) still at F,
-    and both models right on every input checked (their numbers within the program's ε)."""
+    "2 packed" at one depth, the tables' units counted), the default dtype at the same D in float64
+    (float32's rounding does not certify its tables, so compile picks float64 and says why), and
+    both models right on every input checked (their numbers within the program's ε)."""
     import superposition_below_compress as bench
 
     program = ifl.load_program(BENCH.parent / "compiled_examples" / "tracr" / "count_a.iflow")
@@ -215,7 +216,7 @@ def test_the_superposition_bench_row_of_a_numeric_peak_packs_it_and_checks_both_
     plain, alive, folded, packed, least = (int(c) for c in cells[1:6])
     assert least == packed < folded == alive < plain and (alive_back, width) == (alive, least)
     assert cells[7] == f"{alive - packed} packed" and "units" in cells[9]
-    assert cells[10] == f"{default} (float32)" and default == alive and int(cells[11]) > 1000
+    assert cells[10] == f"{default} (float64)" and default == least and int(cells[11]) > 1000
     for result in cells[12].split("; "):
         error, eps = result.split(" (")
         assert float(error) <= float(eps.rstrip(")"))
