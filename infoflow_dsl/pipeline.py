@@ -41,7 +41,7 @@ from .compiler.assemble import assemble
 from .compiler.circuit import Circuit
 from .compiler.tokens import lower_tokens
 from .compiler.tokens.schedule import token_schedule
-from .compiler.vectors import lower
+from .compiler.vectors import UNIT_ROUNDOFF, lower
 from .errors import CompileError, NoConstruction, ProgramError, StoredProgramError, single_error
 from .language import typed as ir
 from .language.check import check
@@ -436,7 +436,7 @@ def superposed_weights(program: ir.Program, circuit: Circuit, dtype: torch.dtype
         raise CompileError(f"--residual must be a positive whole number, got {residual!r}")
     config, tensors = assemble(circuit, torch.float64, metadata)
     dense = {name: t.to_dense() if t.is_sparse else t for name, t in tensors.items()}
-    built = superpose(dense, config, residual, roundoff=2.0**-53 if dtype == torch.float64 else 2.0**-24)
+    built = superpose(dense, config, residual, roundoff=UNIT_ROUNDOFF[dtype])
     built.config["dtype"] = str(dtype).replace("torch.", "")
     built.config["superposition"]["residual"] = residual
     return built.config, {name: t.to(dtype).contiguous() for name, t in built.tensors.items()}
