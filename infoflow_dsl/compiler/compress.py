@@ -118,6 +118,17 @@ def stage_tensors(layers: int) -> list[tuple[int, list[str], list[str]]]:
     return stages
 
 
+def is_ffn_stage(stage: int) -> bool:
+    """Whether an FFN block reads the residual at ``stage`` (2·layer + 2 in :func:`stage_tensors`)."""
+    return stage >= 2 and stage % 2 == 0
+
+
+def ffn_block(stage: int) -> int:
+    """The (0-based) layer whose FFN block reads the residual at ``stage``: stage = 2·layer + 2."""
+    assert is_ffn_stage(stage), stage
+    return stage // 2 - 1
+
+
 def touched(tensor: Tensor, axis: int) -> Tensor:
     """(D,) bool: the residual indices along ``axis`` where ``tensor`` has a nonzero entry."""
     tensor = tensor if tensor.dim() > 1 else tensor[None]

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ..compress import ffn_block
 from .packing import UNIT_CAP, UNIT_ROUNDOFF, Pack, Plain, build, candidates, peak, plain, readers_allow
 from .tables import member_value, outputs, rewrite, table
 from .values import joint
@@ -61,7 +62,7 @@ def certify(pack: Pack, tensors: dict[str, Tensor], config: dict[str, Any], mode
             if erasing and present and erasing / float(pack.scales[present[0]]) > allowed:
                 return None
             continue
-        w_in = tensors[f"blocks.{stage // 2 - 1}.mlp.W_in"]
+        w_in = tensors[f"blocks.{ffn_block(stage)}.mlp.W_in"]
         rows = [pack.members[k] for k in present]
         read = torch.nonzero(w_in[rows].ne(0).any(dim=0)).flatten().tolist() if len(present) >= 2 else []
         error = pack.read_error(present, model.layers, roundoff) + erasing
@@ -93,7 +94,7 @@ def _plain_units(pack: Pack, tensors: dict[str, Tensor], model: Plain) -> int:
         present = pack.present(stage)
         if len(present) >= 2:
             rows = [pack.members[k] for k in present]
-            count += int(tensors[f"blocks.{stage // 2 - 1}.mlp.W_in"][rows].ne(0).any(dim=0).sum())
+            count += int(tensors[f"blocks.{ffn_block(stage)}.mlp.W_in"][rows].ne(0).any(dim=0).sum())
     return count
 
 

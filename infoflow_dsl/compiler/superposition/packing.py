@@ -46,7 +46,7 @@ from typing import Any
 import numpy
 import torch
 
-from ..compress import drop_unread_writes, lifetimes, stage_map
+from ..compress import drop_unread_writes, ffn_block, is_ffn_stage, lifetimes, stage_map
 from .values import CAP, Row, Source, error_of, joint, sources
 
 Tensor = torch.Tensor
@@ -255,9 +255,9 @@ def readers_allow(pack: Pack, tensors: dict[str, Tensor], model: Plain) -> bool:
             return False
         if stage % 2 == 1:
             continue
-        w_in = tensors.get(f"blocks.{stage // 2 - 1}.mlp.W_in")
-        if stage < 2 or w_in is None:  # no FFN there (the embedding's stage) to rebuild as a table
-            return False
+        if not is_ffn_stage(stage) or f"blocks.{ffn_block(stage)}.mlp.W_in" not in tensors:
+            return False  # no FFN there (the embedding's stage) to rebuild as a table
+        w_in = tensors[f"blocks.{ffn_block(stage)}.mlp.W_in"]
         rows = [pack.members[k] for k in present]
         units = w_in[rows].ne(0).any(dim=0)
         allowed = torch.zeros(w_in.shape[0], dtype=torch.bool)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..compress import stage_tensors
+from ..compress import ffn_block, is_ffn_stage, stage_tensors
 from .packing import UNIT_ROUNDOFF, Pack
 
 Tensor = torch.Tensor
@@ -90,8 +90,7 @@ def outputs(pack: Pack, stage: int, tensors: dict[str, Tensor], units: list[int]
             one: int | None) -> dict[int, dict[Fraction, Fraction]]:
     """{output direction: {v: the plain units' output there}} at ``stage`` over the present
     members' values, exactly; d's entry (the erasure) where members end there."""
-    layer = stage // 2 - 1
-    p = f"blocks.{layer}.mlp."
+    p = f"blocks.{ffn_block(stage)}.mlp."
     present = pack.present(stage)
     grid = pack.values(present)
     w_in, b_in, w_out = tensors[p + "W_in"].double(), tensors[p + "b_in"].double(), tensors[p + "W_out"].double()
@@ -165,8 +164,8 @@ def rewrite(tensors: dict[str, Tensor], config: dict[str, Any], packs: list[Pack
     replaced = _read(out, packs, one)
     labels = config["residual_labels"]
     records: list[dict[str, Any]] = []
-    for stage in sorted({s for p in packs for s in p.stages() if s % 2 == 0 and s >= 2}):  # FFN stages
-        layer = stage // 2 - 1  # (a pack's attention reads are of one member alone: packing.readers_allow)
+    for stage in sorted({s for p in packs for s in p.stages() if is_ffn_stage(s)}):
+        layer = ffn_block(stage)  # (a pack's attention reads are of one member alone: packing.readers_allow)
         removed: list[int] = []
         tables: list[tuple[Pack, Table]] = []
         for index, pack in enumerate(packs):

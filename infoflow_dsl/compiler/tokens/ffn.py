@@ -153,12 +153,9 @@ def at_least(builder: TokenCircuitBuilder, z: Feature, cut: Fraction, text: str)
         raise NoConstruction(f"{text}: the compared value is not finite, so no step is exact (declare a margin)")
     if all(v >= cut for v in z.values) or all(v < cut for v in z.values):
         return constant_feature(ONE_VALUE if all(v >= cut for v in z.values) else ZERO)
-    canonical = canonical_step(z, cut)
-    if canonical is not None:
-        flipped, w, at = canonical
-        step = _step(builder, w, at, text)
-        return negation(step) if flipped else step
-    return _step(builder, z, cut, text)
+    flipped, w, at = _canonical(z, cut)
+    step = _step(builder, w, at, text)
+    return negation(step) if flipped else step
 
 
 def known_step(builder: TokenCircuitBuilder, z: Feature, cut: Fraction) -> Feature | None:
@@ -166,10 +163,20 @@ def known_step(builder: TokenCircuitBuilder, z: Feature, cut: Fraction) -> Featu
     assert z.values is not None
     if all(v >= cut for v in z.values) or all(v < cut for v in z.values):
         return at_least(builder, z, cut, "")
-    canonical = canonical_step(z, cut)
-    flipped, w, at = canonical if canonical is not None else (False, z, cut)
-    step = builder.steps.get((w.form, _at_value(w, at)))
+    flipped, w, at = _canonical(z, cut)
+    step = builder.steps.get(_step_key(w, at))
     return None if step is None else negation(step) if flipped else step
+
+
+def _canonical(z: Feature, cut: Fraction) -> tuple[bool, Feature, Fraction]:
+    """:func:`canonical_step`, or (not flipped, z, cut) where z has no canonical form."""
+    canonical = canonical_step(z, cut)
+    return canonical if canonical is not None else (False, z, cut)
+
+
+def _step_key(z: Feature, cut: Fraction) -> tuple[LinearForm, Fraction]:
+    """The key of [z ≥ cut] in ``builder.steps``: z's form and the least value at or above the cut."""
+    return z.form, _at_value(z, cut)
 
 
 def canonical_step(z: Feature, cut: Fraction) -> tuple[bool, Feature, Fraction] | None:
@@ -192,17 +199,17 @@ def canonical_step(z: Feature, cut: Fraction) -> tuple[bool, Feature, Fraction] 
 
 
 def _step(builder: TokenCircuitBuilder, z: Feature, cut: Fraction, text: str) -> Feature:
-    cut = _at_value(z, cut)
-    cached = builder.steps.get((z.form, cut))
+    key = _step_key(z, cut)
+    cached = builder.steps.get(key)
     if cached is not None:
         return cached
-    cut_at = threshold(z, cut, text)
-    units, constant = step_units(z, cut_at, 1.0)
+    cut_at = threshold(z, key[1], text)
     feature = _embedded_step(builder, z, cut_at, 2 * (len(z.form.terms) + 2))
     if feature is None:
-        feature = _unit_feature(builder, stem="step", formula=f"[{text} ≥ {cut}]", inputs=[z], units=units,
+        units, constant = step_units(z, cut_at, 1.0)
+        feature = _unit_feature(builder, stem="step", formula=f"[{text} ≥ {key[1]}]", inputs=[z], units=units,
                                 values=INDICATOR, error=0.0, extra=LinearForm.const(constant))
-    builder.steps[(z.form, cut)] = feature
+    builder.steps[key] = feature
     return feature
 
 
@@ -245,12 +252,8 @@ def _at_value(z: Feature, cut: Fraction) -> Fraction:
 def remember_step(builder: TokenCircuitBuilder, z: Feature, cut: Fraction, step: Feature) -> None:
     """Record ``step`` (a feature equal to [z ≥ cut] on z's values, built by the caller) as the
     step :func:`at_least` gives for (z, cut), under the key it looks up."""
-    canonical = canonical_step(z, cut)
-    if canonical is None:
-        builder.steps[(z.form, _at_value(z, cut))] = step
-        return
-    flipped, w, at = canonical
-    builder.steps[(w.form, _at_value(w, at))] = negation(step) if flipped else step
+    flipped, w, at = _canonical(z, cut)
+    builder.steps[_step_key(w, at)] = negation(step) if flipped else step
 
 
 def negation(a: Feature) -> Feature:
