@@ -86,7 +86,8 @@ def arg_fetch(lowering: TokenLowering, own: TokenFeature, position: ir.ArgPositi
     tie = gap / (2 * lowering.builder.length)  # −γ·s: the smallest position wins a tie
     distance = distance_score(lowering, body, position.variable, row, sign, 0.4 * tie) if sign < 0 else None
     if distance is not None:
-        score, stage, error = distance
+        score, stage, error, scale = distance
+        tie *= scale  # the winners lead by scale·gap: so does the tie-break step
     else:
         if isinstance(body, ir.Pointwise) and body.function == "abs":
             body = ir.Square(body.arguments[0])  # argmin |e| = argmin e² (the same winners)

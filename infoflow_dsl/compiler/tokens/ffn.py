@@ -289,6 +289,18 @@ def linear(terms: Sequence[tuple[float, Feature]], values: frozenset[Fraction] |
     return Feature(form, values, stage, sum(abs(c) * f.error for c, f in terms))
 
 
+def hinge_sum(builder: TokenCircuitBuilder, hinges: Sequence[tuple[float, Feature, float]], text: str) -> Feature:
+    """Σₖ cₖ·relu(zₖ) into one fresh direction, one FFN after the zₖ (``hinges``: (cₖ, zₖ, a
+    bound on Σ|terms| of zₖ's pre-activation where it is active)). Exact for every real input:
+    relu is 1-Lipschitz, so it passes Σₖ |cₖ|·errorₖ on, plus its rounding. 1 unit per hinge."""
+    if not hinges:
+        return constant_feature(ZERO)
+    units = [(z.form, c, reach) for c, z, reach in hinges]
+    passed = sum(abs(c) * z.error for c, z, _ in hinges)
+    return _unit_feature(builder, stem="hinges", formula=text, inputs=[z for _, z, _ in hinges], units=units,
+                         values=None, error=passed)
+
+
 def gate(builder: TokenCircuitBuilder, a: Feature, b: Feature, text: str) -> Feature:
     """a·b for an indicator a and a bounded b (1 unit)."""
     if b.values is None:
@@ -300,16 +312,22 @@ def gates(builder: TokenCircuitBuilder, terms: Sequence[tuple[float, Feature, Fe
           values: frozenset[Fraction] | None, text: str, exclusive: bool = False) -> Feature:
     """Σ cᵢ·aᵢ·bᵢ for indicators aᵢ and bᵢ in [lo, hi] (within their error), one unit each, all
     into one direction: aᵢ·bᵢ = relu(bᵢ − lo + (hi − lo)(aᵢ − 1)) + lo·aᵢ. Error: Σ |cᵢ|·(bᵢ's
-    error + (hi − lo) times aᵢ's), or its largest term where the aᵢ are ``exclusive`` (one is 1)."""
+    error + (hi − lo) times aᵢ's), or its largest term where the aᵢ are ``exclusive`` (one is 1).
+    A bᵢ that is exactly a constant (hi = lo) needs no unit: aᵢ·bᵢ = lo·aᵢ."""
     units: list[Unit] = []
     extra, errors = LinearForm(), []
     for coefficient, a, b in terms:
         low, high = b.low - b.error, b.high + b.error
         span = high - low
+        if span == 0.0:  # b is exactly the constant lo: a·b = lo·a, no unit
+            extra = extra.plus(a.form, coefficient * low)
+            continue
         form = b.form.plus(LinearForm.const(-low)).plus(a.form.plus(LinearForm.const(-1.0)), span)
         units.append((form, coefficient, 2 * span + b.magnitude))
         extra = extra.plus(a.form, coefficient * low)
         errors.append(abs(coefficient) * (b.error + span * a.error))
+    if not units:  # every b a constant: a linear form of the a's
+        return Feature(extra, values, _stage(*(a for _, a, _ in terms)))
     error = max(errors) if exclusive else sum(errors)
     return _unit_feature(builder, stem="gate", formula=text, inputs=[f for _, a, b in terms for f in (a, b)],
                          units=units, values=values, error=error, extra=extra)

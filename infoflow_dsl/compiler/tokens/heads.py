@@ -50,17 +50,31 @@ def uniform_mean(builder: TokenCircuitBuilder, features: Sequence[Feature],
     """The mean of each feature over the keys ``mask`` leaves (one head for all of them);
     ``kind`` "position" for a mask that leaves one key (a fetch), "length" for ``len``'s head.
     Over every key (no mask: never empty) the mean of v + c is mean(v) + c, so a feature's
-    constant is added to the head's output by its readers, not read through W_V."""
+    constant is added to the head's output by its readers, not read through W_V.
+
+    Rounding: a mean of n values sums n products w·v, so it is within 2ϱ·k·max|v| of exact where
+    v is nonzero at k ≤ T keys (a sum of exact zeros adds nothing). k is T but for a value of the
+    positional code alone, whose nonzero positions are known: [s = 1] (the reciprocal 1/n of a
+    width, :mod:`.widths`) has k = 1, its mean the weight 1/n rounded once."""
     stage = max(f.stage for f in features)
-    rounding = builder.unit_roundoff * builder.length * max((f.magnitude for f in features), default=0.0) * 2
-    error = max(f.error for f in features) + rounding
     shifts = [f.form.constant if not mask else 0.0 for f in features]
     averaged = [LinearForm(f.form.terms, f.form.constant - shift) for f, shift in zip(features, shifts, strict=True)]
+    errors = [f.error + 2 * builder.unit_roundoff * _nonzero_keys(builder, form) * f.magnitude
+              for f, form in zip(features, averaged, strict=True)]
     outputs = _head(builder, kind=kind, stage=stage, score=(), values=averaged, beta=0.0,
-                    mask=mask, error=error, formula=formula, fetches=fetches)
+                    mask=mask, error=max(errors, default=0.0), formula=formula, fetches=fetches)
     read = attention_stage(layer_for(stage))
     return [Feature(LinearForm(((out, 1.0),), shift), value_set, read, error)
-            for out, shift, value_set in zip(outputs, shifts, values, strict=True)]
+            for out, shift, value_set, error in zip(outputs, shifts, values, errors, strict=True)]
+
+
+def _nonzero_keys(builder: TokenCircuitBuilder, form: LinearForm) -> int:
+    """How many of the positions 1..T a value ``form`` can be nonzero at: those of its column where
+    it reads the positional code only, else T."""
+    embedded = builder.embedded_values(form)
+    if embedded is None or embedded[0] != "pos":
+        return builder.length
+    return max(1, sum(1 for value in embedded[1][:builder.length] if value != 0.0))
 
 
 def merged_score(score: Sequence[tuple[LinearForm, LinearForm]]) -> list[tuple[LinearForm, LinearForm]]:

@@ -27,11 +27,12 @@ from ...language.printer import describe
 from ...oracle.evaluate import ReferenceEvaluator
 from ..circuit import LinearForm
 from . import ffn
-from .builder import Feature, TokenCircuitBuilder, TokenFeature, constant_feature
+from .builder import Built, Feature, TokenCircuitBuilder, TokenFeature, constant_feature
 from .fetch import fetch
 from .heads import length
-from .reductions import reduce
+from .reductions import reduce, sum_ratio
 from .separate import renamed
+from .widths import WidthRatio
 
 LOCAL = "@"  # the row's own variable in cache keys
 
@@ -55,6 +56,17 @@ class TokenLowering:
     def spreads(self, expr: ir.Expr, row: str) -> bool:
         """Whether a reader asked for ``expr``'s steps (:meth:`stepped`)."""
         return renamed(expr, row, LOCAL) in self.spread
+
+    def cached(self, kind: str, expr: ir.Expr, row: str, build: Callable[[], Built]) -> Built:
+        """``build()`` once per (kind, expression up to its row's name): later calls get the same."""
+        key = (kind, renamed(expr, row, LOCAL))
+        if key not in self.builder.cache:
+            self.builder.cache[key] = build()
+        return self.builder.cache[key]  # type: ignore[return-value]
+
+    def ratio(self, expr: ir.Expr, row: str) -> WidthRatio | None:
+        """``expr``'s (m = S/c, u = 1/c) where it is a selector width S (:func:`.reductions.sum_ratio`)."""
+        return sum_ratio(self, expr, row)
 
     # ------------------------------------------------------------------ entry points
 

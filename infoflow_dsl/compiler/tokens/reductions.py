@@ -28,7 +28,7 @@ from .counts import count_keys
 from .heads import retrieve, uniform_mean
 from .scores import score_terms, value_gap
 from .separate import KeyClass, exclusive_indicators, key_classes, renamed, separated_terms
-from .widths import indicator_sum
+from .widths import WidthRatio, indicator_sum, width_ratio
 
 if TYPE_CHECKING:
     from .lower import TokenLowering
@@ -123,17 +123,45 @@ def class_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask:
     """The sum of the body over one key class's keys: a 0/1 body by steps on its mean and 1/count
     (:mod:`.widths`), else count × mean. ``whole``: the class is the whole sum (its values are the sum's)."""
     keys = mask + part.mask()
+    spread = whole and lowering.spreads(expr, row)
+
+    def width() -> Feature | None:
+        ratio = class_ratio(lowering, part, key, row, keys, expr, whole)
+        return None if ratio is None else indicator_sum(ratio, lowering, describe(expr), spread=spread)
+
+    built = lowering.builder.tried(width)  # None where it does not apply, or its steps do not certify (float32, long T)
+    if built is not None:
+        return built
+    return ffn.product(lowering.builder, count_keys(lowering, keys, row),
+                       class_mean(lowering, part, key, row, keys, expr), describe(expr))
+
+
+def class_ratio(lowering: TokenLowering, part: KeyClass, key: str, row: str, keys: tuple[Condition, ...],
+                expr: ir.Reduce, whole: bool) -> WidthRatio | None:
+    """One key class's sum as a width's (m, u) (:func:`.widths.width_ratio`), or None. The whole
+    sum's is built once: a reader of (m, u) (:func:`sum_ratio`) and a reader of S share its head."""
     values = lowering.values(expr) if whole and not keys else None  # a range never empty: the sum's own values
     own = lowering.own_token_values(renamed(part.body, key, row), row)  # the body where s = t, token by token
     if values is not None and own in ({1.0}, {0.0}):  # every key, and the query's own key counts 1 (or 0) always
         values = frozenset(v for v in values if (v >= 1 if own == {1.0} else v <= lowering.builder.length - 1))
-    spread = whole and lowering.spreads(expr, row)
-    width = lowering.builder.tried(  # None where it does not apply, or its steps do not certify (float32, long T)
-        lambda: indicator_sum(lowering, part, key, row, keys, values, describe(expr), spread=spread))
-    if width is not None:
-        return width
-    return ffn.product(lowering.builder, count_keys(lowering, keys, row),
-                       class_mean(lowering, part, key, row, keys, expr), describe(expr))
+
+    def build() -> WidthRatio | None:
+        return width_ratio(lowering, part, key, row, keys, values, describe(expr))
+
+    return lowering.cached("ratio", expr, row, build) if whole else build()
+
+
+def sum_ratio(lowering: TokenLowering, expr: ir.Expr, row: str) -> WidthRatio | None:
+    """``expr``'s (m, u) where it is a sum of one key class that :func:`reduce` builds as a width
+    (the class is the whole sum), else None."""
+    if not isinstance(expr, ir.Reduce) or expr.kind != "sum" or len(expr.variables) != 1:
+        return None
+    (key,) = expr.variables
+    mask, factors = range_masks(lowering, expr.conditions, key, row, expr)
+    classes = key_classes(expr.body, key, row)
+    if factors or len(classes) != 1 or _is_own(classes[0]) or len(_upper_bounded(lowering, classes[0], mask)) != 1:
+        return None
+    return class_ratio(lowering, classes[0], key, row, mask + classes[0].mask(), expr, whole=True)
 
 
 def own_term(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...]) -> Feature:

@@ -26,6 +26,7 @@ model's keys are the input tokens only (DESIGN.md), so 1/c comes from [s = 1] in
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -47,12 +48,30 @@ def first_key_always(mask: HeadMask) -> bool:
     return all(left == "key" and op in ("<", "<=") for left, op, _ in mask)
 
 
-def indicator_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: HeadMask,
-                  values: frozenset[Fraction] | None, text: str, *, spread: bool = False) -> Feature | None:
-    """Σ_s of the 0/1 body ``part.body`` over the keys ``mask`` leaves, by steps on (m, u) (the
-    module's construction); ``values``: the sum's exact values where known (else 0..T). None
-    where it does not apply: a body that is not 0/1 or not a sum of products whose query
-    factors are indicators, or a mask that may drop key 1 from a nonempty range."""
+@dataclass(frozen=True)
+class WidthRatio:
+    """A selector width S as the head's two outputs it is decoded from: ``mean`` m = S/c and
+    ``reciprocal`` u = 1/c over the c keys ``mask`` leaves (m = u = 0 on an empty range), with
+    S's exact ``values`` in ascending order. Over every key (no mask) c is the length at every
+    position, so u is the same at every key of a sequence (what :func:`.scores.scaled_square` uses)."""
+
+    mean: Feature
+    reciprocal: Feature
+    values: tuple[Fraction, ...]
+    mask: HeadMask
+
+    @property
+    def shared(self) -> bool:
+        """Whether u is the same at every position of a sequence: the range is every key."""
+        return not self.mask
+
+
+def width_ratio(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: HeadMask,
+                values: frozenset[Fraction] | None, text: str) -> WidthRatio | None:
+    """Σ_s of the 0/1 body ``part.body`` over the keys ``mask`` leaves, as (m, u) of one uniform
+    head (the module's construction, before its steps); ``values``: the sum's exact values where
+    known (else 0..T). None where it does not apply: a body that is not 0/1 or not a sum of
+    products whose query factors are indicators, or a mask that may drop key 1 from a nonempty range."""
     body_values = lowering.values(part.body)
     if not first_key_always(mask) or body_values is None or not body_values <= INDICATOR:
         return None
@@ -74,8 +93,13 @@ def indicator_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, m
                                       f"mean over {text}'s keys, and 1/count")
     read = iter(means)
     bounded = [_bounded(next(read), k) if head else k for k, head in zip(keys, averaged, strict=True)]
-    return _steps(lowering, _gated_mean(lowering, terms, queries, bounded, text), reciprocal, values, mask, text,
-                  spread)
+    ordered = tuple(sorted(values if values is not None else (Fraction(k) for k in range(builder.length + 1))))
+    return WidthRatio(_gated_mean(lowering, terms, queries, bounded, text), reciprocal, ordered, mask)
+
+
+def indicator_sum(ratio: WidthRatio, lowering: TokenLowering, text: str, *, spread: bool = False) -> Feature:
+    """S from its (m, u) by steps (the module's construction): :func:`_steps`."""
+    return _steps(lowering, ratio.mean, ratio.reciprocal, ratio.values, ratio.mask, text, spread)
 
 
 def _bounded(mean: Feature, key: Feature) -> Feature:
@@ -103,13 +127,12 @@ def _gated_mean(lowering: TokenLowering, terms: list[Term], queries: list[Featur
     return ffn.linear(linear, None)
 
 
-def _steps(lowering: TokenLowering, mean: Feature, reciprocal: Feature, values: frozenset[Fraction] | None,
+def _steps(lowering: TokenLowering, mean: Feature, reciprocal: Feature, ordered: tuple[Fraction, ...],
            mask: HeadMask, text: str, spread: bool) -> Feature:
     """S = v₀ + Σ (v − v′)·[m − θ·u ≥ the least positive value of (S − θ)/c]: every step into one
     direction, or (``spread``) each into a direction of its own, the same units, which the
     steps [S ≥ v] of a later reader then are (``ffn.remember_step``: no second FFN re-cuts S)."""
     length = lowering.builder.length
-    ordered = sorted(values if values is not None else (Fraction(k) for k in range(length + 1)))
     if len(ordered) == 1:
         return constant_feature(ordered[0])
     steps = []
@@ -133,7 +156,7 @@ def _steps(lowering: TokenLowering, mean: Feature, reciprocal: Feature, values: 
     return total
 
 
-def _extremes(ordered: list[Fraction], low: Fraction, high: Fraction, theta: Fraction, length: int,
+def _extremes(ordered: tuple[Fraction, ...], low: Fraction, high: Fraction, theta: Fraction, length: int,
               may_be_empty: bool) -> frozenset[Fraction]:
     """The values of z = (S − θ)/c (S one of ``ordered``, S ≤ c ≤ T) that a step reads: the least
     and the largest on each side of 0 (and 0 itself on a range that may be empty, where m = u = 0).

@@ -14,6 +14,7 @@ from token_circuits import assert_exact_on_short_inputs, outputs
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.circuit import Circuit
 from infoflow_dsl.compiler.tokens import lower_tokens, reductions
+from infoflow_dsl.compiler.vectors import UNIT_ROUNDOFF
 
 torch.set_num_threads(1)
 
@@ -105,14 +106,20 @@ def test_a_float32_width_is_within_its_a_priori_bound(source: str, data: st.Data
     assert (got - want).abs().max() <= model.config["a_priori_bound"]
 
 
-def test_a_width_whose_steps_do_not_certify_gives_way_to_count_times_mean() -> None:
-    """A count of [h(r) == h(s)] over hist values at T = 40 in float32: its mean's error is past
-    a quarter of the steps' gap 1/(2T), so the sum is count × mean, which certifies."""
+def test_a_width_whose_steps_do_not_certify_gives_way_to_count_times_mean(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A count of [h(r) == h(s)] over hist values at T = 40, with a unit roundoff of 2⁻¹⁸ (a dtype
+    coarser than float32, whose widths certify here since a mean of [s = 1] rounds once): its
+    mean's error is past a quarter of the steps' gap 1/(2T), so the sum is count × mean, which
+    certifies; with float64's roundoff the same sum is a width."""
     source = ('input x : token {"a", "b"}\nlength T = 40\nlet h(s) = sum_<u> [x(u) == x(s)]\n'
               "target(t : t >= 2) = sum_<r : r < t> [h(r) == h(t)]\n")
     program = ifl.parse_program(source, "width40.iflow")
-    blocks = lower_tokens(program, 1.0, torch.float32).blocks  # ε = 1: the route, not the output's bound
     outer = "sum_<r : r < t>"  # h itself is a width in both
-    assert not [b for b in blocks if b.formula.startswith(outer) and "by steps on" in b.formula]
-    assert [b for b in lower_tokens(program, 1e-3, torch.float64).blocks
-            if b.formula.startswith(outer) and "by steps on" in b.formula]
+
+    def widths(dtype: torch.dtype) -> list[str]:
+        blocks = lower_tokens(program, 1.0, dtype).blocks  # ε = 1: the route, not the output's bound
+        return [b.formula for b in blocks if b.formula.startswith(outer) and "by steps on" in b.formula]
+
+    assert widths(torch.float64)
+    monkeypatch.setitem(UNIT_ROUNDOFF, torch.float64, 2.0 ** -18)
+    assert not widths(torch.float64)
