@@ -122,6 +122,9 @@ class FFNBlock(ComputedFunction):
     formula: str
     units: tuple[ReLUUnit, ...]
     error: float
+    #: the values direction ``output`` takes where finitely many are known (a token program's
+    #: steps, gates, tables), ascending; None: not recorded. :mod:`.superposition.values` reads them.
+    values: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,10 @@ from .values import joint
 
 Tensor = torch.Tensor
 
-#: the most members one pack holds (its orders are all tried)
+#: the most members one pack holds whose orders are all tried
 MEMBERS = 4
+#: the most members a pack of one reader's inputs holds (:func:`reader_groups`; two orders tried)
+READ_TOGETHER = 12
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,10 @@ def best_pack(members: tuple[int, ...], tensors: dict[str, Tensor], config: dict
     """The admitted order of ``members`` with the fewest table units, or None."""
     best: tuple[int, float, float, Pack, dict[str, Any]] | None = None
     values = joint(list(model.sources), members)
-    for order, searched in itertools.product(itertools.permutations(range(len(members))), (False, True)):
+    digits = range(len(members))
+    orders = list(itertools.permutations(digits)) if len(members) <= MEMBERS else [tuple(digits),
+                                                                                    tuple(reversed(digits))]
+    for order, searched in itertools.product(orders, (False, True)):
         pack = build(model, members, order, searched, values)
         if pack is None:
             return None
@@ -119,6 +124,49 @@ def best_pack(members: tuple[int, ...], tensors: dict[str, Tensor], config: dict
     return None if best is None else (best[3], best[4])
 
 
+def reader_groups(tensors: dict[str, Tensor], model: Plain) -> list[tuple[int, ...]]:
+    """Each FFN unit's inputs (``one`` aside) where they are 2 to :data:`READ_TOGETHER` candidates:
+    a unit that reads several numbers (an ``and`` of steps) can be a table of their pack only
+    where the pack holds all of them, so such a pack is tried whole, not grown pair by pair
+    (each pair would be refused: its reader also reads the others)."""
+    known = set(candidates(model))
+    found: set[tuple[int, ...]] = set()
+    for layer in range(model.layers):
+        w_in = tensors[f"blocks.{layer}.mlp.W_in"]  # (d_model, d_mlp)
+        for unit in range(w_in.shape[1]):
+            read = tuple(i for i in torch.nonzero(w_in[:, unit]).flatten().tolist() if i != model.one)
+            if 2 <= len(read) <= READ_TOGETHER and set(read) <= known:
+                found.add(read)
+    return sorted(found)
+
+
+def _merges(groups: list[tuple[int, ...]], together: list[tuple[int, ...]],
+            model: Plain) -> list[tuple[tuple[int, ...], list[tuple[int, ...]]]]:
+    """(merged group, the groups it replaces): every two groups whose lifetimes overlap (at most
+    :data:`MEMBERS`), and every reader's inputs with the groups they touch (at most :data:`READ_TOGETHER`)."""
+    found = []
+    for a, b in itertools.combinations(groups, 2):
+        (sa, ea), (sb, eb) = _span(model, a), _span(model, b)
+        merged = tuple(sorted(a + b))
+        if len(merged) <= MEMBERS and max(sa, sb) < min(ea, eb):
+            found.append((merged, [a, b]))
+    for inputs in together:
+        touched = [g for g in groups if set(g) & set(inputs)]
+        merged = tuple(sorted({m for g in touched for m in g}))
+        if len(touched) >= 2 and len(merged) <= READ_TOGETHER:
+            found.append((merged, touched))
+    return found
+
+
+def chains_hold(picked: list[tuple[Pack, dict[str, Any]]], labels: list[str]) -> bool:
+    """Packs that hold one another's table outputs keep their certificates: a table whose output
+    is a member of a pack (an FFN output another pack's table now computes) rounds within the
+    plain block's error, the member's error that pack's certificate counted."""
+    members = {labels[m] for pack, _ in picked for m in pack.members}
+    return all(t["rounding"] <= t["plain_error"] for pack, record in picked for t in record["tables"]
+               if t["output"] in members and t["output"] != labels[pack.direction])
+
+
 def _span(model: Plain, group: tuple[int, ...]) -> tuple[float, float]:
     return min(model.writes[m][0] for m in group), max(model.ends[m] for m in group)
 
@@ -132,26 +180,24 @@ def choose(tensors: dict[str, Tensor], config: dict[str, Any],
     chosen: dict[tuple[int, ...], tuple[Pack, dict[str, Any]]] = {}
     score = peak(model, size, [])
     tried: dict[tuple[int, ...], tuple[Pack, dict[str, Any]] | None] = {}
+    together = reader_groups(tensors, model)
     while True:
         trials = []
-        for a, b in itertools.combinations(groups, 2):
-            (sa, ea), (sb, eb) = _span(model, a), _span(model, b)
-            merged = tuple(sorted(a + b))
-            if len(merged) > MEMBERS or max(sa, sb) >= min(ea, eb):
-                continue
-            packs = [g for g in chosen if g not in (a, b)] + [merged]
+        for merged, replaced in _merges(groups, together, model):
+            packs = [g for g in chosen if g not in replaced] + [merged]
             trial = peak(model, size, packs)
             if trial < score:
-                trials.append((trial, merged, a, b))
-        for trial, merged, a, b in sorted(trials):
+                trials.append((trial, merged, replaced))
+        for trial, merged, replaced in sorted(trials):
             if merged not in tried:
                 tried[merged] = best_pack(merged, tensors, config, model, roundoff)
             found = tried[merged]
-            if found is not None:
-                chosen.pop(a, None)
-                chosen.pop(b, None)
+            kept = [chosen[g] for g in chosen if g not in replaced]
+            if found is not None and chains_hold([*kept, found], config["residual_labels"]):
+                for group in replaced:
+                    chosen.pop(group, None)
                 chosen[merged] = found
-                groups = [g for g in groups if g not in (a, b)] + [merged]
+                groups = [g for g in groups if g not in replaced] + [merged]
                 score = trial
                 break
         else:

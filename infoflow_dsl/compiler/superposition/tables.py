@@ -180,7 +180,8 @@ def rewrite(tensors: dict[str, Tensor], config: dict[str, Any], packs: list[Pack
         named = _blocks_by_output(config, layer)
         _remove_units(out, config, layer, removed)
         for pack, built in tables:
-            _add(out, pack.direction, layer, built)
+            erases = built.output == pack.direction
+            _add(out, pack.direction, layer, built, (built.output, 1.0) if erases else _route(packs, built.output))
             source = named.get(labels[built.output])
             what = "erases the members that end here" if built.output == pack.direction else \
                 f"{source['computes'] if source else labels[built.output]}"
@@ -219,18 +220,29 @@ def _remove_units(tensors: dict[str, Tensor], config: dict[str, Any], layer: int
     config["layers"][layer]["mlp"] = blocks
 
 
-def _add(tensors: dict[str, Tensor], direction: int, layer: int, built: Table) -> None:
+def _route(packs: list[Pack], column: int) -> tuple[int, float]:
+    """Where a write to the plain model's ``column`` goes: K_i times into the direction of the
+    pack that holds it as member i (a table's output that another pack holds), else itself."""
+    for pack in packs:
+        if column in pack.members:
+            return pack.direction, float(pack.scales[pack.members.index(column)])
+    return column, 1.0
+
+
+def _add(tensors: dict[str, Tensor], direction: int, layer: int, built: Table, target: tuple[int, float]) -> None:
+    """The table's units reading ``direction``, writing ``target`` = (column, scale)."""
     p = f"blocks.{layer}.mlp."
-    size, count = tensors[p + "W_out"].shape[1], len(built.slopes)
+    (column, scale), count = target, len(built.slopes)
+    size = tensors[p + "W_out"].shape[1]
     w_in = torch.zeros(size, count, dtype=torch.float64)
     w_in[direction] = torch.tensor(built.slopes, dtype=torch.float64)
     w_out = torch.zeros(count, size, dtype=torch.float64)
-    w_out[:, built.output] = torch.tensor(built.coefficients, dtype=torch.float64)
+    w_out[:, column] = scale * torch.tensor(built.coefficients, dtype=torch.float64)
     tensors[p + "W_in"] = torch.cat([tensors[p + "W_in"], w_in], dim=1)
     tensors[p + "b_in"] = torch.cat([tensors[p + "b_in"], torch.tensor(built.biases, dtype=torch.float64)])
     tensors[p + "W_out"] = torch.cat([tensors[p + "W_out"], w_out])
     b_out = tensors[p + "b_out"].clone()
-    b_out[built.output] += built.constant
+    b_out[column] += scale * built.constant
     tensors[p + "b_out"] = b_out
 
 

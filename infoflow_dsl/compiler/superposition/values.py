@@ -1,20 +1,23 @@
 """The finite values of a token model's numbers, read off its weights (for :mod:`.packing`).
 
 Every value a token program computes takes finitely many values; a packed direction needs them
-(its scales make Σ K_i·n_i injective on them, its tables are built on them). Two sources are
+(its scales make Σ K_i·n_i injective on them, its tables are built on them). Three sources are
 read exactly, in rationals (each float weight is the rational it stores):
 
 - the **embedding**: a direction written only by ``embed.W_E``/``pos_embed.W_pos``/``embed.cls``
   holds, at a row of token v at position p, W_E[v] + W_pos[p] (or cls + W_pos[p] on the
   readout row); the joint values of several such directions at position p are those rows;
-- a **uniform head** (kind ``uniform`` or ``length``, β = 0: every admitted key weighs 1/|K|)
-  whose values read embedding directions only: its outputs at query t are
+- a **uniform head** (kind ``uniform``, ``length`` or ``position`` (a masked fetch), β = 0: every
+  admitted key weighs 1/|K|) whose values read embedding directions only: its outputs at query t are
   (1/|K|)·Σ_{s∈K} val(s) W_O, val(s) one of position s's rows through W_V, K the keys its mask
   admits for (t, T'), every T' ≤ T and t ≤ T' + 1 (0 where K is empty). The set of sums is built
   key by key (a sumset), so the joint values of the head's outputs are exact, not the product
-  of each output's own values (for a count: (S/c, 1/c), O(T²) pairs, not O(T³)).
+  of each output's own values (for a count: (S/c, 1/c), O(T²) pairs, not O(T³));
+- an **FFN block** that records its output's values (config ``layers[l].mlp[k].values``: the
+  token lowering's steps, gates and tables, whose values it knows) and alone writes that
+  direction: those values, each within the block's ``error`` (the plain certificate's).
 
-Anything else (sharp heads, FFN outputs) is not read: :func:`joint` answers None for it.
+Anything else (sharp heads, vector FFNs) is not read: :func:`joint` answers None for it.
 Values of directions from different sources are joined as the product of their sets (a
 superset of the pairs that occur). The error of a head's output is its config's ``error``
 (softmax tail, rounding); the embedding's is 0.
@@ -37,7 +40,7 @@ Row = tuple[Fraction, ...]
 
 #: the most joint values a source (or a pack) may have before it is left unread
 CAP = 4096
-UNIFORM_KINDS = ("uniform", "length")
+UNIFORM_KINDS = ("uniform", "length", "position")
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,23 @@ def sources(tensors: dict[str, Tensor], config: dict[str, Any]) -> list[Source]:
             source = _head_source(tensors, config, layer, head, embedded, writes, length)
             if source is not None:
                 found.append(source)
+        found += [source for block in config["layers"][layer]["mlp"]
+                  if (source := _block_source(block, labels, writes, layer)) is not None]
     return found
+
+
+def _block_source(block: dict[str, Any], labels: list[str], writes: list[list[int]], layer: int) -> Source | None:
+    """An FFN block's output direction, where the block records its values (``values``: a token
+    program's steps, gates, tables) and writes it alone: each value within the block's ``error``."""
+    recorded = block.get("values")
+    output = block.get("output")
+    if recorded is None or output not in labels:
+        return None
+    index = labels.index(output)
+    if writes[index] != [2 * layer + 2]:
+        return None
+    return Source(str(block.get("name", output)), (index,), frozenset((Fraction(float(v)),) for v in recorded),
+                  float(block.get("error", 0.0)), 2 * layer + 2)
 
 
 def joint(found: list[Source], members: tuple[int, ...]) -> frozenset[Row] | None:

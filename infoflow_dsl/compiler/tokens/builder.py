@@ -165,13 +165,14 @@ class TokenCircuitBuilder(BuildCore):
             return None
 
     def add_units(self, *, name: str, layer: int, output: str, formula: str, units: list[ReLUUnit],
-                  error: float = 0.0) -> None:
-        """One FFN block of ``units`` at ``layer`` (1-based), computing ``formula`` into ``output``."""
+                  error: float = 0.0, values: tuple[float, ...] | None = None) -> None:
+        """One FFN block of ``units`` at ``layer`` (1-based), computing ``formula`` into ``output``
+        (whose values, where finitely many are known, are ``values``)."""
         self.reserve_units(len(units), " (a token circuit's units grow with T where it decodes len or a count)",
                            NoConstruction)
         self.units += len(units)
         self.blocks.append(FFNBlock(name=name, layer=layer, output=output, formula=formula, units=tuple(units),
-                                    error=error))
+                                    error=error, values=values))
 
     def add_head(self, head: AttentionHead) -> None:
         self.heads.append(head)

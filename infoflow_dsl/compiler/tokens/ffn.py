@@ -62,8 +62,22 @@ def _unit_feature(builder: TokenCircuitBuilder, *, stem: str, formula: str, inpu
     if rounding is None:
         rounding = 2 * builder.unit_roundoff * sum(abs(c) * reach for _, c, reach in units)
     builder.add_units(name=output, layer=layer, output=output, formula=formula,
-                      units=[ReLUUnit(form, output, c) for form, c, _ in units], error=error + rounding)
+                      units=[ReLUUnit(form, output, c) for form, c, _ in units], error=error + rounding,
+                      values=_direction_values(values, extra))
     return Feature(LinearForm.of(output).plus(extra), values, ffn_stage(layer), error + rounding)
+
+
+#: the most values an FFN block's record lists (:func:`_direction_values`)
+RECORDED_VALUES = 64
+
+
+def _direction_values(values: frozenset[Fraction] | None, extra: LinearForm) -> tuple[float, ...] | None:
+    """The values of a block's own direction: the feature's values less ``extra`` where that is a
+    constant (a feature that adds other directions' terms has no values of its own), at most
+    :data:`RECORDED_VALUES` of them."""
+    if values is None or extra.terms or len(values) > RECORDED_VALUES:
+        return None
+    return tuple(sorted(float(v - Fraction(extra.constant)) for v in values))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The finite values of a token model's numbers read off its weights: a uniform head's outputs
-jointly (a count's mean and 1/count), exact rationals."""
+jointly (a count's mean and 1/count), exact rationals; an FFN block's, as its record lists them."""
 
 from __future__ import annotations
 
@@ -25,4 +25,8 @@ def test_a_counts_mean_and_reciprocal_take_exactly_the_pairs_of_a_count_over_a_l
     assert joint(found, (mean, reciprocal)) == expected  # (S/c, 1/c): 20 pairs, not 11 × 5 from each alone
     indicator = labels.index("x=a")
     assert joint(found, (indicator, mean)) == {(a, m) for a in (Fraction(0), Fraction(1)) for m, _ in expected}
-    assert joint(found, (labels.index("steps1"),)) is None  # an FFN's output: not read
+    count = labels.index("steps1")  # the count S = steps1 + b_U, an FFN's output: the values its block records
+    constant = Fraction(float(tensors["unembed.b_U"][0]))
+    assert joint(found, (count,)) == {(Fraction(k) - constant,) for k in range(6)}
+    assert next(s for s in found if count in s.members).error == next(
+        b["error"] for layer in model.config["layers"] for b in layer["mlp"] if b["output"] == "steps1")
