@@ -2,7 +2,7 @@
 
     python bench/sae_ground_truth.py [--steps N] [--only 'NAME;..'] [--rows FILE] [--benchmarks]
 
-For each token program (Tracr's library as shipped but sort_freq, seven programs of the RASP
+For each token program (Tracr's library as shipped but sort_freq, twenty programs of the RASP
 suite, reverse over 8 and 16 tokens): F, the features alive at once that ``disguise --compress``
 reaches on the plain model, and the model compiled with ``--residual R`` for R = ⌊F/r⌋, r = 1,
 1.5, 2, where R is at least the smallest certified D (``--residual 1``'s answer), and for R that
@@ -29,23 +29,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 TOKENS8 = ", ".join(f'"{chr(97 + i)}"' for i in range(8))
 TOKENS16 = ", ".join(f'"{chr(97 + i)}"' for i in range(16))
-NOTE = ("\n\nScope: 22 programs (13 of Tracr's library, 7 of the RASP suite, reverse over 8 and 16 tokens), "
-        "40 (program, D) pairs × 2 architectures, 300 steps, one run (about 10 minutes on 2 cores), with stop 57's "
-        "lowering and packed numbers. F/D as reached: 1.00 on 20 programs; 1.03–1.44 on 8 (superposed tokens, "
-        "packed numbers: distinct_so_far 1.44); 1.5–1.75 on 5 (count_less_freq_2 1.60, smaller_count 1.67, "
-        "running_count_a 1.75: packed numbers; reverse over 8 and 16 tokens 1.54, 1.71: superposed tokens); 2.00 "
-        "on 7 (count_a, frac_prevs, hist, length, pair_balance, smaller_count, count_less_freq_2: packed numbers). "
-        "Means by bucket, TopK / GroupMax max cosine and recovered at cos ≥ 0.9: 1.00: 0.67 / 0.67, "
-        "10% / 12%; 1.03–1.44: 0.58 / 0.56, 1% / 1%; 1.5–1.75: 0.68 / 0.67, 0% / 6%; 2.00: 0.86 / 0.81, 46% / 57%. "
-        "The residual basis: 1.00 (100%, F1 0.95), 0.95 (92%, 0.75), 0.81 (72%, 0.68), 1.00 (100%, 0.85); PCA "
-        "0.46–0.61, a random dictionary 0.56–0.86. Read the F/D 2 rows with care: packed numbers share one "
-        "direction and differ in magnitude (a numeral v = Σ K_i·n_i read by step tables), so every member's "
-        "dictionary direction is that one direction, and a latent along it, or a basis vector, has cosine 1 with "
-        "all of them. Cosine cannot tell them apart there; the F1 of activity is what does (the basis's falls "
-        "from 0.95 to 0.85). Categorical superposition, where directions differ (the reverses at 1.54 and 1.71), "
-        "is where the cosine metrics are hard.")
+NOTE = ("Read the F/D ≥ 2 rows with care: packed numbers share one direction and differ in magnitude (a numeral "
+        "v = Σ K_i·n_i read by step tables), so every member's dictionary direction is that one direction, and a "
+        "latent along it, or a basis vector, has cosine 1 with all of them. Cosine cannot tell them apart there; the "
+        "F1 of activity is what does. Categorical superposition, where directions differ (the reverses), is where "
+        "the cosine metrics are hard.")
+BUCKETS = (("1", 1.0, 1.0), ("1.01–1.49", 1.01, 1.49), ("1.5–1.99", 1.5, 1.99), ("≥ 2", 2.0, float("inf")))
+#: the RASP suite's programs: seven of every kind, and thirteen whose smallest certified D is at most F/1.5
+#: (a scan of the suite, F and ``--residual 1``'s answer per program, chose them): counts, means and
+#: steps that pack, and words fetched by position
 RASP = ("smaller_count", "distinct_so_far", "detect_aba", "reverse_digits", "sort_unique_digits", "running_count_a",
-        "count_less_freq_2")
+        "count_less_freq_2", "after_first_a", "count_a_minus_b", "hist_minus_length", "same_length_count",
+        "reverse_words", "not_same", "longer_words", "neighbours", "earlier_different", "count_b", "suffix_frac_b",
+        "prefix_frac_large", "shuffle_dyck1")
 RATIOS = (1.0, 1.5, 2.0)
 HEADER = ("| program | F | D | F/D | true features at the hook | SAE | SAE: max cos / recovered / F1 | "
           "residual basis | PCA | random |\n|---|---:|---:|---:|---:|---|---|---|---|---|")
@@ -56,7 +52,7 @@ SYNTHETIC = {
 
 
 def programs() -> dict[str, Any]:
-    """name -> program: Tracr's shipped library but sort_freq, RASP's seven, the two reverses."""
+    """name -> program: Tracr's shipped library but sort_freq, RASP's twenty, the two reverses."""
     from rasp_suite import PROGRAMS
 
     import infoflow_dsl as ifl
@@ -109,6 +105,33 @@ def rows(name: str, program: Any, steps: int) -> list[str]:
     return out
 
 
+def _cells(cell: str) -> tuple[float, float, float]:
+    """'0.78 / 25% / 0.55' -> (0.78, 0.25, 0.55)."""
+    cosine, recovered, f1 = (part.strip() for part in cell.split("/"))
+    return float(cosine), float(recovered.rstrip("%")) / 100, float(f1)
+
+
+def summary(found: list[str]) -> str:
+    """Per F/D bucket: the programs in it, and the mean max cosine / recovered / F1 of each SAE
+    architecture and of each baseline over its rows (computed from the rows themselves)."""
+    parsed = [[c.strip() for c in line.strip().strip("|").split("|")] for line in found if line.startswith("| ")]
+    lines = ["| F/D | programs | rows | " + " | ".join(f"{a}: cos / rec / F1" for a in ("topk", "groupmax"))
+             + " | residual basis | PCA | random |", "|---|---:|---:|---|---|---|---|---|"]
+    for label, low, high in BUCKETS:
+        rows = [r for r in parsed if low <= round(float(r[3]), 2) <= high]
+        if not rows:
+            continue
+        def mean(cells: list[tuple[float, float, float]]) -> str:
+            if not cells:
+                return "–"
+            c, r, f = (sum(x[i] for x in cells) / len(cells) for i in range(3))
+            return f"{c:.2f} / {r:.0%} / {f:.2f}"
+        saes = [mean([_cells(r[6]) for r in rows if r[5].startswith(a)]) for a in ("topk", "groupmax")]
+        bases = [mean([_cells(r[k]) for r in rows]) for k in (7, 8, 9)]
+        lines.append(f"| {label} | {len({r[0] for r in rows})} | {len(rows) // 2} | " + " | ".join(saes + bases) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300)
@@ -137,7 +160,8 @@ def main(argv: list[str]) -> int:
                       "latents, k = 4, Adam) at the last layer's hook_resid_mid, scored against the feature "
                       "dictionary: mean max cosine / share recovered at cos ≥ 0.9 / mean F1 of the best latent's "
                       "activity; the baselines scored the same way.\n\n"
-                      + table + NOTE)
+                      + table + f"\n\nBy F/D as reached (programs, and (program, D) pairs):\n\n{summary(found)}\n\n"
+                      + NOTE)
     return 0
 
 
