@@ -48,7 +48,7 @@ from .dictionary import describe, superposed_records
 from .duplicates import merged
 from .embed import Embedding, rewrite
 from .layout import MARGIN, Layout, StorageRead, certify, holds, layout, read_pairs
-from .packed import Packed, member_records, packed
+from .packed import Packed, choices, fewest_within, member_records, packed
 from .packing import UNIT_ROUNDOFF
 
 Tensor = torch.Tensor
@@ -156,7 +156,8 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
         smallest = int(built[1]["d_model"])
         if residual < smallest:
             current = (plan, least, built, smallest)
-            result, plan, least, built, smallest = _packed_route(tensors, config, margin, current, roundoff)
+            result, plan, least, built, smallest = _packed_route(tensors, config, margin, current, roundoff,
+                                                                  residual)
         if result is not None:
             tensors, config = result.tensors, result.config
         n = len(plan.stored)
@@ -197,17 +198,26 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
 
 
 def _packed_route(tensors: dict[str, Tensor], config: dict[str, Any], margin: float,
-                  current: tuple[Layout, int, Any, int],
-                  roundoff: float) -> tuple[Packed | None, Layout, int, Any, int]:
+                  current: tuple[Layout, int, Any, int], roundoff: float,
+                  residual: int) -> tuple[Packed | None, Layout, int, Any, int]:
     """The packed route (:mod:`.packed`) where it reaches a smaller D than ``current`` (plan,
-    storage, model, D) does, else ``current`` (with no packs)."""
-    result = packed(tensors, config, roundoff)
-    if result is None:
+    storage, model, D) does, else ``current`` (with no packs). Where ``residual`` is at least
+    what packing everything reaches, only the packs that bring the plain lifetimes within it
+    (:func:`.packed.fewest_within`: fewer tables, fewer units, and D near the one asked for)."""
+    history = choices(tensors, config, roundoff)
+    if not history:
         return (None, *current)
+    result = packed(tensors, config, history[-1])
     plan, least, built = _chosen_layout(result.tensors, result.config, margin)
     width = int(built[1]["d_model"])
     if width >= current[3]:
         return (None, *current)
+    enough = fewest_within(history, residual) if residual >= width else None
+    if enough is not None and enough is not history[-1]:
+        fewer = packed(tensors, config, enough)
+        few_plan, few_least, few_built = _chosen_layout(fewer.tensors, fewer.config, margin)
+        if int(few_built[1]["d_model"]) <= residual:
+            return fewer, few_plan, few_least, few_built, int(few_built[1]["d_model"])
     return result, plan, least, built, width
 
 

@@ -10,6 +10,9 @@ err_v + the rounding of the erasures before it < 1/4 (a quarter of the gap), eve
 rounding is within an eighth of the a-priori bound's slack (ε − bound; 1/4 − bound for token
 scores) of the plain block's error, and the tables add at most :data:`~.packing.UNIT_CAP` units;
 the order with the fewest units is kept. Deterministic: candidates and orders in index order.
+Every merge is kept in order (:func:`choose`'s history): a residual at least what packing
+everything reaches takes the first set of packs that brings the peak within it
+(:func:`fewest_within`), so it pays only the tables it needs.
 """
 
 from __future__ import annotations
@@ -171,9 +174,14 @@ def _span(model: Plain, group: tuple[int, ...]) -> tuple[float, float]:
     return min(model.writes[m][0] for m in group), max(model.ends[m] for m in group)
 
 
-def choose(tensors: dict[str, Tensor], config: dict[str, Any],
-           roundoff: float = UNIT_ROUNDOFF) -> tuple[list[Pack], list[dict[str, Any]]]:
-    """The packs (module docstring) and their certificates."""
+#: one state of the choice: (the peak with these packs, how many stages reach it), the packs, their certificates
+Choice = tuple[tuple[int, int], list[Pack], list[dict[str, Any]]]
+
+
+def choose(tensors: dict[str, Tensor], config: dict[str, Any], roundoff: float = UNIT_ROUNDOFF) -> list[Choice]:
+    """The packs (module docstring) and their certificates after each merge, the peak falling
+    from one to the next (empty where no merge lowers it): the last packs the most, an earlier
+    one is all a residual between the two needs."""
     model = plain(tensors, config)
     size = len(config["residual_labels"])
     groups: list[tuple[int, ...]] = [(c,) for c in candidates(model)]
@@ -181,6 +189,7 @@ def choose(tensors: dict[str, Tensor], config: dict[str, Any],
     score = peak(model, size, [])
     tried: dict[tuple[int, ...], tuple[Pack, dict[str, Any]] | None] = {}
     together = reader_groups(tensors, model)
+    history: list[Choice] = []
     while True:
         trials = []
         for merged, replaced in _merges(groups, together, model):
@@ -199,20 +208,28 @@ def choose(tensors: dict[str, Tensor], config: dict[str, Any],
                 chosen[merged] = found
                 groups = [g for g in groups if g not in replaced] + [merged]
                 score = trial
+                picked = [chosen[g] for g in sorted(chosen)]
+                history.append((score, [p for p, _ in picked], [r for _, r in picked]))
                 break
         else:
             break
-    picked = [chosen[g] for g in sorted(chosen)]
-    return [p for p, _ in picked], [r for _, r in picked]
+    return history
 
 
-def packed(tensors: dict[str, Tensor], config: dict[str, Any], roundoff: float = UNIT_ROUNDOFF) -> Packed | None:
-    """The plain model (dense float64) packed, or None where no pack lowers its peak."""
-    if config.get("vocabulary") is None:
-        return None
-    packs, records = choose(tensors, config, roundoff)
-    if not packs:
-        return None
+def choices(tensors: dict[str, Tensor], config: dict[str, Any], roundoff: float = UNIT_ROUNDOFF) -> list[Choice]:
+    """:func:`choose` on a token model (none on a vector model: its numbers' values are not finite)."""
+    return choose(tensors, config, roundoff) if config.get("vocabulary") is not None else []
+
+
+def fewest_within(history: list[Choice], residual: int) -> Choice | None:
+    """The first choice whose peak is at most ``residual`` (the fewest packs, so the fewest table
+    units, that bring the plain lifetimes within it), or None."""
+    return next((choice for choice in history if choice[0][0] <= residual), None)
+
+
+def packed(tensors: dict[str, Tensor], config: dict[str, Any], choice: Choice) -> Packed:
+    """The plain model (dense float64) with ``choice``'s packs."""
+    _, packs, records = choice
     labels = config["residual_labels"]
     one = labels.index("one") if "one" in labels else None
     out, out_config, _ = rewrite(tensors, config, packs, one)

@@ -23,6 +23,9 @@ torch.set_num_threads(1)
 
 #: Tracr's count_a at T = 5: its peak (the token indicators, the head's mean and 1/count) is numbers
 COUNT = 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t) = sum_<s> [x(s) == "a"]\n'
+#: two counts' difference at T = 5: packed in two merges, each lowering the peak by one
+TWO_COUNTS = ('input x : token {"a", "b", "c"}\nlength T = 5\n'
+              'target(t) = sum_<s> [x(s) == "a"] - sum_<s> [x(s) == "b"]\n')
 #: Tracr's frac_prevs at T = 5: the indicator the head reads and its mean, packed in float32 too
 FRAC = 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t) = mean_<s : s <= t> [x(s) == "a"]\n'
 
@@ -180,3 +183,17 @@ def test_the_inputs_of_one_and_pack_whole_below_what_compress_reaches(source: st
     assert max(len(p["members"]) for p in packs) == read_together
     assert all(r["error"] < 0.25 for p in packs for r in p["reads"])
     assert _wrong(model, source) == []
+
+
+def test_a_residual_between_the_packed_d_and_f_packs_only_what_it_needs() -> None:
+    """The packs come in the order the choice merged them, the peak falling at each: --residual R
+    takes the fewest that bring the plain lifetimes within R, so the model has R dimensions (not
+    the fewest packing reaches) and fewer table units, and is exact."""
+    least = _compiled(TWO_COUNTS, "float64")
+    alive = least.config["superposition"]["features_alive"]
+    assert least.d_model + 1 < alive
+    between = ifl.compile(_program(TWO_COUNTS), samples=0, dtype="float64", residual=least.d_model + 1)
+    assert between.d_model == least.d_model + 1
+    fewer, most = (m.config["superposition"]["packed"] for m in (between, least))
+    assert len(fewer["packs"]) < len(most["packs"]) and 0 < fewer["units_added"] < most["units_added"]
+    assert _wrong(between, TWO_COUNTS, longest=5) == []
