@@ -2,7 +2,7 @@
 
     python bench/sae_ground_truth.py [--steps N] [--only 'NAME;..'] [--rows FILE] [--benchmarks]
 
-For each token program (Tracr's library as shipped but sort_freq, twenty programs of the RASP
+For each token program (Tracr's library as shipped but sort_freq, 25 programs of the RASP
 suite, reverse over 8 and 16 tokens): F, the features alive at once that ``disguise --compress``
 reaches on the plain model, and the model compiled with ``--residual R`` for R = ⌊F/r⌋, r = 1,
 1.5, 2, where R is at least the smallest certified D (``--residual 1``'s answer), and for R that
@@ -35,13 +35,13 @@ NOTE = ("Read the F/D ≥ 2 rows with care: packed numbers share one direction a
         "F1 of activity is what does. Categorical superposition, where directions differ (the reverses), is where "
         "the cosine metrics are hard.")
 BUCKETS = (("1", 1.0, 1.0), ("1.01–1.49", 1.01, 1.49), ("1.5–1.99", 1.5, 1.99), ("≥ 2", 2.0, float("inf")))
-#: the RASP suite's programs: seven of every kind, and thirteen whose smallest certified D is at most F/1.5
+#: the RASP suite's programs: seven of every kind, and eighteen whose smallest certified D is at most F/1.5
 #: (a scan of the suite, F and ``--residual 1``'s answer per program, chose them): counts, means and
 #: steps that pack, and words fetched by position
 RASP = ("smaller_count", "distinct_so_far", "detect_aba", "reverse_digits", "sort_unique_digits", "running_count_a",
         "count_less_freq_2", "after_first_a", "count_a_minus_b", "hist_minus_length", "same_length_count",
         "reverse_words", "not_same", "longer_words", "neighbours", "earlier_different", "count_b", "suffix_frac_b",
-        "prefix_frac_large", "shuffle_dyck1")
+        "prefix_frac_large", "shuffle_dyck1", "first_token", "shift_by_1", "hist", "query_is_a", "index_plus_length")
 RATIOS = (1.0, 1.5, 2.0)
 HEADER = ("| program | F | D | F/D | true features at the hook | SAE | SAE: max cos / recovered / F1 | "
           "residual basis | PCA | random |\n|---|---:|---:|---:|---:|---|---|---|---|---|")
@@ -52,7 +52,7 @@ SYNTHETIC = {
 
 
 def programs() -> dict[str, Any]:
-    """name -> program: Tracr's shipped library but sort_freq, RASP's twenty, the two reverses."""
+    """name -> program: Tracr's shipped library but sort_freq, RASP's 25, the two reverses."""
     from rasp_suite import PROGRAMS
 
     import infoflow_dsl as ifl
