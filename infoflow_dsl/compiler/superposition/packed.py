@@ -140,7 +140,19 @@ def reader_groups(tensors: dict[str, Tensor], model: Plain) -> list[tuple[int, .
             read = tuple(i for i in torch.nonzero(w_in[:, unit]).flatten().tolist() if i != model.one)
             if 2 <= len(read) <= READ_TOGETHER and set(read) <= known:
                 found.add(read)
-    return sorted(found)
+    return sorted(found | _joined(found))
+
+
+def _joined(groups: set[tuple[int, ...]]) -> set[tuple[int, ...]]:
+    """The unions of groups that share a member (transitively), at most :data:`READ_TOGETHER`
+    each: where two units read one number with two others (x(t) compared with two fetched tokens),
+    no pack of one unit's inputs is admitted, since the other unit reads its member beside the table."""
+    joined: list[set[int]] = []
+    for group in sorted(groups):
+        touching = [j for j in joined if j & set(group)]
+        merged = set(group).union(*touching)
+        joined = [j for j in joined if not j & set(group)] + [merged]
+    return {tuple(sorted(j)) for j in joined if len(j) <= READ_TOGETHER} - groups
 
 
 def _merges(groups: list[tuple[int, ...]], together: list[tuple[int, ...]],

@@ -36,6 +36,10 @@ DYCK = (Path(__file__).resolve().parents[3] / "compiled_examples" / "tracr" / "s
 PATTERN = ('input x : token {"a", "b", "c"}\nlength T = 6\n'
            'target(t : t >= 3) = [x(t - 2) == "a" and x(t - 1) == "b" and x(t) == "c"]\n')
 
+#: the own token compared with two fetched ones: each [x(t) = v] is read by two units, one per fetch
+REPEAT = ('input x : token {"a", "b", "c"}\nlength T = 6\n'
+          'target(t : t >= 3) = [x(t - 2) == x(t) and x(t - 1) != x(t)]\n')
+
 
 def _program(source: str) -> Any:
     return ifl.parse_program(source, "p.iflow")
@@ -197,3 +201,16 @@ def test_a_residual_between_the_packed_d_and_f_packs_only_what_it_needs() -> Non
     fewer, most = (m.config["superposition"]["packed"] for m in (between, least))
     assert len(fewer["packs"]) < len(most["packs"]) and 0 < fewer["units_added"] < most["units_added"]
     assert _wrong(between, TWO_COUNTS, longest=5) == []
+
+
+def test_numbers_two_units_read_together_pack_as_one_group() -> None:
+    """[x(t) = v] is read by the unit comparing it with x(t − 2) and by the one comparing it with
+    x(t − 1): no pack of one unit's two inputs is admitted (the other unit reads its member beside
+    the table), so the inputs of units that share a number are tried as one group, three members
+    per token value, and the model is exact below what compress reaches."""
+    model = _compiled(REPEAT, "float64")
+    record = model.config["superposition"]
+    assert model.d_model < _compressed(REPEAT) == record["features_alive"]
+    packs = record["packed"]["packs"]
+    assert any(len(p["members"]) == 3 and sum(m.startswith("x=") for m in p["members"]) == 1 for p in packs)
+    assert _wrong(model, REPEAT) == []
