@@ -35,6 +35,11 @@ Tensor = torch.Tensor
 MEMBERS = 4
 #: the most members a pack of one reader's inputs holds (:func:`reader_groups`; two orders tried)
 READ_TOGETHER = 12
+#: the most members a group of several units' shared inputs holds (:func:`_joined`): larger unions
+#: are many and slow to certify (mean_of_larger's took minutes) and are not tried
+JOINED = 6
+#: ... and the most joint values it may take (indicators: 2 per member)
+JOINED_VALUES = 64
 
 
 @dataclass(frozen=True)
@@ -140,19 +145,20 @@ def reader_groups(tensors: dict[str, Tensor], model: Plain) -> list[tuple[int, .
             read = tuple(i for i in torch.nonzero(w_in[:, unit]).flatten().tolist() if i != model.one)
             if 2 <= len(read) <= READ_TOGETHER and set(read) <= known:
                 found.add(read)
-    return sorted(found | _joined(found))
+    return sorted(found | {group for group in _joined(found)
+                           if len(joint(list(model.sources), group) or ()) <= JOINED_VALUES})
 
 
 def _joined(groups: set[tuple[int, ...]]) -> set[tuple[int, ...]]:
-    """The unions of groups that share a member (transitively), at most :data:`READ_TOGETHER`
-    each: where two units read one number with two others (x(t) compared with two fetched tokens),
-    no pack of one unit's inputs is admitted, since the other unit reads its member beside the table."""
+    """The unions of groups that share a member (transitively), at most :data:`JOINED` each:
+    where two units read one number with two others (x(t) compared with two fetched tokens), no
+    pack of one unit's inputs is admitted, since the other unit reads its member beside the table."""
     joined: list[set[int]] = []
     for group in sorted(groups):
         touching = [j for j in joined if j & set(group)]
         merged = set(group).union(*touching)
         joined = [j for j in joined if not j & set(group)] + [merged]
-    return {tuple(sorted(j)) for j in joined if len(j) <= READ_TOGETHER} - groups
+    return {tuple(sorted(j)) for j in joined if len(j) <= JOINED} - groups
 
 
 def _merges(groups: list[tuple[int, ...]], together: list[tuple[int, ...]],
