@@ -32,52 +32,10 @@ from fractions import Fraction
 
 from ...analysis.stages import ffn_layer, ffn_stage
 from ...errors import CompileError, NoConstruction
-from ..circuit import LinearForm, ReLUUnit
+from ..circuit import LinearForm
 from ..exact import ExactFunction, abs_function, extremum_function, relu_function, unit_rounding
 from .builder import Feature, TokenCircuitBuilder, constant_feature
-
-ZERO, ONE_VALUE = Fraction(0), Fraction(1)
-INDICATOR = frozenset({ZERO, ONE_VALUE})
-NO_TERMS = LinearForm()
-
-
-def _stage(*features: Feature) -> int:
-    return max(f.stage for f in features)
-
-
-#: A hidden unit as built here: (pre-activation form, output coefficient, reach: a bound on the
-#: sizes Σ|cᵢxᵢ| + |b| its pre-activation sums wherever the unit is active, for the rounding).
-Unit = tuple[LinearForm, float, float]
-
-
-def _unit_feature(builder: TokenCircuitBuilder, *, stem: str, formula: str, inputs: Sequence[Feature],
-                  units: list[Unit], values: frozenset[Fraction] | None, error: float,
-                  extra: LinearForm = NO_TERMS, rounding: float | None = None) -> Feature:
-    """Units Σ cₖ·relu(formₖ) into one fresh direction (plus the linear ``extra``), one FFN after
-    the inputs; the result's error is ``error`` plus the units' rounding: ``rounding`` where the
-    caller knows which units can be active together, else 2ϱ·Σₖ |cₖ|·reachₖ (an inactive unit
-    adds exactly 0)."""
-    layer = ffn_layer(_stage(*inputs))
-    output = builder.fresh(stem)
-    if rounding is None:
-        rounding = 2 * builder.unit_roundoff * sum(abs(c) * reach for _, c, reach in units)
-    builder.add_units(name=output, layer=layer, output=output, formula=formula,
-                      units=[ReLUUnit(form, output, c) for form, c, _ in units], error=error + rounding,
-                      values=_direction_values(values, extra))
-    return Feature(LinearForm.of(output).plus(extra), values, ffn_stage(layer), error + rounding)
-
-
-#: the most values an FFN block's record lists (:func:`_direction_values`)
-RECORDED_VALUES = 64
-
-
-def _direction_values(values: frozenset[Fraction] | None, extra: LinearForm) -> tuple[float, ...] | None:
-    """The values of a block's own direction: the feature's values less ``extra`` where that is a
-    constant (a feature that adds other directions' terms has no values of its own), at most
-    :data:`RECORDED_VALUES` of them."""
-    if values is None or extra.terms or len(values) > RECORDED_VALUES:
-        return None
-    return tuple(sorted(float(v - Fraction(extra.constant)) for v in values))
+from .units import INDICATOR, ONE_VALUE, ZERO, Unit, feature_stage, unit_feature
 
 
 @dataclass(frozen=True)
@@ -221,7 +179,7 @@ def _step(builder: TokenCircuitBuilder, z: Feature, cut: Fraction, text: str) ->
     feature = _embedded_step(builder, z, cut_at, 2 * (len(z.form.terms) + 2))
     if feature is None:
         units, constant = step_units(z, cut_at, 1.0)
-        feature = _unit_feature(builder, stem="step", formula=f"[{text} ≥ {key[1]}]", inputs=[z], units=units,
+        feature = unit_feature(builder, stem="step", formula=f"[{text} ≥ {key[1]}]", inputs=[z], units=units,
                                 values=INDICATOR, error=0.0, extra=LinearForm.const(constant))
     builder.steps[key] = feature
     return feature
@@ -311,7 +269,7 @@ def hinge_sum(builder: TokenCircuitBuilder, hinges: Sequence[tuple[float, Featur
         return constant_feature(ZERO)
     units = [(z.form, c, reach) for c, z, reach in hinges]
     passed = sum(abs(c) * z.error for c, z, _ in hinges)
-    return _unit_feature(builder, stem="hinges", formula=text, inputs=[z for _, z, _ in hinges], units=units,
+    return unit_feature(builder, stem="hinges", formula=text, inputs=[z for _, z, _ in hinges], units=units,
                          values=None, error=passed)
 
 
@@ -341,9 +299,9 @@ def gates(builder: TokenCircuitBuilder, terms: Sequence[tuple[float, Feature, Fe
         extra = extra.plus(a.form, coefficient * low)
         errors.append(abs(coefficient) * (b.error + span * a.error))
     if not units:  # every b a constant: a linear form of the a's
-        return Feature(extra, values, _stage(*(a for _, a, _ in terms)))
+        return Feature(extra, values, feature_stage(*(a for _, a, _ in terms)))
     error = max(errors) if exclusive else sum(errors)
-    return _unit_feature(builder, stem="gate", formula=text, inputs=[f for _, a, b in terms for f in (a, b)],
+    return unit_feature(builder, stem="gate", formula=text, inputs=[f for _, a, b in terms for f in (a, b)],
                          units=units, values=values, error=error, extra=extra)
 
 
@@ -354,7 +312,7 @@ def conjunction(builder: TokenCircuitBuilder, parts: Sequence[Feature], text: st
     form = LinearForm.const(-(len(parts) - 1.0))
     for part in parts:
         form = form.plus(part.form)
-    return _unit_feature(builder, stem="and", formula=text, inputs=parts, units=[(form, 1.0, 2.0 * len(parts))],
+    return unit_feature(builder, stem="and", formula=text, inputs=parts, units=[(form, 1.0, 2.0 * len(parts))],
                          values=INDICATOR,
                          error=sum(p.error for p in parts))
 
@@ -366,7 +324,7 @@ def disjunction(builder: TokenCircuitBuilder, parts: Sequence[Feature], text: st
     form = LinearForm.const(1.0)
     for part in parts:
         form = form.plus(part.form, -1.0)
-    return _unit_feature(builder, stem="or", formula=text, inputs=parts, units=[(form, -1.0, 2.0 * len(parts))],
+    return unit_feature(builder, stem="or", formula=text, inputs=parts, units=[(form, -1.0, 2.0 * len(parts))],
                          values=INDICATOR,
                          error=sum(p.error for p in parts), extra=LinearForm.const(1.0))
 
@@ -376,7 +334,7 @@ def _exact(builder: TokenCircuitBuilder, exact: ExactFunction, stem: str, inputs
     """The units of ``exact`` (:mod:`infoflow_dsl.compiler.exact`, the lowering over vectors'
     too) into one fresh direction, one FFN after the inputs; its error: the inputs' plus its
     active unit's rounding (``exact.unit_rounding``, ``magnitude`` bounding what it reads)."""
-    layer = ffn_layer(_stage(*inputs))
+    layer = ffn_layer(feature_stage(*inputs))
     output = builder.fresh(stem)
     rounding = unit_rounding(builder.unit_roundoff, magnitude, exact.argument)
     builder.add_units(name=output, layer=layer, output=output, formula=text, units=list(exact.units(output)),
@@ -441,7 +399,7 @@ def table(builder: TokenCircuitBuilder, f: Feature, function: Callable[[Fraction
     values = frozenset(function(v) for v in ordered)
     if not units:
         return Feature(LinearForm.const(constant), values, f.stage)
-    return _unit_feature(builder, stem="table", formula=text, inputs=[f], units=units, values=values, error=0.0,
+    return unit_feature(builder, stem="table", formula=text, inputs=[f], units=units, values=values, error=0.0,
                          extra=LinearForm.const(constant), rounding=_cut_rounding(builder, f, cuts))
 
 
@@ -455,7 +413,7 @@ def staircase(builder: TokenCircuitBuilder, steps: Sequence[tuple[Feature, Fract
         more, shift = step_units(z, threshold(z, cut, text), coefficient)
         units += more
         constant += shift
-    return _unit_feature(builder, stem="steps", formula=text, inputs=[z for z, _, _ in steps], units=units,
+    return unit_feature(builder, stem="steps", formula=text, inputs=[z for z, _, _ in steps], units=units,
                          values=values, error=0.0, extra=LinearForm.const(constant))
 
 
@@ -515,6 +473,6 @@ def _cut_product(builder: TokenCircuitBuilder, cut_side: Feature, cut_values: fr
         cuts.append((cut, float(high - low) * max(span, abs(other.low) + other.error, 1e-300),
                      (2 * other.magnitude + span) / max(span, 1e-300)))
     error = other.error * max(abs(float(v)) for v in ordered)
-    return _unit_feature(builder, stem="product", formula=text, inputs=[f, g], units=units,
+    return unit_feature(builder, stem="product", formula=text, inputs=[f, g], units=units,
                          values=_products(cut_values, g.values), error=error, extra=linear_part,
                          rounding=_cut_rounding(builder, cut_side, cuts))
