@@ -40,11 +40,14 @@ RASP = ("count_less_freq_2", "smaller_count", "running_count_a", "distinct_so_fa
         "reverse_digits", "earlier_different", "mean_of_larger", "count_a_minus_b", "sort_unique_digits",
         "word_class")
 INTRO = ("F: the features alive at once that `disguise --compress` reaches on the plain model (tight lifetimes: "
-         "all that sharing over the depth reaches); F folded: F once the directions the lowering names twice are "
-         "folded into one; F packed: F once numbers of known values share a direction read by step tables "
+         "all that sharing over the depth reaches); F folded: F once the exact folds are made (directions named "
+         "twice, embedding columns others span, numbers only the output reads summed: compiler/superposition/"
+         "duplicates.py, spans.py, unembedded.py); F packed: F once numbers of known values share a direction read "
+         "by step tables "
          "(compiler/superposition/packed.py); smallest D: what `compile --residual --dtype float64` certifies "
-         "(`--residual 1` names it); F/D = F / smallest D; at one depth: what D below F comes from (folded "
-         "duplicates: F − F folded; packed numbers: F folded − F packed; superposed: F packed − D); packed numbers: "
+         "(`--residual 1` names it); F/D = F / smallest D; at one depth: what D below F comes from (exact "
+         "folds: F − F folded, and which; packed numbers: F folded − F packed; superposed: F packed − D); "
+         "packed numbers: "
          "the numbers packed, in how many directions, and the step-table units added against the plain units they "
          "replace; smallest D, default dtype: the same with no dtype given (float32 where its bound and its "
          "tables' rounding certify, else float64, which compile says in its `dtype_rule`); both models measured "
@@ -60,19 +63,19 @@ def note(results: list[tuple[str, int, int, int]]) -> str:
     spread = f"F/D {ratios[0]:.2f} to {ratios[-1]:.2f} there" if ratios else "nowhere"
     higher = ", ".join(f"{name.split('/')[-1]} {width} against {wide}" for name, _, wide, width in results
                        if width > wide) or "none"
-    equal = ", ".join(name.split("/")[-1] for name, alive, width, _ in results if width >= alive) or "none"
+    equal = [name.split("/")[-1] for name, alive, width, _ in results if width >= alive]
+    why = "; ".join(f"{name}: {REASONS.get(name, 'not yet examined')}" for name in equal)
     return (f"D is below F on {len(below)} of the {len(results)} programs in float64 ({spread}) and on {default} "
             "in the default dtype, each time by sharing at one depth, which the column \"at one depth\" names: "
-            "categorical features superposed on fewer storage dimensions (the fetched tokens and token indicators "
-            "carried past their reads), directions the lowering names twice folded into one, and numbers packed: "
+            "exact folds (directions named twice; embedding columns other embedding columns span, such as a token's "
+            "thresholds beside its indicators, or one positional step too many; numbers only the output reads, "
+            "held as the sum it reads), categorical features superposed on fewer storage dimensions (the fetched "
+            "tokens and token indicators carried past their reads), and numbers packed: "
             "a count's mean and 1/count, 1/len, the token indicators a head averages or a gate reads, the steps, "
             "gates and tables FFNs compute (by the values their blocks record), every input of one `and` at once, "
             "in one direction v = Σ K_i·n_i whose FFN readers are rebuilt as step tables of v (exact while v is "
-            "within a quarter of its gap; the tables cost the units in their column). D = F on "
-            f"{equal}: there the peak holds numbers a head or the unembedding reads where others would share "
-            "their direction (sort_freq's key indicators, which three uniform heads average; nary_add's two "
-            "embedding numbers), token indicators a later head fetches beside the means its gates read (the sorts: "
-            "a clean slot costs what superposing them saves), or a single feature (word_class). A table over v "
+            "within a quarter of its gap; the tables cost the units in their column). "
+            f"D = F on {', '.join(equal) or 'none'}{': ' + why if equal else ''}. A table over v "
             "of dynamic range R rounds by about ϱ·R per active unit, which a numeric output's slack (ε − bound) "
             f"admits in float32 for the smaller tables only; with no dtype given, compile builds the others in "
             f"float64 and says why (`dtype_rule`), so the default dtype's D is above float64's on {higher}. Every "
@@ -83,6 +86,8 @@ HEADER = ("| program | plain d_model | F (`--compress`) | F folded | F packed | 
           "| superposed on storage | packed numbers: in packs, units added / replaced | smallest D, default dtype "
           "| inputs checked | wrong / max error (ε): float64; default | seconds |\n"
           "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---|---:|")
+#: why D = F, for the programs where it is (read off their peaks)
+REASONS = {"word_class": "a single feature is alive at its peak (F = 1)"}
 
 
 def programs(which: str) -> list[tuple[str, Any]]:
@@ -166,17 +171,19 @@ def row(name: str, program: Any) -> tuple[str, int, int, int]:
                                           f"{len(packed['packs'])}: +{packed['units_added']} / "
                                           f"−{packed['units_replaced']} units")
     line = (f"| {name} | {plain.d_model} | {alive} | {folded} | {after} | {model.d_model} | "
-            f"{alive / model.d_model:.2f} | {one_depth(alive, folded, after, model.d_model)} | "
+            f"{alive / model.d_model:.2f} | {one_depth(alive, folded, after, model.d_model, record)} | "
             f"{record['superposed']} on {record['storage']} | {numbers} | {default.d_model} "
             f"({default.config['dtype']}) | {count} | {result}; {default_result} | {time.perf_counter() - start:.0f} |")
     return line, alive, model.d_model, default.d_model
 
 
-def one_depth(alive: int, folded: int, packed: int, width: int) -> str:
-    """What shares a dimension at one depth: the dimensions folded duplicates, packed numbers and
-    superposition save."""
-    found = [f"{n} {what}" for n, what in ((alive - folded, "folded"), (folded - packed, "packed"),
-                                           (packed - width, "superposed")) if n > 0]
+def one_depth(alive: int, folded: int, packed: int, width: int, record: dict[str, Any]) -> str:
+    """What shares a dimension at one depth: the dimensions the exact folds (and which),
+    packed numbers and superposition save."""
+    folds = [f"{len(record.get(key) or [])} {what}" for key, what in
+             (("duplicates", "duplicates"), ("spanned", "spanned columns"), ("summed", "sums")) if record.get(key)]
+    found = [f"{n} {what}" for n, what in ((alive - folded, f"folded ({', '.join(folds)})"),
+                                           (folded - packed, "packed"), (packed - width, "superposed")) if n > 0]
     return ", ".join(found) or "—"
 
 

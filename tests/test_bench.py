@@ -220,5 +220,7 @@ def test_the_superposition_bench_row_of_a_numeric_peak_packs_it_and_checks_both_
     for result in cells[12].split("; "):
         error, eps = result.split(" (")
         assert float(error) <= float(eps.rstrip(")"))
-    assert bench.one_depth(12, 11, 11, 8) == "1 folded, 3 superposed" and bench.one_depth(6, 5, 5, 5) == "1 folded"
-    assert bench.one_depth(4, 4, 2, 2) == "2 packed"
+    folds = {"duplicates": [["a", "b"]], "spanned": [["c", []], ["d", []]], "summed": []}
+    assert bench.one_depth(12, 11, 11, 8, folds) == "1 folded (1 duplicates, 2 spanned columns), 3 superposed"
+    assert bench.one_depth(6, 5, 5, 5, {"summed": [["e", []]]}) == "1 folded (1 sums)"
+    assert bench.one_depth(4, 4, 2, 2, {}) == "2 packed"

@@ -1,8 +1,11 @@
 """Superposition the compiler builds (``compile --residual D``): a token model whose residual has
 at most D dimensions, fewer than its features alive at once, certified.
 
-The plain model is compiled first. Directions it names twice (identical writers: the same
-value, :mod:`.duplicates`) are folded into one. Its categorical features (``categorical``:
+The plain model is compiled first. Directions that hold no value of their own are folded, each
+exactly in real arithmetic: directions it names twice (identical writers: the same value,
+:mod:`.duplicates`) into one; numbers only the unembedding reads, where W_U's rows allow, into
+coordinates holding their sum (:mod:`.unembedded`); embedding columns that other embedding
+columns alive as long span, onto those (:mod:`.spans`). Its categorical features (``categorical``:
 indicators in groups of mass ≤ 1: the token's and the position's one-hot columns, a sharp
 head's fetched token) then move to a **storage** block of d_s coordinates on nearly orthogonal
 directions (``codes``), every read of them going through a reader that rejects the others'
@@ -22,8 +25,8 @@ input up to length 4, the constant ones, 2,000 random at T); ``check`` measures 
 most plain directions alive at one stage under tight lifetimes (a direction alive from its first
 write to the FFN at or after its last read, that FFN handing it on), the most that sharing over
 the depth reaches. D below F is therefore sharing at one depth, and the certificate says which:
-``features_alive_folded`` is F once the duplicates are folded (F minus it: dimensions a folded
-duplicate saved), and D below that is superposition (categorical features on fewer storage
+``features_alive_folded`` is F once those folds are made (F minus it: dimensions the folds
+saved), and D below that is superposition (categorical features on fewer storage
 dimensions). Where the peak is numbers read linearly, nothing is shared at one depth
 (docs/superposition.md: the Gram-matrix argument); where their readers are FFNs and their values
 are known, **packed numbers** share one direction read by step tables (:mod:`.packed`), a route
@@ -50,6 +53,8 @@ from .embed import Embedding, rewrite
 from .layout import MARGIN, Layout, StorageRead, certify, holds, layout, read_pairs
 from .packed import Packed, choices, fewest_within, member_records, packed
 from .packing import UNIT_ROUNDOFF
+from .spans import Spans, spanned
+from .unembedded import Sums, unembedded
 
 Tensor = torch.Tensor
 
@@ -139,20 +144,41 @@ def _chosen_layout(tensors: dict[str, Tensor], config: dict[str, Any], margin: f
     return plan, least, built
 
 
+def _spanned_layout(tensors: dict[str, Tensor], config: dict[str, Any],
+                    margin: float) -> tuple[dict[str, Tensor], Spans, tuple[Layout, int, Any]]:
+    """The embedding columns others span folded (:mod:`.spans`), and the chosen layout of that
+    model: every spanned column folded, and where that folded the bias direction ``one`` (its
+    readers, every FFN's bias, then read the token's indicators, which can cost their
+    superposition more than the fold saves), also with ``one`` kept; the variant whose layout
+    reaches the smaller D (ties: every column folded)."""
+    best: tuple[dict[str, Tensor], Spans, tuple[Layout, int, Any]] | None = None
+    for kept in (frozenset(), frozenset({"one"})):
+        folded, spans = spanned(tensors, config, kept)
+        if best is not None and spans.terms == best[1].terms:
+            break
+        chosen = _chosen_layout(folded, config, margin)
+        if best is None or int(chosen[2][1]["d_model"]) < int(best[2][2][1]["d_model"]):
+            best = (folded, spans, chosen)
+    assert best is not None
+    return best
+
+
 def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
               margin: float = MARGIN, storage: int | None = None, roundoff: float = UNIT_ROUNDOFF) -> Superposed:
     """The plain token model (``tensors`` dense float64, ``config``) superposed into at most
     ``residual`` dimensions: the largest storage that fits, at least the smallest whose bound
     holds; CompileError naming the smallest D when ``residual`` is below it. ``storage``
-    forces d_s with every group superposed (a test's model past the margin: nothing is refused
-    or checked). ``roundoff``: the unit roundoff of the dtype the model will hold (packed
+    forces d_s with every group superposed and no spanned column folded (a test's model past the
+    margin: nothing is refused or checked). ``roundoff``: the unit roundoff of the dtype the model will hold (packed
     numbers' tables are certified for it; float32's by default, which covers float64)."""
     alive = features_alive(tensors, config)
     original, tensors, aliases = tensors, *merged(tensors, config)
-    folded = features_alive(tensors, config)
     result, given = None, config
+    sums: Sums = {}
     if storage is None:
-        plan, least, built = _chosen_layout(tensors, config, margin)
+        tensors, sums = unembedded(tensors, config)
+        tensors, spans, (plan, least, built) = _spanned_layout(tensors, config, margin)
+        folded = features_alive(tensors, config)
         smallest = int(built[1]["d_model"])
         if residual < smallest:
             current = (plan, least, built, smallest)
@@ -174,7 +200,8 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
                 if int(candidate[1]["d_model"]) <= residual:
                     built = candidate
                     break
-    else:
+    else:  # the plain layout of the model as given (duplicates folded), spanned columns kept
+        spans, folded = Spans({}, {}), features_alive(tensors, config)
         plan = layout(tensors, config, usage(tensors, config))
         built = _build(tensors, config, plan, storage, margin)
     out, out_config, embedding, reads, compression = built
@@ -184,10 +211,13 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     record["features_alive_folded"] = folded
     record["duplicates"] = [[given["residual_labels"][j], given["residual_labels"][i]]
                             for j, i in sorted(aliases.items())]
+    record["spanned"] = spans.labelled(list(given["residual_labels"]))
+    record["summed"] = [[given["residual_labels"][i], [[given["residual_labels"][n], w] for n, w in terms]]
+                        for i, terms in sorted(sums.items())]
     dims = {f.index: (d, f.end if f is not occupants[-1] else math.inf)  # the last occupant is never erased
             for d, occupants in enumerate(compression.slots) for f in occupants}
     categorical = {f: g.writer for f, g in usage(original, given).group_of().items()}
-    found = superposed_records(config, plan, embedding, dims, margin, categorical, aliases)
+    found = superposed_records(config, plan, embedding, dims, margin, categorical, aliases, spans, sums)
     if result is not None:
         record["packed"] = _packed_record(result, features_alive(result.tensors, result.config))
         found = [r for r in found if not r["name"].startswith("pack:")]

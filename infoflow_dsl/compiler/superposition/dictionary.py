@@ -30,6 +30,8 @@ from .categorical import Usage
 from .categorical import usage as find_usage
 from .embed import Embedding
 from .layout import Layout
+from .spans import Spans
+from .unembedded import Sums
 
 Tensor = torch.Tensor
 
@@ -96,15 +98,18 @@ def plain_records(config: dict[str, Any], tensors: dict[str, Tensor]) -> list[di
 
 
 def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embedding, dims: dict[int, tuple[int, float]],
-                       margin: float, categorical: dict[int, str],
-                       aliases: dict[int, int] | None = None) -> list[dict[str, Any]]:
+                       margin: float, categorical: dict[int, str], aliases: dict[int, int] | None = None,
+                       spans: Spans | None = None, sums: Sums | None = None) -> list[dict[str, Any]]:
     """The dictionary of a superposed model (the plain ``config``): ``dims`` maps the layout's
     coordinates (``embed.Embedding``) to the final ones (after ``compress``) and the stage whose
     FFN erases them (inf: none); ``categorical`` names the group of every categorical direction,
     superposed or kept on its own coordinate. A stored feature's storage direction is listed
     up to its last storage read (where its interference bound holds), a clean slot up to its
     eraser. A direction nothing reads has no dimension in the model and no record; a duplicate
-    j of i (``aliases``, :mod:`.duplicates`) is listed on i's components."""
+    j of i (``aliases``, :mod:`.duplicates`) is listed on i's components, a spanned embedding
+    column (``spans``, :mod:`.spans`) as the ``combination`` of the records it was folded onto, a
+    coordinate holding a sum of numbers only the unembedding reads (``sums``, :mod:`.unembedded`)
+    with that ``sum``, and each number folded into it on no direction of its own."""
     usage, groups = plan.usage, plan.usage.group_of()
     computes = describe(config)
     storage = [dims[embedding.storage_base + k][0] for k in range(embedding.u.shape[0])]
@@ -139,7 +144,41 @@ def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embeddin
         record: dict[str, Any] = {"name": label, "kind": "categorical", "group": groups[i].writer,
                                   "computes": text, "components": parts, "margin": margin}
         records.append(record)
-    return records + _aliased(records, aliases or {}, usage, computes, categorical)
+    records += _aliased(records, aliases or {}, usage, computes, categorical)
+    return _summed(records, sums or {}, usage, computes, categorical) + _combined(spans, usage, computes, categorical)
+
+
+def _summed(records: list[dict[str, Any]], sums: Sums, usage: Usage, computes: dict[str, str],
+            categorical: dict[int, str]) -> list[dict[str, Any]]:
+    """The records with every summed coordinate's ``sum`` [[name, weight], ...], and a record per
+    number folded into sums (``in_sums``: the records holding it; no component of its own)."""
+    labels = usage.labels
+    holders: dict[int, list[str]] = {}
+    for i, terms in sorted(sums.items()):
+        for name, _ in terms:
+            if name != i:
+                holders.setdefault(name, []).append(labels[i])
+    by_name = {r["name"]: r for r in records}
+    for i, terms in sums.items():
+        if labels[i] in by_name:
+            by_name[labels[i]]["sum"] = [[labels[name], weight] for name, weight in terms]
+    return records + [{"name": labels[j], "kind": "categorical" if j in categorical else "number",
+                       "group": categorical.get(j), "computes": computes.get(labels[j], labels[j]),
+                       "components": [], "in_sums": held} for j, held in sorted(holders.items())]
+
+
+def _combined(spans: Spans | None, usage: Usage, computes: dict[str, str],
+              categorical: dict[int, str]) -> list[dict[str, Any]]:
+    """A record per spanned column j: its ``combination`` [[i's name, a_i], ...] (h_j = Σ a_i·h_i
+    at every token row), alive from the embedding to ``to`` (the FFN that erased it)."""
+    if spans is None:
+        return []
+    final = 2 * usage.layers + 2
+    return [{"name": usage.labels[j], "kind": "categorical" if j in categorical else "number",
+             "group": categorical.get(j), "computes": computes.get(usage.labels[j], usage.labels[j]),
+             "components": [], "combination": [[usage.labels[i], a] for i, a in terms],
+             "to": int(min(spans.ends[j], final))}
+            for j, terms in sorted(spans.terms.items())]
 
 
 def _aliased(records: list[dict[str, Any]], aliases: dict[int, int], usage: Usage, computes: dict[str, str],
@@ -183,8 +222,13 @@ def features(model: Any) -> list[dict[str, Any]]:
         ``group``, ``layers`` (the layers whose stream holds it), ``hooks`` {TransformerLens hook:
         {"direction": [d_model floats], "read": "exact" (with its ``coordinate``), "threshold"
         or "table" (a packed number sharing its direction with others there, read by step
-        tables: its ``coordinate`` holds v, its ``grid`` [[v, value], ..] decodes it)}} and, for
-        a superposed feature, the certificate's ``margin``; a packed number's ``pack``.
+        tables: its ``coordinate`` holds v, its ``grid`` [[v, value], ..] decodes it) or
+        "combination" (an embedding column the others span, folded onto them: its ``terms``
+        [{weight a_i, feature, entry, margin}], value Σ a_i·value_i)}} and, for a superposed
+        feature, the certificate's ``margin``; a packed number's ``pack``; a spanned column's
+        ``combination`` [[name, a_i], ...]; a coordinate holding a sum of numbers only the
+        unembedding reads, its ``sum`` [[name, weight], ...] (its value, read exactly, is that
+        sum), and each number held only in such sums its ``in_sums`` (no hooks of its own).
 
     Raises:
         TypeError: ``model`` is neither a model nor a path.
@@ -199,7 +243,34 @@ def features(model: Any) -> list[dict[str, Any]]:
         tensors = {n: (t.to_dense() if t.is_sparse else t).to(torch.float64) for n, t in model.state_dict().items()}
         stored = plain_records(config, tensors)
     width, layers = int(config["d_model"]), len(config["layers"])
-    return [_expanded(record, width, layers) for record in stored]
+    found = {r["name"]: _expanded(r, width, layers) for r in stored if "combination" not in r}
+    return [found[r["name"]] if "combination" not in r else _expanded_combination(r, found) for r in stored]
+
+
+def _expanded_combination(record: dict[str, Any], found: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A spanned column's hooks: where it is alive (before ``to``) and every term's feature is,
+    the direction Σ a_i·direction_i, read as ``combination`` of the terms' own reads."""
+    terms = [(a, found[name]) for name, a in record["combination"]]
+    hooks: dict[str, dict[str, Any]] = {}
+    for hook in terms[0][1]["hooks"]:
+        if _hook_stage(hook) >= record["to"] or any(hook not in f["hooks"] for _, f in terms):
+            continue
+        entries = [(a, f["hooks"][hook], f.get("margin")) for a, f in terms]
+        width = len(entries[0][1]["direction"])
+        direction = [sum(a * e["direction"][d] for a, e, _ in entries) for d in range(width)]
+        hooks[hook] = {"direction": direction, "read": "combination",
+                       "terms": [{"weight": a, "feature": f["name"], "entry": e, "margin": m}
+                                 for (a, e, m), (_, f) in zip(entries, terms, strict=True)]}
+    out = {key: record[key] for key in ("name", "kind", "computes", "group", "combination")}
+    out["layers"] = sorted({int(hook.split(".")[1]) for hook in hooks})
+    out["hooks"] = hooks
+    return out
+
+
+def _hook_stage(hook: str) -> int:
+    """The stage after which ``hook`` holds the stream (the inverse of :func:`hooks_after`)."""
+    layer, name = int(hook.split(".")[1]), hook.rsplit(".", 1)[1]
+    return {"hook_resid_pre": 2 * layer, "hook_resid_mid": 2 * layer + 1, "hook_resid_post": 2 * layer + 2}[name]
 
 
 def _expanded(record: dict[str, Any], width: int, layers: int) -> dict[str, Any]:
@@ -226,7 +297,7 @@ def _expanded(record: dict[str, Any], width: int, layers: int) -> dict[str, Any]
     out = {key: record[key] for key in ("name", "kind", "computes", "group")}
     out["layers"] = sorted(alive_layers)
     out["hooks"] = hooks
-    for key in ("margin", "pack"):
+    for key in ("margin", "pack", "sum", "in_sums"):
         if key in record:
             out[key] = record[key]
     return out
@@ -235,8 +306,12 @@ def _expanded(record: dict[str, Any], width: int, layers: int) -> dict[str, Any]
 def read_value(entry: dict[str, Any], residual: Tensor, margin: float | None = None) -> Tensor:
     """The feature's value from a residual stream (..., D) at one of its hooks: the exact
     coordinate of a component read exactly (over its weight), a packed number's value at the
-    grid point nearest v (``table``: :mod:`.packed`), else the threshold of <u_f, h> at the
-    margin (the value 0.5 where the read lies between m and 1 − m: no certified value)."""
+    grid point nearest v (``table``: :mod:`.packed`), a spanned column's Σ a_i·value_i of its
+    terms (``combination``: :mod:`.spans`), else the threshold of <u_f, h> at the margin (the
+    value 0.5 where the read lies between m and 1 − m: no certified value)."""
+    if entry["read"] == "combination":  # a spanned embedding column: Σ a_i·value_i of its terms
+        return sum((t["weight"] * read_value(t["entry"], residual, t["margin"]) for t in entry["terms"]),
+                   torch.zeros(residual.shape[:-1], dtype=residual.dtype))
     if entry["read"] == "exact":  # its coordinate, over its weight there (1 but for a packed number alone: K_i)
         return residual[..., entry["coordinate"]] / entry["direction"][entry["coordinate"]]
     if entry["read"] == "table":  # a packed number: the grid value nearest v = <e_d, h>
@@ -249,11 +324,11 @@ def read_value(entry: dict[str, Any], residual: Tensor, margin: float | None = N
 
 
 def alive_text(record: dict[str, Any]) -> str:
-    """"F = n features alive at once" of a superposition certificate, with F once its duplicates
-    are folded where that is fewer (F minus it: dimensions the folding saved, the rest of F − D
-    superposition's)."""
+    """"F = n features alive at once" of a superposition certificate, with F once its exact folds
+    are made where that is fewer (F minus it: dimensions the folds saved, the rest of F − D
+    superposition's and packing's)."""
     folded = record.get("features_alive_folded")
-    extra = "" if folded in (None, record["features_alive"]) else f" ({folded} with its duplicates folded)"
+    extra = "" if folded in (None, record["features_alive"]) else f" ({folded} with its exact folds)"
     return f"F = {record['features_alive']} features alive at once{extra}"
 
 

@@ -50,8 +50,12 @@ def _recovered(source: str, residual: int, tokens: int = 8) -> tuple[int, int]:
     checked = thresholds = 0
     for feature in features(superposed):
         for hook, entry in feature["hooks"].items():
-            want = truth[hook][..., index[feature["name"]]]
-            got = read_value(entry, held[hook], feature.get("margin"))
+            # a spanned column's identity holds at the token rows (a per-token model never reads its readout row)
+            rows = slice(None, -1) if entry["read"] == "combination" else slice(None)
+            # a coordinate holding a sum of numbers only the unembedding reads: that sum of the plain values
+            want = sum(weight * truth[hook][:, rows, index[name]]
+                       for name, weight in feature.get("sum", [[feature["name"], 1.0]]))
+            got = read_value(entry, held[hook][:, rows], feature.get("margin"))
             if entry["read"] == "threshold":
                 thresholds += 1
                 assert torch.equal(got, want.round()), (feature["name"], hook)
@@ -82,6 +86,20 @@ def test_packed_numbers_are_read_back_from_their_shared_direction() -> None:
     assert _recovered(source, 2, tokens=3)[0] > len(found)
 
 
+def test_a_spanned_column_is_read_back_as_the_combination_of_its_terms() -> None:
+    """sort_unique over five tokens: its token thresholds [x(t) < v] are folded onto the token's
+    indicators (compiler/superposition/spans.py); the dictionary lists each as the combination
+    of its terms, and Σ a_i·value_i read off the superposed stream is the plain circuit's value
+    at every token row of every hook where it is alive."""
+    source = ("input x : token {1, 2, 3, 4, 5}\nlength T = 6\n"
+              "target(t) = x(argmin_<s> |(sum_<r> [x(r) < x(s)]) - (t - 1)|)\n")
+    _, model = _models(source, 100)
+    found = {f["name"]: f for f in features(model)}
+    assert found["tok:[x(t) < 3]"]["combination"] == [["x=1", 1.0], ["x=2", 1.0]]
+    assert {e["read"] for e in found["tok:[x(t) < 3]"]["hooks"].values()} == {"combination"}
+    assert _recovered(source, 100, tokens=5)[0] > len(found)
+
+
 def test_a_plain_models_dictionary_is_its_coordinates() -> None:
     plain, _ = _models(HIST, 1000)
     found = features(plain)
@@ -95,16 +113,17 @@ def test_a_plain_models_dictionary_is_its_coordinates() -> None:
 
 def test_the_embeddings_rows_are_the_dictionarys_directions() -> None:
     """W_E[v] + W_pos[p] of the superposed model = Σ_f value_f(v, p) · direction_f at
-    blocks.0.hook_resid_pre, the values read off the plain model's table."""
+    blocks.0.hook_resid_pre, the values read off the plain model's table (a spanned column, a
+    combination of the others' directions, is not written: it is not in the sum)."""
     plain, superposed = _models(REVERSE, 17)
     index = {label: i for i, label in enumerate(plain.config["residual_labels"])}
     w_e, w_pos = plain.embed.W_E.double(), plain.pos_embed.W_pos.double()
     built = torch.zeros_like(superposed.embed.W_E[:, None].double() + superposed.pos_embed.W_pos[None].double())
     for feature in features(superposed):
         entry = feature["hooks"].get("blocks.0.hook_resid_pre")
-        if entry is not None:
-            i = index[feature["name"]]
-            values = w_e[:, i][:, None] + w_pos[:, i][None]  # (V, T+1)
+        if entry is not None and entry["read"] != "combination":
+            values = sum(weight * (w_e[:, index[name]][:, None] + w_pos[:, index[name]][None])  # (V, T+1)
+                         for name, weight in feature.get("sum", [[feature["name"], 1.0]]))
             built += values[..., None] * torch.tensor(entry["direction"], dtype=torch.float64)
     held = superposed.embed.W_E.double()[:, None] + superposed.pos_embed.W_pos.double()[None]
     live = torch.tensor([any(feature["hooks"].get("blocks.0.hook_resid_pre", {}).get("direction", [0.0] * 99)[d]

@@ -100,21 +100,28 @@ def test_a_categorical_peak_compiles_below_what_compress_reaches_exact_checked_a
     assert result["d_model"] == model.d_model and result["sae"]["recovered"] >= 0.0 and result["baselines"]
 
 
-def test_a_numeric_peak_is_refused_below_what_compress_reaches_naming_it(tmp_path: Path) -> None:
-    """hist over 8 tokens: at its peak the plain model holds numbers (the counts, 1/len, the gates),
-    which the margin cannot protect (docs/superposition.md: the Gram-matrix argument), and in the
-    default float32 no step table over packed numbers fits its output's slack (test_packed.py packs
-    in float64), so the smallest D is F, what ``disguise --compress`` reaches; one less is refused
-    (exit 2, no traceback) naming it."""
+def test_a_numeric_peak_goes_below_what_compress_reaches_by_exact_folds_and_refuses_below_naming_it(
+        tmp_path: Path) -> None:
+    """hist's share over 8 tokens: at its peak the plain model holds numbers (the counts' means,
+    1/len, the gates), which the margin cannot protect (docs/superposition.md: the Gram-matrix
+    argument). What takes it below F is exact: the eight gates only the output reads, whose sum
+    it is, fold into one coordinate (compiler/superposition/unembedded.py), and numbers of known
+    values pack; one below the smallest D is refused (exit 2, no traceback) naming it."""
     compressed = _compressed(HIST)
     source = tmp_path / "hist8.iflow"
     source.write_text(HIST)
-    code, _, err = run_cli(["compile", str(source), "--residual", str(compressed - 1), "--samples", "0",
+    code, _, err = run_cli(["compile", str(source), "--residual", "1", "--samples", "0",
                             "-o", str(tmp_path / "x.safetensors")])
     assert code == 2 and "Traceback" not in err
-    assert f"the smallest residual whose clean-ups keep every superposed feature's interference below the " \
-           f"margin 0.45 is {compressed} (" in err and f"the plain model has {compressed} features alive" in err
-    assert _smallest(HIST) == compressed
+    smallest = int(err.split("margin 0.45 is ")[1].split(" ")[0])
+    assert smallest < compressed and f"the plain model has {compressed} features alive" in err
+    code, _, err = run_cli(["compile", str(source), "--residual", str(smallest - 1), "--samples", "0",
+                            "-o", str(tmp_path / "x.safetensors")])
+    assert code == 2 and f"margin 0.45 is {smallest} (" in err and not (tmp_path / "x.safetensors").exists()
+    model = ifl.compile(_program(HIST, "hist8.iflow"), samples=0, residual=smallest)
+    summed = model.config["superposition"]["summed"]
+    assert model.d_model <= smallest and [len(terms) for _, terms in summed] == [8]
+    assert _wrong(model.double(), HIST, random=200) == []
 
 
 @lru_cache(maxsize=1)
