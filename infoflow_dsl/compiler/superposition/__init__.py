@@ -217,7 +217,8 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     dims = {f.index: (d, f.end if f is not occupants[-1] else math.inf)  # the last occupant is never erased
             for d, occupants in enumerate(compression.slots) for f in occupants}
     categorical = {f: g.writer for f, g in usage(original, given).group_of().items()}
-    found = superposed_records(config, plan, embedding, dims, margin, categorical, aliases, spans, sums)
+    found = superposed_records(config, plan, embedding, dims, margin, categorical, aliases, spans, sums,
+                               list(given["residual_labels"]))
     if result is not None:
         record["packed"] = _packed_record(result, features_alive(result.tensors, result.config))
         found = [r for r in found if not r["name"].startswith("pack:")]

@@ -99,7 +99,8 @@ def plain_records(config: dict[str, Any], tensors: dict[str, Tensor]) -> list[di
 
 def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embedding, dims: dict[int, tuple[int, float]],
                        margin: float, categorical: dict[int, str], aliases: dict[int, int] | None = None,
-                       spans: Spans | None = None, sums: Sums | None = None) -> list[dict[str, Any]]:
+                       spans: Spans | None = None, sums: Sums | None = None,
+                       names: list[str] | None = None) -> list[dict[str, Any]]:
     """The dictionary of a superposed model (the plain ``config``): ``dims`` maps the layout's
     coordinates (``embed.Embedding``) to the final ones (after ``compress``) and the stage whose
     FFN erases them (inf: none); ``categorical`` names the group of every categorical direction,
@@ -109,7 +110,9 @@ def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embeddin
     j of i (``aliases``, :mod:`.duplicates`) is listed on i's components, a spanned embedding
     column (``spans``, :mod:`.spans`) as the ``combination`` of the records it was folded onto, a
     coordinate holding a sum of numbers only the unembedding reads (``sums``, :mod:`.unembedded`)
-    with that ``sum``, and each number folded into it on no direction of its own."""
+    with that ``sum``, and each number folded into it on no direction of its own; these name
+    their directions by ``names`` (the plain model's labels, which a packed model's config no
+    longer carries for its pack members; default: the layout's)."""
     usage, groups = plan.usage, plan.usage.group_of()
     computes = describe(config)
     storage = [dims[embedding.storage_base + k][0] for k in range(embedding.u.shape[0])]
@@ -145,14 +148,15 @@ def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embeddin
                                   "computes": text, "components": parts, "margin": margin}
         records.append(record)
     records += _aliased(records, aliases or {}, usage, computes, categorical)
-    return _summed(records, sums or {}, usage, computes, categorical) + _combined(spans, usage, computes, categorical)
+    labels = list(names or usage.labels)
+    return (_summed(records, sums or {}, labels, computes, categorical)
+            + _combined(spans, labels, usage.layers, computes, categorical))
 
 
-def _summed(records: list[dict[str, Any]], sums: Sums, usage: Usage, computes: dict[str, str],
+def _summed(records: list[dict[str, Any]], sums: Sums, labels: list[str], computes: dict[str, str],
             categorical: dict[int, str]) -> list[dict[str, Any]]:
     """The records with every summed coordinate's ``sum`` [[name, weight], ...], and a record per
     number folded into sums (``in_sums``: the records holding it; no component of its own)."""
-    labels = usage.labels
     holders: dict[int, list[str]] = {}
     for i, terms in sorted(sums.items()):
         for name, _ in terms:
@@ -167,16 +171,16 @@ def _summed(records: list[dict[str, Any]], sums: Sums, usage: Usage, computes: d
                        "components": [], "in_sums": held} for j, held in sorted(holders.items())]
 
 
-def _combined(spans: Spans | None, usage: Usage, computes: dict[str, str],
+def _combined(spans: Spans | None, labels: list[str], layers: int, computes: dict[str, str],
               categorical: dict[int, str]) -> list[dict[str, Any]]:
     """A record per spanned column j: its ``combination`` [[i's name, a_i], ...] (h_j = Σ a_i·h_i
     at every token row), alive from the embedding to ``to`` (the FFN that erased it)."""
     if spans is None:
         return []
-    final = 2 * usage.layers + 2
-    return [{"name": usage.labels[j], "kind": "categorical" if j in categorical else "number",
-             "group": categorical.get(j), "computes": computes.get(usage.labels[j], usage.labels[j]),
-             "components": [], "combination": [[usage.labels[i], a] for i, a in terms],
+    final = 2 * layers + 2
+    return [{"name": labels[j], "kind": "categorical" if j in categorical else "number",
+             "group": categorical.get(j), "computes": computes.get(labels[j], labels[j]),
+             "components": [], "combination": [[labels[i], a] for i, a in terms],
              "to": int(min(spans.ends[j], final))}
             for j, terms in sorted(spans.terms.items())]
 

@@ -100,6 +100,22 @@ def test_a_spanned_column_is_read_back_as_the_combination_of_its_terms() -> None
     assert _recovered(source, 100, tokens=5)[0] > len(found)
 
 
+def test_a_spanned_columns_terms_packed_in_one_direction_are_read_through_their_tables() -> None:
+    """Tracr's sort over three tokens at D = 16 (F = 19): the positional step folded onto the
+    others and ``one`` = Σ x = v, a token indicator among its terms packed with a mean (read by
+    ``table``); every combination is still the plain circuit's value at every token row."""
+    source = ("input x : token {1, 2, 3}\nlength T = 5\n"
+              "let rank(s) = sum_<r> [x(r) < x(s) or (x(r) == x(s) and r < s)]\n"
+              "target(t) = x(argmin_<s> |rank(s) - (t - 1)|)\n")
+    _, model = _models(source, 16)
+    record = model.config["superposition"]
+    assert model.d_model <= 16 < record["features_alive"] and "packed" in record and record["spanned"]
+    found = features(model)
+    packed = {f["name"] for f in found if "pack" in f}
+    assert any(name in packed for f in found for name, _ in f.get("combination", []))
+    assert _recovered(source, 16, tokens=3)[0] > len(found)
+
+
 def test_a_plain_models_dictionary_is_its_coordinates() -> None:
     plain, _ = _models(HIST, 1000)
     found = features(plain)
