@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 from functools import cache, lru_cache
 
+import torch
 from programs import by_name
 
 import infoflow_dsl as ifl
@@ -41,3 +43,20 @@ def program(name: str, length: int | None = None) -> ifl.Program:
 @lru_cache(maxsize=8)
 def model(name: str, eps: float, dtype: str, length: int | None = None, ffn: str = "wide") -> ifl.CompiledTransformer:
     return ifl.compile(program(name, length), eps=eps, dtype=dtype, device="cpu", samples=0, ffn=ffn)
+
+
+@lru_cache(maxsize=8)
+def plain_float64(source: str) -> ifl.CompiledTransformer:
+    """A program's plain model in float64, unmeasured (the superposition tests' baseline)."""
+    return ifl.compile(ifl.parse_program(source, "p.iflow"), samples=0, dtype="float64")
+
+
+def dense_float64(model: ifl.CompiledTransformer) -> dict[str, torch.Tensor]:
+    """The model's tensors, dense, in float64 (what compiler/superposition takes)."""
+    return {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
+
+
+def every_input(tokens: int, length: int) -> torch.Tensor:
+    """(tokens ** length, length) int64: every sequence of ``length`` ids below ``tokens``."""
+    return torch.tensor(list(itertools.product(range(tokens), repeat=length)), dtype=torch.int64)
+

@@ -41,25 +41,31 @@ def duplicates(tensors: dict[str, Tensor], size: int, layers: int) -> dict[int, 
     return found
 
 
+def fold_onto(tensors: dict[str, Tensor], layers: int, j: int, terms: tuple[tuple[int, float], ...]) -> None:
+    """In place: every reader's row of j added onto each i's times a_i (a reader forms
+    r_j·h_j = Σ_i (a_i·r_j)·h_i where h_j = Σ_i a_i·h_i), j's reader rows and writer columns 0."""
+    for _, readers, writers in stage_tensors(layers):
+        for name in readers:
+            t = tensors[name].clone()
+            row = t[..., j, :].clone()
+            for i, a in terms:
+                t[..., i, :] += a * row
+            t[..., j, :] = 0.0
+            tensors[name] = t
+        for name in writers:
+            t = tensors[name].clone()
+            t[..., j] = 0.0
+            tensors[name] = t
+
+
 def merged(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[dict[str, Tensor], dict[int, int]]:
     """(the tensors with every duplicate j folded into its i, {j: i}); ``tensors`` unchanged."""
     layers = len(config["layers"])
     aliases = duplicates(tensors, len(config["residual_labels"]), layers)
     out = dict(tensors)
-    if not aliases:
-        return out, aliases
-    kept, gone = list(aliases.values()), list(aliases)
-    for _, readers, writers in stage_tensors(layers):
-        for name in readers:
-            t = out[name].clone()
-            t.index_add_(t.dim() - 2, torch.tensor(kept), t[..., gone, :])
-            t[..., gone, :] = 0.0
-            out[name] = t
-        for name in writers:
-            t = out[name].clone()
-            t[..., gone] = 0.0
-            out[name] = t
+    for j, i in aliases.items():
+        fold_onto(out, layers, j, ((i, 1.0),))
     return out, aliases
 
 
-__all__ = ["duplicates", "merged"]
+__all__ = ["duplicates", "fold_onto", "merged"]

@@ -35,7 +35,8 @@ from typing import Any
 
 import torch
 
-from ..compress import drop_unread_writes, lifetimes, stage_map, stage_tensors
+from ..compress import drop_unread_writes, lifetimes, stage_map
+from .duplicates import fold_onto
 
 Tensor = torch.Tensor
 
@@ -136,22 +137,6 @@ def combination(columns: Tensor, target: int, over: list[int]) -> tuple[tuple[in
     return tuple((i, float(c)) for i, c in found)
 
 
-def _fold(tensors: dict[str, Tensor], layers: int, j: int, combo: tuple[tuple[int, float], ...]) -> None:
-    """In place: every reader's row of j added onto each i's times a_i; j's writer columns 0."""
-    for _, readers, writers in stage_tensors(layers):
-        for name in readers:
-            t = tensors[name].clone()
-            row = t[..., j, :].clone()
-            for i, a in combo:
-                t[..., i, :] += a * row
-            t[..., j, :] = 0.0
-            tensors[name] = t
-        for name in writers:
-            t = tensors[name].clone()
-            t[..., j] = 0.0
-            tensors[name] = t
-
-
 def _substituted(found: Combinations, j: int, combo: tuple[tuple[int, float], ...]) -> Combinations:
     """Every earlier combination with j replaced by its own combination."""
     out: Combinations = {}
@@ -186,7 +171,7 @@ def spanned(tensors: dict[str, Tensor], config: dict[str, Any],
         combo = None if combo is None else tuple((i, a) for i, a in combo if i != size)  # the shift: no direction
         if not combo:
             continue
-        _fold(out, layers, j, combo)
+        fold_onto(out, layers, j, combo)
         found = _substituted(found, j, combo)
         found[j] = combo
     return out, Spans(found, {j: alive[j].end for j in found})

@@ -6,10 +6,8 @@ reaches, exact against the reference."""
 
 from __future__ import annotations
 
-import itertools
-from functools import lru_cache
-
 import torch
+from compiled import dense_float64, every_input, plain_float64
 
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.compress import drop_unread_writes, lifetimes
@@ -30,31 +28,18 @@ SORT = ("input x : token {1, 2, 3}\nlength T = 5\n"
         "target(t) = x(argmin_<s> |rank(s) - (t - 1)|)\n")
 
 
-@lru_cache(maxsize=2)
-def _plain(source: str) -> CompiledTransformer:
-    return ifl.compile(ifl.parse_program(source, "p.iflow"), samples=0, dtype="float64")
-
-
-def _dense(model: CompiledTransformer) -> dict[str, torch.Tensor]:
-    return {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
-
-
-def _inputs(tokens: int, length: int) -> torch.Tensor:
-    return torch.tensor(list(itertools.product(range(tokens), repeat=length)), dtype=torch.int64)
-
-
 def test_a_tokens_thresholds_fold_onto_its_indicators_with_the_same_streams() -> None:
     """Every folded column j holds Σ a_i·h_i in the plain model at every token row of every
     stage before the FFN that erases it; the folded model leaves every other direction's stream
     as it was, holds 0 in j, and answers as the plain model does; F drops by the folds."""
-    plain = _plain(SORT_UNIQUE)
-    tensors, config = _dense(plain), plain.config
+    plain = plain_float64(SORT_UNIQUE)
+    tensors, config = dense_float64(plain), plain.config
     labels = config["residual_labels"]
     folded, spans = spanned(tensors, config)
     names = {labels[j] for j in spans.terms}
     assert "tok:[x(t) < 3]" in names  # [x < 3] = [x = 1] + [x = 2]: the indicators span it
     model = CompiledTransformer(config, folded, dtype=torch.float64)
-    x = _inputs(5, 4)
+    x = every_input(5, 4)
     kept = [i for i in range(len(labels)) if i not in spans.terms]
     with torch.no_grad():
         wide, narrow = plain.residual_stream(x), model.residual_stream(x)
@@ -70,8 +55,8 @@ def test_a_tokens_thresholds_fold_onto_its_indicators_with_the_same_streams() ->
 
 
 def test_the_columns_of_a_per_token_model_leave_out_the_rows_only_its_readout_adds() -> None:
-    plain = _plain(SORT_UNIQUE)
-    tensors = _dense(plain)
+    plain = plain_float64(SORT_UNIQUE)
+    tensors = dense_float64(plain)
     vocabulary, positions = tensors["embed.W_E"].shape[0], tensors["pos_embed.W_pos"].shape[0]
     assert embedding_columns(tensors, per_token=True).shape == (vocabulary + positions - 1, plain.d_model + 1)
     assert embedding_columns(tensors, per_token=False).shape == (vocabulary + positions + 1, plain.d_model + 1)
@@ -93,15 +78,15 @@ def test_the_folded_columns_take_sort_below_what_compress_reaches_exactly() -> N
     steps its query reads, the token's indicators it copies) holds no categorical group worth
     superposing, but one position step the others and ``one`` span; compile --residual goes
     below F with it and is exact on every input up to length 5."""
-    plain = _plain(SORT)
-    alive = features_alive(_dense(plain), plain.config)
+    plain = plain_float64(SORT)
+    alive = features_alive(dense_float64(plain), plain.config)
     model = ifl.compile(ifl.parse_program(SORT, "sort.iflow"), samples=0, dtype="float64", residual=alive - 1)
     record = model.config["superposition"]
     assert model.d_model < alive == record["features_alive"]
     assert record["spanned"] and record["features_alive_folded"] < alive
     program = ifl.parse_program(SORT, "sort.iflow")
     for n in range(1, 6):
-        x = _inputs(3, n)
+        x = every_input(3, n)
         with torch.no_grad():
             assert torch.equal(model(x).argmax(-1).double(), ifl.evaluate(program, x))
 
@@ -109,8 +94,8 @@ def test_the_folded_columns_take_sort_below_what_compress_reaches_exactly() -> N
 def test_tight_lifetimes_of_the_supporters_cover_the_folded_column() -> None:
     """A column is folded only onto directions alive at least as long (else a reader of j after
     an eraser of i would read another feature)."""
-    plain = _plain(SORT)
-    tensors, config = _dense(plain), plain.config
+    plain = plain_float64(SORT)
+    tensors, config = dense_float64(plain), plain.config
     _, spans = spanned(tensors, config)
     tight = dict(tensors)
     drop_unread_writes(tight, len(config["residual_labels"]), len(config["layers"]))
