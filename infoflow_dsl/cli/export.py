@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..files import check_writable_folder
-from .common import EXIT_OK
+from .common import EXIT_OK, positive_float
 
 TARGETS = ("hf-gpt2", "hf-llama", "tl-native")
 LAYERNORMS = ("exact", "active")
@@ -33,8 +33,8 @@ def add_export_parser(commands: Any) -> None:
                          help="exact: ε_LN = 2^80, gain 2^40, LayerNorm(h) = h exactly (default); active: the "
                               "standard ε_LN and gain 1, a ±C constant pair, C chosen from the share of ε the bound "
                               "leaves")
-    command.add_argument("--ln-eps", type=_positive, help="the active LayerNorm's ε_LN (default 1e-5)")
-    command.add_argument("--ln-constant", type=_positive, metavar="C",
+    command.add_argument("--ln-eps", type=positive_float, help="the active LayerNorm's ε_LN (default 1e-5)")
+    command.add_argument("--ln-constant", type=positive_float, metavar="C",
                          help="the active LayerNorm's constant C (default: chosen from ε)")
     command.add_argument("--dtype", choices=DTYPES, help="the exported weights' dtype (default: the model's)")
     command.add_argument("--self-contained", action="store_true",
@@ -101,16 +101,6 @@ def command_export(arguments: argparse.Namespace) -> int:
         print(f"  load             infoflow_dsl.exporters.native.load_tl_native({str(directory)!r}) "
               f"-> a TransformerBridge (boot_native + load_state_dict)")
     return EXIT_OK
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
 
 
 def _power(value: float) -> str:
