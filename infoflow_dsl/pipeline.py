@@ -241,9 +241,27 @@ def _token_circuit(program: ir.Program, eps: float, dtype: torch.dtype) -> Circu
     try:
         return lower_tokens(program, eps, dtype)
     except CompileError as error:
-        routes = f" ({TOKEN_ROUTES})" if isinstance(error, NoConstruction) else ""
+        routes = f" ({TOKEN_ROUTES}){precedence_hint(program)}" if isinstance(error, NoConstruction) else ""
         kind = NoConstruction if isinstance(error, NoConstruction) else CompileError  # no dtype lifts the first
         raise kind(f"{refused_where(program, error.span)}{error}{routes}") from None
+
+
+def precedence_hint(program: ir.Program) -> str:
+    """A note for a refused token program where a reduction's body is ``a ± b`` with ``b`` free of
+    the reduction's variables: the body of ``sum_<r>`` runs to the end of the expression, so
+    ``sum_<r> a - b`` is ``sum_<r> (a - b)``, which a new user often meant as ``(sum_<r> a) - b``
+    (an inline width in an argmin: ``|(sum_<r> [x(r) < x(s)]) - (t - 1)|``). Else nothing."""
+    for node in ir.sub_nodes(program.target):
+        body = getattr(node, "body", None)
+        if (isinstance(node, ir.Reduce) and isinstance(body, ir.Arithmetic) and body.operator in "+-"
+                and not ir.free_variables(body.right) & set(node.variables)):
+            where = f" at line {node.span.line}, column {node.span.column}" if node.span.line else ""
+            variables = ", ".join(node.variables)
+            return (f"; note: the body of the `{node.kind}_<{variables}>`{where} runs to the end of the expression, "
+                    f"so `{node.kind}_<{variables}> a {body.operator} b` is `{node.kind}_<{variables}> (a "
+                    f"{body.operator} b)`: write `({node.kind}_<{variables}> a) {body.operator} b` to "
+                    f"{'subtract' if body.operator == '-' else 'add'} b after the {node.kind}")
+    return ""
 
 
 def refused_where(program: ir.Program, span: object | None) -> str:

@@ -251,3 +251,16 @@ def test_an_eps_below_float32_rounding_is_refused_with_the_smallest_it_can_the_s
         suggested.add(float(re.search(r"--eps ([0-9.e-]+)", str(caught.value)).group(1)))
     (smallest,) = suggested
     assert ifl.compile(short, eps=smallest, dtype="float32", samples=0).config["eps"] == smallest
+
+
+def test_a_refused_token_program_whose_reduction_swallows_a_subtraction_is_told_the_precedence() -> None:
+    """``sum_<r> a - b`` is ``sum_<r> (a - b)``: the inline width of an argmin written without
+    parentheses is refused (its body reads the query's t inside the sum over r), and the
+    refusal says how the body parses and what to write; the same program with them compiles."""
+    unparenthesised = ("input x : token {1, 2, 3}\nlength T = 4\n"
+                       "target(t) = x(argmin_<s> |sum_<r> [x(r) < x(s)] - (t - 1)|)\n")
+    with pytest.raises(ifl.CompileError, match=r"note: the body of the `sum_<r>` at line 3, column 27 runs to "
+                                               r"the end of the expression, so `sum_<r> a - b` is `sum_<r> \(a - b\)`"):
+        ifl.compile(ifl.parse_program(unparenthesised, "p.iflow"), samples=0)
+    fixed = unparenthesised.replace("|sum_<r> [x(r) < x(s)] - (t - 1)|", "|(sum_<r> [x(r) < x(s)]) - (t - 1)|")
+    assert ifl.compile(ifl.parse_program(fixed, "p.iflow"), samples=0).config["output"] == "token"
