@@ -29,6 +29,9 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         "input x : R^2 in [0, 1",
     ],
     "an expression is missing": ["target", "target 1 +", "target <x(1), >", "let f(a) ="],
+    "a target for the whole sequence is written target EXPR (no '='); one per token target(t) = EXPR": [
+        "target = 1",
+    ],
     "a reduction's variables are closed with '>' before its body": [
         "target min_<t x(t)[1]",
         "target min_<t, s <x(t), x(s)>",

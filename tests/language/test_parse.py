@@ -266,6 +266,8 @@ target 1 2
         ("input x : R^2 in [0, 1] 3", (1, 25, "unexpected '3'; expected the end of the statement")),
         ("target", (1, 7, "unexpected end of statement: an expression is missing")),
         ("target <x(1), >", (1, 15, "unexpected '>': an expression is missing")),
+        ("target = x(len)", (1, 8, "unexpected '=': a target for the whole sequence is written target EXPR (no "
+                                   "'='); one per token target(t) = EXPR")),
         ("target <x(1) x(2)>", (1, 14, "unexpected 'x'; expected one of '*', '+', ',', '-', '/', '@', '[', '^'")),
         ("target x(1) )", (1, 13, "unexpected ')'; expected the end of the statement")),
         ("target min_<t : t> x(t)[1]", (1, 21, "unexpected '(': a condition compares two positions: s != t, s < 3, "
