@@ -167,7 +167,8 @@ def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
                        "beta": h.beta, "computes": h.formula, "error": h.error,
                        "outputs": list(h.outputs)} for h in heads],
             "mlp": [{"name": b.name, "computes": b.formula, "units": len(b.units), "error": b.error,
-                     "output": b.output, **({"values": list(b.values)} if b.values is not None else {})}
+                     "output": b.output, **({"values": list(b.values)} if b.values is not None else {}),
+                     **({"group": b.group} if b.group is not None else {})}
                     for b in blocks],
         })
     outputs = max(1, math.prod(circuit.output_shape))

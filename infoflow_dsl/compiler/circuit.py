@@ -125,6 +125,10 @@ class FFNBlock(ComputedFunction):
     #: the values direction ``output`` takes where finitely many are known (a token program's
     #: steps, gates, tables), ascending; None: not recorded. :mod:`.superposition.values` reads them.
     values: tuple[float, ...] | None = None
+    #: blocks of one layer naming the same group hold indicators of which at most one is 1 at a
+    #: row (a token table's scores [f(args) = w], one per token w); :mod:`.superposition.categorical`
+    #: reads them as a categorical group. None: no such group.
+    group: str | None = None
 
 
 @dataclass(frozen=True)

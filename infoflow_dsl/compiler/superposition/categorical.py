@@ -10,6 +10,10 @@ weights and the config alone:
   the positional code ``pos_embed.W_pos``) with every entry 0 or 1; columns with disjoint
   supports (no token, or no position, sets two of them) share a group, so each row of the
   table adds at most one 1 to the group: mass ≤ 1, values exactly 0/1.
+- **FFN groups**: the output directions of the FFN blocks of one layer that the lowering tagged
+  with one ``group`` (a token table's scores [f(args) = w], one per token w: the table gives
+  one token, so at most one is 1), each block's values 0 and 1 (within its stated error, the
+  group's tail) and each direction written by that FFN alone.
 - **head groups**: the outputs of a sharp head (kind ``position`` or ``token retrieval``: one
   key holds all but the softmax tail, the head's stated error, of the weight) whose value
   column j reads exactly one direction d_j with coefficient 1, all d_j of one categorical
@@ -144,6 +148,25 @@ def head_group(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, h
                  float(described.get("error", 0.0)), layer, head, tuple(reads))
 
 
+def ffn_groups(config: dict[str, Any], writes: list[list[int]], labels: list[str]) -> list[Group]:
+    """The FFN groups (module docstring) of every layer."""
+    index = {label: i for i, label in enumerate(labels)}
+    found = []
+    for layer, described in enumerate(config["layers"]):
+        tagged: dict[str, list[dict[str, Any]]] = {}
+        for block in described["mlp"]:
+            if block.get("group") is not None:
+                tagged.setdefault(block["group"], []).append(block)
+        for name, blocks in tagged.items():
+            members = [index.get(b["output"]) for b in blocks]
+            if (len(members) > 1 and None not in members and len(set(members)) == len(members)
+                    and all(writes[m] == [2 * layer + 2] for m in members if m is not None)
+                    and all(set(b.get("values", ())) <= {0.0, 1.0} for b in blocks)):
+                found.append(Group(f"ffn:{name}", 2 * layer + 2, tuple(m for m in members if m is not None),
+                                   max(float(b.get("error", 0.0)) for b in blocks)))
+    return found
+
+
 def usage(tensors: dict[str, Tensor], config: dict[str, Any]) -> Usage:
     """The plain model's :class:`Usage`: stages of every direction, and its categorical groups
     (embedding groups, then head groups layer by layer, a head's group read by a later one)."""
@@ -152,6 +175,7 @@ def usage(tensors: dict[str, Tensor], config: dict[str, Any]) -> Usage:
     writes, reads = stage_map(tensors, len(labels), layers)
     # a model over vectors embeds its input linearly: its 0/1 columns are coordinates, not indicators
     found = embedding_groups(tensors, writes, labels) if config.get("vocabulary") is not None else []
+    found += ffn_groups(config, writes, labels) if config.get("vocabulary") is not None else []
     by_member = {m: g for g in found for m in g.members}
     for layer in range(layers):
         for head in range(len(config["layers"][layer]["heads"])):

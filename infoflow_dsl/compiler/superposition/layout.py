@@ -14,8 +14,9 @@ interference of the others:
   r = <u_f, h> and writes [relu((r − m)/(1 − 2m)) − relu((r − 1 + m)/(1 − 2m))] into f's clean
   slot of window w: exactly 0 for r ≤ m, exactly 1 for r ≥ 1 − m. Heads' queries and keys,
   uniform heads' values, FFN units and numeric outputs read the slot, which is the exact value.
-  Window 0's slots are written by the embedding itself (exact), and a head's output read by the
-  FFN right after it is written by the head into a slot as well; the slots of window w are set
+  Window 0's slots are written by the embedding itself (exact), a head's output read by the
+  FFN right after it is written by the head into a slot as well, and so is an FFN's output read
+  in the next window (by its writer: a clean-up in the same FFN would read it before it exists); the slots of window w are set
   back to 0 by erasers (relu(h) − relu(−h), written negated) in the FFN at stage 2w + 2;
 - a **direct value read**: a sharp head copying one categorical group (``categorical.py``)
   whose outputs nothing reads at the next stage reads its values from storage, r = <u_d, h>;
@@ -161,7 +162,7 @@ def layout(tensors: dict[str, Tensor], config: dict[str, Any], usage: Usage,
             if f in providers[w] or not _readers_at(tensors, stage, layers, f, direct_heads, direct_scores):
                 continue
             copies[w].append(f)
-            by_writer = (written == 0 and w == 0) or written == 2 * w + 1
+            by_writer = written in (2 * w, 2 * w + 1)  # the embedding / an FFN before window w, or its heads
             providers[w][f] = "writer" if by_writer else "cleaner"
             if not by_writer:
                 stored.add(f)

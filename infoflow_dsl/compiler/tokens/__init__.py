@@ -19,13 +19,16 @@ written (:func:`_read_directions`).
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
+
 import torch
 
 from ...analysis.causality import is_causal
 from ...analysis.finite import finite_domain
 from ...errors import CompileError, NoConstruction
 from ...language import typed as ir
-from ..circuit import Circuit, ErrorBudget, LinearForm, readout_rounding
+from ..circuit import Circuit, ErrorBudget, LinearForm, ReLUUnit, readout_rounding
 from ..vectors import UNIT_ROUNDOFF
 from .builder import TokenCircuitBuilder
 from .lower import RULES, TokenLowering
@@ -47,6 +50,7 @@ def lower_tokens(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit
     row = program.token_variable or SEQUENCE_ROW
     if program.token_output:
         output, error = _token_scores(program, lowering, row)
+        output = _group_scores(builder, output, program.token_table)
         bound = error + max(readout_rounding(f, 1.0, builder.unit_roundoff) for f in output)
         shape: tuple[int, ...] = (len(output),)
         if bound >= 0.25:
@@ -85,6 +89,31 @@ def _read_directions(builder: TokenCircuitBuilder, output: tuple[LinearForm, ...
     forms = [*output, *(u.input for b in builder.blocks for u in b.units),
              *(f for h in builder.heads for f in (*h.query, *h.key, *h.value))]
     return {direction for form in forms for direction, _ in form.terms}
+
+
+def _group_scores(builder: TokenCircuitBuilder, scores: tuple[LinearForm, ...],
+                  table: ir.Table | None) -> tuple[LinearForm, ...]:
+    """A token table's scores [f(args) = w], one per token w, are exclusive (the table gives one
+    token). Where each is one FFN block's output direction plus a constant, all blocks in one
+    layer, each block writes its constant c itself (one unit c·relu(1) on ``one``: two weights),
+    so its direction holds the indicator, and the blocks are tagged as one group
+    (``FFNBlock.group``), which the superposition reads as categorical
+    (:mod:`..superposition.categorical`). The scores, then each one direction; else unchanged."""
+    if table is None:
+        return scores
+    written = Counter(b.output for b in builder.blocks)
+    writers = {b.output: k for k, b in enumerate(builder.blocks) if written[b.output] == 1}
+    direct = [f.terms[0][0] for f in scores if len(f.terms) == 1 and f.terms[0][1] == 1.0]
+    chosen = [writers[d] for d in direct if d in writers]
+    if (len(chosen) != len(scores) or len(set(direct)) != len(direct)
+            or len({builder.blocks[k].layer for k in chosen}) != 1):
+        return scores
+    for k, form in zip(chosen, scores, strict=True):
+        block = builder.blocks[k]
+        units = block.units + ((ReLUUnit(LinearForm.const(1.0), block.output, form.constant),) if form.constant else ())
+        values = None if block.values is None else tuple(v + form.constant for v in block.values)
+        builder.blocks[k] = dataclasses.replace(block, units=units, values=values, group=f"scores of {table.name}")
+    return tuple(LinearForm.of(builder.blocks[k].output) for k in chosen)
 
 
 def _token_scores(program: ir.Program, lowering: TokenLowering, row: str) -> tuple[tuple[LinearForm, ...], float]:
