@@ -16,8 +16,8 @@ interference of the others:
   uniform heads' values, FFN units and numeric outputs read the slot, which is the exact value.
   Window 0's slots are written by the embedding itself (exact), a head's output read by the
   FFN right after it is written by the head into a slot as well, and so is an FFN's output read
-  in the next window (by its writer: a clean-up in the same FFN would read it before it exists); the slots of window w are set
-  back to 0 by erasers (relu(h) − relu(−h), written negated) in the FFN at stage 2w + 2;
+  in the next window (by its writer: a clean-up in the same FFN would read it before it exists);
+  the slots of window w are set back to 0 by erasers (relu(h) − relu(−h), written negated) in the FFN at stage 2w + 2;
 - a **direct value read**: a sharp head copying one categorical group (``categorical.py``)
   whose outputs nothing reads at the next stage reads its values from storage, r = <u_d, h>;
   its outputs go to storage, carrying r's interference as error to their own clean-up;
