@@ -349,7 +349,22 @@ def print_features(name: str, model: Any, found: list[dict[str, Any]]) -> None:
         reads = sorted({entry["read"] for entry in f["hooks"].values()})
         group = f" ({f['group']})" if f["group"] else ""
         print(f"  {f['name']:<28} {f['kind']}{group}, layers {f['layers']}, {len(f['hooks'])} hooks, read "
-              f"{'/'.join(reads) or '-'}: {f['computes']}")
+              f"{'/'.join(reads) or '-'}: {f['computes']}{_fold_text(f)}")
+
+
+def _fold_text(feature: dict[str, Any]) -> str:
+    """What an exact fold made of a feature, for ``circuit --features``: the combination it is,
+    the sum its coordinate holds, or the sums that hold it."""
+    def terms(pairs: list[list[Any]]) -> str:
+        return " + ".join(f"{weight:g}·{name}" for name, weight in pairs)
+
+    if "combination" in feature:
+        return f" [= {terms(feature['combination'])}]"
+    if "sum" in feature:
+        return f" [its coordinate holds {terms(feature['sum'])}]"
+    if "in_sums" in feature:
+        return f" [held only in the sum of {', '.join(feature['in_sums'])}]"
+    return ""
 
 
 __all__ = ["alive_text", "features", "hooks_after", "plain_records", "print_features", "read_value",

@@ -56,6 +56,9 @@ def test_nary_adds_two_numbers_become_one_coordinate_holding_the_outputs_form(tm
     path = tmp_path / "nary_add.safetensors"
     ifl.save(model, path)
     assert run_cli(["check", str(path), "--samples", "300"])[0] == 0
+    code, out, _ = run_cli(["circuit", str(path), "--features"])
+    assert code == 0 and "[its coordinate holds 1·tok:2 * x(t) + -1·pos:t]" in out
+    assert "[held only in the sum of tok:2 * x(t)]" in out
     code, out, err = run_cli(["sae", str(path), "--hook", "blocks.0.hook_resid_pre", "--steps", "5", "--json"])
     assert code == 0, err
     assert json.loads(out)["d_model"] == 1
