@@ -147,10 +147,10 @@ def _chosen_layout(tensors: dict[str, Tensor], config: dict[str, Any], margin: f
 def _spanned_layout(tensors: dict[str, Tensor], config: dict[str, Any],
                     margin: float) -> tuple[dict[str, Tensor], Spans, tuple[Layout, int, Any]]:
     """The embedding columns others span folded (:mod:`.spans`), and the chosen layout of that
-    model: every spanned column folded, and where that folded the bias direction ``one`` (its
-    readers, every FFN's bias, then read the token's indicators, which can cost their
-    superposition more than the fold saves), also with ``one`` kept; the variant whose layout
-    reaches the smaller D (ties: every column folded)."""
+    model: every spanned column folded, and where that folded the constant direction ``one`` (its
+    readers, the heads' constant queries, then read the token's indicators, which can cost
+    their superposition clean slots where it saved none), also with ``one`` kept; the variant
+    whose layout reaches the smaller D (ties: every column folded)."""
     best: tuple[dict[str, Tensor], Spans, tuple[Layout, int, Any]] | None = None
     for kept in (frozenset(), frozenset({"one"})):
         folded, spans = spanned(tensors, config, kept)
@@ -168,9 +168,10 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     """The plain token model (``tensors`` dense float64, ``config``) superposed into at most
     ``residual`` dimensions: the largest storage that fits, at least the smallest whose bound
     holds; CompileError naming the smallest D when ``residual`` is below it. ``storage``
-    forces d_s with every group superposed and no spanned column folded (a test's model past the
-    margin: nothing is refused or checked). ``roundoff``: the unit roundoff of the dtype the model will hold (packed
-    numbers' tables are certified for it; float32's by default, which covers float64)."""
+    forces d_s with every group superposed and no spanned column folded (a test's model past
+    the margin: nothing is refused or checked). ``roundoff``: the unit roundoff of the dtype the
+    model will hold (packed numbers' tables are certified for it; float32's by default, which
+    covers float64)."""
     alive = features_alive(tensors, config)
     original, tensors, aliases = tensors, *merged(tensors, config)
     result, given = None, config

@@ -1,30 +1,37 @@
 """Embedding columns that other embedding columns span share their coordinates (exact).
 
 A direction j written by the embedding alone (``embed.W_E``, ``pos_embed.W_pos``, ``embed.cls``;
-no embedding FFN, no later writer) holds at every row h_j = E_j[token] + P_j[position] (the
-class token's row: c_j + P_j[length]): a fixed function of the token and the position, the same
-at every stage until its last read. Stack its columns into one vector e_j = (E_j, P_j, c_j). When
-e_j = Σ_i a_i·e_i over other such directions i, then h_j = Σ_i a_i·h_i at every row, so a reader
-forms r_j·h_j = Σ_i (a_i·r_j)·h_i: :func:`spanned` adds a_i·r_j to every reader's row of i,
-sets j's columns to 0 (j is never written, and :mod:`~infoflow_dsl.compiler.compress` gives it no
-dimension), and the model computes the same function, exactly in real arithmetic (in floats, each
-reader's row of i is rounded once more). The identity must hold over j's whole lifetime, so every
-i is alive (under tight lifetimes) at least as long as j: its lifetime's end is at or after j's
-(both start at the embedding).
+no embedding FFN, no later writer) holds at every token row h_j = E_j[token] + P_j[position]
+(the readout row: c_j + P_j[length]): a fixed function of the token and the position, the same at
+every stage. Stack its columns into one vector e_j = (E_j, P_j, c_j) (:func:`embedding_columns`).
+When e_j = Σ_i a_i·e_i + c·s over other such directions i, with s the shift (+1 on the token and
+class rows, −1 on the positions: a constant moved from one table to the other changes no
+row), then h_j = Σ_i a_i·h_i at every row, so a reader forms r_j·h_j = Σ_i (a_i·r_j)·h_i:
+:func:`spanned` adds a_i·r_j to every reader's row of i, sets j's columns to 0 (j is never
+written, and :mod:`~infoflow_dsl.compiler.compress` gives it no dimension), and the model
+computes the same function, exactly in real arithmetic (in floats, each reader's row of i is
+rounded once more). A per-token model never reads its readout row (its output is read at the
+tokens, and keys and values are the input tokens), so there the rows only the readout row adds
+(the class token, position T + 1) are left out of e_j: the identity holds at the token rows.
+The identity must hold over j's whole lifetime, so every i is alive (under tight lifetimes) at
+least as long as j: its lifetime's end is at or after j's (both start at the embedding).
 
 What this folds in the compiled models: a token's threshold ``[x(t) < k]`` is the sum of the
 indicators x = v for v < k, which the same models carry for their value reads; a position's
-``t`` and its steps ``[t < k]`` beside the position's other indicators and ``one`` (T + 1
-columns over T positions are never independent). Like the duplicates (:mod:`.duplicates`, the
-case e_j = e_i) it is sharing at one depth that loses nothing: j's value is Σ a_i·h_i, which the
-feature dictionary states (its ``read`` ``combination``).
+``t`` and its steps ``[t < k]`` beside the position's other indicators and ``one`` (more such
+columns than the T positions cannot be independent); ``one``, the sum of the token's
+indicators. Like the duplicates (:mod:`.duplicates`, the case e_j = e_i) it is sharing at one
+depth that loses nothing: j's value is Σ a_i·h_i, which the feature dictionary states (its
+``read`` ``combination``).
 
-**Which j.** The longest-lived direction first (it frees the most stages; ties: the higher
-index), each tried against the directions not folded that live as long; a direction of a
-categorical group (:mod:`.categorical`: read through clean-ups once superposed) is kept, so the
-groups stay what they were. The coefficients are the unique ones over a basis chosen in index
-order, kept only when they are exact binary fractions whose combination reproduces e_j exactly
-(checked in rational arithmetic), so a fold is never approximate.
+**Which j.** The shortest-lived direction first (it leaves the longer-lived ones, which can
+support more, to the others; ties: the higher index), each tried against the directions not
+folded that live at least as long; one token's or one position's own indicator (a column with
+a single entry, 1) is never folded, so the one-hot groups stay what they were for the
+clean-ups, and the labels in ``kept`` are not either (compile tries ``one`` both ways). The
+coefficients are the unique ones over a basis chosen in index order (the shift first), kept
+only when they are exact binary fractions whose combination reproduces e_j exactly (checked in
+rational arithmetic), so a fold is never approximate.
 """
 
 from __future__ import annotations
