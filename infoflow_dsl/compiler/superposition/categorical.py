@@ -158,12 +158,14 @@ def ffn_groups(config: dict[str, Any], writes: list[list[int]], labels: list[str
             if block.get("group") is not None:
                 tagged.setdefault(block["group"], []).append(block)
         for name, blocks in tagged.items():
-            members = [index.get(b["output"]) for b in blocks]
-            if (len(members) > 1 and None not in members and len(set(members)) == len(members)
-                    and all(writes[m] == [2 * layer + 2] for m in members if m is not None)
+            if any(b["output"] not in index for b in blocks):
+                continue
+            members = tuple(index[b["output"]] for b in blocks)
+            if (len(members) > 1 and len(set(members)) == len(members)
+                    and all(writes[m] == [2 * layer + 2] for m in members)
                     and all(set(b.get("values", ())) <= {0.0, 1.0} for b in blocks)):
-                found.append(Group(f"ffn:{name}", 2 * layer + 2, tuple(m for m in members if m is not None),
-                                   max(float(b.get("error", 0.0)) for b in blocks)))
+                tail = max(float(b.get("error", 0.0)) for b in blocks)
+                found.append(Group(f"ffn:{name}", 2 * layer + 2, members, tail))
     return found
 
 

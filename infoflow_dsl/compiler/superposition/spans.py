@@ -144,16 +144,20 @@ def combination(columns: Tensor, target: int, over: list[int]) -> tuple[tuple[in
     return tuple((i, float(c)) for i, c in found)
 
 
+def scaled_sum(*parts: tuple[float, tuple[tuple[int, float], ...]]) -> tuple[tuple[int, float], ...]:
+    """Σ scale·terms over ``parts`` as ((index, weight), ...), indices in first-seen order, the
+    zero weights dropped (a combination substituted into another, a sum moved onto another)."""
+    merged: dict[int, float] = {}
+    for scale, terms in parts:
+        for i, weight in terms:
+            merged[i] = merged.get(i, 0.0) + scale * weight
+    return tuple((i, weight) for i, weight in merged.items() if weight != 0.0)
+
+
 def _substituted(found: Combinations, j: int, combo: tuple[tuple[int, float], ...]) -> Combinations:
     """Every earlier combination with j replaced by its own combination."""
-    out: Combinations = {}
-    for k, terms in found.items():
-        merged: dict[int, float] = {}
-        for i, a in terms:
-            for m, b in (combo if i == j else ((i, 1.0),)):
-                merged[m] = merged.get(m, 0.0) + a * b
-        out[k] = tuple((m, a) for m, a in sorted(merged.items()) if a != 0.0)
-    return out
+    return {k: tuple(sorted(scaled_sum(*((a, combo if i == j else ((i, 1.0),)) for i, a in terms))))
+            for k, terms in found.items()}
 
 
 def spanned(tensors: dict[str, Tensor], config: dict[str, Any],
@@ -184,4 +188,5 @@ def spanned(tensors: dict[str, Tensor], config: dict[str, Any],
     return out, Spans(found, {j: alive[j].end for j in found})
 
 
-__all__ = ["Combinations", "Spans", "basis", "combination", "embedding_columns", "embedding_only", "spanned"]
+__all__ = ["Combinations", "Spans", "basis", "combination", "embedding_columns", "embedding_only", "scaled_sum",
+           "spanned"]

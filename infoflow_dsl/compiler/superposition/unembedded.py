@@ -29,7 +29,7 @@ import torch
 
 from ..compress import drop_unread_writes, stage_map, stage_tensors
 from .categorical import usage
-from .spans import basis, combination
+from .spans import basis, combination, scaled_sum
 
 Tensor = torch.Tensor
 
@@ -67,13 +67,10 @@ def _fold_writes(tensors: dict[str, Tensor], layers: int, j: int, terms: tuple[t
 
 def _summed(sums: Sums, j: int, terms: tuple[tuple[int, float], ...]) -> Sums:
     """The sums after j's coordinate (holding its own sum) is added onto each i's times a_i."""
-    moved = dict(sums.get(j, ((j, 1.0),)))
+    moved = sums.get(j, ((j, 1.0),))
     out = {k: v for k, v in sums.items() if k != j}
     for i, a in terms:
-        held = dict(out.get(i, ((i, 1.0),)))
-        for name, weight in moved.items():
-            held[name] = held.get(name, 0.0) + a * weight
-        out[i] = tuple((name, weight) for name, weight in held.items() if weight != 0.0)
+        out[i] = scaled_sum((1.0, out.get(i, ((i, 1.0),))), (a, moved))
     return out
 
 
