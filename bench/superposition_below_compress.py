@@ -35,14 +35,18 @@ TOKENS8 = ", ".join(f'"{chr(97 + i)}"' for i in range(8))
 SYNTHETIC = {
     "reverse, 8 tokens": f"input x : token {{{TOKENS8}}}\nlength T = 4\ntarget(t) = x(len + 1 - t)\n",
     "hist, 8 tokens": f"input x : token {{{TOKENS8}}}\nlength T = 4\ntarget(t) = sum_<s> [x(s) == x(t)]\n",
+    "running max": "input x : token {1, 2, 3, 4}\nlength T = 6\ntarget(t) = max_<s : s <= t> x(s)\n",
+    "range": "input x : token {1, 2, 3, 4}\nlength T = 6\ntarget max_<s> x(s) - min_<s> x(s)\n",
+    "count of the max": "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = sum_<s> [x(s) == max_<r> x(r)]\n",
 }
 RASP = ("count_less_freq_2", "smaller_count", "running_count_a", "distinct_so_far", "detect_aba", "shuffle_dyck1",
         "reverse_digits", "earlier_different", "mean_of_larger", "count_a_minus_b", "sort_unique_digits",
         "word_class")
 INTRO = ("F: the features alive at once that `disguise --compress` reaches on the plain model (tight lifetimes: "
          "all that sharing over the depth reaches); F folded: F once the exact folds are made (directions named "
-         "twice, embedding columns others span, numbers only the output reads summed: compiler/superposition/"
-         "duplicates.py, spans.py, unembedded.py); F packed: F once numbers of known values share a direction read "
+         "twice, embedding columns others span, numbers only the output reads summed, sharp heads' constant "
+         "queries moved off `one`: compiler/superposition/duplicates.py, spans.py, unembedded.py, queries.py); "
+         "F packed: F once numbers of known values share a direction read "
          "by step tables "
          "(compiler/superposition/packed.py); smallest D: what `compile --residual --dtype float64` certifies "
          "(`--residual 1` names it); F/D = F / smallest D; at one depth: what D below F comes from (exact "
@@ -69,7 +73,8 @@ def note(results: list[tuple[str, int, int, int]]) -> str:
             "in the default dtype, each time by sharing at one depth, which the column \"at one depth\" names: "
             "exact folds (directions named twice; embedding columns other embedding columns span, such as a token's "
             "thresholds beside its indicators, or one positional step too many; numbers only the output reads, "
-            "held as the sum it reads), categorical features superposed on fewer storage dimensions (the fetched "
+            "held as the sum it reads; sharp heads' constant queries moved onto a positive number, so that "
+            "`one` is read by nothing), categorical features superposed on fewer storage dimensions (the fetched "
             "tokens and token indicators carried past their reads), and numbers packed: "
             "a count's mean and 1/count, 1/len, the token indicators a head averages or a gate reads, the steps, "
             "gates and tables FFNs compute (by the values their blocks record), every input of one `and` at once, "
@@ -181,7 +186,8 @@ def one_depth(alive: int, folded: int, packed: int, width: int, record: dict[str
     """What shares a dimension at one depth: the dimensions the exact folds (and which),
     packed numbers and superposition save."""
     folds = [f"{len(record.get(key) or [])} {what}" for key, what in
-             (("duplicates", "duplicates"), ("spanned", "spanned columns"), ("summed", "sums")) if record.get(key)]
+             (("duplicates", "duplicates"), ("spanned", "spanned columns"), ("summed", "sums"),
+              ("queries", "constant queries moved")) if record.get(key)]
     found = [f"{n} {what}" for n, what in ((alive - folded, f"folded ({', '.join(folds)})"),
                                            (folded - packed, "packed"), (packed - width, "superposed")) if n > 0]
     return ", ".join(found) or "—"

@@ -4,8 +4,10 @@ at most D dimensions, fewer than its features alive at once, certified.
 The plain model is compiled first. Directions that hold no value of their own are folded, each
 exactly in real arithmetic: directions it names twice (identical writers: the same value,
 :mod:`.duplicates`) into one; numbers only the unembedding reads, where W_U's rows allow, into
-coordinates holding their sum (:mod:`.unembedded`); embedding columns that other embedding
-columns alive as long span, onto those (:mod:`.spans`). Its categorical features (``categorical``:
+coordinates holding their sum (:mod:`.unembedded`); sharp heads' constant queries, from ``one``
+onto a positive number (every score scaled by at least 1: :mod:`.queries`), so that ``one``
+may be read by nothing; embedding columns that other embedding columns alive as long span,
+onto those (:mod:`.spans`). Its categorical features (``categorical``:
 indicators in groups of mass ≤ 1: the token's and the position's one-hot columns, a sharp
 head's fetched token) then move to a **storage** block of d_s coordinates on nearly orthogonal
 directions (``codes``), every read of them going through a reader that rejects the others'
@@ -53,6 +55,7 @@ from .embed import Embedding, rewrite
 from .layout import MARGIN, Layout, StorageRead, certify, holds, layout, read_pairs
 from .packed import Packed, choices, fewest_within, member_records, packed
 from .packing import UNIT_ROUNDOFF
+from .queries import MovedQuery, moved_queries
 from .spans import Spans, spanned
 from .unembedded import Sums, unembedded
 
@@ -176,8 +179,10 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     original, tensors, aliases = tensors, *merged(tensors, config)
     result, given = None, config
     sums: Sums = {}
+    moves: list[MovedQuery] = []
     if storage is None:
         tensors, sums = unembedded(tensors, config)
+        tensors, moves = moved_queries(tensors, config)
         tensors, spans, (plan, least, built) = _spanned_layout(tensors, config, margin)
         folded = features_alive(tensors, config)
         smallest = int(built[1]["d_model"])
@@ -213,6 +218,7 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     record["duplicates"] = [[given["residual_labels"][j], given["residual_labels"][i]]
                             for j, i in sorted(aliases.items())]
     record["spanned"] = spans.labelled(list(given["residual_labels"]))
+    record["queries"] = [move.labelled(given, list(given["residual_labels"])) for move in moves]
     record["summed"] = [[given["residual_labels"][i], [[given["residual_labels"][n], w] for n, w in terms]]
                         for i, terms in sorted(sums.items())]
     dims = {f.index: (d, f.end if f is not occupants[-1] else math.inf)  # the last occupant is never erased

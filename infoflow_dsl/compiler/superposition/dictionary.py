@@ -345,6 +345,9 @@ def print_features(name: str, model: Any, found: list[dict[str, Any]]) -> None:
         print(f"  superposed: {alive_text(record)}, D = {record['d_model']}, "
               f"F/D = {record['ratio']:.3g}; largest interference {record['max_bound']:.3g} against the margin "
               f"{record['margin']:g}")
+        for head, source, scale, raised in record.get("queries", []):
+            lift = f"; {source}'s readout row raised to its tokens' least, unread there before" if raised else ""
+            print(f"  {head}'s constant query reads {scale:g}·{source} in place of one (scores scaled by ≥ 1{lift})")
     for f in found:
         reads = sorted({entry["read"] for entry in f["hooks"].values()})
         group = f" ({f['group']})" if f["group"] else ""

@@ -8,16 +8,23 @@ read exactly, in rationals (each float weight is the rational it stores):
   holds, at a row of token v at position p, W_E[v] + W_pos[p] (or cls + W_pos[p] on the
   readout row); the joint values of several such directions at position p are those rows;
 - a **uniform head** (kind ``uniform``, ``length`` or ``position`` (a masked fetch), β = 0: every
-  admitted key weighs 1/|K|) whose values read embedding directions only: its outputs at query t are
+  admitted key weighs 1/|K|) whose values read embedding directions and earlier FFN blocks'
+  outputs (below: each of their values at any position, joined with the embedding's rows
+  there, a superset of the rows that occur): its outputs at query t are
   (1/|K|)·Σ_{s∈K} val(s) W_O, val(s) one of position s's rows through W_V, K the keys its mask
   admits for (t, T'), every T' ≤ T and t ≤ T' + 1 (0 where K is empty). The set of sums is built
   key by key (a sumset), so the joint values of the head's outputs are exact, not the product
   of each output's own values (for a count: (S/c, 1/c), O(T²) pairs, not O(T³));
+- a **sharp head** (β > 0) whose key and values read one direction a, its query one direction
+  positive at every row: its winners tie on a, so its outputs hold θ·a(winner) (θ = W_V[a]·W_O),
+  a taking its values at the token rows (the keys), 0 where its mask admits no key; within the
+  head's stated error times max(1, θ·span(a)), plus a's own error times θ (a running max's
+  output takes x's values);
 - an **FFN block** that records its output's values (config ``layers[l].mlp[k].values``: the
   token lowering's steps, gates and tables, whose values it knows) and alone writes that
   direction: those values, each within the block's ``error`` (the plain certificate's).
 
-Anything else (sharp heads, vector FFNs) is not read: :func:`joint` answers None for it.
+Anything else (other sharp heads, vector FFNs) is not read: :func:`joint` answers None for it.
 Values of directions from different sources are joined as the product of their sets (a
 superset of the pairs that occur). The error of a head's output is its config's ``error``
 (softmax tail, rounding); the embedding's is 0.
@@ -34,6 +41,7 @@ import torch
 
 from ...transformer.masks import admits
 from ..compress import stage_map
+from .queries import least_values
 
 Tensor = torch.Tensor
 Row = tuple[Fraction, ...]
@@ -89,8 +97,26 @@ def _means(keys: frozenset[int], per_position: list[set[Row]], width: int) -> se
     return {tuple(x / len(keys) for x in total) for total in sums}
 
 
+def _key_rows(tensors: dict[str, Tensor], read: list[int], embedded: list[int],
+              blocks: list[Source]) -> list[set[Row]] | None:
+    """Per position: the rows (in ``read``'s order) a key there can hold: its embedding rows
+    joined with every value of the FFN blocks' outputs among ``read`` (a superset: an output's
+    values at any position); None where a read direction has neither source, or past :data:`CAP`."""
+    from_blocks = [m for m in read if m not in embedded]
+    block_rows = joint(blocks, tuple(from_blocks)) if from_blocks else frozenset({()})
+    if block_rows is None:
+        return None
+    mine = [m for m in read if m in embedded]
+    rows = _embedding_rows(tensors, mine)
+    if len(rows[0]) * len(block_rows) > CAP:
+        return None
+    order = [*mine, *from_blocks]
+    position = [order.index(m) for m in read]
+    return [{tuple((*e, *b)[i] for i in position) for e in at for b in block_rows} for at in rows]
+
+
 def _head_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
-                 embedded: list[int], writes: list[list[int]], length: int) -> Source | None:
+                 embedded: list[int], writes: list[list[int]], length: int, blocks: list[Source]) -> Source | None:
     described = config["layers"][layer]["heads"][head]
     p = f"blocks.{layer}.attn."
     if described.get("kind") not in UNIFORM_KINDS or float(tensors[p + "beta"][head]) != 0.0:
@@ -99,12 +125,13 @@ def _head_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int,
     read = torch.nonzero(w_v.ne(0).any(dim=1)).flatten().tolist()
     outputs = torch.nonzero(w_o.ne(0).any(dim=0)).flatten().tolist()
     others = [h for h in range(tensors[p + "W_O"].shape[0]) if h != head]
-    if (not outputs or not set(read) <= set(embedded)
-            or any(writes[o] != [2 * layer + 1] for o in outputs)
+    if (not outputs or any(writes[o] != [2 * layer + 1] for o in outputs)
             or any(bool(tensors[p + "W_O"][h][:, outputs].ne(0).any()) for h in others)):
         return None
+    rows = _key_rows(tensors, read, embedded, blocks)
+    if rows is None:
+        return None
     through = w_v[read] @ w_o[:, outputs]  # (read, outputs): a key's row of the read directions -> its outputs
-    rows = _embedding_rows(tensors, read)
     exact = [[Fraction(float(x)) for x in column] for column in through.T.tolist()]
     per_position = [{tuple(sum((r * c for r, c in zip(row, col, strict=True)), Fraction(0)) for col in exact)
                      for row in at} for at in rows]
@@ -118,6 +145,55 @@ def _head_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int,
             return None
     return Source(str(described.get("name", f"{layer}.{head}")), tuple(outputs), frozenset(found),
                   float(described.get("error", 0.0)), 2 * layer + 1)
+
+
+def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
+                  writes: list[list[int]], length: int, found: list[Source]) -> Source | None:
+    """A sharp head (β > 0) whose key reads one direction a and whose values read a alone, its
+    query one direction positive at every row (``one``, or where :mod:`.queries` moved it): the
+    winners tie on a's value, so each output j holds θ_j·a(winner) (θ = W_V[a]·W_O), off by at
+    most the tail's weight times θ_j·span(a) plus a's own error; 0 where its mask admits no key."""
+    described = config["layers"][layer]["heads"][head]
+    p = f"blocks.{layer}.attn."
+    if float(tensors[p + "beta"][head]) <= 0.0:
+        return None
+    w_q, w_k, w_v, w_o = (tensors[p + n][head].double() for n in ("W_Q", "W_K", "W_V", "W_O"))
+    query = torch.nonzero(w_q.ne(0).any(dim=1)).flatten().tolist()
+    key = torch.nonzero(w_k.ne(0).any(dim=1)).flatten().tolist()
+    read = torch.nonzero(w_v.ne(0).any(dim=1)).flatten().tolist()
+    outputs = torch.nonzero(w_o.ne(0).any(dim=0)).flatten().tolist()
+    others = [h for h in range(tensors[p + "W_O"].shape[0]) if h != head]
+    if (len(query) != 1 or len(key) != 1 or read != key or not outputs
+            or not _positive(tensors, config, query[0], writes)
+            or any(writes[o] != [2 * layer + 1] for o in outputs)
+            or any(bool(tensors[p + "W_O"][h][:, outputs].ne(0).any()) for h in others)):
+        return None
+    values = _token_values(tensors, key[0]) if writes[key[0]] == [0] else joint(found, (key[0],))
+    if values is None:
+        return None
+    theta = [Fraction(float(x)) for x in (w_v[key[0]] @ w_o[:, outputs]).tolist()]  # (outputs,)
+    rows = {tuple(v * c for c in theta) for (v,) in values}
+    if any(not keys for keys in _key_sets(described.get("mask", []), length)):
+        rows.add(tuple(Fraction(0) for _ in outputs))
+    span = float(max(v for (v,) in values) - min(v for (v,) in values))
+    reach = max(abs(float(c)) for c in theta)
+    error = float(described.get("error", 0.0)) * max(1.0, span * reach) + error_of(found, key[0]) * reach
+    return Source(str(described.get("name", f"{layer}.{head}")), tuple(outputs), frozenset(rows), error,
+                  2 * layer + 1)
+
+
+def _token_values(tensors: dict[str, Tensor], direction: int) -> frozenset[Row]:
+    """The values an embedding-written direction takes at the token rows (what a key reads):
+    W_E[v] + W_pos[p] for every token v and position p = 1..T."""
+    table, positions = (tensors[n].double()[..., direction].reshape(-1) for n in ("embed.W_E", "pos_embed.W_pos"))
+    steps = positions[:-1].tolist()  # W_pos's rows 1..T: the last one is the readout row's alone
+    return frozenset((Fraction(float(e)) + Fraction(float(q)),) for e in table.tolist() for q in steps)
+
+
+def _positive(tensors: dict[str, Tensor], config: dict[str, Any], direction: int, writes: list[list[int]]) -> bool:
+    """Whether the embedding alone writes ``direction`` and its value is positive at every row
+    the model reads (the token rows; the readout row unless per token)."""
+    return writes[direction] == [0] and float(least_values(tensors, config.get("output") == "token")[direction]) > 0
 
 
 def sources(tensors: dict[str, Tensor], config: dict[str, Any]) -> list[Source]:
@@ -134,8 +210,10 @@ def sources(tensors: dict[str, Tensor], config: dict[str, Any]) -> list[Source]:
             found.append(Source("embedding", tuple(embedded), frozenset(joint), 0.0, 0))
     length = int(config["T"])
     for layer in range(layers):
+        blocks = [source for source in found if source.stage > 0 and len(source.members) == 1]  # earlier layers
         for head in range(len(config["layers"][layer]["heads"])):
-            source = _head_source(tensors, config, layer, head, embedded, writes, length)
+            source = (_head_source(tensors, config, layer, head, embedded, writes, length, blocks)
+                      or _sharp_source(tensors, config, layer, head, writes, length, found))
             if source is not None:
                 found.append(source)
         found += [source for block in config["layers"][layer]["mlp"]

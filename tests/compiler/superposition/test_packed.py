@@ -214,3 +214,17 @@ def test_numbers_two_units_read_together_pack_as_one_group() -> None:
     packs = record["packed"]["packs"]
     assert any(len(p["members"]) == 3 and sum(m.startswith("x=") for m in p["members"]) == 1 for p in packs)
     assert _wrong(model, REPEAT) == []
+
+
+@pytest.mark.parametrize("source", [
+    "input x : token {1, 2, 3, 4}\nlength T = 5\ntarget(t) = max_<s : s <= t> x(s)\n",
+    "input x : token {1, 2, 3}\nlength T = 5\ntarget(t) = sum_<s> [x(s) == max_<r> x(r)]\n",
+])
+def test_a_sharp_heads_output_and_a_mean_of_ffn_steps_pack(source: str) -> None:
+    """A running max's output (a sharp head whose key and value read x: x's values) packs with
+    x, D = 1 where compress reaches 3; the mean a uniform head takes of FFN steps (their recorded
+    values at any key) packs with 1/count. Both exact on every input up to length 4."""
+    model = _compiled(source, "float64")
+    record = model.config["superposition"]
+    assert record.get("packed") and model.d_model < record["features_alive_folded"] <= _compressed(source)
+    assert _wrong(model, source) == []

@@ -3,6 +3,7 @@ jointly (a count's mean and 1/count), exact rationals; an FFN block's, as its re
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import torch
@@ -30,3 +31,48 @@ def test_a_counts_mean_and_reciprocal_take_exactly_the_pairs_of_a_count_over_a_l
     assert joint(found, (count,)) == {(Fraction(k) - constant,) for k in range(6)}
     assert next(s for s in found if count in s.members).error == next(
         b["error"] for layer in model.config["layers"] for b in layer["mlp"] if b["output"] == "steps1")
+
+
+#: a count of the tokens equal to the maximum: a uniform head averages FFN steps
+#: [x(s) == max ≥ k] (its values read an FFN's outputs, not the embedding's)
+EQUAL_TO_MAX = "input x : token {1, 2, 3}\nlength T = 5\ntarget(t) = sum_<s> [x(s) == max_<r> x(r)]\n"
+
+
+def test_a_heads_mean_of_ffn_outputs_takes_values_that_cover_every_one_it_holds() -> None:
+    """The head's outputs read FFN steps (values recorded by their blocks) and [s = 1]: their
+    joint values (a superset: each step's values at any position) contain every pair the model
+    holds on every input up to length 4 (its outputs to within the head's stated error)."""
+    model = ifl.compile(ifl.parse_program(EQUAL_TO_MAX, "p.iflow"), samples=0, dtype="float64")
+    tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
+    labels = model.config["residual_labels"]
+    head = next(h for h in model.config["layers"][1]["heads"] if h["kind"] == "uniform")
+    outputs = tuple(labels.index(o) for o in head["outputs"])
+    rows = joint(sources(tensors, model.config), outputs)
+    assert rows is not None
+    grid = torch.tensor([[float(v) for v in row] for row in sorted(rows)], dtype=torch.float64)  # (R, 2)
+    for n in range(1, 5):
+        x = torch.tensor(list(itertools.product(range(3), repeat=n)), dtype=torch.int64)
+        with torch.no_grad():
+            held = model.residual_stream(x)[2][:, :-1, list(outputs)].reshape(-1, len(outputs))  # (B·n, 2)
+        nearest = (held[:, None, :] - grid[None]).abs().amax(dim=-1).min(dim=1).values  # (B·n,)
+        assert float(nearest.max()) <= head["error"] + 1e-12
+
+
+#: a running maximum: a sharp head whose key and value read x alone, its query ``one``
+RUNNING_MAX = "input x : token {1, 2, 3, 4}\nlength T = 5\ntarget(t) = max_<s : s <= t> x(s)\n"
+
+
+def test_a_sharp_heads_output_takes_its_keys_values_within_the_stated_tail() -> None:
+    """The winners tie on x, so the head's output is one of x's values, within its source's error
+    (the tail's weight times x's span) at every token row of every input up to length 4."""
+    model = ifl.compile(ifl.parse_program(RUNNING_MAX, "p.iflow"), samples=0, dtype="float64")
+    tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
+    out = model.config["residual_labels"].index("h1:retrieval[1]")
+    source = next(s for s in sources(tensors, model.config) if s.members == (out,))
+    assert source.rows == {(Fraction(v),) for v in (1, 2, 3, 4)}
+    grid = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+    for n in range(1, 5):
+        x = torch.tensor(list(itertools.product(range(4), repeat=n)), dtype=torch.int64)
+        with torch.no_grad():
+            held = model.residual_stream(x)[1][:, :-1, out].reshape(-1, 1)  # (B·n, 1)
+        assert float((held - grid).abs().min(dim=1).values.max()) <= source.error
