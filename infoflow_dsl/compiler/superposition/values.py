@@ -15,11 +15,12 @@ read exactly, in rationals (each float weight is the rational it stores):
   admits for (t, T'), every T' ≤ T and t ≤ T' + 1 (0 where K is empty). The set of sums is built
   key by key (a sumset), so the joint values of the head's outputs are exact, not the product
   of each output's own values (for a count: (S/c, 1/c), O(T²) pairs, not O(T³));
-- a **sharp head** (β > 0) whose key and values read one direction a, its query one direction
-  positive at every row: its winners tie on a, so its outputs hold θ·a(winner) (θ = W_V[a]·W_O),
-  a taking its values at the token rows (the keys), 0 where its mask admits no key; within the
-  head's stated error times max(1, θ·span(a)), plus a's own error times θ (a running max's
-  output takes x's values);
+- a **sharp head** (β > 0) of one score dimension whose key is a form k = Σ w_i·h_i and whose
+  value columns are multiples α_j·k, its query one direction positive at every row: its winners
+  tie on k, so its outputs hold θ·k(winner) (θ = α·W_O), k taking its values at the token rows
+  (the keys: the embedding's there, joined with the other sources'), 0 where its mask admits no
+  key; within the head's stated error times max(1, θ·span(k)), plus k's own error times θ (a
+  running max's output takes x's values);
 - an **FFN block** that records its output's values (config ``layers[l].mlp[k].values``: the
   token lowering's steps, gates and tables, whose values it knows) and alone writes that
   direction: those values, each within the block's ``error`` (the plain certificate's).
@@ -149,45 +150,61 @@ def _head_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int,
 
 def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
                   writes: list[list[int]], length: int, found: list[Source]) -> Source | None:
-    """A sharp head (β > 0) whose key reads one direction a and whose values read a alone, its
-    query one direction positive at every row (``one``, or where :mod:`.queries` moved it): the
-    winners tie on a's value, so each output j holds θ_j·a(winner) (θ = W_V[a]·W_O), off by at
-    most the tail's weight times θ_j·span(a) plus a's own error; 0 where its mask admits no key."""
+    """A sharp head (β > 0) of one score dimension, its query one direction positive at every row
+    (``one``, or where :mod:`.queries` moved it), its key a form k(s) = Σ w_i·h_i(s) and every
+    value column α_j·k(s): the winners tie on k, so each output j holds θ_j·k(winner) (θ = α·W_O),
+    off by at most the tail's weight times θ_j·span(k) plus k's own error; 0 where its mask
+    admits no key."""
     described = config["layers"][layer]["heads"][head]
     p = f"blocks.{layer}.attn."
     if float(tensors[p + "beta"][head]) <= 0.0:
         return None
     w_q, w_k, w_v, w_o = (tensors[p + n][head].double() for n in ("W_Q", "W_K", "W_V", "W_O"))
     query = torch.nonzero(w_q.ne(0).any(dim=1)).flatten().tolist()
-    key = torch.nonzero(w_k.ne(0).any(dim=1)).flatten().tolist()
-    read = torch.nonzero(w_v.ne(0).any(dim=1)).flatten().tolist()
+    columns = torch.nonzero(w_k.ne(0).any(dim=0) | w_q.ne(0).any(dim=0)).flatten().tolist()
     outputs = torch.nonzero(w_o.ne(0).any(dim=0)).flatten().tolist()
     others = [h for h in range(tensors[p + "W_O"].shape[0]) if h != head]
-    if (len(query) != 1 or len(key) != 1 or read != key or not outputs
-            or not _positive(tensors, config, query[0], writes)
+    if (len(query) != 1 or len(columns) != 1 or not outputs or not _positive(tensors, config, query[0], writes)
             or any(writes[o] != [2 * layer + 1] for o in outputs)
             or any(bool(tensors[p + "W_O"][h][:, outputs].ne(0).any()) for h in others)):
         return None
-    values = _token_values(tensors, key[0]) if writes[key[0]] == [0] else joint(found, (key[0],))
+    form = w_k[:, columns[0]]  # (D,): k(s) = form · h(s)
+    read = torch.nonzero(form).flatten().tolist()
+    alpha = w_v[read[0]] / form[read[0]]  # (V,): value column j = α_j·k, where it is one
+    if not torch.equal(w_v, form[:, None] * alpha[None, :]):
+        return None
+    values = _form_values(tensors, form, read, writes, found)
     if values is None:
         return None
-    theta = [Fraction(float(x)) for x in (w_v[key[0]] @ w_o[:, outputs]).tolist()]  # (outputs,)
-    rows = {tuple(v * c for c in theta) for (v,) in values}
+    theta = [Fraction(float(x)) for x in (alpha @ w_o[:, outputs]).tolist()]  # (outputs,)
+    rows = {tuple(v * c for c in theta) for v in values}
     if any(not keys for keys in _key_sets(described.get("mask", []), length)):
         rows.add(tuple(Fraction(0) for _ in outputs))
-    span = float(max(v for (v,) in values) - min(v for (v,) in values))
-    reach = max(abs(float(c)) for c in theta)
-    error = float(described.get("error", 0.0)) * max(1.0, span * reach) + error_of(found, key[0]) * reach
+    span, reach = float(max(values) - min(values)), max(abs(float(c)) for c in theta)
+    own = sum(abs(float(form[i])) * error_of(found, i) for i in read if writes[i] != [0])
+    error = float(described.get("error", 0.0)) * max(1.0, span * reach) + own * reach
     return Source(str(described.get("name", f"{layer}.{head}")), tuple(outputs), frozenset(rows), error,
                   2 * layer + 1)
 
 
-def _token_values(tensors: dict[str, Tensor], direction: int) -> frozenset[Row]:
-    """The values an embedding-written direction takes at the token rows (what a key reads):
-    W_E[v] + W_pos[p] for every token v and position p = 1..T."""
-    table, positions = (tensors[n].double()[..., direction].reshape(-1) for n in ("embed.W_E", "pos_embed.W_pos"))
-    steps = positions[:-1].tolist()  # W_pos's rows 1..T: the last one is the readout row's alone
-    return frozenset((Fraction(float(e)) + Fraction(float(q)),) for e in table.tolist() for q in steps)
+def _form_values(tensors: dict[str, Tensor], form: Tensor, read: list[int], writes: list[list[int]],
+                 found: list[Source]) -> set[Fraction] | None:
+    """The values Σ w_i·h_i(s) takes at the token rows (the keys): the embedding's directions at
+    every token v and position p = 1..T (W_pos's last row is the readout row's alone), joined
+    with the other sources' values (a superset); None where a direction has no source or past
+    :data:`CAP`."""
+    embedded = [i for i in read if writes[i] == [0]]
+    rest = tuple(i for i in read if writes[i] != [0])
+    others = joint(found, rest) if rest else frozenset({()})
+    if others is None:
+        return None
+    table, positions = (tensors[n].double()[..., embedded] for n in ("embed.W_E", "pos_embed.W_pos"))
+    weights = [Fraction(float(form[i])) for i in [*embedded, *rest]]
+    tokens = {tuple(Fraction(float(a)) + Fraction(float(b)) for a, b in zip(e, q, strict=True))
+              for e in table.tolist() for q in positions[:-1].tolist()}
+    if len(tokens) * len(others) > CAP:
+        return None
+    return {sum((w * x for w, x in zip(weights, (*e, *o), strict=True)), Fraction(0)) for e in tokens for o in others}
 
 
 def _positive(tensors: dict[str, Tensor], config: dict[str, Any], direction: int, writes: list[list[int]]) -> bool:

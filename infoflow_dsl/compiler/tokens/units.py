@@ -27,18 +27,21 @@ Unit = tuple[LinearForm, float, float]
 
 def unit_feature(builder: TokenCircuitBuilder, *, stem: str, formula: str, inputs: Sequence[Feature],
                   units: list[Unit], values: frozenset[Fraction] | None, error: float,
-                  extra: LinearForm = NO_TERMS, rounding: float | None = None) -> Feature:
+                  extra: LinearForm = NO_TERMS, rounding: float | None = None,
+                  own: frozenset[Fraction] | None = None) -> Feature:
     """Units Σ cₖ·relu(formₖ) into one fresh direction (plus the linear ``extra``), one FFN after
     the inputs; the result's error is ``error`` plus the units' rounding: ``rounding`` where the
     caller knows which units can be active together, else 2ϱ·Σₖ |cₖ|·reachₖ (an inactive unit
-    adds exactly 0)."""
+    adds exactly 0). The block records its direction's values: ``own`` where the caller knows
+    them (the units' sum alone, ``extra`` left out), else the feature's less a constant ``extra``
+    (:func:`direction_values`)."""
     layer = ffn_layer(feature_stage(*inputs))
     output = builder.fresh(stem)
     if rounding is None:
         rounding = 2 * builder.unit_roundoff * sum(abs(c) * reach for _, c, reach in units)
     builder.add_units(name=output, layer=layer, output=output, formula=formula,
                       units=[ReLUUnit(form, output, c) for form, c, _ in units], error=error + rounding,
-                      values=direction_values(values, extra))
+                      values=direction_values(values, extra) if own is None else direction_values(own, NO_TERMS))
     return Feature(LinearForm.of(output).plus(extra), values, ffn_stage(layer), error + rounding)
 
 
