@@ -3,7 +3,7 @@
     python bench/sae_ground_truth.py [--steps N] [--only 'NAME;..'] [--rows FILE] [--benchmarks]
 
 For each token program (Tracr's library as shipped but sort_freq, 25 programs of the RASP
-suite, reverse over 8 and 16 tokens): F, the features alive at once that ``disguise --compress``
+suite, reverse over 8 and 16 tokens, a running max and a count of the max): F, the features alive at once that ``disguise --compress``
 reaches on the plain model, and the model compiled with ``--residual R`` for R = ⌊F/r⌋, r = 1,
 1.5, 2, where R is at least the smallest certified D (``--residual 1``'s answer), and for R that
 smallest D: its d_model D ≤ R and its F/D (residuals building the same width: one row). For
@@ -48,11 +48,13 @@ HEADER = ("| program | F | D | F/D | true features at the hook | SAE | SAE: max 
 SYNTHETIC = {
     "reverse, 8 tokens": f"input x : token {{{TOKENS8}}}\nlength T = 4\ntarget(t) = x(len + 1 - t)\n",
     "reverse, 16 tokens": f"input x : token {{{TOKENS16}}}\nlength T = 6\ntarget(t) = x(len + 1 - t)\n",
+    "running max": "input x : token {1, 2, 3, 4}\nlength T = 6\ntarget(t) = max_<s : s <= t> x(s)\n",
+    "count of the max": "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = sum_<s> [x(s) == max_<r> x(r)]\n",
 }
 
 
 def programs() -> dict[str, Any]:
-    """name -> program: Tracr's shipped library but sort_freq, RASP's 25, the two reverses."""
+    """name -> program: Tracr's shipped library but sort_freq, RASP's 25, the synthetic four."""
     from rasp_suite import PROGRAMS
 
     import infoflow_dsl as ifl

@@ -43,6 +43,8 @@ def feature(name: str, values: set[Fraction], error: float = 0.0) -> Feature:
 
 
 value_sets = st.sets(st.integers(-20, 20).map(Fraction), min_size=2, max_size=8)
+#: sets whose gates' sums stay within the values a block records (6 · 6 ≤ 64)
+small_sets = st.sets(st.integers(-20, 20).map(Fraction), min_size=2, max_size=5)
 
 
 @settings(max_examples=60, deadline=None)
@@ -176,3 +178,23 @@ def test_a_remembered_step_is_the_one_at_least_gives(values: set[Fraction], data
     assert _units(built) == 0
     for v in values:
         assert evaluate(built, flipped.form, {"h": float(v), "made": float(v >= cut)}) == float(v >= cut)
+
+
+@settings(max_examples=40, deadline=None)
+@given(small_sets, small_sets, st.booleans())
+def test_a_gates_block_records_the_values_its_own_direction_takes(first: set[Fraction], second: set[Fraction],
+                                                                   exclusive: bool) -> None:
+    """Σ cᵢ·aᵢ·bᵢ over two indicators: the block's direction alone (the units, the lo·aᵢ left to
+    the aᵢ) takes one of its recorded values at every pair of indicators the gates allow (one at
+    a time where they are exclusive) and every value of the bᵢ."""
+    built = builder()
+    a, b = feature("a", {Fraction(0), Fraction(1)}), feature("b", {Fraction(0), Fraction(1)})
+    f, g = feature("f", first), feature("g", second)
+    ffn.gates(built, [(1.0, a, f), (-2.0, b, g)], None, "a·f − 2·b·g", exclusive=exclusive)
+    (block,) = built.blocks
+    recorded = set(block.values or ())
+    assert recorded
+    pairs = [(1, 0), (0, 1), (0, 0)] + ([] if exclusive else [(1, 1)])
+    for (on_a, on_b), u, v in ((p, u, v) for p in pairs for u in first for v in second):
+        held = evaluate(built, LinearForm.of(block.output), {"a": on_a, "b": on_b, "f": float(u), "g": float(v)})
+        assert min(abs(held - r) for r in recorded) < 1e-9
