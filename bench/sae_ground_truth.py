@@ -3,14 +3,15 @@
     python bench/sae_ground_truth.py [--steps N] [--only 'NAME;..'] [--rows FILE] [--benchmarks]
 
 For each token program (Tracr's library as shipped but sort_freq, 25 programs of the RASP
-suite, reverse over 8 and 16 tokens, a running max and a count of the max): F, the features alive at once that ``disguise --compress``
-reaches on the plain model, and the model compiled with ``--residual R`` for R = ⌊F/r⌋, r = 1,
-1.5, 2, where R is at least the smallest certified D (``--residual 1``'s answer), and for R that
-smallest D: its d_model D ≤ R and its F/D (residuals building the same width: one row). For
-each, a sparsify SAE of each architecture (topk, groupmax; 4 × D latents, k = 4) trained at the
-last layer's ``hook_resid_mid``: mean max cosine, share recovered at cos ≥ 0.9 and mean F1
-against the dictionary, beside the residual basis, PCA and a random dictionary. ``--rows FILE``
-appends the rows to FILE (runs split by ``--only`` add up there); ``--benchmarks`` writes
+suite, reverse over 8 and 16 tokens, a running max and a count of the max): F, the features
+alive at once that ``disguise --compress`` reaches on the plain model, and the model compiled
+with ``--residual R`` for R = ⌊F/r⌋, r = 1, 1.5, 2, where R is at least the smallest certified D
+(``--residual 1``'s answer), and for R that smallest D: its d_model D ≤ R and its F/D
+(residuals building the same width: one row). For each, a sparsify SAE of each architecture
+(topk, groupmax; 4 × D latents, k = 4) trained at the last layer's ``hook_resid_mid``: mean max
+cosine, share recovered at cos ≥ 0.9 and mean F1 against the dictionary, beside the residual
+basis, PCA and a random dictionary. ``--rows FILE`` appends the rows to FILE (runs split by
+``--only`` add up there); ``--benchmarks`` writes
 FILE's rows (or this run's) to BENCHMARKS.md "SAE ground truth".
 """
 

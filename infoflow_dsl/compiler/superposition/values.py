@@ -49,6 +49,10 @@ Row = tuple[Fraction, ...]
 
 #: the most joint values a source (or a pack) may have before it is left unread
 CAP = 4096
+#: the most (sum, row) pairs one step of a head's sumset may form (:func:`_means`)
+WORK = 1 << 16
+#: the most rows a key position may hold where a head's values read FFN outputs (:func:`_key_rows`)
+KEY_ROWS = 256
 UNIFORM_KINDS = ("uniform", "length", "position")
 
 
@@ -87,11 +91,14 @@ def _key_sets(mask: Any, length: int) -> set[frozenset[int]]:
 
 
 def _means(keys: frozenset[int], per_position: list[set[Row]], width: int) -> set[Row] | None:
-    """{(1/|K|)·Σ_{s∈K} row_s}: the sumset key by key, None past :data:`CAP`."""
+    """{(1/|K|)·Σ_{s∈K} row_s}: the sumset key by key, None past :data:`CAP` sums or a step past
+    :data:`WORK` pairs (a key's rows times the sums so far)."""
     if not keys:
         return {tuple(Fraction(0) for _ in range(width))}
     sums: set[Row] = {tuple(Fraction(0) for _ in range(width))}
     for s in sorted(keys):
+        if len(sums) * len(per_position[s - 1]) > WORK:
+            return None
         sums = {tuple(a + b for a, b in zip(total, row, strict=True)) for total in sums for row in per_position[s - 1]}
         if len(sums) > CAP:
             return None
@@ -109,7 +116,7 @@ def _key_rows(tensors: dict[str, Tensor], read: list[int], embedded: list[int],
         return None
     mine = [m for m in read if m in embedded]
     rows = _embedding_rows(tensors, mine)
-    if len(rows[0]) * len(block_rows) > CAP:
+    if len(rows[0]) * len(block_rows) > KEY_ROWS:
         return None
     order = [*mine, *from_blocks]
     position = [order.index(m) for m in read]
