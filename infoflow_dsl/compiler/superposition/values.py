@@ -109,7 +109,8 @@ def _key_rows(tensors: dict[str, Tensor], read: list[int], embedded: list[int],
               blocks: list[Source]) -> list[set[Row]] | None:
     """Per position: the rows (in ``read``'s order) a key there can hold: its embedding rows
     joined with every value of the FFN blocks' outputs among ``read`` (a superset: an output's
-    values at any position); None where a read direction has neither source, or past :data:`CAP`."""
+    values at any position); None where a read direction has neither source, or past
+    :data:`KEY_ROWS` rows a position."""
     from_blocks = [m for m in read if m not in embedded]
     block_rows = joint(blocks, tuple(from_blocks)) if from_blocks else frozenset({()})
     if block_rows is None:
@@ -177,6 +178,8 @@ def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int
         return None
     form = w_k[:, columns[0]]  # (D,): k(s) = form · h(s)
     read = torch.nonzero(form).flatten().tolist()
+    if not read:  # a query with no key: every key ties
+        return None
     alpha = w_v[read[0]] / form[read[0]]  # (V,): value column j = α_j·k, where it is one
     if not torch.equal(w_v, form[:, None] * alpha[None, :]):
         return None
