@@ -35,7 +35,7 @@ from ...errors import CompileError, NoConstruction
 from ..circuit import LinearForm
 from ..exact import ExactFunction, abs_function, extremum_function, relu_function, unit_rounding
 from .builder import Feature, TokenCircuitBuilder, constant_feature
-from .units import INDICATOR, ONE_VALUE, RECORDED_VALUES, ZERO, Unit, feature_stage, unit_feature
+from .units import INDICATOR, ONE_VALUE, ZERO, Unit, feature_stage, gate_term_values, gate_values, unit_feature
 
 
 @dataclass(frozen=True)
@@ -287,7 +287,7 @@ def gates(builder: TokenCircuitBuilder, terms: Sequence[tuple[float, Feature, Fe
     error + (hi − lo) times aᵢ's), or its largest term where the aᵢ are ``exclusive`` (one is 1).
     A bᵢ that is exactly a constant (hi = lo) needs no unit: aᵢ·bᵢ = lo·aᵢ. The direction alone
     holds Σ cᵢ·aᵢ·(bᵢ − lo) (the lo·aᵢ are read from the aᵢ): its values are recorded
-    (:func:`_gate_values`) for packing."""
+    (:func:`~.units.gate_values`) for packing where every aᵢ and bᵢ is a column of the embedding."""
     units: list[Unit] = []
     extra, errors, parts = LinearForm(), [], []
     for coefficient, a, b in terms:
@@ -300,30 +300,12 @@ def gates(builder: TokenCircuitBuilder, terms: Sequence[tuple[float, Feature, Fe
         units.append((form, coefficient, 2 * span + b.magnitude))
         extra = extra.plus(a.form, coefficient * low)
         errors.append(abs(coefficient) * (b.error + span * a.error))
-        parts.append(None if b.values is None else
-                     frozenset(Fraction(coefficient) * (v - Fraction(low)) for v in b.values) | {Fraction(0)})
+        parts.append(gate_term_values(builder, coefficient, a, b, low))
     if not units:  # every b a constant: a linear form of the a's
         return Feature(extra, values, feature_stage(*(a for _, a, _ in terms)))
     error = max(errors) if exclusive else sum(errors)
     return unit_feature(builder, stem="gate", formula=text, inputs=[f for _, a, b in terms for f in (a, b)],
-                         units=units, values=values, error=error, extra=extra, own=_gate_values(parts, exclusive))
-
-
-def _gate_values(parts: Sequence[frozenset[Fraction] | None], exclusive: bool) -> frozenset[Fraction] | None:
-    """The values of a gate's own direction Σ cᵢ·aᵢ·(bᵢ − lo): each term 0 or cᵢ·(v − lo), one
-    term at a time where the aᵢ are exclusive (their union), else their sums; None where a bᵢ's
-    values are unknown or past :data:`~.units.RECORDED_VALUES`."""
-    if any(p is None for p in parts):
-        return None
-    known = [p for p in parts if p is not None]
-    if exclusive:
-        return frozenset().union(*known)
-    total: frozenset[Fraction] = frozenset({Fraction(0)})
-    for p in known:
-        total = frozenset(a + b for a in total for b in p)
-        if len(total) > RECORDED_VALUES:
-            return None
-    return total
+                         units=units, values=values, error=error, extra=extra, own=gate_values(parts, exclusive))
 
 
 def conjunction(builder: TokenCircuitBuilder, parts: Sequence[Feature], text: str) -> Feature:

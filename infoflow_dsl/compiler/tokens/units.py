@@ -56,3 +56,31 @@ def direction_values(values: frozenset[Fraction] | None, extra: LinearForm) -> t
     if values is None or extra.terms or len(values) > RECORDED_VALUES:
         return None
     return tuple(sorted(float(v - Fraction(extra.constant)) for v in values))
+
+
+def gate_term_values(builder: TokenCircuitBuilder, coefficient: float, a: Feature, b: Feature,
+              low: float) -> frozenset[Fraction] | None:
+    """The values cᵢ·aᵢ·(bᵢ − lo) of one gate term where aᵢ and bᵢ are columns of the embedding
+    (their values are then exactly those of the tables: aᵢ an exact indicator, bᵢ one of its
+    column's entries), else None (a head's mean is bounded, not one of its ``values``)."""
+    indicator, bounded = builder.embedded_values(a.form), builder.embedded_values(b.form)
+    if indicator is None or bounded is None or not set(indicator[1]) <= {0.0, 1.0}:
+        return None
+    return frozenset(Fraction(coefficient) * (Fraction(v) - Fraction(low)) for v in bounded[1]) | {Fraction(0)}
+
+
+def gate_values(parts: Sequence[frozenset[Fraction] | None], exclusive: bool) -> frozenset[Fraction] | None:
+    """The values of a gate's own direction Σ cᵢ·aᵢ·(bᵢ − lo): each term 0 or cᵢ·(v − lo), one
+    term at a time where the aᵢ are exclusive (their union), else their sums; None where a bᵢ's
+    values are unknown or past :data:`RECORDED_VALUES`."""
+    if any(p is None for p in parts):
+        return None
+    known = [p for p in parts if p is not None]
+    if exclusive:
+        return frozenset().union(*known)
+    total: frozenset[Fraction] = frozenset({Fraction(0)})
+    for p in known:
+        total = frozenset(a + b for a in total for b in p)
+        if len(total) > RECORDED_VALUES:
+            return None
+    return total

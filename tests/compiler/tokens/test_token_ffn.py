@@ -184,12 +184,21 @@ def test_a_remembered_step_is_the_one_at_least_gives(values: set[Fraction], data
 @given(small_sets, small_sets, st.booleans())
 def test_a_gates_block_records_the_values_its_own_direction_takes(first: set[Fraction], second: set[Fraction],
                                                                    exclusive: bool) -> None:
-    """Σ cᵢ·aᵢ·bᵢ over two indicators: the block's direction alone (the units, the lo·aᵢ left to
-    the aᵢ) takes one of its recorded values at every pair of indicators the gates allow (one at
-    a time where they are exclusive) and every value of the bᵢ."""
+    """Σ cᵢ·aᵢ·bᵢ over two indicators and two numbers, all columns of the embedding: the block's
+    direction alone (the units, the lo·aᵢ left to the aᵢ) takes one of its recorded values at
+    every pair of indicators the gates allow (one at a time where they are exclusive) and every
+    value of the bᵢ. A number that is no column (a head's mean: bounded, not one of its values)
+    leaves the block without a record."""
     built = builder()
-    a, b = feature("a", {Fraction(0), Fraction(1)}), feature("b", {Fraction(0), Fraction(1)})
-    f, g = feature("f", first), feature("g", second)
+    positions = built.length + 1  # the positional code's rows, p = 1..T+1
+
+    def column(name: str, values: set[Fraction]) -> Feature:
+        built.position_columns[name] = tuple(float(sorted(values)[p % len(values)]) for p in range(positions))
+        return Feature(LinearForm.of(name), frozenset(values), 0, 0.0)  # its own column (no merging)
+
+    indicator = {Fraction(0), Fraction(1)}
+    a, b = column("a", indicator), column("b", indicator)
+    f, g = column("f", first), column("g", second)
     ffn.gates(built, [(1.0, a, f), (-2.0, b, g)], None, "a·f − 2·b·g", exclusive=exclusive)
     (block,) = built.blocks
     recorded = set(block.values or ())
@@ -198,3 +207,6 @@ def test_a_gates_block_records_the_values_its_own_direction_takes(first: set[Fra
     for (on_a, on_b), u, v in ((p, u, v) for p in pairs for u in first for v in second):
         held = evaluate(built, LinearForm.of(block.output), {"a": on_a, "b": on_b, "f": float(u), "g": float(v)})
         assert min(abs(held - r) for r in recorded) < 1e-9
+    bounded = builder()
+    ffn.gates(bounded, [(1.0, a, feature("mean", first))], None, "a·mean")
+    assert bounded.blocks[0].values is None
