@@ -124,6 +124,18 @@ def _key_rows(tensors: dict[str, Tensor], read: list[int], embedded: list[int],
     return [{tuple((*e, *b)[i] for i in position) for e in at for b in block_rows} for at in rows]
 
 
+def _own_outputs(tensors: dict[str, Tensor], layer: int, head: int, writes: list[list[int]]) -> list[int]:
+    """The directions a head writes, where it alone writes them (no other head, no other stage);
+    else [] (their values are not the head's alone)."""
+    p = f"blocks.{layer}.attn."
+    outputs = torch.nonzero(tensors[p + "W_O"][head].ne(0).any(dim=0)).flatten().tolist()
+    others = [h for h in range(tensors[p + "W_O"].shape[0]) if h != head]
+    if (any(writes[o] != [2 * layer + 1] for o in outputs)
+            or any(bool(tensors[p + "W_O"][h][:, outputs].ne(0).any()) for h in others)):
+        return []
+    return outputs
+
+
 def _head_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
                  embedded: list[int], writes: list[list[int]], length: int, blocks: list[Source]) -> Source | None:
     described = config["layers"][layer]["heads"][head]
@@ -132,10 +144,8 @@ def _head_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int,
         return None
     w_v, w_o = tensors[p + "W_V"][head].double(), tensors[p + "W_O"][head].double()
     read = torch.nonzero(w_v.ne(0).any(dim=1)).flatten().tolist()
-    outputs = torch.nonzero(w_o.ne(0).any(dim=0)).flatten().tolist()
-    others = [h for h in range(tensors[p + "W_O"].shape[0]) if h != head]
-    if (not outputs or any(writes[o] != [2 * layer + 1] for o in outputs)
-            or any(bool(tensors[p + "W_O"][h][:, outputs].ne(0).any()) for h in others)):
+    outputs = _own_outputs(tensors, layer, head, writes)
+    if not outputs:
         return None
     rows = _key_rows(tensors, read, embedded, blocks)
     if rows is None:
@@ -170,11 +180,8 @@ def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int
     w_q, w_k, w_v, w_o = (tensors[p + n][head].double() for n in ("W_Q", "W_K", "W_V", "W_O"))
     query = torch.nonzero(w_q.ne(0).any(dim=1)).flatten().tolist()
     columns = torch.nonzero(w_k.ne(0).any(dim=0) | w_q.ne(0).any(dim=0)).flatten().tolist()
-    outputs = torch.nonzero(w_o.ne(0).any(dim=0)).flatten().tolist()
-    others = [h for h in range(tensors[p + "W_O"].shape[0]) if h != head]
-    if (len(query) != 1 or len(columns) != 1 or not outputs or not _positive(tensors, config, query[0], writes)
-            or any(writes[o] != [2 * layer + 1] for o in outputs)
-            or any(bool(tensors[p + "W_O"][h][:, outputs].ne(0).any()) for h in others)):
+    outputs = _own_outputs(tensors, layer, head, writes)
+    if len(query) != 1 or len(columns) != 1 or not outputs or not _positive(tensors, config, query[0], writes):
         return None
     form = w_k[:, columns[0]]  # (D,): k(s) = form · h(s)
     read = torch.nonzero(form).flatten().tolist()
