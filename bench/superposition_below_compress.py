@@ -45,7 +45,7 @@ RASP = ("count_less_freq_2", "smaller_count", "running_count_a", "distinct_so_fa
 INTRO = ("F: the features alive at once that `disguise --compress` reaches on the plain model (tight lifetimes: "
          "all that sharing over the depth reaches); F folded: F once the exact folds are made (directions named "
          "twice, embedding columns others span, numbers only the output reads summed, sharp heads' constant "
-         "queries moved off `one`: compiler/superposition/duplicates.py, spans.py, unembedded.py, queries.py); "
+         "queries moved off `one`: compiler/superposition/duplicates.py, spans.py, sums.py, queries.py); "
          "F packed: F once numbers of known values share a direction read "
          "by step tables "
          "(compiler/superposition/packed.py); smallest D: what `compile --residual --dtype float64` certifies "

@@ -4,7 +4,7 @@ at most D dimensions, fewer than its features alive at once, certified.
 The plain model is compiled first. Directions that hold no value of their own are folded, each
 exactly in real arithmetic: directions it names twice (identical writers: the same value,
 :mod:`.duplicates`) into one; numbers only the unembedding reads, where W_U's rows allow, into
-coordinates holding their sum (:mod:`.unembedded`); sharp heads' constant queries, from ``one``
+coordinates holding their sum (:mod:`.sums`); sharp heads' constant queries, from ``one``
 onto a positive number (every score scaled by at least 1: :mod:`.queries`), so that ``one``
 may be read by nothing; embedding columns that other embedding columns alive as long span,
 onto those (:mod:`.spans`). Its categorical features (``categorical``:
@@ -57,7 +57,7 @@ from .packed import Packed, choices, fewest_within, member_records, packed
 from .packing import UNIT_ROUNDOFF
 from .queries import MovedQuery, moved_queries
 from .spans import Spans, spanned
-from .unembedded import Sums, unembedded
+from .sums import Sums, summed
 
 Tensor = torch.Tensor
 
@@ -177,36 +177,33 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     covers float64)."""
     alive = features_alive(tensors, config)
     original, tensors, aliases = tensors, *merged(tensors, config)
-    result, given = None, config
-    sums: Sums = {}
-    moves: list[MovedQuery] = []
+    given = config
     if storage is None:
-        tensors, sums = unembedded(tensors, config)
-        tensors, moves = moved_queries(tensors, config)
-        tensors, spans, (plan, least, built) = _spanned_layout(tensors, config, margin)
-        folded = features_alive(tensors, config)
-        smallest = int(built[1]["d_model"])
-        if residual < smallest:
-            current = (plan, least, built, smallest)
-            result, plan, least, built, smallest = _packed_route(tensors, config, margin, current, roundoff,
-                                                                  residual)
-        if result is not None:
-            tensors, config = result.tensors, result.config
+        narrow = summed(tensors, config, "output")
+        route = _folded_route(*narrow, config, margin, roundoff, residual)
+        if residual < route.smallest:
+            wide = summed(tensors, config, "form")
+            if wide[1] != narrow[1]:
+                trial = _folded_route(*wide, config, margin, roundoff, residual)
+                route = trial if trial.smallest < route.smallest else route
+        tensors, config, result, spans, plan = route.tensors, route.config, route.result, route.spans, route.plan
+        sums, moves, folded, built, smallest = route.sums, route.moves, route.folded, route.built, route.smallest
         n = len(plan.stored)
         if residual < smallest:
             packs = "" if result is None else (f", {sum(len(p.members) for p in result.packs)} numbers packed in "
                                                f"{len(result.packs)} directions read by step tables")
             raise CompileError(f"--residual {residual} is too small: the smallest residual whose clean-ups keep "
                                f"every superposed feature's interference below the margin {margin:g} is "
-                               f"{smallest} ({n} categorical features on {least} storage dimensions{packs}; the "
-                               f"plain model has {alive} features alive at once)")
-        for wider in range(min(n, least + residual - smallest), least, -1):
+                               f"{smallest} ({n} categorical features on {route.least} storage dimensions{packs}; "
+                               f"the plain model has {alive} features alive at once)")
+        for wider in range(min(n, route.least + residual - smallest), route.least, -1):
             if holds(certify(plan, storage_code(plan, wider))):
                 candidate = _build(tensors, config, plan, wider, margin)
                 if int(candidate[1]["d_model"]) <= residual:
                     built = candidate
                     break
     else:  # the plain layout of the model as given (duplicates folded), spanned columns kept
+        result, sums, moves = None, {}, []
         spans, folded = Spans({}, {}), features_alive(tensors, config)
         plan = layout(tensors, config, usage(tensors, config))
         built = _build(tensors, config, plan, storage, margin)
@@ -233,6 +230,41 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
                                 plan.usage.layers)
     record["features"] = found
     return Superposed(out, out_config, plan, embedding, tuple(reads), alive)
+
+
+@dataclass(frozen=True)
+class FoldedRoute:
+    """One route of ``--residual``: the exact folds (sums ``reach``, moved queries, spanned
+    columns) on the model, its chosen layout, and the packs where they reach a smaller D."""
+
+    tensors: dict[str, Tensor]
+    config: dict[str, Any]
+    result: Packed | None
+    sums: Sums
+    moves: list[MovedQuery]
+    spans: Spans
+    folded: int
+    plan: Layout
+    least: int
+    built: Any
+    smallest: int
+
+
+def _folded_route(tensors: dict[str, Tensor], sums: Sums, config: dict[str, Any], margin: float, roundoff: float,
+                  residual: int) -> FoldedRoute:
+    """The route from ``tensors`` with ``sums`` folded (:func:`.sums.summed`, one reach): its
+    smallest D, and the model it builds (packed where packing reaches below the layout alone)."""
+    tensors, moves = moved_queries(tensors, config)
+    tensors, spans, (plan, least, built) = _spanned_layout(tensors, config, margin)
+    folded = features_alive(tensors, config)
+    smallest = int(built[1]["d_model"])
+    result = None
+    if residual < smallest:
+        current = (plan, least, built, smallest)
+        result, plan, least, built, smallest = _packed_route(tensors, config, margin, current, roundoff, residual)
+    if result is not None:
+        tensors, config = result.tensors, result.config
+    return FoldedRoute(tensors, config, result, sums, moves, spans, folded, plan, least, built, smallest)
 
 
 def _packed_route(tensors: dict[str, Tensor], config: dict[str, Any], margin: float,

@@ -31,7 +31,7 @@ from .categorical import usage as find_usage
 from .embed import Embedding
 from .layout import Layout
 from .spans import Spans
-from .unembedded import Sums
+from .sums import Sums
 
 Tensor = torch.Tensor
 
@@ -109,7 +109,7 @@ def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embeddin
     eraser. A direction nothing reads has no dimension in the model and no record; a duplicate
     j of i (``aliases``, :mod:`.duplicates`) is listed on i's components, a spanned embedding
     column (``spans``, :mod:`.spans`) as the ``combination`` of the records it was folded onto, a
-    coordinate holding a sum of numbers only the unembedding reads (``sums``, :mod:`.unembedded`)
+    coordinate holding a sum of numbers only the unembedding reads (``sums``, :mod:`.sums`)
     with that ``sum``, and each number folded into it on no direction of its own; these name
     their directions by ``names`` (the plain model's labels, which a packed model's config no
     longer carries for its pack members; default: the layout's)."""

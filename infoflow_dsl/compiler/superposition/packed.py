@@ -79,7 +79,7 @@ def certify(pack: Pack, tensors: dict[str, Tensor], config: dict[str, Any], mode
         reads.append({"stage": stage, "members": [labels[pack.members[k]] for k in present], "error": error})
         if error >= 0.25:
             return None
-        for output, values in outputs(pack, stage, tensors, read, model.one).items():
+        for output, values in outputs(pack, stage, tensors, read, model.one, model.evaluations).items():
             built = table(output, values, roundoff)
             plain_error = float(blocks.get(labels[output], {}).get("error", 0.0))
             if output == pack.direction:
@@ -182,10 +182,12 @@ def _merges(groups: list[tuple[int, ...]], together: list[tuple[int, ...]],
 def chains_hold(picked: list[tuple[Pack, dict[str, Any]]], labels: list[str]) -> bool:
     """Packs that hold one another's table outputs keep their certificates: a table whose output
     is a member of a pack (an FFN output another pack's table now computes) rounds within the
-    plain block's error, the member's error that pack's certificate counted."""
-    members = {labels[m] for pack, _ in picked for m in pack.members}
+    plain block's error, the member's error that pack's certificate counted. A write after the
+    member's values stop being read (a sum folded onto it, past its ``until``) is not one: its
+    rounding reaches the linear reads only, as :func:`certify` admitted."""
+    tabled = {labels[m]: pack.until[k] for pack, _ in picked for k, m in enumerate(pack.members)}
     return all(t["rounding"] <= t["plain_error"] for pack, record in picked for t in record["tables"]
-               if t["output"] in members and t["output"] != labels[pack.direction])
+               if t["output"] in tabled and t["stage"] < tabled[t["output"]] and t["output"] != labels[pack.direction])
 
 
 def _span(model: Plain, group: tuple[int, ...]) -> tuple[float, float]:

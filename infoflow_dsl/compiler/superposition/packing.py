@@ -47,12 +47,12 @@ import numpy
 import torch
 
 from ..compress import drop_unread_writes, ffn_block, is_ffn_stage, lifetimes, stage_map
-from .values import CAP, Row, Source, error_of, joint, sources
+from .values import CAP, FLOAT32_ROUNDOFF, Row, Source, error_of, joint, sources, until_of
 
 Tensor = torch.Tensor
 
 #: float32's unit roundoff: a packed model is certified for float32 and so for float64
-UNIT_ROUNDOFF = 2.0**-24
+UNIT_ROUNDOFF = FLOAT32_ROUNDOFF
 #: the most units a pack's tables may add
 UNIT_CAP = 4096
 
@@ -61,7 +61,9 @@ UNIT_CAP = 4096
 class Pack:
     """Members (residual indices, least significant digit first) sharing direction ``direction``
     with scales ``scales``; ``rows`` their joint values (members' order); member i written at
-    ``written[i]``, erased at ``ends[i]`` (an FFN stage; inf: never), read at ``reads[i]``."""
+    ``written[i]``, erased at ``ends[i]`` (an FFN stage; inf: never), read at ``reads[i]``, its
+    values ``rows`` seen by reads up to stage ``until[i]`` (a sum folded onto it later: a
+    linear read still passes on what its direction holds, a table may not be built on it)."""
 
     members: tuple[int, ...]
     scales: tuple[Fraction, ...]
@@ -70,6 +72,7 @@ class Pack:
     ends: tuple[float, ...]
     reads: tuple[tuple[int, ...], ...]
     errors: tuple[float, ...]
+    until: tuple[float, ...] = ()
 
     @property
     def direction(self) -> int:
@@ -199,6 +202,8 @@ class Plain:
     ends: dict[int, float]
     layers: int
     one: int | None
+    #: the plain units' outputs on joint values, shared by the packs tried (:func:`.tables.outputs`)
+    evaluations: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
 def plain(tensors: dict[str, Tensor], config: dict[str, Any]) -> Plain:
@@ -213,9 +218,9 @@ def plain(tensors: dict[str, Tensor], config: dict[str, Any]) -> Plain:
 
 
 def candidates(model: Plain) -> list[int]:
-    """Directions a pack may hold: of known values, written at one stage, read after it."""
+    """Directions a pack may hold: of known values (up to some stage), read after their first write."""
     known = {m for s in model.sources for m in s.members}
-    return sorted(i for i in known if i != model.one and len(model.writes[i]) == 1 and i in model.ends
+    return sorted(i for i in known if i != model.one and i in model.ends
                   and any(r > model.writes[i][0] for r in model.reads[i]))
 
 
@@ -233,7 +238,8 @@ def build(model: Plain, members: tuple[int, ...], order: tuple[int, ...], search
     ends = tuple(model.ends[m] for m in ordered)
     reads = tuple(tuple(s for s in model.reads[m] if s > model.writes[m][0]) for m in ordered)
     draft = Pack(ordered, tuple(Fraction(1) for _ in ordered), rows, written, ends, reads,
-                 tuple(error_of(list(model.sources), m) for m in ordered))
+                 tuple(error_of(list(model.sources), m) for m in ordered),
+                 tuple(until_of(list(model.sources), m) for m in ordered))
     needed = sorted({draft.present(s) for s in draft.stages() if len(draft.present(s)) >= 1})
     digits = tuple(range(len(order)))
     if not searched:
@@ -245,11 +251,13 @@ def build(model: Plain, members: tuple[int, ...], order: tuple[int, ...], search
 
 def readers_allow(pack: Pack, tensors: dict[str, Tensor], model: Plain) -> bool:
     """Every read where two or more members are present is an FFN's, whose units reading them
-    read nothing else (but ``one``), and v's error is below a quarter of its gap there."""
+    read nothing else (but ``one``), and the present members' values are seen there (``until``)."""
     for stage in pack.stages():
         present = pack.present(stage)
         if len(present) < 2 and not pack.erased_at(stage):
             continue
+        if any(stage > pack.until[k] for k in present):
+            return False
         read = [k for k in present if stage in pack.reads[k]]
         if stage % 2 == 1 and read:
             return False

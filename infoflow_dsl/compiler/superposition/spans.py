@@ -110,17 +110,21 @@ def basis(columns: Tensor, candidates: list[int]) -> list[int]:
     return kept
 
 
-def _exact(value: float) -> Fraction | None:
-    """``value`` as a binary fraction of denominator at most DENOMINATOR, where one is that close."""
+def _exact(value: float, binary: bool = True) -> Fraction | None:
+    """``value`` as a fraction of denominator at most DENOMINATOR (a power of two where
+    ``binary``), where one is that close."""
     near = Fraction(value).limit_denominator(DENOMINATOR)
-    if abs(float(near) - value) > 1e-9 * max(1.0, abs(value)) or near.denominator & (near.denominator - 1):
+    if abs(float(near) - value) > 1e-9 * max(1.0, abs(value)) or (binary and near.denominator & (near.denominator - 1)):
         return None
     return near
 
 
-def combination(columns: Tensor, target: int, over: list[int]) -> tuple[tuple[int, float], ...] | None:
-    """((i, a_i), ...) with column ``target`` = Σ a_i·column i exactly over the independent
-    columns ``over`` (:func:`basis`), the terms a_i ≠ 0, else None."""
+def combination(columns: Tensor, target: int, over: list[int],
+                binary: bool = True) -> tuple[tuple[int, float], ...] | None:
+    """((i, a_i), ...) with column ``target`` = Σ a_i·column i exactly (in rationals) over the
+    independent columns ``over`` (:func:`basis`), the terms a_i ≠ 0, else None. ``binary``: every
+    a_i a binary fraction (so that a_i·w is a float's exact scaling), else any fraction of
+    denominator at most DENOMINATOR (a_i·w then rounds once where it is used)."""
     if not over:
         return None
     a = columns[:, over]
@@ -128,7 +132,7 @@ def combination(columns: Tensor, target: int, over: list[int]) -> tuple[tuple[in
     solution = torch.linalg.lstsq(a, b).solution.flatten().tolist()
     found: list[tuple[int, Fraction]] = []
     for i, value in zip(over, solution, strict=True):
-        near = _exact(value)
+        near = _exact(value, binary)
         if near is None:
             return None
         if near != 0:

@@ -47,8 +47,9 @@ def _step(lo: Fraction, hi: Fraction, delta: Fraction, grid: list[Fraction]) -> 
     gap = hi - lo
     start, end = lo + gap / 4, hi - gap / 4
     width = end - start
-    up = max(abs(v) for v in grid if v >= hi) + abs(hi)
-    down = max(abs(v) for v in grid if v < hi) + abs(hi)
+    # the largest |v| over a sorted grid's suffix (v ≥ hi) or prefix (v ≤ lo) is at one of its ends
+    up = max(abs(hi), abs(grid[-1])) + abs(hi)
+    down = max(abs(grid[0]), abs(lo)) + abs(hi)
     d, w = float(delta), float(width)
     if up <= down:
         return [(1 / w, float(-start / width), d), (1 / w, float(-end / width), -d)], 0.0
@@ -86,27 +87,42 @@ def _fractions(t: Tensor) -> list[Fraction]:
     return [Fraction(float(x)) for x in t.tolist()]
 
 
+#: {(stage, units, members present, row): (written directions, their outputs)}: the plain units
+#: on one joint value, which every order and scale of a pack's digits shares (:func:`outputs`)
+Evaluations = dict[tuple[int, tuple[int, ...], tuple[int, ...], tuple[Fraction, ...]],
+                   tuple[tuple[int, ...], tuple[Fraction, ...]]]
+
+
 def outputs(pack: Pack, stage: int, tensors: dict[str, Tensor], units: list[int],
-            one: int | None) -> dict[int, dict[Fraction, Fraction]]:
+            one: int | None, cache: Evaluations | None = None) -> dict[int, dict[Fraction, Fraction]]:
     """{output direction: {v: the plain units' output there}} at ``stage`` over the present
-    members' values, exactly; d's entry (the erasure) where members end there."""
+    members' values, exactly; d's entry (the erasure) where members end there. ``cache``: the
+    units' outputs on a joint value, kept across calls on the same tensors."""
     p = f"blocks.{ffn_block(stage)}.mlp."
     present = pack.present(stage)
     grid = pack.values(present)
+    members = tuple(pack.members[k] for k in present)
     w_in, b_in, w_out = tensors[p + "W_in"].double(), tensors[p + "b_in"].double(), tensors[p + "W_out"].double()
-    rows = [_fractions(w_in[pack.members[k], units]) for k in present]
+    reads = [[(k, Fraction(float(w))) for k, w in enumerate(w_in[list(members), u].tolist()) if w != 0] for u in units]
     bias = _fractions(b_in[units] + (w_in[one, units] if one is not None else 0.0))
-    written = sorted({o for u in units for o in torch.nonzero(w_out[u]).flatten().tolist()})
-    coefficient = {o: _fractions(w_out[units, o]) for o in written}
+    written = tuple(sorted({o for u in units for o in torch.nonzero(w_out[u]).flatten().tolist()}))
+    coefficient = [_fractions(w_out[units, o]) for o in written]
+    cache = {} if cache is None else cache
     found: dict[int, dict[Fraction, Fraction]] = {o: {} for o in written}
     for v, row in grid.items():
-        active = [max(Fraction(0), b + sum((r[j] * x for r, x in zip(rows, row, strict=True)), Fraction(0)))
-                  for j, b in enumerate(bias)]
-        for o in written:
-            found[o][v] = sum((a * c for a, c in zip(active, coefficient[o], strict=True)), Fraction(0))
-    erased = pack.erased_at(stage)
+        key = (stage, tuple(units), members, row)
+        if key not in cache:
+            active = [max(Fraction(0), b + sum((w * row[k] for k, w in read), Fraction(0)))
+                      for b, read in zip(bias, reads, strict=True)]
+            cache[key] = (written, tuple(sum((a * c for a, c in zip(active, column, strict=True) if a), Fraction(0))
+                                         for column in coefficient))
+        for o, out in zip(*cache[key], strict=True):
+            found[o][v] = out
+    erased, d = pack.erased_at(stage), pack.direction
+    if d in found:  # a write to the member on d (a sum folded onto it): in v's units, beside the erasure
+        scale = pack.scales[pack.members.index(d)]
+        found[d] = {v: scale * out for v, out in found[d].items()}
     if erased:
-        d = pack.direction
         position = {k: present.index(k) for k in erased}
         found.setdefault(d, {v: Fraction(0) for v in grid})
         for v, row in grid.items():

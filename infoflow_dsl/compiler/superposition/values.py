@@ -23,8 +23,13 @@ read exactly, in rationals (each float weight is the rational it stores):
   running max's output takes x's values);
 - an **FFN block** that records its output's values (config ``layers[l].mlp[k].values``: the
   token lowering's steps, gates and tables, whose values it knows) and alone writes that
-  direction: those values, each within the block's ``error`` (the plain certificate's).
+  direction: those values, each within the block's ``error`` (the plain certificate's);
+- an FFN block that records none, whose units read directions of known joint values and write
+  one direction it alone writes: the block **evaluated** on every joint row, exactly
+  (:func:`_evaluated_source`: a product of a token and a head's mean, a gate over a count).
 
+A source's direction that a later stage writes again (a sum folded onto it, :mod:`.sums`) holds
+its values up to that stage (``until``): later sources read it only where their stage sees them.
 Anything else (other sharp heads, vector FFNs) is not read: :func:`joint` answers None for it.
 Values of directions from different sources are joined as the product of their sets (a
 superset of the pairs that occur). The error of a head's output is its config's ``error``
@@ -34,6 +39,7 @@ superset of the pairs that occur). The error of a head's output is its config's 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -49,6 +55,8 @@ Row = tuple[Fraction, ...]
 
 #: the most joint values a source (or a pack) may have before it is left unread
 CAP = 4096
+#: float32's unit roundoff (an evaluated FFN's rounding is bounded for it, so for float64 too)
+FLOAT32_ROUNDOFF = 2.0**-24
 #: the most (sum, row) pairs one step of a head's sumset may form (:func:`_means`)
 WORK = 1 << 16
 #: the most rows a key position may hold where a head's values read FFN outputs (:func:`_key_rows`)
@@ -59,13 +67,26 @@ UNIFORM_KINDS = ("uniform", "length", "position")
 @dataclass(frozen=True)
 class Source:
     """Directions ``members`` whose joint values are ``rows`` (one tuple per possible row of
-    the model), each within ``error`` of its value; ``stage`` writes them."""
+    the model), each within ``error`` of its value; ``stage`` writes them. ``until``: the first
+    stage after ``stage`` that writes a member again (a sum folded onto it, :mod:`.sums`), inf
+    where none does; a read at a stage up to ``until`` sees the values (a stage reads before it
+    writes), a later one does not."""
 
     name: str
     members: tuple[int, ...]
     rows: frozenset[Row]
     error: float
     stage: int
+    until: float = math.inf
+
+    def seen_at(self, stage: int) -> bool:
+        """Whether a read at ``stage`` sees the members' values ``rows``."""
+        return stage <= self.until
+
+
+def _later_write(writes: list[list[int]], members: list[int], stage: int) -> float:
+    """The first stage after ``stage`` that writes one of ``members`` (inf: none)."""
+    return float(min((w for m in members for w in writes[m] if w > stage), default=math.inf))
 
 
 def _fractions(vector: Tensor) -> Row:
@@ -125,12 +146,13 @@ def _key_rows(tensors: dict[str, Tensor], read: list[int], embedded: list[int],
 
 
 def _own_outputs(tensors: dict[str, Tensor], layer: int, head: int, writes: list[list[int]]) -> list[int]:
-    """The directions a head writes, where it alone writes them (no other head, no other stage);
-    else [] (their values are not the head's alone)."""
+    """The directions a head writes, where it alone writes them first (no other head, no earlier
+    stage; a later stage may add a sum onto them: the source's ``until``); else [] (their values
+    are not the head's alone)."""
     p = f"blocks.{layer}.attn."
     outputs = torch.nonzero(tensors[p + "W_O"][head].ne(0).any(dim=0)).flatten().tolist()
     others = [h for h in range(tensors[p + "W_O"].shape[0]) if h != head]
-    if (any(writes[o] != [2 * layer + 1] for o in outputs)
+    if (any(writes[o][:1] != [2 * layer + 1] for o in outputs)
             or any(bool(tensors[p + "W_O"][h][:, outputs].ne(0).any()) for h in others)):
         return []
     return outputs
@@ -163,7 +185,7 @@ def _head_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int,
         if len(found) > CAP:
             return None
     return Source(str(described.get("name", f"{layer}.{head}")), tuple(outputs), frozenset(found),
-                  float(described.get("error", 0.0)), 2 * layer + 1)
+                  float(described.get("error", 0.0)), 2 * layer + 1, _later_write(writes, outputs, 2 * layer + 1))
 
 
 def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
@@ -201,7 +223,7 @@ def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int
     own = sum(abs(float(form[i])) * error_of(found, i) for i in read if writes[i] != [0])
     error = float(described.get("error", 0.0)) * max(1.0, span * reach) + own * reach
     return Source(str(described.get("name", f"{layer}.{head}")), tuple(outputs), frozenset(rows), error,
-                  2 * layer + 1)
+                  2 * layer + 1, _later_write(writes, outputs, 2 * layer + 1))
 
 
 def _form_values(tensors: dict[str, Tensor], form: Tensor, read: list[int], writes: list[list[int]],
@@ -244,15 +266,76 @@ def sources(tensors: dict[str, Tensor], config: dict[str, Any]) -> list[Source]:
             found.append(Source("embedding", tuple(embedded), frozenset(joint), 0.0, 0))
     length = int(config["T"])
     for layer in range(layers):
-        blocks = [source for source in found if source.stage > 0 and len(source.members) == 1]  # earlier layers
+        seen = [source for source in found if source.seen_at(2 * layer + 1)]  # what this layer's heads read
+        blocks = [source for source in seen if source.stage > 0 and len(source.members) == 1]  # earlier layers
         for head in range(len(config["layers"][layer]["heads"])):
             source = (_head_source(tensors, config, layer, head, embedded, writes, length, blocks)
-                      or _sharp_source(tensors, config, layer, head, writes, length, found))
+                      or _sharp_source(tensors, config, layer, head, writes, length, seen))
             if source is not None:
                 found.append(source)
-        found += [source for block in config["layers"][layer]["mlp"]
-                  if (source := _block_source(block, labels, writes, layer)) is not None]
+        seen = [source for source in found if source.seen_at(2 * layer + 2)]  # what this layer's FFN reads
+        for index, block in enumerate(config["layers"][layer]["mlp"]):
+            source = (_block_source(block, labels, writes, layer)
+                      or _evaluated_source(tensors, config, layer, index, writes, seen))
+            if source is not None:
+                found.append(source)
     return found
+
+
+def _units(config: dict[str, Any], layer: int, index: int) -> range:
+    """The units (columns of W_in) of block ``index`` of layer ``layer``'s FFN, in the order the
+    config lists the blocks."""
+    blocks = config["layers"][layer]["mlp"]
+    start = sum(int(b["units"]) for b in blocks[:index])
+    return range(start, start + int(blocks[index]["units"]))
+
+
+def _evaluated_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, index: int,
+                      writes: list[list[int]], found: list[Source]) -> Source | None:
+    """An FFN block that records no values, whose units read directions of known joint values J
+    and alone write its one output direction o (first at its stage): its output on every row r
+    of J, exactly (rationals),
+
+        out(r) = b_out[o] + Σ_u W_out[u, o]·relu(b_in[u] + Σ_i W_in[i, u]·r_i),
+
+    each within err = Σ_u |W_out[u, o]|·Σ_i |W_in[i, u]|·err_i (relu is 1-Lipschitz; err_i the
+    inputs' errors) plus the float32 rounding of the sums (2ϱ·Σ_u |W_out[u, o]|·reach_u, reach_u
+    the largest |pre-activation| term sum). None past :data:`WORK` (rows × units) or where an
+    input has no source."""
+    p = f"blocks.{layer}.mlp."
+    units = list(_units(config, layer, index))
+    if not units:
+        return None
+    w_in, b_in = tensors[p + "W_in"].double()[:, units], tensors[p + "b_in"].double()[units]
+    w_out, b_out = tensors[p + "W_out"].double()[units], tensors[p + "b_out"].double()
+    written = torch.nonzero(w_out.ne(0).any(dim=0)).flatten().tolist()
+    if len(written) != 1 or writes[written[0]][:1] != [2 * layer + 2]:
+        return None
+    (o,) = written
+    others = [u for u in range(tensors[p + "W_out"].shape[0]) if u not in set(units)]
+    if others and bool(tensors[p + "W_out"][others, o].ne(0).any()):
+        return None
+    read = torch.nonzero(w_in.ne(0).any(dim=1)).flatten().tolist()
+    rows = joint(found, tuple(read)) if read else frozenset({()})
+    if rows is None or len(rows) * len(units) > WORK:
+        return None
+    weights = [[Fraction(float(w)) for w in w_in[i].tolist()] for i in read]  # (read, units)
+    biases = [Fraction(float(b)) for b in b_in.tolist()]
+    out_weights = [Fraction(float(w)) for w in w_out[:, o].tolist()]
+    values = set()
+    for row in rows:
+        pre = [b + sum((weights[k][u] * row[k] for k in range(len(read))), Fraction(0)) for u, b in enumerate(biases)]
+        values.add((Fraction(float(b_out[o])) + sum((c * max(Fraction(0), a) for c, a in zip(out_weights, pre,
+                                                                                          strict=True)), Fraction(0)),))
+    if len(values) > CAP:
+        return None
+    errors = [error_of(found, i) for i in read]
+    reach = [float(abs(b_in[u])) + sum(abs(float(w_in[i, u])) * max(abs(float(r[k])) for r in rows)
+                                      for k, i in enumerate(read)) for u in range(len(units))]
+    slope = [sum(abs(float(w_in[i, u])) * e for i, e in zip(read, errors, strict=True)) for u in range(len(units))]
+    error = sum(abs(float(w_out[u, o])) * (slope[u] + 2 * FLOAT32_ROUNDOFF * reach[u]) for u in range(len(units)))
+    name = str(config["layers"][layer]["mlp"][index].get("name", o))
+    return Source(name, (o,), frozenset(values), error, 2 * layer + 2, _later_write(writes, [o], 2 * layer + 2))
 
 
 def _block_source(block: dict[str, Any], labels: list[str], writes: list[list[int]], layer: int) -> Source | None:
@@ -263,10 +346,10 @@ def _block_source(block: dict[str, Any], labels: list[str], writes: list[list[in
     if recorded is None or output not in labels:
         return None
     index = labels.index(output)
-    if writes[index] != [2 * layer + 2]:
+    if writes[index][:1] != [2 * layer + 2]:
         return None
     return Source(str(block.get("name", output)), (index,), frozenset((Fraction(float(v)),) for v in recorded),
-                  float(block.get("error", 0.0)), 2 * layer + 2)
+                  float(block.get("error", 0.0)), 2 * layer + 2, _later_write(writes, [index], 2 * layer + 2))
 
 
 def joint(found: list[Source], members: tuple[int, ...]) -> frozenset[Row] | None:
@@ -304,4 +387,9 @@ def error_of(found: list[Source], member: int) -> float:
     return next(s.error for s in found if member in s.members)
 
 
-__all__ = ["CAP", "Row", "Source", "error_of", "joint", "sources"]
+def until_of(found: list[Source], member: int) -> float:
+    """The last stage whose reads see ``member``'s values (:attr:`Source.until`)."""
+    return next(s.until for s in found if member in s.members)
+
+
+__all__ = ["CAP", "Row", "Source", "error_of", "joint", "sources", "until_of"]

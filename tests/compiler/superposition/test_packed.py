@@ -29,9 +29,6 @@ TWO_COUNTS = ('input x : token {"a", "b", "c"}\nlength T = 5\n'
 #: Tracr's frac_prevs at T = 5: the indicator the head reads and its mean, packed in float32 too
 FRAC = 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t) = mean_<s : s <= t> [x(s) == "a"]\n'
 
-#: Tracr's shuffle_dyck2 (T = 10): at its peak four steps of the two balances wait for one `and`,
-#: which reads two steps more
-DYCK = (Path(__file__).resolve().parents[3] / "compiled_examples" / "tracr" / "shuffle_dyck2.iflow").read_text()
 #: Tracr's detect_pattern_abc: two fetched tokens (masked heads) and the own token, read by one `and`
 PATTERN = ('input x : token {"a", "b", "c"}\nlength T = 6\n'
            'target(t : t >= 3) = [x(t - 2) == "a" and x(t - 1) == "b" and x(t) == "c"]\n')
@@ -173,13 +170,13 @@ def test_members_present_together_at_an_attention_stage_unread_there_pack() -> N
     assert not _wrong(model, source)
 
 
-@pytest.mark.parametrize(("source", "read_together"), [(DYCK, 6), (PATTERN, 3)])
+@pytest.mark.parametrize(("source", "read_together"), [(PATTERN, 3)])
 def test_the_inputs_of_one_and_pack_whole_below_what_compress_reaches(source: str, read_together: int) -> None:
     """One unit reads all of them, so no two of them pack alone (the unit would read the others
-    beside the table): they pack whole, one step table of v replaces the `and`. The FFNs' steps
-    pack by the values their blocks record, the fetched tokens by the masked heads' own. In the
-    dyck program a table of another pack computes one of the steps: it writes K_i times into the
-    steps' direction (wrong answers on "()"-like inputs where it wrote the step's own column)."""
+    beside the table): they pack whole, one step table of v replaces the `and`. The fetched
+    tokens pack by the masked heads' own values. (Tracr's shuffle_dyck2, whose `and` reads six
+    steps, packed them whole until the steps, read only as their sum, were folded into one
+    coordinate: test_sums.py.)"""
     model = _compiled(source, "float64")
     record = model.config["superposition"]
     assert model.d_model < _compressed(source) == record["features_alive"]

@@ -105,7 +105,7 @@ def test_a_numeric_peak_goes_below_what_compress_reaches_by_exact_folds_and_refu
     """hist's share over 8 tokens: at its peak the plain model holds numbers (the counts' means,
     1/len, the gates), which the margin cannot protect (docs/superposition.md: the Gram-matrix
     argument). What takes it below F is exact: the eight gates only the output reads, whose sum
-    it is, fold into one coordinate (compiler/superposition/unembedded.py), and numbers of known
+    it is, fold into one coordinate (compiler/superposition/sums.py), and numbers of known
     values pack; one below the smallest D is refused (exit 2, no traceback) naming it."""
     compressed = _compressed(HIST)
     source = tmp_path / "hist8.iflow"
@@ -149,9 +149,11 @@ def test_too_small_a_residual_is_refused_naming_the_smallest_that_works() -> Non
 
 def test_a_vector_program_gets_what_compress_reaches_within_eps_and_checked(tmp_path: Path) -> None:
     """Over vectors the embedding is linear (its 0/1 columns copy coordinates of x): nothing is
-    categorical, nothing superposed; --residual gives the model tight lifetimes (and folded
-    duplicates) alone: F, what ``disguise --compress`` reaches, or below it by the duplicates
-    folded; within ε of the reference on random inputs; check passes."""
+    categorical, nothing superposed; --residual gives the model tight lifetimes and the exact
+    folds alone (duplicates; numbers every later reader reads in one form, held as that sum:
+    the first layer's comparisons, which the next FFN reads only as their signed sum): F, what
+    ``disguise --compress`` reaches, or below it by what they fold; within ε of the reference on
+    random inputs; check passes."""
     program = ifl.load_program(EXAMPLES / "min_pairwise.iflow")
     plain = ifl.compile(program, samples=0, dtype="float64")
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
@@ -163,7 +165,8 @@ def test_a_vector_program_gets_what_compress_reaches_within_eps_and_checked(tmp_
     record = model.config["superposition"]
     assert record["features_alive"] == disguise(plain, compress=True).d_model < plain.d_model
     assert record["superposed"] == 0 and model.d_model == record["features_alive_folded"] <= record["features_alive"]
-    assert record["features_alive"] - record["features_alive_folded"] <= len(record["duplicates"])
+    folds = len(record["duplicates"]) + sum(len(terms) - 1 for _, terms in record["summed"])
+    assert record["features_alive"] - record["features_alive_folded"] <= folds
     x = ifl.sample_inputs(program, 500, seed=5)
     with torch.no_grad():
         error = float((model(x.to(model.dtype)).double() - ifl.evaluate(program, x)).abs().max())

@@ -1,5 +1,6 @@
 """The finite values of a token model's numbers read off its weights: a uniform head's outputs
-jointly (a count's mean and 1/count), exact rationals; an FFN block's, as its record lists them."""
+jointly (a count's mean and 1/count), exact rationals; an FFN block's, as its record lists them
+or evaluated on its inputs' values."""
 
 from __future__ import annotations
 
@@ -73,6 +74,34 @@ def test_a_sharp_heads_output_takes_its_keys_values_within_the_stated_tail() -> 
     grid = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
     for n in range(1, 5):
         x = torch.tensor(list(itertools.product(range(4), repeat=n)), dtype=torch.int64)
+        with torch.no_grad():
+            held = model.residual_stream(x)[1][:, :-1, out].reshape(-1, 1)  # (B·n, 1)
+        assert float((held - grid).abs().min(dim=1).values.max()) <= source.error
+
+
+#: a prefix sum times the token: the product x(t)·mean_<s ≤ t> x(s), an FFN over a head's mean,
+#: records no values (its factor is no embedding column)
+SUM_TIMES_X = "input x : token {1, 2, 3}\nlength T = 5\ntarget(t) = sum_<s : s <= t> x(s) * x(t)\n"
+
+
+def test_an_ffn_recording_no_values_is_evaluated_on_its_inputs_values() -> None:
+    """The product's block records nothing; evaluated on its inputs' joint values (x's and the
+    mean's, exact rationals) its output takes values within the source's error of what the model
+    holds at every token row of every input up to length 4; and the error is no smaller than the
+    Lipschitz bound of the inputs' errors (the mean's, read through the units' weights)."""
+    model = ifl.compile(ifl.parse_program(SUM_TIMES_X, "p.iflow"), samples=0, dtype="float64")
+    tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
+    labels = model.config["residual_labels"]
+    block = next(b for b in model.config["layers"][0]["mlp"] if b["output"] == "product1")
+    assert "values" not in block
+    out = labels.index("product1")
+    found = sources(tensors, model.config)
+    source = next(s for s in found if s.members == (out,))
+    mean = next(s for s in found if labels.index("h1:uniform[1]") in s.members)
+    assert 0 < mean.error <= source.error and len(source.rows) > 3
+    grid = torch.tensor(sorted(float(r[0]) for r in source.rows), dtype=torch.float64)
+    for n in range(1, 5):
+        x = torch.tensor(list(itertools.product(range(3), repeat=n)), dtype=torch.int64)
         with torch.no_grad():
             held = model.residual_stream(x)[1][:, :-1, out].reshape(-1, 1)  # (B·n, 1)
         assert float((held - grid).abs().min(dim=1).values.max()) <= source.error

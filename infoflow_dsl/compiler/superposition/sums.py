@@ -1,0 +1,163 @@
+"""Numbers every later reader reads in one linear form share a coordinate holding that form
+(exact in real arithmetic).
+
+Let j be a direction first written at stage w_j, and M the stack of every read of the residual
+at a stage after w_j (W_Q, W_K, W_V of the heads there, the FFNs' W_in, W_U; one row per
+direction). A read at stage w_j itself comes before j's write (heads of one layer read the same
+residual, an FFN reads before it writes), so it sees h_j = 0. When M[j] = Σ_i a_i·M[i] over
+other directions i, each first written no later than w_j, j's writers can write into the i's
+coordinates instead: :func:`summed` adds a_i times every writer's column of j to i's and sets
+j's columns and its rows of every reader to 0. Coordinate i then holds g_i = h_i + a_i·h_j,
+and every read after w_j is
+
+    Σ_{k≠j} M[k]·h_k + Σ_i a_i·M[i]·h_j = Σ_k M[k]·h_k,
+
+the same as before, exactly in real arithmetic (in floats each writer's column of i is rounded
+once more); at w_j and before, h_j = 0 so g_i = h_i. The i may be read on their own before w_j
+(that is what ``w_j`` buys over "read by one reader alone"): a product's factor m, read by the
+product's FFN and then only by the output beside the product (x(t)·m = product + lo·m), holds
+m + product/lo once the product is written, and the product takes no direction of its own; a
+uniform head's values read an FFN's output and the table beside it in one form (a mean of
+x(s)·len), which then share one coordinate.
+
+A numeric output (one column of W_U) is the case in point of the last reader: every number
+that only the output reads after some stage shares one coordinate holding the output's linear
+form (Tracr's nary_add, 2·x(t) − (t − 1): the token's 2·x(t) and the position's t, alive
+together and read only by the output, become one direction holding 2·x(t) − t).
+
+Unlike the other folds this one keeps no separate values: coordinate i holds a sum that no reader
+splits, so the feature dictionary lists i's record as that ``sum`` (its terms' names and weights)
+and j on no direction of its own (``in_sums``: the records that hold it); before j's first write
+the sum's value is h_i's (h_j = 0 there). A direction of a categorical group
+(:mod:`.categorical`) is never folded nor folded onto: the groups stay what they were for the
+clean-ups. The coefficients are exact binary fractions checked in rational arithmetic
+(:func:`.spans.combination`), so the fold is never approximate. Folding j onto i makes i a
+direction of several writers, whose values packing no longer reads (:mod:`.values`): the fold
+is kept only where it lowers the peak of directions alive at once (:func:`summed`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..compress import drop_unread_writes, stage_map, stage_tensors
+from .categorical import usage
+from .spans import basis, combination, scaled_sum
+
+Tensor = torch.Tensor
+
+#: {i: ((name index, weight), ...)}: coordinate i holds Σ weight·h_name (i's own term first)
+Sums = dict[int, tuple[tuple[int, float], ...]]
+
+
+def _tight(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[dict[str, Tensor], list[int | None]]:
+    """(the tensors under tight lifetimes, every direction's first write or None)."""
+    size, layers = len(config["residual_labels"]), len(config["layers"])
+    tight = dict(tensors)
+    drop_unread_writes(tight, size, layers)
+    writes, _ = stage_map(tight, size, layers)
+    return tight, [min(w) if w else None for w in writes]
+
+
+def reads_after(tensors: dict[str, Tensor], layers: int, stage: int) -> Tensor:
+    """(D, K): every read of the residual at a stage after ``stage``, a direction's row its
+    entries in every reader there (W_Q, W_K, W_V, W_in, W_U), side by side."""
+    blocks = []
+    for at, readers, _ in stage_tensors(layers):
+        for name in readers if at > stage else ():
+            t = tensors[name].to(torch.float64)
+            t = t if t.dim() > 1 else t[None]
+            blocks.append(t.movedim(-2, 0).reshape(t.shape[-2], -1))  # (..., D, E) -> (D, ...·E)
+    return torch.cat(blocks, dim=1)
+
+
+def read_by_unembedding_alone(tensors: dict[str, Tensor], config: dict[str, Any]) -> dict[int, int]:
+    """{direction: its first write} of every direction whose reads after its first write are
+    the unembedding's alone (under tight lifetimes), outside the categorical groups."""
+    labels, layers = list(config["residual_labels"]), len(config["layers"])
+    tight = dict(tensors)
+    drop_unread_writes(tight, len(labels), layers)
+    writes, reads = stage_map(tight, len(labels), layers)
+    grouped = set() if config.get("vocabulary") is None else set(usage(tensors, config).group_of())
+    return {i: min(writes[i]) for i in range(len(labels))
+            if writes[i] and i not in grouped and [r for r in reads[i] if r > min(writes[i])] == [2 * layers + 1]}
+
+
+def _fold_writes(tensors: dict[str, Tensor], layers: int, j: int, terms: tuple[tuple[int, float], ...]) -> None:
+    """In place: every writer's column of j added onto each i's times a_i; j's columns and its
+    rows of every reader 0."""
+    for _, readers, writers in stage_tensors(layers):
+        for name in writers:
+            t = tensors[name].clone()
+            column = t[..., j].clone()
+            for i, a in terms:
+                t[..., i] += a * column
+            t[..., j] = 0.0
+            tensors[name] = t
+        for name in readers:
+            t = tensors[name].clone()
+            t[..., j, :] = 0.0
+            tensors[name] = t
+
+
+def _summed(sums: Sums, j: int, terms: tuple[tuple[int, float], ...]) -> Sums:
+    """The sums after j's coordinate (holding its own sum) is added onto each i's times a_i."""
+    moved = sums.get(j, ((j, 1.0),))
+    out = {k: v for k, v in sums.items() if k != j}
+    for i, a in terms:
+        out[i] = scaled_sum((1.0, out.get(i, ((i, 1.0),))), (a, moved))
+    return out
+
+
+def _terms(tensors: dict[str, Tensor], config: dict[str, Any], j: int, exclude: set[int],
+           binary: bool) -> tuple[tuple[int, float], ...] | None:
+    """j's row of every read after its first write as Σ a_i·(i's row) over directions first
+    written no later, outside ``exclude``, exactly (``binary``: every a_i a binary fraction);
+    None where there is none."""
+    tight, first = _tight(tensors, config)
+    w = first[j]
+    if w is None:
+        return None
+    supporters = [i for i, f in enumerate(first) if i != j and i not in exclude and f is not None and f <= w]
+    rows = reads_after(tight, len(config["layers"]), w)  # (D, K)
+    rows = rows[:, rows[[j, *supporters]].ne(0).any(dim=0)]
+    if not rows.shape[1] or not rows[j].ne(0).any():
+        return None
+    columns = rows.T  # (K, D): every direction's reads as a column
+    return combination(columns, j, basis(columns, supporters), binary)
+
+
+#: what :func:`summed` folds: ``output``, numbers the unembedding alone reads (after their own
+#: first write), by binary coefficients; ``form``, every direction whose reads after its first
+#: write are one form of earlier-written directions', by any fraction (module docstring)
+REACHES = ("output", "form")
+
+
+def summed(tensors: dict[str, Tensor], config: dict[str, Any], reach: str = "form") -> tuple[dict[str, Tensor], Sums]:
+    """(the tensors with every direction whose later reads are a combination of earlier-written
+    directions' folded onto them, within ``reach`` (:data:`REACHES`), {i: the sum coordinate i
+    holds}) as the module docstring says; the latest-written direction first (ties: the higher
+    index); ``tensors`` unchanged."""
+    assert reach in REACHES, reach
+    layers = len(config["layers"])
+    grouped = set() if config.get("vocabulary") is None else set(usage(tensors, config).group_of())
+    first = _tight(tensors, config)[1]
+    if reach == "output":
+        alone = set(read_by_unembedding_alone(tensors, config))
+        grouped |= {i for i in range(len(first)) if i not in alone}
+    out, folded = dict(tensors), set[int]()
+    sums: Sums = {}
+    for j in sorted((i for i, f in enumerate(first) if f is not None and i not in grouped),
+                    key=lambda i: (-(first[i] or 0), -i)):
+        terms = _terms(out, config, j, folded | grouped, binary=reach == "output")
+        if terms is None:
+            continue
+        _fold_writes(out, layers, j, terms)
+        sums = _summed(sums, j, terms)
+        folded.add(j)
+    return out, sums
+
+
+__all__ = ["REACHES", "Sums", "read_by_unembedding_alone", "reads_after", "summed"]

@@ -1,0 +1,189 @@
+"""Numbers every later reader reads in one form share a coordinate holding it
+(compiler/superposition/sums.py). The narrow fold (the unembedding alone): Tracr's nary_add
+compiles below what ``disguise --compress`` reaches, exact against the reference, its dictionary
+holding the sum; a number another reader needs, or a categorical output, is never folded. The
+wide fold (any later reader): a product beside its factor (x·max, then packed through the
+factor's values up to the fold), a head's two value reads, the steps one `and` sums."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from cli_runner import run_cli
+from compiled import dense_float64, every_input, plain_float64
+
+import infoflow_dsl as ifl
+from infoflow_dsl.compiler.superposition import features_alive
+from infoflow_dsl.compiler.superposition.dictionary import features, read_value
+from infoflow_dsl.compiler.superposition.sums import read_by_unembedding_alone, summed
+from infoflow_dsl.errors import CompileError
+from infoflow_dsl.transformer.model import CompiledTransformer
+
+torch.set_num_threads(1)
+
+#: Tracr's nary_add: x + y − z over tokens, tokens, indices (from 0)
+NARY_ADD = "input x : token {1, 2, 3}\nlength T = 10\ntarget(t) = 2 * x(t) - (t - 1)\n"
+#: a count beside the token: the token's number is read by the output and by nothing else; the
+#: count's share [x(s) == 1] by a head
+COUNT_PLUS = "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = x(t) + sum_<s> [x(s) == 1]\n"
+
+
+def test_nary_adds_two_numbers_become_one_coordinate_holding_the_outputs_form(tmp_path: Path) -> None:
+    """F = 2 (the token's 2·x(t) and the position's t, alive together to the output); with them
+    folded, compile --residual 1 is exact on every input up to length 4 and on random ones at T,
+    ``check`` passes, ``sae`` prints JSON, and the dictionary's coordinate holds 2·x(t) − t, the
+    plain model's two values so combined, at every hook."""
+    plain = plain_float64(NARY_ADD)
+    assert features_alive(dense_float64(plain), plain.config) == 2
+    program = ifl.parse_program(NARY_ADD, "nary_add.iflow")
+    model = ifl.compile(program, samples=200, residual=1, dtype="float64")
+    record = model.config["superposition"]
+    assert model.d_model == 1 < record["features_alive"] == 2 and record["summed"]
+    batches = [every_input(3, n) for n in range(1, 5)] + [ifl.sample_inputs(program, 500, seed=3)]
+    for x in batches:
+        with torch.no_grad():
+            assert float((model(x) - ifl.evaluate(program, x)).abs().max()) <= model.config["eps"]
+    found = {f["name"]: f for f in features(model)}
+    held = found["tok:2 * x(t)"]
+    assert held["sum"] == [["tok:2 * x(t)", 1.0], ["pos:t", -1.0]] and found["pos:t"]["in_sums"] == ["tok:2 * x(t)"]
+    assert found["pos:t"]["hooks"] == {}
+    x = every_input(3, 4)
+    with torch.no_grad():
+        wide, narrow = plain.residual_stream(x), model.residual_stream(x)
+    index = {label: i for i, label in enumerate(plain.config["residual_labels"])}
+    entry = held["hooks"]["blocks.0.hook_resid_pre"]
+    want = wide[0][..., index["tok:2 * x(t)"]] - wide[0][..., index["pos:t"]]
+    assert torch.equal(read_value(entry, narrow[0]), want)
+    path = tmp_path / "nary_add.safetensors"
+    ifl.save(model, path)
+    assert run_cli(["check", str(path), "--samples", "300"])[0] == 0
+    code, out, _ = run_cli(["circuit", str(path), "--features"])
+    assert code == 0 and "[its coordinate holds 1·tok:2 * x(t) + -1·pos:t]" in out
+    assert "[held only in the sum of tok:2 * x(t)]" in out
+    code, out, err = run_cli(["sae", str(path), "--hook", "blocks.0.hook_resid_pre", "--steps", "5", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["d_model"] == 1
+
+
+def test_a_number_another_reader_needs_is_not_folded() -> None:
+    """COUNT_PLUS: the token's number and the count are read by the output alone, so they fold;
+    the token's indicator [x = 1], which the count's head averages, is not among them."""
+    plain = plain_float64(COUNT_PLUS)
+    tensors, config = dense_float64(plain), plain.config
+    labels = config["residual_labels"]
+    alone = {labels[i] for i in read_by_unembedding_alone(tensors, config)}
+    assert "x" in alone and "x=1" not in alone
+    folded, sums = summed(tensors, config, "output")
+    model = CompiledTransformer(config, folded, dtype=torch.float64)
+    x = every_input(3, 4)
+    with torch.no_grad():
+        assert float((model(x) - plain(x)).abs().max()) <= 1e-12
+    named = {labels[n] for terms in sums.values() for n, _ in terms}
+    assert named <= alone and len(named) >= 2
+
+
+def test_a_categorical_output_is_never_folded() -> None:
+    """Tracr's reverse: the fetched token's indicators, which the unembedding alone reads, are a
+    categorical group (read by clean-ups once superposed): none is folded."""
+    source = 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t) = x(len + 1 - t)\n'
+    plain = plain_float64(source)
+    tensors, config = dense_float64(plain), plain.config
+    assert summed(tensors, config, "output")[1] == {} and summed(tensors, config, "form")[1] == {}
+
+
+#: x(t) times the max: the product's share reads the max (its factor) and the output reads the
+#: max beside it (x·m = Σ (v − lo)·[x = v]·m + lo·m), so after the product's FFN the two are read
+#: in one form
+MAX_PRODUCT = "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = max_<s> x(s) * x(t)\n"
+#: a mean of x(s)·len: a uniform head's values read the product and the table of len in one form
+MEAN_TIMES_LEN = "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = mean_<s> x(s) * len\n"
+#: Tracr's shuffle_dyck2 (T = 10): its `and` reads six steps, as their signed sum alone
+DYCK = (Path(__file__).resolve().parents[3] / "compiled_examples" / "tracr" / "shuffle_dyck2.iflow").read_text()
+
+
+def _exact_everywhere(model: CompiledTransformer, program: ifl.Program, tokens: int) -> None:
+    """Within ε of the reference on every input up to length 4 and on 500 random ones at T."""
+    for x in [every_input(tokens, n) for n in range(1, 5)] + [ifl.sample_inputs(program, 500, seed=7)]:
+        with torch.no_grad():
+            assert float((model(x).double() - ifl.evaluate(program, x)).abs().max()) <= model.config["eps"]
+
+
+def _smallest(program: ifl.Program) -> int:
+    """What --residual 1's refusal names (1 where it is not refused)."""
+    try:
+        ifl.compile(program, samples=0, dtype="float64", residual=1)
+    except CompileError as refused:
+        return int(str(refused).split(" is ")[-1].split(" ")[0])
+    return 1
+
+
+def test_every_later_read_in_one_form_folds_exactly() -> None:
+    """The wide fold on the plain models: the product's direction is gone, its writers write a
+    third of it onto the max (the form's ratio), and the model computes what the plain one does;
+    the narrow fold (the unembedding alone) folds nothing there, since the max is read by the FFN."""
+    for source, held in ((MAX_PRODUCT, "h1:retrieval[1]"), (MEAN_TIMES_LEN, "table1")):
+        plain = plain_float64(source)
+        tensors, config = dense_float64(plain), plain.config
+        labels = config["residual_labels"]
+        folded, sums = summed(tensors, config)
+        assert [labels[i] for i in sums] == [held] and len(sums[labels.index(held)]) == 2
+        assert summed(tensors, config, "output")[1] == {}
+        model = CompiledTransformer(config, folded, dtype=torch.float64)
+        x = every_input(3, 4)
+        with torch.no_grad():
+            assert float((model(x) - plain(x)).abs().max()) <= 1e-12
+
+
+def test_a_product_of_the_max_packs_with_its_factor_once_folded_and_compiles_at_one_dimension(tmp_path: Path) -> None:
+    """x·max: F = 2 (x and the max, alive together until the product's FFN). Folded, the max's
+    direction holds max + product/3 after that FFN; its values (x's, a sharp head's winners) are
+    read by the product's table at that FFN and by nothing past it (``until``), so x and the max
+    pack, and D = 1, exact everywhere; check passes."""
+    program = ifl.parse_program(MAX_PRODUCT, "max_product.iflow")
+    plain = plain_float64(MAX_PRODUCT)
+    assert features_alive(dense_float64(plain), plain.config) == 2
+    assert _smallest(program) == 1
+    model = ifl.compile(program, samples=0, residual=1)
+    record = model.config["superposition"]
+    assert model.d_model == 1 and record["summed"] and record["packed"]["packs"][0]["members"] == [
+        "h1:retrieval[1]", "x"]
+    _exact_everywhere(model, program, 3)
+    ifl.save(model, tmp_path / "m.safetensors")
+    assert run_cli(["check", str(tmp_path / "m.safetensors"), "--samples", "300"])[0] == 0
+
+
+def test_a_source_folded_onto_is_not_read_past_its_fold() -> None:
+    """The max's source says its values hold up to stage 2 (the product's FFN, which writes the
+    fold): a pack whose table read the max at a later stage is refused by its readers, the same
+    pack with the fold's stage later admitted."""
+    import dataclasses
+
+    from infoflow_dsl.compiler.superposition.packing import build, plain, readers_allow
+    from infoflow_dsl.compiler.superposition.values import until_of
+
+    base = plain_float64(MAX_PRODUCT)
+    tensors, config = summed(dense_float64(base), base.config)[0], base.config
+    labels = config["residual_labels"]
+    model = plain(tensors, config)
+    head, x = labels.index("h1:retrieval[1]"), labels.index("x")
+    assert until_of(list(model.sources), head) == 2.0
+    pack = build(model, (head, x), (0, 1))
+    assert pack is not None and readers_allow(pack, tensors, model)
+    assert not readers_allow(dataclasses.replace(pack, until=(1.0, pack.until[1])), tensors, model)
+
+
+def test_a_mean_of_a_product_and_the_steps_one_and_reads_fold_below_compress() -> None:
+    """A mean of x(s)·len compiles below F once the head's two value reads fold; Tracr's
+    shuffle_dyck2's six steps, which its `and` reads only as their signed sum, become one
+    coordinate holding it; both exact everywhere (shuffle_dyck2 on its four tokens)."""
+    for source, tokens, steps in ((MEAN_TIMES_LEN, 3, 2), (DYCK, 4, 6)):
+        program = ifl.parse_program(source, "p.iflow")
+        plain = plain_float64(source)
+        alive = features_alive(dense_float64(plain), plain.config)
+        smallest = _smallest(program)
+        assert smallest < alive
+        model = ifl.compile(program, samples=0, dtype="float64", residual=smallest)
+        assert max(len(terms) for _, terms in model.config["superposition"]["summed"]) == steps
+        _exact_everywhere(model, program, tokens)
