@@ -67,26 +67,37 @@ UNIFORM_KINDS = ("uniform", "length", "position")
 @dataclass(frozen=True)
 class Source:
     """Directions ``members`` whose joint values are ``rows`` (one tuple per possible row of
-    the model), each within ``error`` of its value; ``stage`` writes them. ``until``: the first
-    stage after ``stage`` that writes a member again (a sum folded onto it, :mod:`.sums`), inf
-    where none does; a read at a stage up to ``until`` sees the values (a stage reads before it
-    writes), a later one does not."""
+    the model), each within ``error`` of its value; ``stage`` writes them. ``until``: per member,
+    the first stage after ``stage`` that writes it again (a sum folded onto it, :mod:`.sums`), inf
+    where none does (empty: none for any); a read at a stage up to it sees the member's values (a
+    stage reads before it writes), a later one does not."""
 
     name: str
     members: tuple[int, ...]
     rows: frozenset[Row]
     error: float
     stage: int
-    until: float = math.inf
+    until: tuple[float, ...] = ()
 
-    def seen_at(self, stage: int) -> bool:
-        """Whether a read at ``stage`` sees the members' values ``rows``."""
-        return stage <= self.until
+    def until_of(self, member: int) -> float:
+        return self.until[self.members.index(member)] if self.until else math.inf
+
+    def seen_at(self, stage: int) -> Source | None:
+        """The source as a read at ``stage`` sees it: the members whose values it sees, their rows
+        projected on them (None where it sees none)."""
+        kept = [k for k, m in enumerate(self.members) if stage <= self.until_of(m)]
+        if len(kept) == len(self.members):
+            return self
+        if not kept:
+            return None
+        return Source(self.name, tuple(self.members[k] for k in kept),
+                      frozenset(tuple(row[k] for k in kept) for row in self.rows), self.error, self.stage,
+                      tuple(self.until[k] for k in kept))
 
 
-def _later_write(writes: list[list[int]], members: list[int], stage: int) -> float:
-    """The first stage after ``stage`` that writes one of ``members`` (inf: none)."""
-    return float(min((w for m in members for w in writes[m] if w > stage), default=math.inf))
+def _later_writes(writes: list[list[int]], members: list[int], stage: int) -> tuple[float, ...]:
+    """Per member, the first stage after ``stage`` that writes it (inf: none)."""
+    return tuple(float(min((w for w in writes[m] if w > stage), default=math.inf)) for m in members)
 
 
 def _fractions(vector: Tensor) -> Row:
@@ -185,7 +196,7 @@ def _head_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int,
         if len(found) > CAP:
             return None
     return Source(str(described.get("name", f"{layer}.{head}")), tuple(outputs), frozenset(found),
-                  float(described.get("error", 0.0)), 2 * layer + 1, _later_write(writes, outputs, 2 * layer + 1))
+                  float(described.get("error", 0.0)), 2 * layer + 1, _later_writes(writes, outputs, 2 * layer + 1))
 
 
 def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
@@ -220,10 +231,10 @@ def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int
     if any(not keys for keys in _key_sets(described.get("mask", []), length)):
         rows.add(tuple(Fraction(0) for _ in outputs))
     span, reach = float(max(values) - min(values)), max(abs(float(c)) for c in theta)
-    own = sum(abs(float(form[i])) * error_of(found, i) for i in read if writes[i] != [0])
+    own = sum(abs(float(form[i])) * error_of(found, i) for i in read if writes[i][:1] != [0])
     error = float(described.get("error", 0.0)) * max(1.0, span * reach) + own * reach
     return Source(str(described.get("name", f"{layer}.{head}")), tuple(outputs), frozenset(rows), error,
-                  2 * layer + 1, _later_write(writes, outputs, 2 * layer + 1))
+                  2 * layer + 1, _later_writes(writes, outputs, 2 * layer + 1))
 
 
 def _form_values(tensors: dict[str, Tensor], form: Tensor, read: list[int], writes: list[list[int]],
@@ -232,8 +243,10 @@ def _form_values(tensors: dict[str, Tensor], form: Tensor, read: list[int], writ
     every token v and position p = 1..T (W_pos's last row is the readout row's alone), joined
     with the other sources' values (a superset); None where a direction has no source or past
     :data:`CAP`."""
-    embedded = [i for i in read if writes[i] == [0]]
-    rest = tuple(i for i in read if writes[i] != [0])
+    embedded = [i for i in read if writes[i][:1] == [0]]  # seen here: ``found`` holds what the head sees
+    rest = tuple(i for i in read if writes[i][:1] != [0])
+    if not set(embedded) <= {m for source in found if source.stage == 0 for m in source.members}:
+        return None
     others = joint(found, rest) if rest else frozenset({()})
     if others is None:
         return None
@@ -257,29 +270,36 @@ def sources(tensors: dict[str, Tensor], config: dict[str, Any]) -> list[Source]:
     reader-free constant) and every uniform head's whose values read the embedding."""
     labels, layers = list(config["residual_labels"]), len(config["layers"])
     writes, _ = stage_map(tensors, len(labels), layers)
-    embedded = [i for i in range(len(labels)) if writes[i] == [0]]
+    embedded = [i for i in range(len(labels)) if writes[i][:1] == [0]]  # a later write: a sum folded onto it
     found = []
     if embedded:
         rows = _embedding_rows(tensors, embedded)
         joint = set().union(*rows)
         if len(joint) <= CAP:
-            found.append(Source("embedding", tuple(embedded), frozenset(joint), 0.0, 0))
+            found.append(Source("embedding", tuple(embedded), frozenset(joint), 0.0, 0,
+                                _later_writes(writes, embedded, 0)))
     length = int(config["T"])
     for layer in range(layers):
-        seen = [source for source in found if source.seen_at(2 * layer + 1)]  # what this layer's heads read
+        seen = _seen(found, 2 * layer + 1)  # what this layer's heads read
         blocks = [source for source in seen if source.stage > 0 and len(source.members) == 1]  # earlier layers
+        visible = [i for i in embedded if any(i in source.members for source in seen if source.stage == 0)]
         for head in range(len(config["layers"][layer]["heads"])):
-            source = (_head_source(tensors, config, layer, head, embedded, writes, length, blocks)
+            source = (_head_source(tensors, config, layer, head, visible, writes, length, blocks)
                       or _sharp_source(tensors, config, layer, head, writes, length, seen))
             if source is not None:
                 found.append(source)
-        seen = [source for source in found if source.seen_at(2 * layer + 2)]  # what this layer's FFN reads
+        seen = _seen(found, 2 * layer + 2)  # what this layer's FFN reads
         for index, block in enumerate(config["layers"][layer]["mlp"]):
             source = (_block_source(block, labels, writes, layer)
                       or _evaluated_source(tensors, config, layer, index, writes, seen))
             if source is not None:
                 found.append(source)
     return found
+
+
+def _seen(found: list[Source], stage: int) -> list[Source]:
+    """The sources as a read at ``stage`` sees them (:meth:`Source.seen_at`), in order."""
+    return [seen for source in found if (seen := source.seen_at(stage)) is not None]
 
 
 def _units(config: dict[str, Any], layer: int, index: int) -> range:
@@ -335,7 +355,7 @@ def _evaluated_source(tensors: dict[str, Tensor], config: dict[str, Any], layer:
     slope = [sum(abs(float(w_in[i, u])) * e for i, e in zip(read, errors, strict=True)) for u in range(len(units))]
     error = sum(abs(float(w_out[u, o])) * (slope[u] + 2 * FLOAT32_ROUNDOFF * reach[u]) for u in range(len(units)))
     name = str(config["layers"][layer]["mlp"][index].get("name", o))
-    return Source(name, (o,), frozenset(values), error, 2 * layer + 2, _later_write(writes, [o], 2 * layer + 2))
+    return Source(name, (o,), frozenset(values), error, 2 * layer + 2, _later_writes(writes, [o], 2 * layer + 2))
 
 
 def _block_source(block: dict[str, Any], labels: list[str], writes: list[list[int]], layer: int) -> Source | None:
@@ -349,7 +369,7 @@ def _block_source(block: dict[str, Any], labels: list[str], writes: list[list[in
     if writes[index][:1] != [2 * layer + 2]:
         return None
     return Source(str(block.get("name", output)), (index,), frozenset((Fraction(float(v)),) for v in recorded),
-                  float(block.get("error", 0.0)), 2 * layer + 2, _later_write(writes, [index], 2 * layer + 2))
+                  float(block.get("error", 0.0)), 2 * layer + 2, _later_writes(writes, [index], 2 * layer + 2))
 
 
 def joint(found: list[Source], members: tuple[int, ...]) -> frozenset[Row] | None:
@@ -389,7 +409,7 @@ def error_of(found: list[Source], member: int) -> float:
 
 def until_of(found: list[Source], member: int) -> float:
     """The last stage whose reads see ``member``'s values (:attr:`Source.until`)."""
-    return next(s.until for s in found if member in s.members)
+    return next(s.until_of(member) for s in found if member in s.members)
 
 
 __all__ = ["CAP", "Row", "Source", "error_of", "joint", "sources", "until_of"]

@@ -8,6 +8,7 @@ factor's values up to the fold), a head's two value reads, the steps one `and` s
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import torch
@@ -18,6 +19,7 @@ import infoflow_dsl as ifl
 from infoflow_dsl.compiler.superposition import features_alive
 from infoflow_dsl.compiler.superposition.dictionary import features, read_value
 from infoflow_dsl.compiler.superposition.sums import read_by_unembedding_alone, summed
+from infoflow_dsl.compiler.superposition.values import sources
 from infoflow_dsl.errors import CompileError
 from infoflow_dsl.transformer.model import CompiledTransformer
 
@@ -187,3 +189,23 @@ def test_a_mean_of_a_product_and_the_steps_one_and_reads_fold_below_compress() -
         model = ifl.compile(program, samples=0, dtype="float64", residual=smallest)
         assert max(len(terms) for _, terms in model.config["superposition"]["summed"]) == steps
         _exact_everywhere(model, program, tokens)
+
+
+def test_an_embedding_column_folded_onto_keeps_its_values_up_to_the_fold() -> None:
+    """x(t)·t: the output reads the product and lo·t, so the product folds onto the position's
+    column t, which the embedding writes and the product's FFN writes again. The embedding's
+    source keeps t's values up to that FFN (per member: x's for ever), so x and t pack there and
+    the model compiles at D = 1 < F = 2, exact everywhere."""
+    source = "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = x(t) * t\n"
+    plain = plain_float64(source)
+    tensors, config = dense_float64(plain), plain.config
+    assert features_alive(tensors, config) == 2
+    labels = config["residual_labels"]
+    folded = summed(tensors, config)[0]
+    embedding = next(s for s in sources(folded, config) if s.stage == 0)
+    assert embedding.until_of(labels.index("pos:t")) == 2.0 and embedding.until_of(labels.index("x")) == math.inf
+    assert embedding.seen_at(3) is not None and labels.index("pos:t") not in embedding.seen_at(3).members
+    program = ifl.parse_program(source, "x_times_t.iflow")
+    assert _smallest(program) == 1
+    model = ifl.compile(program, samples=0, residual=1)
+    _exact_everywhere(model, program, 3)
