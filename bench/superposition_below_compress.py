@@ -38,13 +38,18 @@ SYNTHETIC = {
     "running max": "input x : token {1, 2, 3, 4}\nlength T = 6\ntarget(t) = max_<s : s <= t> x(s)\n",
     "range": "input x : token {1, 2, 3, 4}\nlength T = 6\ntarget max_<s> x(s) - min_<s> x(s)\n",
     "count of the max": "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = sum_<s> [x(s) == max_<r> x(r)]\n",
+    "x times the max": "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = max_<s> x(s) * x(t)\n",
+    "x times t": "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = x(t) * t\n",
+    "prefix sum times x": "input x : token {1, 2, 3}\nlength T = 5\ntarget(t) = sum_<s : s <= t> x(s) * x(t)\n",
+    "histogram of the histogram": ('input x : token {"a", "b", "c"}\nlength T = 5\n'
+                                   "let h(s) = sum_<r> [x(r) == x(s)]\ntarget(t) = sum_<s> [h(s) == h(t)]\n"),
 }
 RASP = ("count_less_freq_2", "smaller_count", "running_count_a", "distinct_so_far", "detect_aba", "shuffle_dyck1",
         "reverse_digits", "earlier_different", "mean_of_larger", "count_a_minus_b", "sort_unique_digits",
-        "word_class")
+        "mean_index_of_same", "word_class")
 INTRO = ("F: the features alive at once that `disguise --compress` reaches on the plain model (tight lifetimes: "
          "all that sharing over the depth reaches); F folded: F once the exact folds are made (directions named "
-         "twice, embedding columns others span, numbers only the output reads summed, sharp heads' constant "
+         "twice, embedding columns others span, numbers every later reader reads in one form summed, sharp heads' constant "
          "queries moved off `one`: compiler/superposition/duplicates.py, spans.py, sums.py, queries.py); "
          "F packed: F once numbers of known values share a direction read "
          "by step tables "
@@ -72,12 +77,13 @@ def note(results: list[tuple[str, int, int, int]]) -> str:
     return (f"D is below F on {len(below)} of the {len(results)} programs in float64 ({spread}) and on {default} "
             "in the default dtype, each time by sharing at one depth, which the column \"at one depth\" names: "
             "exact folds (directions named twice; embedding columns other embedding columns span, such as a token's "
-            "thresholds beside its indicators, or one positional step too many; numbers only the output reads, "
-            "held as the sum it reads; sharp heads' constant queries moved onto a positive number, so that "
+            "thresholds beside its indicators, or one positional step too many; numbers every later reader reads "
+            "in one form (the output; a head's values; an `and`), held as that sum; sharp heads' constant queries moved onto a positive number, so that "
             "`one` is read by nothing), categorical features superposed on fewer storage dimensions (the fetched "
             "tokens and token indicators carried past their reads), and numbers packed: "
             "a count's mean and 1/count, 1/len, the token indicators a head averages or a gate reads, the steps, "
-            "gates and tables FFNs compute (by the values their blocks record), every input of one `and` at once, "
+            "gates and tables FFNs compute (by the values their blocks record, or the block evaluated on its inputs' "
+            "values: a product of a token and a head's output), every input of one `and` at once, "
             "in one direction v = Σ K_i·n_i whose FFN readers are rebuilt as step tables of v (exact while v is "
             "within a quarter of its gap; the tables cost the units in their column). "
             f"D = F on {', '.join(equal) or 'none'}{': ' + why if equal else ''}. A table over v "
