@@ -226,8 +226,11 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     if result is not None:
         record["packed"] = _packed_record(result, features_alive(result.tensors, result.config))
         found = [r for r in found if not r["name"].startswith("pack:")]
-        found += member_records(result, list(given["residual_labels"]), describe(given), dims, embedding.kept,
-                                plan.usage.layers)
+        held = {given["residual_labels"][i]: [[given["residual_labels"][n], w] for n, w in terms]
+                for i, terms in sums.items()}  # a member a sum is folded onto reads as that sum
+        found += [{**r, "sum": held[r["name"]]} if r["name"] in held else r
+                  for r in member_records(result, list(given["residual_labels"]), describe(given), dims,
+                                          embedding.kept, plan.usage.layers)]
     record["features"] = found
     return Superposed(out, out_config, plan, embedding, tuple(reads), alive)
 

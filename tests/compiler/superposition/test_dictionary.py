@@ -48,10 +48,14 @@ def _recovered(source: str, residual: int, tokens: int = 8) -> tuple[int, int]:
     truth, held = _streams(plain, x), _streams(superposed, x)
     index = {label: i for i, label in enumerate(plain.config["residual_labels"])}
     checked = thresholds = 0
+    per_token = plain.config.get("output") == "token"
     for feature in features(superposed):
         for hook, entry in feature["hooks"].items():
-            # a spanned column's identity holds at the token rows (a per-token model never reads its readout row)
-            rows = slice(None, -1) if entry["read"] == "combination" else slice(None)
+            # a spanned column's identity holds at the token rows (a per-token model never reads its readout row),
+            # and so do a packed number's values there (a per-token head's output at the readout row is no value
+            # of the program, its query there may be 0, and the tables are built on the program's values)
+            tokens = entry["read"] == "combination" or ("pack" in feature and per_token)
+            rows = slice(None, -1) if tokens else slice(None)
             # a coordinate holding a sum of numbers only the unembedding reads: that sum of the plain values
             want = sum(weight * truth[hook][:, rows, index[name]]
                        for name, weight in feature.get("sum", [[feature["name"], 1.0]]))
@@ -84,6 +88,20 @@ def test_packed_numbers_are_read_back_from_their_shared_direction() -> None:
     reads = {entry["read"] for f in found if "pack" in f for entry in f["hooks"].values()}
     assert reads == {"exact", "table"}
     assert _recovered(source, 2, tokens=3)[0] > len(found)
+
+
+def test_a_packed_number_holding_a_sum_is_read_back_as_that_sum() -> None:
+    """x(t)·max at D = 1: the product is folded onto the max, which packs with x. The max's
+    record says its coordinate holds max + product/3 (``sum``); read by ``table`` where x shares
+    the direction (the product not yet written: the sum is the max) and by its scale after, it is
+    the plain circuit's sum at every hook of every input up to length 4."""
+    source = "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = max_<s> x(s) * x(t)\n"
+    _, model = _models(source, 1)
+    found = {f["name"]: f for f in features(model)}
+    held = found["h1:retrieval[1]"]
+    assert held["pack"] and [name for name, _ in held["sum"]] == ["h1:retrieval[1]", "product1"]
+    assert {e["read"] for e in held["hooks"].values()} == {"exact", "table"}
+    assert _recovered(source, 1, tokens=3)[0] >= 3
 
 
 def test_a_spanned_column_is_read_back_as_the_combination_of_its_terms() -> None:
