@@ -3,7 +3,7 @@
     python bench/sae_ground_truth.py [--steps N] [--only 'NAME;..'] [--rows FILE] [--benchmarks]
 
 For each token program (Tracr's library as shipped but sort_freq, 25 programs of the RASP
-suite, reverse over 8 and 16 tokens, a running max and a count of the max): F, the features
+suite, reverse over 8 and 16 tokens, a running max, a count of the max and x times the max): F, the features
 alive at once that ``disguise --compress`` reaches on the plain model, and the model compiled
 with ``--residual R`` for R = ⌊F/r⌋, r = 1, 1.5, 2, where R is at least the smallest certified D
 (``--residual 1``'s answer), and for R that smallest D: its d_model D ≤ R and its F/D
@@ -51,11 +51,12 @@ SYNTHETIC = {
     "reverse, 16 tokens": f"input x : token {{{TOKENS16}}}\nlength T = 6\ntarget(t) = x(len + 1 - t)\n",
     "running max": "input x : token {1, 2, 3, 4}\nlength T = 6\ntarget(t) = max_<s : s <= t> x(s)\n",
     "count of the max": "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = sum_<s> [x(s) == max_<r> x(r)]\n",
+    "x times the max": "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = max_<s> x(s) * x(t)\n",
 }
 
 
 def programs() -> dict[str, Any]:
-    """name -> program: Tracr's shipped library but sort_freq, RASP's 25, the synthetic four."""
+    """name -> program: Tracr's shipped library but sort_freq, RASP's 25, the synthetic five."""
     from rasp_suite import PROGRAMS
 
     import infoflow_dsl as ifl
