@@ -223,7 +223,7 @@ def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int
     alpha = w_v[read[0]] / form[read[0]]  # (V,): value column j = α_j·k, where it is one
     if not torch.equal(w_v, form[:, None] * alpha[None, :]):
         return None
-    values = _form_values(tensors, form, read, writes, found)
+    values = _form_values(tensors, form, read, found)
     if values is None:
         return None
     theta = [Fraction(float(x)) for x in (alpha @ w_o[:, outputs]).tolist()]  # (outputs,)
@@ -237,16 +237,15 @@ def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int
                   2 * layer + 1, _later_writes(writes, outputs, 2 * layer + 1))
 
 
-def _form_values(tensors: dict[str, Tensor], form: Tensor, read: list[int], writes: list[list[int]],
+def _form_values(tensors: dict[str, Tensor], form: Tensor, read: list[int],
                  found: list[Source]) -> set[Fraction] | None:
     """The values Σ w_i·h_i(s) takes at the token rows (the keys): the embedding's directions at
     every token v and position p = 1..T (W_pos's last row is the readout row's alone), joined
     with the other sources' values (a superset); None where a direction has no source or past
     :data:`CAP`."""
-    embedded = [i for i in read if writes[i][:1] == [0]]  # seen here: ``found`` holds what the head sees
-    rest = tuple(i for i in read if writes[i][:1] != [0])
-    if not set(embedded) <= {m for source in found if source.stage == 0 for m in source.members}:
-        return None
+    visible = {m for source in found if source.stage == 0 for m in source.members}  # ``found``: as the head sees
+    embedded = [i for i in read if i in visible]
+    rest = tuple(i for i in read if i not in visible)  # an embedding column past a fold has no source: None
     others = joint(found, rest) if rest else frozenset({()})
     if others is None:
         return None
