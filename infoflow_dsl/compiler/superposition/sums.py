@@ -52,13 +52,18 @@ Tensor = torch.Tensor
 Sums = dict[int, tuple[tuple[int, float], ...]]
 
 
-def _tight(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[dict[str, Tensor], list[int | None]]:
-    """(the tensors under tight lifetimes, every direction's first write or None)."""
+def _stages(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[list[list[int]], list[list[int]]]:
+    """(writes, reads): every direction's stages under tight lifetimes (a write nothing reads
+    dropped; the readers are untouched by that)."""
     size, layers = len(config["residual_labels"]), len(config["layers"])
     tight = dict(tensors)
     drop_unread_writes(tight, size, layers)
-    writes, _ = stage_map(tight, size, layers)
-    return tight, [min(w) if w else None for w in writes]
+    return stage_map(tight, size, layers)
+
+
+def _grouped(tensors: dict[str, Tensor], config: dict[str, Any]) -> set[int]:
+    """The directions of the categorical groups (never folded nor folded onto)."""
+    return set() if config.get("vocabulary") is None else set(usage(tensors, config).group_of())
 
 
 def reads_after(tensors: dict[str, Tensor], layers: int, stage: int) -> Tensor:
@@ -76,13 +81,11 @@ def reads_after(tensors: dict[str, Tensor], layers: int, stage: int) -> Tensor:
 def read_by_unembedding_alone(tensors: dict[str, Tensor], config: dict[str, Any]) -> dict[int, int]:
     """{direction: its first write} of every direction whose reads after its first write are
     the unembedding's alone (under tight lifetimes), outside the categorical groups."""
-    labels, layers = list(config["residual_labels"]), len(config["layers"])
-    tight = dict(tensors)
-    drop_unread_writes(tight, len(labels), layers)
-    writes, reads = stage_map(tight, len(labels), layers)
-    grouped = set() if config.get("vocabulary") is None else set(usage(tensors, config).group_of())
-    return {i: min(writes[i]) for i in range(len(labels))
-            if writes[i] and i not in grouped and [r for r in reads[i] if r > min(writes[i])] == [2 * layers + 1]}
+    last = 2 * len(config["layers"]) + 1
+    writes, reads = _stages(tensors, config)
+    grouped = _grouped(tensors, config)
+    return {i: min(w) for i, w in enumerate(writes)
+            if w and i not in grouped and [r for r in reads[i] if r > min(w)] == [last]}
 
 
 def _fold_writes(tensors: dict[str, Tensor], layers: int, j: int, terms: tuple[tuple[int, float], ...]) -> None:
@@ -111,17 +114,15 @@ def _summed(sums: Sums, j: int, terms: tuple[tuple[int, float], ...]) -> Sums:
     return out
 
 
-def _terms(tensors: dict[str, Tensor], config: dict[str, Any], j: int, exclude: set[int],
+def _terms(tensors: dict[str, Tensor], layers: int, first: list[int | None], j: int, exclude: set[int],
            binary: bool) -> tuple[tuple[int, float], ...] | None:
-    """j's row of every read after its first write as Σ a_i·(i's row) over directions first
-    written no later, outside ``exclude``, exactly (``binary``: every a_i a binary fraction);
-    None where there is none."""
-    tight, first = _tight(tensors, config)
+    """j's row of every read after its first write ``first[j]`` as Σ a_i·(i's row) over
+    directions first written no later, outside ``exclude``, exactly (``binary``: every a_i a
+    binary fraction); None where there is none."""
     w = first[j]
-    if w is None:
-        return None
+    assert w is not None
     supporters = [i for i, f in enumerate(first) if i != j and i not in exclude and f is not None and f <= w]
-    rows = reads_after(tight, len(config["layers"]), w)  # (D, K)
+    rows = reads_after(tensors, layers, w)  # (D, K)
     rows = rows[:, rows[[j, *supporters]].ne(0).any(dim=0)]
     if not rows.shape[1] or not rows[j].ne(0).any():
         return None
@@ -139,11 +140,12 @@ def summed(tensors: dict[str, Tensor], config: dict[str, Any], reach: str = "for
     """(the tensors with every direction whose later reads are a combination of earlier-written
     directions' folded onto them, within ``reach`` (:data:`REACHES`), {i: the sum coordinate i
     holds}) as the module docstring says; the latest-written direction first (ties: the higher
-    index); ``tensors`` unchanged."""
+    index); ``tensors`` unchanged. First writes are read once: a fold adds writes to an i at j's
+    first write, never before i's own, and changes no reader but j's rows."""
     assert reach in REACHES, reach
     layers = len(config["layers"])
-    grouped = set() if config.get("vocabulary") is None else set(usage(tensors, config).group_of())
-    first = _tight(tensors, config)[1]
+    grouped = _grouped(tensors, config)
+    first = [min(w) if w else None for w in _stages(tensors, config)[0]]
     if reach == "output":
         alone = set(read_by_unembedding_alone(tensors, config))
         grouped |= {i for i in range(len(first)) if i not in alone}
@@ -151,7 +153,7 @@ def summed(tensors: dict[str, Tensor], config: dict[str, Any], reach: str = "for
     sums: Sums = {}
     for j in sorted((i for i, f in enumerate(first) if f is not None and i not in grouped),
                     key=lambda i: (-(first[i] or 0), -i)):
-        terms = _terms(out, config, j, folded | grouped, binary=reach == "output")
+        terms = _terms(out, layers, first, j, folded | grouped, binary=reach == "output")
         if terms is None:
             continue
         _fold_writes(out, layers, j, terms)
