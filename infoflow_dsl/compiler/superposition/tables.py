@@ -20,6 +20,7 @@ import torch
 
 from ..compress import ffn_block, is_ffn_stage, stage_tensors
 from .packing import UNIT_ROUNDOFF, Pack
+from .values import evaluated, unit_reads
 
 Tensor = torch.Tensor
 
@@ -103,7 +104,7 @@ def outputs(pack: Pack, stage: int, tensors: dict[str, Tensor], units: list[int]
     grid = pack.values(present)
     members = tuple(pack.members[k] for k in present)
     w_in, b_in, w_out = tensors[p + "W_in"].double(), tensors[p + "b_in"].double(), tensors[p + "W_out"].double()
-    reads = [[(k, Fraction(float(w))) for k, w in enumerate(w_in[list(members), u].tolist()) if w != 0] for u in units]
+    reads = unit_reads(w_in[list(members)][:, units])
     bias = _fractions(b_in[units] + (w_in[one, units] if one is not None else 0.0))
     written = tuple(sorted({o for u in units for o in torch.nonzero(w_out[u]).flatten().tolist()}))
     coefficient = [_fractions(w_out[units, o]) for o in written]
@@ -112,10 +113,7 @@ def outputs(pack: Pack, stage: int, tensors: dict[str, Tensor], units: list[int]
     for v, row in grid.items():
         key = (stage, tuple(units), members, row)
         if key not in cache:
-            active = [max(Fraction(0), b + sum((w * row[k] for k, w in read), Fraction(0)))
-                      for b, read in zip(bias, reads, strict=True)]
-            cache[key] = (written, tuple(sum((a * c for a, c in zip(active, column, strict=True) if a), Fraction(0))
-                                         for column in coefficient))
+            cache[key] = (written, evaluated(row, reads, bias, coefficient))
         for o, out in zip(*cache[key], strict=True):
             found[o][v] = out
     erased, d = pack.erased_at(stage), pack.direction

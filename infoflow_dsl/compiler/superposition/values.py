@@ -296,6 +296,21 @@ def sources(tensors: dict[str, Tensor], config: dict[str, Any]) -> list[Source]:
     return found
 
 
+def unit_reads(w_in: Tensor) -> list[list[tuple[int, Fraction]]]:
+    """Per unit (column of ``w_in``, rows: the directions read), its nonzero entries (k, W_in[k, u])
+    as rationals."""
+    return [[(k, Fraction(w)) for k, w in enumerate(column) if w != 0] for column in w_in.double().T.tolist()]
+
+
+def evaluated(row: Row, reads: list[list[tuple[int, Fraction]]], biases: list[Fraction],
+              columns: list[list[Fraction]]) -> tuple[Fraction, ...]:
+    """FFN units on the values ``row`` of the directions they read, exactly: per output column c,
+    Σ_u c_u·relu(b_u + Σ_k W_in[k, u]·row_k)."""
+    active = [max(Fraction(0), b + sum((w * row[k] for k, w in read), Fraction(0)))
+              for b, read in zip(biases, reads, strict=True)]
+    return tuple(sum((a * c for a, c in zip(active, column, strict=True) if a), Fraction(0)) for column in columns)
+
+
 def _seen(found: list[Source], stage: int) -> list[Source]:
     """The sources as a read at ``stage`` sees them (:meth:`Source.seen_at`), in order."""
     return [seen for source in found if (seen := source.seen_at(stage)) is not None]
@@ -338,14 +353,11 @@ def _evaluated_source(tensors: dict[str, Tensor], config: dict[str, Any], layer:
     rows = joint(found, tuple(read)) if read else frozenset({()})
     if rows is None or len(rows) * len(units) > WORK:
         return None
-    weights = [[Fraction(float(w)) for w in w_in[i].tolist()] for i in read]  # (read, units)
+    reads = unit_reads(w_in[read])
     biases = [Fraction(float(b)) for b in b_in.tolist()]
     out_weights = [Fraction(float(w)) for w in w_out[:, o].tolist()]
-    values = set()
-    for row in rows:
-        pre = [b + sum((weights[k][u] * row[k] for k in range(len(read))), Fraction(0)) for u, b in enumerate(biases)]
-        values.add((Fraction(float(b_out[o])) + sum((c * max(Fraction(0), a) for c, a in zip(out_weights, pre,
-                                                                                          strict=True)), Fraction(0)),))
+    constant = Fraction(float(b_out[o]))
+    values = {(constant + evaluated(row, reads, biases, [out_weights])[0],) for row in rows}
     if len(values) > CAP:
         return None
     errors = [error_of(found, i) for i in read]
@@ -411,4 +423,4 @@ def until_of(found: list[Source], member: int) -> float:
     return next(s.until_of(member) for s in found if member in s.members)
 
 
-__all__ = ["CAP", "Row", "Source", "error_of", "joint", "sources", "until_of"]
+__all__ = ["CAP", "Row", "Source", "error_of", "evaluated", "joint", "sources", "unit_reads", "until_of"]
