@@ -406,6 +406,16 @@ length T = 6
 table order = {(1, 2): true, (2, 3): true, (1, 3): true, _: false}
 target(t : t >= 2) = order(x(t - 1), x(t)) + 2 * order(x(t), sum_<s : s <= t> [x(s) == 1])
 """),
+    _extra("tok_top2_at_argmax", "tokens top argmax-position", """
+input x : token {1, 2, 3}
+length T = 6
+target(t : t >= 2) = top(2)_<s : s <= t> x(s) + argmax_<s : s <= t> x(s)
+"""),
+    _extra("tok_inversions", "tokens order-2 sum-pairs condition-lt", """
+input x : token {1, 2, 3}
+length T = 6
+target(t : t >= 2) = sum_<s, r : s < r and r <= t> [x(s) > x(r)]
+"""),
 ]
 
 TOKENS: list[ExampleProgram] = TRACR + TOKEN_EXTRA

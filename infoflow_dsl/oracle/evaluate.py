@@ -240,6 +240,8 @@ class ReferenceEvaluator:
             return total / mask.expand(torch.broadcast_shapes(mask.shape, (1, *body.shape[1:]))).sum(dim=axes)
         assert expr.kind == "top" and expr.rank is not None
         flat = torch.where(mask, body, -torch.inf).flatten(start_dim=1 + len(scope))  # (B, *dims, N)
+        if flat.shape[-1] < expr.rank:  # inputs shorter than k: -inf where a row (undefined there) has < k keys
+            flat = torch.nn.functional.pad(flat, (0, expr.rank - flat.shape[-1]), value=-torch.inf)
         return flat.topk(expr.rank, dim=-1).values[..., expr.rank - 1]
 
     def _expand_new_axes(self, value: Tensor, outer: int, count: int, value_rank: int = 0) -> Tensor:

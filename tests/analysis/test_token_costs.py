@@ -89,13 +89,13 @@ def test_a_sum_whose_range_follows_the_query_is_efficient_over_tokens_as_compile
 
 
 def test_a_token_program_no_construction_builds_is_inefficient_and_compile_refuses_it() -> None:
-    program = ifl.parse_program('input x : token {1, 2, 3}\nlength T = 6\ntarget sum_<s, t> [x(s) == x(t)]\n',
+    program = ifl.parse_program('input x : token {1, 2, 3}\nlength T = 6\ntarget mean_<s, t : s <= t> [x(s) == x(t)]\n',
                                  "pairs.iflow")
     data = ifl.analyze(program).to_dict()
     assert data["verdict"] == "inefficient" and data["reason"]["kind"] == "construction"
-    assert "several positions at once" in data["reason"]["message"]
+    assert "a mean over positions its conditions link" in data["reason"]["message"]
     assert data["cost"]["fallback"]["refused"] == TOKEN_ROUTE
-    with pytest.raises(ifl.CompileError, match=r"several positions at once.*--allow-inefficient .* does not apply"):
+    with pytest.raises(ifl.CompileError, match=r"conditions link.*--allow-inefficient .* does not apply"):
         ifl.compile(program, eps=1e-2, dtype="float64", samples=0)
 
 

@@ -31,6 +31,7 @@ from .builder import Built, Feature, TokenCircuitBuilder, TokenFeature, constant
 from .fetch import fetch
 from .heads import length
 from .reductions import reduce, sum_ratio
+from .rewrites import argument_as_minimum
 from .separate import renamed
 from .widths import WidthRatio
 
@@ -310,7 +311,9 @@ def _position_number_rule(lowering: TokenLowering, expr: ir.PositionNumber, row:
         mirrored = lowering.feature(ir.PositionNumber(position.mirrored), row)
         terms = [(-1.0, mirrored)] + ([(1.0, length(lowering.builder))] if position.from_length else [])
         return ffn.linear(terms, None, float(position.offset))
-    raise lowering.refuse(expr, "the position of an argmin/argmax as a number is not built yet")
+    if isinstance(position, ir.ArgPosition):
+        return lowering.feature(argument_as_minimum(position, lowering.builder.length), row)
+    raise lowering.refuse(expr, f"the token compiler has no construction for {type(position).__name__} as a number")
 
 
 def _bracket_rule(lowering: TokenLowering, expr: ir.Bracket, row: str) -> Feature:

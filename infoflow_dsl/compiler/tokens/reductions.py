@@ -26,6 +26,7 @@ from . import ffn
 from .builder import Feature, constant_feature
 from .counts import count_keys
 from .heads import retrieve, uniform_mean
+from .rewrites import nested, top_as_counts
 from .scores import score_terms, value_gap
 from .separate import KeyClass, exclusive_indicators, key_classes, renamed, separated_terms
 from .widths import WidthRatio, indicator_sum, width_ratio
@@ -66,9 +67,9 @@ def range_masks(lowering: TokenLowering, conditions: tuple[ir.PositionCondition,
 
 def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
     if len(expr.variables) != 1:
-        raise lowering.refuse(expr, "a reduction over several positions at once (nest one-variable reductions)")
+        return lowering.feature(nested(expr, lowering.builder.length, row), row)
     if expr.kind == "top":
-        raise lowering.refuse(expr, "top(k) over tokens is not built yet")
+        return lowering.feature(top_as_counts(expr, lowering.values(expr.body)), row)
     (key,) = expr.variables
     mask, factors = range_masks(lowering, expr.conditions, key, row, expr)
     body = expr.body

@@ -108,7 +108,7 @@ def test_a_token_model_runs_at_every_length_and_its_heads_say_how() -> None:
 
 @pytest.mark.parametrize("source, why", [
     ('input x : token {1, 2}\nlength T = 4\ntarget mean_<s : s >= len - 1> x(s)\n', "a condition on len"),
-    ('input x : token {1, 2}\nlength T = 4\ntarget sum_<r, s> [x(r) < x(s)]\n', "several positions at once"),
+    ('input x : token {1, 2}\nlength T = 4\ntarget(t) = mean_<s> [s < t] * x(s)\n', "compares the two positions"),
 ])
 def test_what_the_token_lowering_cannot_build_is_refused_with_the_reason(source: str, why: str) -> None:
     prog = check(parse(source, "bad.iflow"), "bad.iflow", source)

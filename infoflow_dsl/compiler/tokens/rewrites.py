@@ -1,0 +1,151 @@
+"""Rewrites of the typed IR that the token lowering builds from its other rules: each is an
+identity of the reference evaluator's meaning, on every input of every length 1..T.
+
+- **top(k) as steps of counts** (:func:`top_as_counts`): over a finite set of values
+  v₁ > v₂ > … > v_m of the body e,
+
+      top(k)_<s : C> e(s) = v_m + Σ_{j<m} (v_j − v_{j+1})·[Σ_<s : C> [e(s) ≥ v_j] ≥ k],
+
+  since the k-th largest value (with multiplicity) is v_i exactly when at least k keys reach
+  v_j for every j ≥ i and for no j < i: the sum telescopes to v_i − v_m. Each count is a
+  selector width, each step an exact comparison of an integer: no error of its own.
+- **a position as a number** (:func:`argument_as_minimum`): with ties to the smallest position,
+
+      argmax_<s : C> e(s) = min_<s : C> s + T·[e(s) < max_<r : C[r/s]> e(r)]
+
+  (argmin: ``>`` and ``min``): every key that is not a best one scores above T ≥ every
+  position, so the minimum is the first best key.
+- **several positions at once** (:func:`nested`): ``kind_<v₁, …, v_k : C> e`` as one-variable
+  reductions, v₁ outermost, each variable's range holding the conditions whose last variable
+  (in that order) it is. min and max nest in the first order whose every inner range is never
+  empty (the language's own range check, :func:`~infoflow_dsl.language.positions.smallest_range`,
+  decides it); a sum takes the conditions of an inner range that can be empty into its body
+  as brackets (Σ over an empty range is 0, over all of 1..len of [C]·e the same); a mean nests
+  only where no condition links two of its variables (then the mean over the tuples is the
+  mean of the means). Anything else is refused with what to write instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ...errors import NoConstruction
+from ...language import typed as ir
+from ...language.positions import LENGTH_AXIS, smallest_range, variables_of, within_length
+
+
+def top_as_counts(expr: ir.Reduce, values: frozenset[Fraction] | None) -> ir.Expr:
+    """``top(k)_<s : C> e`` as v_m + Σ_j (v_j − v_{j+1})·[count(e ≥ v_j) ≥ k] (module docstring);
+    ``values``: every value e takes at a key."""
+    if values is None:
+        raise NoConstruction("top(k) over tokens needs a body of finitely many values")
+    if expr.rank is None or len(expr.variables) != 1:
+        raise NoConstruction("top(k) ranks over one position")
+    descending = sorted(values, reverse=True)
+    span = expr.span
+    total: ir.Expr = ir.NumberLiteral(float(descending[-1]), span)
+    for value, below in itertools.pairwise(descending):
+        reaches = ir.Bracket(ir.Compare(">=", expr.body, ir.NumberLiteral(float(value), span), span), span)
+        count = ir.Reduce("sum", expr.variables, expr.conditions, reaches, ir.SCALAR, span=span)
+        step = ir.Bracket(ir.Compare(">=", count, ir.NumberLiteral(float(expr.rank), span), span), span)
+        total = ir.Arithmetic("+", total, ir.Arithmetic("*", ir.NumberLiteral(float(value - below), span), step,
+                                                        ir.SCALAR, span), ir.SCALAR, span)
+    return total
+
+
+def argument_as_minimum(argument: ir.ArgPosition, length: int) -> ir.Reduce:
+    """The position ``argmax_<s : C> e`` / ``argmin`` as a number (ties: the smallest): the
+    minimum of s + T·[s is not a best key] (module docstring)."""
+    span = argument.span
+    key = argument.variable
+    other = fresh_variable(argument, key)
+    best = ir.Reduce("max" if argument.kind == "argmax" else "min", (other,),
+                     tuple(ir.rename(c, key, other) for c in argument.conditions),
+                     ir.rename(argument.body, key, other), ir.SCALAR, span=span)
+    worse = ir.Compare("<" if argument.kind == "argmax" else ">", argument.body, best, span)
+    penalty = ir.Arithmetic("*", ir.NumberLiteral(float(length), span), ir.Bracket(worse, span), ir.SCALAR, span)
+    score = ir.Arithmetic("+", ir.PositionNumber(ir.PositionVariable(key), span), penalty, ir.SCALAR, span)
+    return ir.Reduce("min", (key,), argument.conditions, score, ir.SCALAR, span=span)
+
+
+@dataclass(frozen=True)
+class NestedRange:
+    """One variable of a nesting: its range's conditions (``kept``) and those its body takes
+    as brackets (``moved``, where the range could be empty)."""
+
+    variable: str
+    kept: tuple[ir.PositionCondition, ...]
+    moved: tuple[ir.PositionCondition, ...]
+
+
+def nested(expr: ir.Reduce, length: int, row: str | None) -> ir.Reduce:
+    """``kind_<v₁, …, v_k : C> e`` as k nested one-variable reductions (module docstring);
+    ``row``: the free variable the reduction is read at (its range may compare with it). Of
+    the orders that work, the first whose every range compares its variable with one other
+    position only (the one it is read at), as the token lowering needs."""
+    outside = within_length((row,)) if row is not None else ()
+    if expr.kind == "mean" and any(len(set(expr.variables) & set(variables_of((c,)))) > 1 for c in expr.conditions):
+        raise NoConstruction("a mean over positions its conditions link is not built (write it as a sum "
+                             "over the tuples, divided by their count where that count is a constant)")
+    orders = [expr.variables] if expr.kind == "mean" else list(itertools.permutations(expr.variables))
+    nestings = [n for n in (_nesting(expr, order, outside, length) for order in orders) if n is not None]
+    if not nestings:
+        raise NoConstruction(f"every nesting of this {expr.kind} has an inner range that can be empty: nest it "
+                             f"yourself, with the outer range where the inner one is not")
+    readable = [n for n in nestings if _one_row_each(n, row)]
+    return _reduction(expr, (readable or nestings)[0])
+
+
+def _nesting(expr: ir.Reduce, order: Sequence[str], outside: Sequence[ir.PositionCondition],
+             length: int) -> list[NestedRange] | None:
+    """The ranges over ``order`` (outermost first), each with the conditions whose last variable
+    it is; None where an inner range can be empty, unless the reduction is a sum (its inner range
+    then keeps v ≤ len only and its body takes the other conditions as brackets)."""
+    ranges: list[NestedRange] = []
+    enclosing = list(outside)
+    for depth, variable in enumerate(order):
+        later = set(order[depth + 1:])
+        own = tuple(c for c in expr.conditions if c not in enclosing and not later & set(variables_of((c,)))
+                    and (variable in variables_of((c,)) or depth == 0))
+        kept = own
+        moved: tuple[ir.PositionCondition, ...] = ()
+        if depth > 0 and smallest_range((variable,), own, length, enclosing).smallest == 0:
+            if expr.kind != "sum":
+                return None
+            kept = within_length((variable,))
+            moved = tuple(c for c in own if c not in kept)
+        ranges.append(NestedRange(variable, kept, moved))
+        enclosing.extend(own)
+    return ranges
+
+
+def _one_row_each(nesting: list[NestedRange], row: str | None) -> bool:
+    """Whether each range's conditions name, besides its own variable and len, only the
+    position it is read at (the enclosing range's variable; the outermost: ``row``)."""
+    reads = [row] + [level.variable for level in nesting[:-1]]
+    return all(set(variables_of(level.kept + level.moved)) <= {level.variable, read, LENGTH_AXIS}
+               for level, read in zip(nesting, reads, strict=True))
+
+
+def _reduction(expr: ir.Reduce, nesting: list[NestedRange]) -> ir.Reduce:
+    """The nested reductions, innermost built first."""
+    body = expr.body
+    for level in reversed(nesting):
+        for condition in level.moved:
+            bracket = ir.Bracket(ir.Compare(condition.operator, ir.PositionNumber(condition.left),
+                                            ir.PositionNumber(condition.right), expr.span), expr.span)
+            body = ir.Arithmetic("*", bracket, body, ir.SCALAR, expr.span)
+        body = ir.Reduce(expr.kind, (level.variable,), level.kept, body, expr.type, span=expr.span)
+    assert isinstance(body, ir.Reduce)
+    return body
+
+
+def fresh_variable(expr: object, base: str) -> str:
+    """A position variable named after ``base`` that ``expr`` does not use."""
+    used = {node.name for node in ir.sub_nodes(expr) if isinstance(node, ir.PositionVariable)}
+    used |= {name for node in ir.sub_nodes(expr) if isinstance(node, ir.Reduce) for name in node.variables}
+    used |= {node.variable for node in ir.sub_nodes(expr) if isinstance(node, ir.ArgPosition)}
+    return next(f"{base}{i}" for i in itertools.count(1) if f"{base}{i}" not in used | {base})
