@@ -76,7 +76,25 @@ def scored_fetch(lowering: TokenLowering, own: TokenFeature, place: Feature, pos
 
 
 def arg_fetch(lowering: TokenLowering, own: TokenFeature, position: ir.ArgPosition, row: str) -> TokenFeature:
-    """x(argmax_<s> B) (argmin: −B) by one sharp head with the tie-break −γ·s, γ = gap/(2T)."""
+    """x(argmax_<s> B): the arg head (:func:`arg_head`) whose values are the key's one-hot token."""
+    outputs, stage, tail = arg_head(lowering, position, row, own.onehot, token=True)
+    return TokenFeature(tuple(LinearForm.of(o) for o in outputs), stage, tail)
+
+
+def arg_number(lowering: TokenLowering, position: ir.ArgPosition, row: str) -> Feature:
+    """The position argmax_<s> B as a number p ∈ 1..T: the arg head whose value is the key's
+    position number, within tail·T (the weight off the one winner, times values up to T)."""
+    length = lowering.builder.length
+    (output,), stage, tail = arg_head(lowering, position, row, (LinearForm.of(lowering.builder.position_number()),),
+                                      token=False)
+    return Feature(LinearForm.of(output), frozenset(Fraction(p) for p in range(1, length + 1)), stage, tail * length)
+
+
+def arg_head(lowering: TokenLowering, position: ir.ArgPosition, row: str,
+             values: tuple[LinearForm, ...], token: bool) -> tuple[tuple[str, ...], int, float]:
+    """The sharp head of argmax_<s> B (argmin: −B) with the tie-break −γ·s, γ = gap/(2T), reading
+    ``values`` at its one winner (``token``: the winner's token, else its position): (output
+    directions, stage, error per unit of value)."""
     body = position.body
     mask = structural(lowering, position.conditions, position.variable, row, position)
     sign = 1.0 if position.kind == "argmax" else -1.0
@@ -97,9 +115,8 @@ def arg_fetch(lowering: TokenLowering, own: TokenFeature, position: ir.ArgPositi
         raise lowering.refuse(position, f"its score is computed within {error:.3g}, not below {0.4 * tie:.3g} "
                                     f"(0.4 of the tie-break step); use float64")
     score.append((LinearForm.const(-tie), LinearForm.of(lowering.builder.position_number())))
-    outputs, out_stage, tail = retrieve(lowering.builder, score=score, stage=stage, values=own.onehot,
-                                        gap=tie - 2 * error, mask=mask, value_error=0.0,
-                                        formula=f"x({position.kind}_<{position.variable}> {describe(body)})",
-                                        reads=position.variable)
-    return TokenFeature(tuple(LinearForm.of(o) for o in outputs), out_stage, tail)
+    arg = f"{position.kind}_<{position.variable}> {describe(body)}"
+    return retrieve(lowering.builder, score=score, stage=stage, values=values, gap=tie - 2 * error, mask=mask,
+                    value_error=0.0, formula=f"x({arg})" if token else arg,
+                    reads=position.variable)
 

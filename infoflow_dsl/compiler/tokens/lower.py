@@ -28,10 +28,9 @@ from ...oracle.evaluate import ReferenceEvaluator
 from ..circuit import LinearForm
 from . import ffn
 from .builder import Built, Feature, TokenCircuitBuilder, TokenFeature, constant_feature
-from .fetch import fetch
+from .fetch import arg_number, fetch
 from .heads import length
 from .reductions import reduce, sum_ratio
-from .rewrites import argument_as_minimum
 from .separate import renamed
 from .widths import WidthRatio
 
@@ -312,7 +311,7 @@ def _position_number_rule(lowering: TokenLowering, expr: ir.PositionNumber, row:
         terms = [(-1.0, mirrored)] + ([(1.0, length(lowering.builder))] if position.from_length else [])
         return ffn.linear(terms, None, float(position.offset))
     if isinstance(position, ir.ArgPosition):
-        return lowering.feature(argument_as_minimum(position, lowering.builder.length), row)
+        return arg_number(lowering, position, row)
     raise lowering.refuse(expr, f"the token compiler has no construction for {type(position).__name__} as a number")
 
 

@@ -9,12 +9,6 @@ identity of the reference evaluator's meaning, on every input of every length 1.
   since the k-th largest value (with multiplicity) is v_i exactly when at least k keys reach
   v_j for every j ≥ i and for no j < i: the sum telescopes to v_i − v_m. Each count is a
   selector width, each step an exact comparison of an integer: no error of its own.
-- **a position as a number** (:func:`argument_as_minimum`): with ties to the smallest position,
-
-      argmax_<s : C> e(s) = min_<s : C> s + T·[e(s) < max_<r : C[r/s]> e(r)]
-
-  (argmin: ``>`` and ``min``): every key that is not a best one scores above T ≥ every
-  position, so the minimum is the first best key.
 - **several positions at once** (:func:`nested`): ``kind_<v₁, …, v_k : C> e`` as one-variable
   reductions, v₁ outermost, each variable's range holding the conditions whose last variable
   (in that order) it is. min and max nest in the first order whose every inner range is never
@@ -54,21 +48,6 @@ def top_as_counts(expr: ir.Reduce, values: frozenset[Fraction] | None) -> ir.Exp
         total = ir.Arithmetic("+", total, ir.Arithmetic("*", ir.NumberLiteral(float(value - below), span), step,
                                                         ir.SCALAR, span), ir.SCALAR, span)
     return total
-
-
-def argument_as_minimum(argument: ir.ArgPosition, length: int) -> ir.Reduce:
-    """The position ``argmax_<s : C> e`` / ``argmin`` as a number (ties: the smallest): the
-    minimum of s + T·[s is not a best key] (module docstring)."""
-    span = argument.span
-    key = argument.variable
-    other = fresh_variable(argument, key)
-    best = ir.Reduce("max" if argument.kind == "argmax" else "min", (other,),
-                     tuple(ir.rename(c, key, other) for c in argument.conditions),
-                     ir.rename(argument.body, key, other), ir.SCALAR, span=span)
-    worse = ir.Compare("<" if argument.kind == "argmax" else ">", argument.body, best, span)
-    penalty = ir.Arithmetic("*", ir.NumberLiteral(float(length), span), ir.Bracket(worse, span), ir.SCALAR, span)
-    score = ir.Arithmetic("+", ir.PositionNumber(ir.PositionVariable(key), span), penalty, ir.SCALAR, span)
-    return ir.Reduce("min", (key,), argument.conditions, score, ir.SCALAR, span=span)
 
 
 @dataclass(frozen=True)
@@ -142,10 +121,3 @@ def _reduction(expr: ir.Reduce, nesting: list[NestedRange]) -> ir.Reduce:
     assert isinstance(body, ir.Reduce)
     return body
 
-
-def fresh_variable(expr: object, base: str) -> str:
-    """A position variable named after ``base`` that ``expr`` does not use."""
-    used = {node.name for node in ir.sub_nodes(expr) if isinstance(node, ir.PositionVariable)}
-    used |= {name for node in ir.sub_nodes(expr) if isinstance(node, ir.Reduce) for name in node.variables}
-    used |= {node.variable for node in ir.sub_nodes(expr) if isinstance(node, ir.ArgPosition)}
-    return next(f"{base}{i}" for i in itertools.count(1) if f"{base}{i}" not in used | {base})
