@@ -198,8 +198,8 @@ def literal(leaf: object, value: Fraction, domain: FiniteDomain) -> ir.TokenLite
 def retrieval_note(node_quoted: str, gap: Fraction | None) -> str:
     """What a token program's argmin/argmax note says: exact, with the scores' smallest gap."""
     if gap is None:
-        return (f"{node_quoted} picks a position (its token, or its number); its scores take one value or too many to list: ties go to "
-                f"the smallest position")
-    return (f"{node_quoted} picks a position (its token, or its number); its scores take finitely many values, distinct ones at least "
-            f"{gap} apart, so no margin is needed: ties go to the smallest position, exactly (a tie-break "
-            f"term below the gap)")
+        return (f"{node_quoted} picks a position (its token, or its number); its scores take one value or too "
+                f"many to list: ties go to the smallest position")
+    return (f"{node_quoted} picks a position (its token, or its number); its scores take finitely many "
+            f"values, distinct ones at least {gap} apart, so no margin is needed: ties go to the smallest "
+            f"position, exactly (a tie-break term below the gap)")

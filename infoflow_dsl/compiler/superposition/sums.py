@@ -61,6 +61,34 @@ def _stages(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[list[li
     return stage_map(tight, size, layers)
 
 
+def _read_as_one(tensors: dict[str, Tensor], config: dict[str, Any], first: list[int | None],
+                 binary: bool) -> tuple[dict[str, Tensor], Sums, set[int]]:
+    """(the tensors, sums, the members of the groups dissolved): a categorical group whose members
+    every later reader reads in one form, Σ_k c_k·h_k (a fetched number's one-hot that only the
+    output reads, v·[x(1) = v] summed over v), is folded onto one member i, which then holds that
+    sum (the form's coefficients c_k/c_i, exact as :func:`_terms` requires); the group is gone,
+    and its one direction a number like any other. A member no later reader reads folds onto
+    nothing (its writes are dropped)."""
+    if config.get("vocabulary") is None:
+        return dict(tensors), {}, set()
+    layers, out, sums, dissolved = len(config["layers"]), dict(tensors), Sums(), set[int]()
+    for group in usage(tensors, config).groups:
+        read = [j for j in group.members if reads_after(out, layers, first[j] or 0)[j].ne(0).any()]
+        if len(read) < 2 or len({first[j] for j in group.members}) != 1:
+            continue
+        others = set(group.members) - {read[0]}  # read[0] keeps the sum; nothing else supports it
+        outside = others | (set(range(len(first))) - set(group.members))
+        terms = {j: _terms(out, layers, first, j, outside, binary) if j in read else () for j in sorted(others)}
+        if any(t is None for t in terms.values()):
+            continue
+        for j, term in terms.items():
+            assert term is not None
+            _fold_writes(out, layers, j, term)
+            sums = _summed(sums, j, term) if term else sums
+        dissolved |= set(group.members)
+    return out, sums, dissolved
+
+
 def _grouped(tensors: dict[str, Tensor], config: dict[str, Any]) -> set[int]:
     """The directions of the categorical groups (never folded nor folded onto)."""
     return set() if config.get("vocabulary") is None else set(usage(tensors, config).group_of())
@@ -144,14 +172,14 @@ def summed(tensors: dict[str, Tensor], config: dict[str, Any], reach: str = "for
     first write, never before i's own, and changes no reader but j's rows."""
     assert reach in REACHES, reach
     layers = len(config["layers"])
-    grouped = _grouped(tensors, config)
     first = [min(w) if w else None for w in _stages(tensors, config)[0]]
+    out, sums, dissolved = _read_as_one(tensors, config, first, binary=reach == "output")
+    grouped = _grouped(out, config)  # the groups left
     if reach == "output":
-        alone = set(read_by_unembedding_alone(tensors, config))
+        alone = set(read_by_unembedding_alone(out, config))
         grouped |= {i for i in range(len(first)) if i not in alone}
-    out, folded = dict(tensors), set[int]()
-    sums: Sums = {}
-    for j in sorted((i for i, f in enumerate(first) if f is not None and i not in grouped),
+    folded = dissolved - set(sums)
+    for j in sorted((i for i, f in enumerate(first) if f is not None and i not in grouped | folded),
                     key=lambda i: (-(first[i] or 0), -i)):
         terms = _terms(out, layers, first, j, folded | grouped, binary=reach == "output")
         if terms is None:

@@ -14,6 +14,7 @@ Positions other than the row's own are fetched (:mod:`.fetch`), reductions are b
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -149,7 +150,9 @@ class TokenLowering:
         if values is not None and len(values) == 1:
             return constant_feature(next(iter(values)))
         x = torch.zeros(1, self.builder.length + 1, 1, dtype=torch.float64)  # positions 1..T+1
-        column = self._columns(expr, row, x)
+        # undefined only at the readout row T+1 (past a table's keys, odd = {1: 1, …, T: 0}): no
+        # program value lives there, and a weight is never NaN
+        column = tuple(0.0 if math.isnan(v) else v for v in self._columns(expr, row, x))
         slope, intercept = column[1] - column[0], column[0] - (column[1] - column[0])
         if all(value == slope * p + intercept for p, value in enumerate(column, start=1)):
             # a·p + b (t − 1, len − t is not: len is no column): the position number, read affinely

@@ -3,7 +3,8 @@
 compiles below what ``disguise --compress`` reaches, exact against the reference, its dictionary
 holding the sum; a number another reader needs, or a categorical output, is never folded. The
 wide fold (any later reader): a product beside its factor (x·max, then packed through the
-factor's values up to the fold), a head's two value reads, the steps one `and` sums."""
+factor's values up to the fold), a head's two value reads, the steps one `and` sums; a fetched
+number's one-hot that the output reads in one form dissolves onto one coordinate."""
 
 from __future__ import annotations
 
@@ -93,6 +94,29 @@ def test_a_categorical_output_is_never_folded() -> None:
     plain = plain_float64(source)
     tensors, config = dense_float64(plain), plain.config
     assert summed(tensors, config, "output")[1] == {} and summed(tensors, config, "form")[1] == {}
+
+
+#: two fetched numbers: each head copies a one-hot [x(1) = v] that only the output reads, as Σ v·[x(1) = v]
+FIRST_MINUS_LAST = "input x : token {1, 2, 5}\nlength T = 5\ntarget x(1) - x(len)\n"
+
+
+def test_a_fetched_one_hot_the_output_reads_in_one_form_is_one_coordinate() -> None:
+    """x(1) − x(len): the two fetch heads' groups are read only as Σ v·[x(1) = v] − Σ v·[x(len) = v]
+    (v = 1, 2, 5): both dissolve onto one coordinate holding that form (weights relative to the
+    first indicator's), and --residual goes below what compress reaches, exact everywhere."""
+    plain = plain_float64(FIRST_MINUS_LAST)
+    tensors, config = dense_float64(plain), plain.config
+    labels = config["residual_labels"]
+    _, sums = summed(tensors, config, "output")
+    (held,) = sums.values()
+    weights = {labels[i].split(":")[0]: [] for i, _ in held}
+    for i, weight in held:
+        weights[labels[i].split(":")[0]].append(weight)
+    assert sorted(weights.values()) == [[-1.0, -2.0, -5.0], [1.0, 2.0, 5.0]]
+    program = ifl.parse_program(FIRST_MINUS_LAST, "first_minus_last.iflow")
+    smallest = _smallest(program)
+    assert smallest < features_alive(tensors, config)
+    _exact_everywhere(ifl.compile(program, samples=0, residual=smallest), program, 3)
 
 
 #: x(t) times the max: the product's share reads the max (its factor) and the output reads the

@@ -114,3 +114,15 @@ def test_what_the_token_lowering_cannot_build_is_refused_with_the_reason(source:
     prog = check(parse(source, "bad.iflow"), "bad.iflow", source)
     with pytest.raises(CompileError, match=why):
         ifl.compile(prog, samples=0)
+
+
+def test_a_table_of_the_position_undefined_past_t_writes_no_nan() -> None:
+    """odd(t) has keys 1..T only: the positional code's row T + 1 (the readout's) is 0, not NaN,
+    and the model is exact."""
+    source = ("input x : token {1, 2}\nlength T = 4\ntable odd = {1: 1, 2: 0, 3: 1, 4: 0}\n"
+              "target(t) = odd(t) * x(t)\n")
+    prog = check(parse(source, "odd.iflow"), "odd.iflow", source)
+    compiled = ifl.compile(prog, eps=EPS, dtype="float64", samples=0)
+    assert all(torch.isfinite(t.to_dense() if t.is_sparse else t).all() for t in compiled.state_dict().values())
+    ids = every_sequence(2, 4)
+    assert float((compiled(ids) - ifl.evaluate(prog, ids)).abs().max()) <= compiled.config["a_priori_bound"]
