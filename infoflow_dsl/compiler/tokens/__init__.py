@@ -46,8 +46,8 @@ def lower_tokens(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit
     if program.target.type.shape:
         raise NoConstruction("a vector-valued target over tokens is not compiled yet")
     builder = TokenCircuitBuilder(program, UNIT_ROUNDOFF[dtype])
-    lowering = TokenLowering(builder, domain)
     row = program.token_variable or SEQUENCE_ROW
+    lowering = TokenLowering(builder, domain, {row: program.token_conditions})
     if program.token_output:
         output, error = _token_scores(program, lowering, row)
         output = _group_scores(builder, output, program.token_table)

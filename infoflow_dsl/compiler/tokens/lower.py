@@ -41,9 +41,11 @@ LOCAL = "@"  # the row's own variable in cache keys
 class TokenLowering:
     """Builds the features of one token program on a :class:`TokenCircuitBuilder`."""
 
-    def __init__(self, builder: TokenCircuitBuilder, domain: FiniteDomain) -> None:
+    def __init__(self, builder: TokenCircuitBuilder, domain: FiniteDomain,
+                 given: dict[str, tuple[ir.PositionCondition, ...]] | None = None) -> None:
         self.builder = builder
         self.domain = domain
+        self.given = given or {}  # {the target's row: its conditions (a per-token target's `t : t >= 2`)}
         self.spread: set[ir.Expr] = set()  # sums to build with each step in a direction of its own
 
     def stepped(self, expr: ir.Expr, row: str) -> Feature:

@@ -21,6 +21,7 @@ identity of the reference evaluator's meaning, on every input of every length 1.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from fractions import Fraction
 
 from ...errors import NoConstruction
 from ...language import typed as ir
-from ...language.positions import LENGTH_AXIS, smallest_range, variables_of, within_length
+from ...language.positions import LENGTH_AXIS, count_tuples, smallest_range, variables_of, within_length
 
 
 def top_as_counts(expr: ir.Reduce, values: frozenset[Fraction] | None) -> ir.Expr:
@@ -60,12 +61,14 @@ class NestedRange:
     moved: tuple[ir.PositionCondition, ...]
 
 
-def nested(expr: ir.Reduce, length: int, row: str | None) -> ir.Reduce:
+def nested(expr: ir.Reduce, length: int, row: str | None,
+           given: tuple[ir.PositionCondition, ...] = ()) -> ir.Reduce:
     """``kind_<v₁, …, v_k : C> e`` as k nested one-variable reductions (module docstring);
-    ``row``: the free variable the reduction is read at (its range may compare with it). Of
-    the orders that work, the first whose every range compares its variable with one other
-    position only (the one it is read at), as the token lowering needs."""
-    outside = within_length((row,)) if row is not None else ()
+    ``row``: the free variable the reduction is read at (its range may compare with it), under
+    the conditions ``given`` (a per-token target's). Of the orders that work, the first whose
+    every range compares its variable with one other position only (the one it is read at), as
+    the token lowering needs."""
+    outside = (*within_length((row,)), *given) if row is not None else ()
     if expr.kind == "mean" and any(len(set(expr.variables) & set(variables_of((c,)))) > 1 for c in expr.conditions):
         raise NoConstruction("a mean over positions its conditions link is not built (write it as a sum "
                              "over the tuples, divided by their count where that count is a constant)")
@@ -92,13 +95,35 @@ def _nesting(expr: ir.Reduce, order: Sequence[str], outside: Sequence[ir.Positio
         kept = own
         moved: tuple[ir.PositionCondition, ...] = ()
         if depth > 0 and smallest_range((variable,), own, length, enclosing).smallest == 0:
-            if expr.kind != "sum":
+            narrower = (_narrowed(expr, order[depth - 1], variable, outside, enclosing, own, length)
+                        if expr.kind != "sum" else None)
+            if narrower is not None:  # the outer range where the inner one is not empty, no tuple lost
+                ranges[-1] = dataclasses.replace(ranges[-1], kept=(*ranges[-1].kept, narrower))
+                enclosing.append(narrower)
+            elif expr.kind != "sum":
                 return None
-            kept = within_length((variable,))
-            moved = tuple(c for c in own if c not in kept)
+            else:
+                kept = within_length((variable,))
+                moved = tuple(c for c in own if c not in kept)
         ranges.append(NestedRange(variable, kept, moved))
         enclosing.extend(own)
     return ranges
+
+
+def _narrowed(expr: ir.Reduce, outer: str, inner: str, outside: Sequence[ir.PositionCondition],
+              enclosing: Sequence[ir.PositionCondition], conditions: Sequence[ir.PositionCondition],
+              length: int) -> ir.PositionCondition | None:
+    """A condition on the ``outer`` variable (outer ≥ 2 or 3, outer ≤ len − 1 or len − 2) under
+    which the ``inner`` range (its ``conditions``) is never empty, and which no tuple of the whole
+    reduction breaks (counted over every row and len,
+    :func:`~infoflow_dsl.language.positions.count_tuples`); None if there is none."""
+    whole = (*outside, *expr.conditions)
+    variables = list(dict.fromkeys([*variables_of(whole), *expr.variables, LENGTH_AXIS]))
+    total = count_tuples(variables, whole, length)
+    candidates = [ir.PositionCondition(ir.PositionVariable(outer), ">=", ir.FixedPosition(c)) for c in (2, 3)]
+    candidates += [ir.PositionCondition(ir.PositionVariable(outer), "<=", ir.RunLength(offset=-c)) for c in (1, 2)]
+    return next((c for c in candidates if count_tuples(variables, (*whole, c), length) == total
+                 and smallest_range((inner,), conditions, length, (*enclosing, c)).smallest > 0), None)
 
 
 def _one_row_each(nesting: list[NestedRange], row: str | None) -> bool:
