@@ -13,7 +13,8 @@ identity of the reference evaluator's meaning, on every input of every length 1.
   reductions, v₁ outermost, each variable's range holding the conditions whose last variable
   (in that order) it is. min and max nest in the first order whose every inner range is never
   empty (the language's own range check, :func:`~infoflow_dsl.language.positions.smallest_range`,
-  decides it); a sum takes the conditions of an inner range that can be empty into its body
+  decides it), the range around one narrowed (v ≥ 2, v ≤ len − 1, …) where that makes it so and
+  loses no tuple; a sum takes the conditions of an inner range that can be empty into its body
   as brackets (Σ over an empty range is 0, over all of 1..len of [C]·e the same); a mean nests
   only where no condition links two of its variables (then the mean over the tuples is the
   mean of the means). Anything else is refused with what to write instead.
@@ -84,8 +85,9 @@ def nested(expr: ir.Reduce, length: int, row: str | None,
 def _nesting(expr: ir.Reduce, order: Sequence[str], outside: Sequence[ir.PositionCondition],
              length: int) -> list[NestedRange] | None:
     """The ranges over ``order`` (outermost first), each with the conditions whose last variable
-    it is; None where an inner range can be empty, unless the reduction is a sum (its inner range
-    then keeps v ≤ len only and its body takes the other conditions as brackets)."""
+    it is. Where an inner range can be empty: a min/max narrows the range around it
+    (:func:`_narrowed`), else is None; a sum's inner range keeps v ≤ len only and its body takes
+    the other conditions as brackets."""
     ranges: list[NestedRange] = []
     enclosing = list(outside)
     for depth, variable in enumerate(order):
