@@ -73,12 +73,15 @@ def _read_as_one(tensors: dict[str, Tensor], config: dict[str, Any], first: list
         return dict(tensors), {}, set()
     layers, out, sums, dissolved = len(config["layers"]), dict(tensors), Sums(), set[int]()
     for group in usage(tensors, config).groups:
-        read = [j for j in group.members if reads_after(out, layers, first[j] or 0)[j].ne(0).any()]
-        if len(read) < 2 or len({first[j] for j in group.members}) != 1:
+        if len({first[j] for j in group.members}) != 1:
             continue
-        others = set(group.members) - {read[0]}  # read[0] keeps the sum; nothing else supports it
-        outside = others | (set(range(len(first))) - set(group.members))
-        terms = {j: _terms(out, layers, first, j, outside, binary) if j in read else () for j in sorted(others)}
+        rows = reads_after(out, layers, first[group.members[0]] or 0)  # (D, K): every later read
+        read = [j for j in group.members if rows[j].ne(0).any()]
+        if len(read) < 2:
+            continue
+        others = set(range(len(first))) - {read[0]}  # read[0] keeps the sum; nothing else supports it
+        terms = {j: _terms(out, layers, first, j, others, binary) if j in read else ()
+                 for j in sorted(set(group.members) - {read[0]})}
         if any(t is None for t in terms.values()):
             continue
         for j, term in terms.items():

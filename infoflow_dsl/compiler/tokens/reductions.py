@@ -26,7 +26,7 @@ from . import ffn
 from .builder import Feature, constant_feature
 from .counts import count_keys
 from .heads import retrieve, uniform_mean
-from .rewrites import nested, top_as_counts
+from .rewrites import bracketed, nested, top_as_counts
 from .scores import score_terms, value_gap
 from .separate import KeyClass, exclusive_indicators, key_classes, renamed, separated_terms
 from .widths import WidthRatio, indicator_sum, width_ratio
@@ -46,17 +46,16 @@ def structural(lowering: TokenLowering, conditions: tuple[ir.PositionCondition, 
 
 
 def range_masks(lowering: TokenLowering, conditions: tuple[ir.PositionCondition, ...], key: str, row: str,
-           node: object) -> tuple[tuple[Condition, ...], list[ir.Expr]]:
-    """(mask conditions, brackets a sum's body is multiplied by)."""
+           node: object) -> tuple[tuple[Condition, ...], list[ir.PositionCondition]]:
+    """(mask conditions, conditions a sum's body is multiplied by as brackets)."""
     mask: list[Condition] = []
-    factors: list[ir.Expr] = []
+    factors: list[ir.PositionCondition] = []
     for condition in conditions:
         terms = (condition.left, condition.right)
         if not all(_structural(term) for term in terms) or not any(_names(term, key) for term in terms):
             if _always(condition, lowering.builder.length):
                 continue
-            factors.append(ir.Compare(condition.operator, ir.PositionNumber(condition.left),
-                                      ir.PositionNumber(condition.right)))
+            factors.append(condition)
             continue
         if any(isinstance(term, ir.PositionVariable) and term.name not in (key, row) for term in terms):
             raise lowering.refuse(node, "a range that compares with a position other than the row's")
@@ -76,8 +75,7 @@ def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
     if factors and expr.kind != "sum":
         raise lowering.refuse(expr, "a condition on len in this range is not a structural mask (only a sum can "
                                 "take it as a bracket)")
-    for factor in factors:
-        body = ir.Arithmetic("*", ir.Bracket(factor), body, ir.SCALAR)
+    body = bracketed(body, factors)
     classes = key_classes(body, key, row)
     if expr.kind in ("min", "max"):
         if len(classes) > 1:

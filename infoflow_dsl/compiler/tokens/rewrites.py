@@ -140,11 +140,17 @@ def _reduction(expr: ir.Reduce, nesting: list[NestedRange]) -> ir.Reduce:
     """The nested reductions, innermost built first."""
     body = expr.body
     for level in reversed(nesting):
-        for condition in level.moved:
-            bracket = ir.Bracket(ir.Compare(condition.operator, ir.PositionNumber(condition.left),
-                                            ir.PositionNumber(condition.right), expr.span), expr.span)
-            body = ir.Arithmetic("*", bracket, body, ir.SCALAR, expr.span)
-        body = ir.Reduce(expr.kind, (level.variable,), level.kept, body, expr.type, span=expr.span)
+        body = ir.Reduce(expr.kind, (level.variable,), level.kept, bracketed(body, level.moved), expr.type,
+                         span=expr.span)
     assert isinstance(body, ir.Reduce)
+    return body
+
+
+def bracketed(body: ir.Expr, conditions: Sequence[ir.PositionCondition]) -> ir.Expr:
+    """[c₁]·…·[c_n]·body: range conditions as brackets of a sum's body (the positions as numbers)."""
+    for condition in conditions:
+        bracket = ir.Bracket(ir.Compare(condition.operator, ir.PositionNumber(condition.left),
+                                        ir.PositionNumber(condition.right), body.span), body.span)
+        body = ir.Arithmetic("*", bracket, body, ir.SCALAR, body.span)
     return body
 
