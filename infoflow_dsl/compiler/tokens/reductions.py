@@ -65,10 +65,10 @@ def range_masks(lowering: TokenLowering, conditions: tuple[ir.PositionCondition,
 
 
 def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
+    if expr.kind == "top":  # counts, over one position or several
+        return lowering.feature(top_as_counts(expr, lowering.values(expr.body)), row)
     if len(expr.variables) != 1:
         return lowering.feature(nested(expr, lowering.builder.length, row, lowering.given.get(row, ())), row)
-    if expr.kind == "top":
-        return lowering.feature(top_as_counts(expr, lowering.values(expr.body)), row)
     (key,) = expr.variables
     mask, factors = range_masks(lowering, expr.conditions, key, row, expr)
     body = expr.body

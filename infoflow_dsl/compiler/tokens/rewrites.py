@@ -8,7 +8,9 @@ identity of the reference evaluator's meaning, on every input of every length 1.
 
   since the k-th largest value (with multiplicity) is v_i exactly when at least k keys reach
   v_j for every j ≥ i and for no j < i: the sum telescopes to v_i − v_m. Each count is a
-  selector width, each step an exact comparison of an integer: no error of its own.
+  selector width, each step an exact comparison of an integer: no error of its own. Over
+  several positions (``top(2)_<s, r : s < r> …``) the counts are sums over the tuples, which
+  the next rewrite nests.
 - **several positions at once** (:func:`nested`): ``kind_<v₁, …, v_k : C> e`` as one-variable
   reductions, v₁ outermost, each variable's range holding the conditions whose last variable
   (in that order) it is. min and max nest in the first order whose every inner range is never
@@ -38,8 +40,7 @@ def top_as_counts(expr: ir.Reduce, values: frozenset[Fraction] | None) -> ir.Exp
     ``values``: every value e takes at a key."""
     if values is None:
         raise NoConstruction("top(k) over tokens needs a body of finitely many values")
-    if expr.rank is None or len(expr.variables) != 1:
-        raise NoConstruction("top(k) ranks over one position")
+    assert expr.rank is not None
     descending = sorted(values, reverse=True)
     span = expr.span
     total: ir.Expr = ir.NumberLiteral(float(descending[-1]), span)

@@ -27,6 +27,7 @@ TOP = [
     "target(t : t >= 2) = top(2)_<s : s <= t> x(s)",
     "target(t : t >= 3) = top(3)_<s : s <= t> 2 * x(s) - [x(s) == 1]",
     "target(t : len >= 3) = top(2)_<s : s != t> x(s)",
+    "target(t : t >= 3) = top(2)_<s, r : s < r and r <= t> x(s) + x(r)",  # counts over pairs, nested
 ]
 NESTED = [
     "target sum_<s, r : s <= r> [x(s) == x(r)]",  # the inner range r >= s: never empty
