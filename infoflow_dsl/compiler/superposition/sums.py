@@ -92,9 +92,12 @@ def _read_as_one(tensors: dict[str, Tensor], config: dict[str, Any], first: list
     return out, sums, dissolved
 
 
-def _grouped(tensors: dict[str, Tensor], config: dict[str, Any]) -> set[int]:
-    """The directions of the categorical groups (never folded nor folded onto)."""
-    return set() if config.get("vocabulary") is None else set(usage(tensors, config).group_of())
+def _grouped(tensors: dict[str, Tensor], config: dict[str, Any], alone: bool = True) -> set[int]:
+    """The directions of the categorical groups (never folded nor folded onto); not ``alone``:
+    of the groups of two or more (a lone indicator may be folded onto like a number)."""
+    if config.get("vocabulary") is None:
+        return set()
+    return {m for g in usage(tensors, config).groups if alone or len(g.members) > 1 for m in g.members}
 
 
 def reads_after(tensors: dict[str, Tensor], layers: int, stage: int) -> Tensor:
@@ -177,7 +180,7 @@ def summed(tensors: dict[str, Tensor], config: dict[str, Any], reach: str = "for
     layers = len(config["layers"])
     first = [min(w) if w else None for w in _stages(tensors, config)[0]]
     out, sums, dissolved = _read_as_one(tensors, config, first, binary=reach == "output")
-    grouped = _grouped(out, config)  # the groups left
+    grouped = _grouped(out, config, alone=reach == "output")  # the groups left
     if reach == "output":
         alone = set(read_by_unembedding_alone(out, config))
         grouped |= {i for i in range(len(first)) if i not in alone}

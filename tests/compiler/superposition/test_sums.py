@@ -119,6 +119,25 @@ def test_a_fetched_one_hot_the_output_reads_in_one_form_is_one_coordinate() -> N
     _exact_everywhere(ifl.compile(program, samples=0, residual=smallest), program, 3)
 
 
+#: a table of the position times the token: the output reads the product's gate beside odd(t)
+ODD_TIMES_X = ("input x : token {1, 2}\nlength T = 4\ntable odd = {1: 1, 2: 0, 3: 1, 4: 0}\n"
+               "target(t) = odd(t) * x(t)\n")
+
+
+def test_a_lone_indicator_beside_its_product_is_folded_onto_by_the_wide_reach() -> None:
+    """odd(t)·x(t) = gate + odd(t): odd(t) is a positional 0/1 column alone in its group, read by
+    the gate's FFN and then only by the output beside the gate. The narrow reach keeps it a
+    group; the wide one folds the gate onto it, so it packs with x: F = 2, D = 1, exact."""
+    plain = plain_float64(ODD_TIMES_X)
+    tensors, config = dense_float64(plain), plain.config
+    labels = config["residual_labels"]
+    assert summed(tensors, config, "output")[1] == {}
+    assert [labels[i] for i in summed(tensors, config, "form")[1]] == ["pos:odd(t)"]
+    program = ifl.parse_program(ODD_TIMES_X, "odd_times_x.iflow")
+    assert features_alive(tensors, config) == 2 and _smallest(program) == 1
+    _exact_everywhere(ifl.compile(program, samples=0, residual=1), program, 2)
+
+
 #: x(t) times the max: the product's share reads the max (its factor) and the output reads the
 #: max beside it (x·m = Σ (v − lo)·[x = v]·m + lo·m), so after the product's FFN the two are read
 #: in one form
