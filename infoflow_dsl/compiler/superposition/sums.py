@@ -193,6 +193,42 @@ def summed(tensors: dict[str, Tensor], config: dict[str, Any], reach: str = "for
         _fold_writes(out, layers, j, terms)
         sums = _summed(sums, j, terms)
         folded.add(j)
+    if reach == "form" and config.get("vocabulary") is not None and config.get("output") != "token":
+        out, sums = _hosted_at_readout(out, config, sums, first, folded)
+    return out, sums
+
+
+def _hosted_at_readout(tensors: dict[str, Tensor], config: dict[str, Any], sums: Sums, first: list[int | None],
+                       folded: set[int]) -> tuple[dict[str, Tensor], Sums]:
+    """A sequence model's output is read at the readout row alone. A number i first written at
+    stage w and read after w by the unembedding alone is written onto a direction j that the
+    embedding alone writes, 0 at the readout row (its ``cls`` entry and every row of the
+    positional code a readout can take), and that nothing reads after w nor the unembedding
+    reads: j's coordinate holds h_j + h_i (a sum, in the dictionary too), which is h_i at the
+    readout row, where the unembedding reads it (its row of j becomes its row of i), and which
+    no reader reads anywhere else after w (reads at w come before the writes). Exact: the
+    output at the readout row is unchanged; the token rows' outputs of a sequence model are no
+    value of the program. (Tracr-like `flip(x(len))`: the fetched token's one-hot takes the
+    directions of the token's own indicators, which the fetch head reads at w.)"""
+    layers, last = len(config["layers"]), 2 * len(config["layers"]) + 1
+    writes, reads = _stages(tensors, config)
+    cls, w_pos = tensors["embed.cls"], tensors["pos_embed.W_pos"]
+    taken = set(sums) | folded | {i for terms in sums.values() for i, _ in terms}
+    hosts = [j for j in range(len(first)) if writes[j] == [0] and j not in taken and last not in reads[j]
+             and float(cls[j]) == 0.0 and not w_pos[1:, j].ne(0).any()]
+    out = dict(tensors)
+    for i in sorted(i for i, w in enumerate(first) if w is not None and i not in taken
+                    and [r for r in reads[i] if r > w] == [last]):
+        host = next((j for j in hosts if max(reads[j], default=0) <= (first[i] or 0)), None)
+        if host is None:
+            continue
+        hosts.remove(host)
+        unembedding = out["unembed.W_U"].clone()
+        unembedding[host] += unembedding[i]
+        _fold_writes(out, layers, i, ((host, 1.0),))
+        out["unembed.W_U"] = unembedding
+        out["unembed.W_U"][i] = 0.0
+        sums = _summed(sums, i, ((host, 1.0),))
     return out, sums
 
 

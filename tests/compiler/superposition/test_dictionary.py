@@ -104,6 +104,19 @@ def test_a_packed_number_holding_a_sum_is_read_back_as_that_sum() -> None:
     assert _recovered(source, 1, tokens=3)[0] >= 3
 
 
+def test_a_token_indicator_hosting_a_readout_number_is_read_back_as_their_sum() -> None:
+    """flip(x(len)) at D = 7: each fetched indicator is written onto one of the token's own
+    indicators (0 at the readout row); the host's record holds their sum, and reading it gives
+    the plain circuit's sum at every hook, at every row, of every input up to length 4."""
+    source = ('input x : token {"a", "b", "c"}\nlength T = 4\ntable flip = {"a": "c", "b": "a", "c": "b"}\n'
+              "target flip(x(len))\n")
+    _, model = _models(source, 7)
+    found = {f["name"]: f for f in features(model)}
+    assert [found[f"x={t}"]["sum"][0][0] for t in "abc"] == ["x=a", "x=b", "x=c"]
+    assert all(found[f"x={t}"]["sum"][1][0].startswith("h") for t in "abc")
+    assert _recovered(source, 7, tokens=3)[0] >= 3
+
+
 def test_a_spanned_column_is_read_back_as_the_combination_of_its_terms() -> None:
     """sort_unique over five tokens: its token thresholds [x(t) < v] are folded onto the token's
     indicators (compiler/superposition/spans.py); the dictionary lists each as the combination

@@ -138,6 +138,33 @@ def test_a_lone_indicator_beside_its_product_is_folded_onto_by_the_wide_reach() 
     _exact_everywhere(ifl.compile(program, samples=0, residual=1), program, 2)
 
 
+#: a sequence model whose output is a token table of the fetched last token
+FLIP_LAST = ('input x : token {"a", "b", "c"}\nlength T = 5\ntable flip = {"a": "c", "b": "a", "c": "b"}\n'
+             "target flip(x(len))\n")
+
+
+def test_a_number_read_at_the_readout_alone_takes_a_direction_zero_there() -> None:
+    """flip(x(len)): the fetch head writes x(len)'s one-hot while the token's own indicators,
+    which its values read, are still in the stream (F = 10). Only the readout row's output is
+    read, and the indicators are 0 there: each fetched indicator is written onto one of them
+    (the coordinate holds their sum), the unembedding reads it there; D < F, every token answer
+    right on every input up to length 4 and on 500 random ones."""
+    plain = plain_float64(FLIP_LAST)
+    tensors, config = dense_float64(plain), plain.config
+    labels = config["residual_labels"]
+    _, sums = summed(tensors, config, "form")
+    hosted = {labels[i]: sorted(labels[k] for k, _ in terms) for i, terms in sums.items()}
+    assert sorted(hosted) == ["x=a", "x=b", "x=c"]
+    assert all(len(names) == 2 and names[0].startswith("h") for names in hosted.values())
+    program = ifl.parse_program(FLIP_LAST, "flip_last.iflow")
+    smallest = _smallest(program)
+    assert smallest < features_alive(tensors, config) == 10
+    model = ifl.compile(program, samples=0, residual=smallest)
+    for x in [every_input(3, n) for n in range(1, 5)] + [ifl.sample_inputs(program, 500, seed=7)]:
+        with torch.no_grad():
+            assert torch.equal(model(x).argmax(-1), ifl.evaluate(program, x))
+
+
 #: x(t) times the max: the product's share reads the max (its factor) and the output reads the
 #: max beside it (x·m = Σ (v − lo)·[x = v]·m + lo·m), so after the product's FFN the two are read
 #: in one form
