@@ -21,6 +21,11 @@ read exactly, in rationals (each float weight is the rational it stores):
   (the keys: the embedding's there, joined with the other sources'), 0 where its mask admits no
   key; within the head's stated error times max(1, θ·span(k)), plus k's own error times θ (a
   running max's output takes x's values);
+- a **sharp head with one winner** (kinds ``position`` and ``token retrieval``: a scored fetch
+  x(p) by 2p·s − s², an arg head with its tie-break −γ·s; :func:`_fetch_source`) whose values
+  read embedding directions and earlier FFN blocks' outputs: its outputs hold the winner's row
+  through W_V·W_O (any position's rows: a superset), 0 where its mask admits no key; within the
+  head's stated error (the tail's weight) times the rows' span;
 - an **FFN block** that records its output's values (config ``layers[l].mlp[k].values``: the
   token lowering's steps, gates and tables, whose values it knows) and alone writes that
   direction: those values, each within the block's ``error`` (the plain certificate's);
@@ -62,6 +67,8 @@ WORK = 1 << 16
 #: the most rows a key position may hold where a head's values read FFN outputs (:func:`_key_rows`)
 KEY_ROWS = 256
 UNIFORM_KINDS = ("uniform", "length", "position")
+#: the sharp heads whose winner is one key (the lowering's tie-break or a unique best score)
+FETCH_KINDS = ("position", "token retrieval")
 
 
 @dataclass(frozen=True)
@@ -199,6 +206,37 @@ def _head_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int,
                   float(described.get("error", 0.0)), 2 * layer + 1, _later_writes(writes, outputs, 2 * layer + 1))
 
 
+def _fetch_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
+                  embedded: list[int], writes: list[list[int]], length: int, blocks: list[Source]) -> Source | None:
+    """A sharp head with one winner (kinds :data:`FETCH_KINDS`: a scored fetch x(p) by
+    2p·s − s², an arg head with its tie-break −γ·s) whose values read the embedding and earlier
+    FFN blocks: its outputs hold val(s*)·W_V·W_O at the winner s*, any key's row (a superset: every
+    position's rows), or 0 where its mask admits no key. The tail's weight (the head's stated
+    error) moves an output j by at most error·span_j (the other keys' rows differ from the
+    winner's by at most the span): the source's error is error·max(1, span)."""
+    described = config["layers"][layer]["heads"][head]
+    p = f"blocks.{layer}.attn."
+    if described.get("kind") not in FETCH_KINDS or float(tensors[p + "beta"][head]) <= 0.0:
+        return None
+    w_v, w_o = tensors[p + "W_V"][head].double(), tensors[p + "W_O"][head].double()
+    read = torch.nonzero(w_v.ne(0).any(dim=1)).flatten().tolist()
+    outputs = _own_outputs(tensors, layer, head, writes)
+    rows = _key_rows(tensors, read, embedded, blocks) if outputs else None
+    if rows is None:
+        return None
+    through = [[Fraction(float(x)) for x in column] for column in (w_v[read] @ w_o[:, outputs]).T.tolist()]
+    found = {tuple(sum((r * c for r, c in zip(row, col, strict=True)), Fraction(0)) for col in through)
+             for at in rows for row in at}
+    if any(not keys for keys in _key_sets(described.get("mask", []), length)):
+        found.add(tuple(Fraction(0) for _ in outputs))
+    if len(found) > CAP:
+        return None
+    span = max(float(max(r[j] for r in found) - min(r[j] for r in found)) for j in range(len(outputs)))
+    return Source(str(described.get("name", f"{layer}.{head}")), tuple(outputs), frozenset(found),
+                  float(described.get("error", 0.0)) * max(1.0, span), 2 * layer + 1,
+                  _later_writes(writes, outputs, 2 * layer + 1))
+
+
 def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
                   writes: list[list[int]], length: int, found: list[Source]) -> Source | None:
     """A sharp head (β > 0) of one score dimension, its query one direction positive at every row
@@ -284,7 +322,8 @@ def sources(tensors: dict[str, Tensor], config: dict[str, Any]) -> list[Source]:
         visible = [i for i in embedded if any(i in source.members for source in seen if source.stage == 0)]
         for head in range(len(config["layers"][layer]["heads"])):
             source = (_head_source(tensors, config, layer, head, visible, writes, length, blocks)
-                      or _sharp_source(tensors, config, layer, head, writes, length, seen))
+                      or _sharp_source(tensors, config, layer, head, writes, length, seen)
+                      or _fetch_source(tensors, config, layer, head, visible, writes, length, blocks))
             if source is not None:
                 found.append(source)
         seen = _seen(found, 2 * layer + 2)  # what this layer's FFN reads

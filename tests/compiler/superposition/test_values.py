@@ -105,3 +105,31 @@ def test_an_ffn_recording_no_values_is_evaluated_on_its_inputs_values() -> None:
         with torch.no_grad():
             held = model.residual_stream(x)[1][:, :-1, out].reshape(-1, 1)  # (B·n, 1)
         assert float((held - grid).abs().min(dim=1).values.max()) <= source.error
+
+
+#: the last token's equals in the sequence: x(len) fetched by the score 2p·s − s² (p = len, a
+#: table's output), a sharp head of two score dimensions whose values are the token's one-hot
+COUNT_AS_LAST = 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget sum_<s> [x(s) == x(len)]\n'
+
+
+def test_a_scored_fetchs_outputs_take_a_keys_one_hot_within_the_tail_times_its_span() -> None:
+    """One key wins the fetch, so its outputs are that key's one-hot (the values module's superset:
+    any position's rows, the class token's zero among them), within the source's error at every
+    row (the readout row's query fetches too) of every input up to length 4."""
+    model = ifl.compile(ifl.parse_program(COUNT_AS_LAST, "p.iflow"), samples=0, dtype="float64")
+    tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
+    labels = model.config["residual_labels"]
+    head = next(h for layer in model.config["layers"] for h in layer["heads"] if h["kind"] == "position")
+    outputs = tuple(labels.index(o) for o in head["outputs"])
+    source = next(s for s in sources(tensors, model.config) if s.members == outputs)
+    one_hot = {tuple(Fraction(int(i == k)) for i in range(3)) for k in range(3)}
+    assert one_hot <= source.rows <= one_hot | {(Fraction(0),) * 3}
+    assert head["error"] <= source.error <= head["error"] * 1.0000001  # the span of a one-hot is 1
+    grid = torch.tensor([[float(v) for v in row] for row in sorted(source.rows)], dtype=torch.float64)  # (R, 3)
+    after = 1 + next(i for i, layer in enumerate(model.config["layers"]) if head in layer["heads"])  # after its layer
+    for n in range(1, 5):
+        x = torch.tensor(list(itertools.product(range(3), repeat=n)), dtype=torch.int64)
+        with torch.no_grad():
+            held = model.residual_stream(x)[after][:, :, list(outputs)].reshape(-1, 3)  # (B·(n+1), 3)
+        nearest = (held[:, None, :] - grid[None]).abs().amax(dim=-1).min(dim=1).values  # (B·(n+1),)
+        assert float(nearest.max()) <= source.error
