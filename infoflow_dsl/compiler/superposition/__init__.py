@@ -7,7 +7,9 @@ exactly in real arithmetic: directions it names twice (identical writers: the sa
 coordinates holding their sum (:mod:`.sums`); sharp heads' constant queries, from ``one``
 onto a positive number (every score scaled by at least 1: :mod:`.queries`), so that ``one``
 may be read by nothing; embedding columns that other embedding columns alive as long span,
-onto those (:mod:`.spans`). Its categorical features (``categorical``:
+onto those (:mod:`.spans`); a per-token token answer read from the token table's
+indicators alone, onto one number its unembedding decodes by argmax (:mod:`.readout`). Its
+categorical features (``categorical``:
 indicators in groups of mass ≤ 1: the token's and the position's one-hot columns, a sharp
 head's fetched token) then move to a **storage** block of d_s coordinates on nearly orthogonal
 directions (``codes``), every read of them going through a reader that rejects the others'
@@ -56,6 +58,7 @@ from .layout import MARGIN, Layout, StorageRead, certify, holds, layout, read_pa
 from .packed import Packed, choices, fewest_within, member_records, packed
 from .packing import UNIT_ROUNDOFF
 from .queries import MovedQuery, moved_queries
+from .readout import ArgmaxReadout, decoded
 from .spans import Spans, spanned
 from .sums import Sums, summed
 
@@ -179,10 +182,10 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     original, tensors, aliases = tensors, *merged(tensors, config)
     given = config
     if storage is None:
-        narrow = summed(tensors, config, "output")
+        narrow = decoded(*summed(tensors, config, "output"), config)
         route = _folded_route(*narrow, config, margin, roundoff, residual)
         if residual < route.smallest:
-            wide = summed(tensors, config, "form")
+            wide = decoded(*summed(tensors, config, "form"), config)
             if wide[1] != narrow[1]:
                 trial = _folded_route(*wide, config, margin, roundoff, residual)
                 route = trial if trial.smallest < route.smallest else route
@@ -203,7 +206,7 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
                     built = candidate
                     break
     else:  # the plain layout of the model as given (duplicates folded), spanned columns kept
-        result, sums, moves = None, {}, []
+        result, sums, moves, route = None, {}, [], None
         spans, folded = Spans({}, {}), features_alive(tensors, config)
         plan = layout(tensors, config, usage(tensors, config))
         built = _build(tensors, config, plan, storage, margin)
@@ -218,6 +221,8 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     record["queries"] = [move.labelled(given, list(given["residual_labels"])) for move in moves]
     record["summed"] = [[given["residual_labels"][i], [[given["residual_labels"][n], w] for n, w in terms]]
                         for i, terms in sorted(sums.items())]
+    if route is not None and route.readout is not None:
+        record["readout"] = route.readout.to_json(list(given["residual_labels"]), given)
     dims = {f.index: (d, f.end if f is not occupants[-1] else math.inf)  # the last occupant is never erased
             for d, occupants in enumerate(compression.slots) for f in occupants}
     categorical = {f: g.writer for f, g in usage(original, given).group_of().items()}
@@ -244,6 +249,7 @@ class FoldedRoute:
     config: dict[str, Any]
     result: Packed | None
     sums: Sums
+    readout: ArgmaxReadout | None
     moves: list[MovedQuery]
     spans: Spans
     folded: int
@@ -253,10 +259,11 @@ class FoldedRoute:
     smallest: int
 
 
-def _folded_route(tensors: dict[str, Tensor], sums: Sums, config: dict[str, Any], margin: float, roundoff: float,
-                  residual: int) -> FoldedRoute:
-    """The route from ``tensors`` with ``sums`` folded (:func:`.sums.summed`, one reach): its
-    smallest D, and the model it builds (packed where packing reaches below the layout alone)."""
+def _folded_route(tensors: dict[str, Tensor], sums: Sums, readout: ArgmaxReadout | None, config: dict[str, Any],
+                  margin: float, roundoff: float, residual: int) -> FoldedRoute:
+    """The route from ``tensors`` with ``sums`` folded (:func:`.sums.summed`, one reach) and the
+    answer decoded from one number (:mod:`.readout`, where it applies): its smallest D, and the
+    model it builds (packed where packing reaches below the layout alone)."""
     tensors, moves = moved_queries(tensors, config)
     tensors, spans, (plan, least, built) = _spanned_layout(tensors, config, margin)
     folded = features_alive(tensors, config)
@@ -267,7 +274,7 @@ def _folded_route(tensors: dict[str, Tensor], sums: Sums, config: dict[str, Any]
         result, plan, least, built, smallest = _packed_route(tensors, config, margin, current, roundoff, residual)
     if result is not None:
         tensors, config = result.tensors, result.config
-    return FoldedRoute(tensors, config, result, sums, moves, spans, folded, plan, least, built, smallest)
+    return FoldedRoute(tensors, config, result, sums, readout, moves, spans, folded, plan, least, built, smallest)
 
 
 def _packed_route(tensors: dict[str, Tensor], config: dict[str, Any], margin: float,

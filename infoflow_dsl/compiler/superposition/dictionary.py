@@ -348,6 +348,11 @@ def print_features(name: str, model: Any, found: list[dict[str, Any]]) -> None:
         for head, source, scale, raised in record.get("queries", []):
             lift = f"; {source}'s readout row raised to its tokens' least, unread there before" if raised else ""
             print(f"  {head}'s constant query reads {scale:g}·{source} in place of one (scores scaled by ≥ 1{lift})")
+    readout = (record or {}).get("readout")
+    if readout is not None:
+        lines = ", ".join(f"{line['token']}: {line['slope']}·n{line['intercept']:+d}" for line in readout["lines"])
+        print(f"  the answer is argmax over lines of n = {readout['host']}'s coordinate ({lines}; gap "
+              f"{readout['gap']}), n per token {readout['n']}")
     for f in found:
         reads = sorted({entry["read"] for entry in f["hooks"].values()})
         group = f" ({f['group']})" if f["group"] else ""

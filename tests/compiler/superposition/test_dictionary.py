@@ -121,6 +121,18 @@ def test_a_token_indicator_hosting_a_readout_number_is_read_back_as_their_sum() 
     assert _recovered(source, 4, tokens=3)[0] >= 3
 
 
+def test_a_decoded_answers_host_is_read_back_as_the_indicators_sum() -> None:
+    """A permutation of four tokens at D = 1 (compiler/superposition/readout.py): the host's
+    coordinate holds Σ n(v)·[x = v], the plain circuit's indicators weighted by their answers'
+    index, at every hook and row of every input up to length 4."""
+    source = ('input x : token {"a", "b", "c", "d"}\nlength T = 4\n'
+              'table nx = {"a": "b", "b": "c", "c": "d", "d": "a"}\ntarget(t) = nx(x(t))\n')
+    _, model = _models(source, 1)
+    held = [f for f in features(model) if "sum" in f]
+    assert len(held) == 1 and sorted(name for name, _ in held[0]["sum"]) == ["x=a", "x=b", "x=c", "x=d"]
+    assert _recovered(source, 1, tokens=4)[0] >= 3
+
+
 def test_a_spanned_column_is_read_back_as_the_combination_of_its_terms() -> None:
     """sort_unique over five tokens: its token thresholds [x(t) < v] are folded onto the token's
     indicators (compiler/superposition/spans.py); the dictionary lists each as the combination

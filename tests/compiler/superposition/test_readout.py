@@ -1,0 +1,92 @@
+"""A per-token token answer decoded by argmax from one number: the token maps of F = k compile at
+D = 1, exact; one unit short of the lines' gap, a named input is answered wrong."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+import infoflow_dsl as ifl
+from infoflow_dsl.compiler.superposition.readout import decoded, plan
+from infoflow_dsl.transformer.model import CompiledTransformer
+
+torch.set_num_threads(1)
+
+#: a permutation of four tokens (its plain model: one indicator per token, all read by W_U alone)
+NEXT = ('input x : token {"a", "b", "c", "d"}\nlength T = 5\n'
+        'table nx = {"a": "b", "b": "c", "c": "d", "d": "a"}\ntarget(t) = nx(x(t))\n')
+#: five tokens onto three answers, two of them shared
+CLASSES = ('input x : token {"a", "b", "c", "d", "e"}\nlength T = 4\n'
+           'table kind = {"a": "v", "b": "c", "c": "n", "d": "c", "e": "v"}\ntarget(t) = kind(x(t))\n')
+#: reverse: W_U reads a head's fetched one-hot, which the embedding does not write
+REVERSE = 'input x : token {"a", "b", "c"}\nlength T = 4\ntarget(t) = x(len + 1 - t)\n'
+
+
+def _dense(model: CompiledTransformer) -> dict[str, torch.Tensor]:
+    return {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
+
+
+def _answers(model: CompiledTransformer, program: object, tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the model's answers, the reference's) on every input up to length 4 and 300 random ones."""
+    got, want = [], []
+    batches = [torch.tensor(list(itertools.product(range(tokens), repeat=n))) for n in range(1, 5)]
+    for x in [*batches, ifl.sample_inputs(program, 300, seed=3)]:
+        with torch.no_grad():
+            got.append(model(x).argmax(-1).flatten())
+        want.append(ifl.evaluate(program, x).flatten())
+    return torch.cat(got), torch.cat(want)
+
+
+@pytest.mark.parametrize(("source", "tokens"), [(NEXT, 4), (CLASSES, 5)])
+def test_a_token_map_compiles_at_one_dimension_exact_with_its_lines_recorded(source: str, tokens: int) -> None:
+    """F = the map's indicators (4; 5 tokens over 3 answers: what the spans leave); D = 1, every
+    answer right; the certificate's lines are 2j·n − j² over the answers, n per token the index
+    of its answer (tokens of one answer share it)."""
+    program = ifl.parse_program(source, "map.iflow")
+    model = ifl.compile(program, samples=0, residual=1)
+    record = model.config["superposition"]
+    assert model.d_model == 1 < record["features_alive"]
+    got, want = _answers(model, program, tokens)
+    assert torch.equal(got, want.long())
+    readout = record["readout"]
+    assert [(line["slope"], line["intercept"]) for line in readout["lines"]] == [
+        (2 * j, -j * j) for j in range(len(readout["lines"]))]
+    table = dict(line.split(": ") for line in source.split("{")[2].split("}")[0].replace('"', "").split(", "))
+    answer_of = {line["token"]: j for j, line in enumerate(readout["lines"])}
+    assert readout["n"] == {v: answer_of[table[v]] for v in table}
+
+
+def test_one_unit_short_of_the_gap_a_named_input_is_answered_wrong() -> None:
+    """The lines lead by (i − j)² ≥ 1 at n = i: lowering the answer of token "c" (n = 2) by one
+    unit ties it with its neighbour's line at n = 2, and by a little more loses it: the input
+    ("c",) is then answered wrong, every other token still right."""
+    program = ifl.parse_program(NEXT, "next.iflow")
+    plain = ifl.compile(program, samples=0, dtype="float64")
+    tensors, _, readout = decoded(_dense(plain), {}, plain.config)
+    assert readout is not None and readout.values == (0, 1, 2, 3)
+    answer = readout.answers[readout.values[2]]  # token "c"'s answer
+    config = dict(plain.config)
+    for short, wrong in ((0.0, False), (1.0 + 1e-6, True)):
+        shifted = dict(tensors)
+        shifted["unembed.b_U"] = tensors["unembed.b_U"].clone()
+        shifted["unembed.b_U"][answer] -= short
+        model = CompiledTransformer(config, shifted, dtype=torch.float64)
+        with torch.no_grad():
+            got = model(torch.arange(4)[:, None]).argmax(-1).flatten()  # (4,): the tokens a..d alone
+        truth = ifl.evaluate(program, torch.arange(4)[:, None]).flatten().long()
+        assert (got != truth).tolist() == [False, False, wrong, False]
+
+
+def test_the_host_holds_the_indicators_sum_and_nothing_else_is_decoded() -> None:
+    """The host's sum is Σ n(v)·[x = v] over the map's indicators (the dictionary's record);
+    reverse's W_U reads a head's outputs, not the embedding's: no decoding."""
+    plain = ifl.compile(ifl.parse_program(NEXT, "next.iflow"), samples=0, dtype="float64")
+    labels = plain.config["residual_labels"]
+    _, sums, readout = decoded(_dense(plain), {}, plain.config)
+    assert readout is not None
+    held = {labels[i]: w for i, w in sums[readout.host]}
+    assert held == {f"x={v}": float(n) for v, n in zip("abcd", readout.values, strict=True)}
+    reverse = ifl.compile(ifl.parse_program(REVERSE, "reverse.iflow"), samples=0, dtype="float64")
+    assert plan(_dense(reverse), reverse.config, {}) is None
