@@ -7,8 +7,9 @@ exactly in real arithmetic: directions it names twice (identical writers: the sa
 coordinates holding their sum (:mod:`.sums`); sharp heads' constant queries, from ``one``
 onto a positive number (every score scaled by at least 1: :mod:`.queries`), so that ``one``
 may be read by nothing; embedding columns that other embedding columns alive as long span,
-onto those (:mod:`.spans`); a per-token token answer read from the token table's
-indicators alone, onto one number its unembedding decodes by argmax (:mod:`.readout`). Its
+onto those (:mod:`.spans`); a token answer read from one categorical group alone, onto
+one number its unembedding decodes by argmax (:mod:`.readout`; only where the plain
+unembedding cannot reach D). Its
 categorical features (``categorical``:
 indicators in groups of mass ≤ 1: the token's and the position's one-hot columns, a sharp
 head's fetched token) then move to a **storage** block of d_s coordinates on nearly orthogonal
@@ -182,13 +183,7 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     original, tensors, aliases = tensors, *merged(tensors, config)
     given = config
     if storage is None:
-        narrow = decoded(*summed(tensors, config, "output"), config)
-        route = _folded_route(*narrow, config, margin, roundoff, residual)
-        if residual < route.smallest:
-            wide = decoded(*summed(tensors, config, "form"), config)
-            if wide[1] != narrow[1]:
-                trial = _folded_route(*wide, config, margin, roundoff, residual)
-                route = trial if trial.smallest < route.smallest else route
+        route = _best_route(tensors, config, margin, roundoff, residual)
         tensors, config, result, spans, plan = route.tensors, route.config, route.result, route.spans, route.plan
         sums, moves, folded, built, smallest = route.sums, route.moves, route.folded, route.built, route.smallest
         n = len(plan.stored)
@@ -257,6 +252,32 @@ class FoldedRoute:
     least: int
     built: Any
     smallest: int
+
+
+def _best_route(tensors: dict[str, Tensor], config: dict[str, Any], margin: float, roundoff: float,
+                residual: int) -> FoldedRoute:
+    """The first route that reaches ``residual``, else the one of the smallest D (ties: the
+    earlier), in order: sums the output reads, then the same with the token answer decoded from
+    one number (:mod:`.readout`), then the wide reach's sums (where they differ), then those
+    decoded: each later route is tried only where the earlier ones cannot reach ``residual``,
+    so a model keeps its plain unembedding where that is enough."""
+    best: FoldedRoute | None = None
+    narrow: Sums | None = None
+    for reach in ("output", "form"):
+        folded, sums = summed(tensors, config, reach)
+        if narrow is not None and sums == narrow:
+            break
+        narrow = sums if narrow is None else narrow
+        for decode in (False, True):
+            found = decoded(folded, sums, config) if decode else (folded, sums, None)
+            if decode and found[2] is None:
+                continue
+            trial = _folded_route(*found, config, margin, roundoff, residual)
+            best = trial if best is None or trial.smallest < best.smallest else best
+            if residual >= best.smallest:
+                return best
+    assert best is not None
+    return best
 
 
 def _folded_route(tensors: dict[str, Tensor], sums: Sums, readout: ArgmaxReadout | None, config: dict[str, Any],

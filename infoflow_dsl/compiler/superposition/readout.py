@@ -1,26 +1,32 @@
-"""A per-token token answer decoded by argmax from ONE number the embedding writes (exact).
+"""A token answer decoded by argmax from ONE number instead of a one-hot group (exact).
 
-A per-token model with a token output answers argmax_o (b_U + h(t)·W_U)[o] at every token row
-t. Where every direction W_U reads is written by the token table alone (``embed.W_E``; its
-``pos_embed.W_pos`` and later writes none), the logits, and so the answer out(v), are a function
-of the token v alone: a token map (``nx(x(t))``, ``x(t)`` itself) whose plain model holds one
-indicator per token, each alive to the end, k directions for k tokens. The answer needs one:
+A token model answers argmax_o (b_U + h·W_U)[o] at each row it answers at (every token row of a
+per-token model, the readout row of a sequence model). Where every direction W_U reads belongs
+to one categorical group G (:mod:`.categorical`: the token's indicators, a sharp head's fetched
+one-hot, an FFN's token table; at a row one member k is 1, within the group's tail, or none
+is) and nothing else reads G's members after they are written, the answer is a function of
+the state alone: out(k) = argmax (b_U + W_U[k]), out(none) = the first argmax of b_U (the plain
+model's answer there, ties included). The state needs one number, not |G| directions:
 
-    n(v) = j,   the index of out(v) among the m answers (tokens of one answer share it),
-    logit_o(n) = 2j·n − j²   for the j-th answer o,    −1 for a token no input answers,
+    n_k = j,   the index of out(k) among the m answers (n = 0: the answer of no member),
+    logit_o(n) = 2j·n − j²   for the j-th answer o,    −1 for a token no state answers,
 
-so logit_o(n) = n² − (n − j)²: the answer at n = i is the nearest j, i itself, ahead of the
-j-th by (i − j)² ≥ 1, and ahead of a token no input answers by i² + 1 ≥ 1 (the plain model's
-gap was 1: a one-hot row of W_U). Integers, exact in floats; n is the embedding's, with no error.
+so logit_j(n) = n² − (n − j)²: at n = i + δ answer i leads answer j by
+(i − j)² + 2(i − j)·δ ≥ |i − j|·(|i − j| − 2|δ|), and a token no state answers (−1) by
+i² + 2i·δ + 1: both at least 1/2 for |δ| ≤ 1/4 (the plain model's gap was 1: a one-hot row
+of W_U).
 
-**Where.** W_U's rows are the only read of one of its directions, the **host**, after the
-embedding (heads and FFNs read none of it): the host's column of W_E becomes n(v), W_U keeps
-only its row, and b_U the intercepts; the other directions W_U read lose that read (where it was
-their last, tight lifetimes give them no dimension after their last other reader). Each token's
-row over those directions is one-hot or zero (the tokens of zero rows share one answer, placed
-at n = 0), so the host holds the sum Σ_i n(v_i)·[x = v_i] of the plain indicators: the feature
-dictionary lists it as that ``sum`` (:mod:`.sums`' record). Only per-token models (a sequence
-model answers at its readout row, which holds no token).
+**The fold.** One member, the **host** (one W_U reads, its n nonzero where one is), holds
+n = Σ_k n_k·g_k: every writer's column of the host becomes Σ_k n_k·(its column of k) (the
+embedding's, a head's W_O, an FFN's W_out and b_out), the other members' columns 0 (read by
+W_U alone, now by nothing: no dimension), W_U reads the host alone by the lines and b_U holds
+their intercepts. At a row of state k the host holds n_k within (m − 1)·tail (the members'
+mass, 1 within the tail, sits on k), which the fold admits only below 1/4: the answer is the
+plain model's at every row, with a lead of at least 1/2. The feature dictionary lists the
+host's coordinate as the ``sum`` Σ_k n_k·[k] of the plain group (:mod:`.sums`' record), the
+certificate's ``readout`` n per state and the lines. A token map ``nx(x(t))`` over k tokens
+(F = k) compiles at D = 1. ``compile --residual`` takes it only where the route without it
+cannot reach the D asked for (:func:`~infoflow_dsl.compiler.superposition._best_route`).
 """
 
 from __future__ import annotations
@@ -31,107 +37,109 @@ from typing import Any
 
 import torch
 
-from ..compress import stage_map
+from ..compress import stage_tensors
+from .categorical import Group, usage
 from .sums import Sums
 
 Tensor = torch.Tensor
 
+#: the most a state's number may be off (the members' tail times the largest step): the lines'
+#: lead is then at least 1/2
+DRIFT = 0.25
+
 
 @dataclass(frozen=True)
 class ArgmaxReadout:
-    """The host direction, the directions whose W_U rows were cleared, n(v) per token (the
-    vocabulary's order) and the answer index j → output token (``answers``)."""
+    """The host direction, the group's members, n per member (``values``; members' order), the
+    answer index j → output token (``answers``), and the group's tail."""
 
     host: int
     members: tuple[int, ...]
     values: tuple[int, ...]
     answers: tuple[int, ...]
+    tail: float = 0.0
 
     def to_json(self, labels: list[str], config: dict[str, Any]) -> dict[str, Any]:
-        """The certificate's ``readout``: the host, n per token and each answer's line."""
-        names = config["vocabulary"]["names"]
-        outputs = (config.get("output_vocabulary") or {}).get("names") or names
-        return {"host": labels[self.host], "read": "argmax", "members": [labels[i] for i in self.members],
-                "n": {names[v]: n for v, n in enumerate(self.values)},
+        """The certificate's ``readout``: the host, n per state and each answer's line."""
+        outputs = (config.get("output_vocabulary") or config["vocabulary"])["names"]
+        return {"host": labels[self.host], "read": "argmax",
+                "n": {labels[k]: n for k, n in zip(self.members, self.values, strict=True)},
                 "lines": [{"token": outputs[o], "slope": 2 * j, "intercept": -j * j}
                           for j, o in enumerate(self.answers)],
-                "gap": 1}
+                "gap": 1, "drift": (len(self.answers) - 1) * self.tail}
 
 
-def _answers(rows: list[tuple[Fraction, ...]], w_u: Tensor, b_u: Tensor) -> list[int] | None:
-    """Each token's answer argmax_o (b_U + row·W_U) in rationals, None where one ties."""
+def _logits(w_u: Tensor, b_u: Tensor, member: int | None) -> list[Fraction]:
     bias = [Fraction(float(b)) for b in b_u.tolist()]
-    found = []
-    for row in rows:
-        logits = [bias[o] + sum((r * Fraction(float(w_u[i, o])) for i, r in enumerate(row)), Fraction(0))
-                  for o in range(len(bias))]
-        best = max(logits)
-        if logits.count(best) != 1:
-            return None
-        found.append(logits.index(best))
-    return found
+    if member is None:
+        return bias
+    return [b + Fraction(float(w)) for b, w in zip(bias, w_u[member].tolist(), strict=True)]
+
+
+def _answer(logits: list[Fraction], first: bool = False) -> int | None:
+    """The argmax; None where it ties (``first``: the first of the ties, torch's rule)."""
+    best = max(logits)
+    return logits.index(best) if first or logits.count(best) == 1 else None
+
+
+def _group(tensors: dict[str, Tensor], config: dict[str, Any], sums: Sums) -> Group | None:
+    """The one categorical group holding every direction W_U reads (two or more), none of its
+    members read after its first write but by W_U, none in ``sums``; else None."""
+    read = set(torch.nonzero(tensors["unembed.W_U"].ne(0).any(dim=1)).flatten().tolist())
+    found = usage(tensors, config)
+    last = 2 * found.layers + 1
+    taken = set(sums) | {i for terms in sums.values() for i, _ in terms}
+    for group in found.groups:
+        members = set(group.members)
+        if (len(read) >= 2 and read <= members and not taken & members
+                and all(set(found.live_reads(k)) <= {last} for k in group.members)):
+            return group
+    return None
 
 
 def plan(tensors: dict[str, Tensor], config: dict[str, Any], sums: Sums) -> ArgmaxReadout | None:
-    """The readout decoding of the module docstring, or None where it does not apply (a sequence
-    model, W_U reading a direction something else writes or that the position sets, rows that
-    are no one-hot, no host read by W_U alone, a direction a sum already holds or is in)."""
-    if config.get("output") != "token" or not config.get("token_output") or config.get("vocabulary") is None:
+    """The decoding of the module docstring, or None where it does not apply (no token output,
+    W_U reading beyond one group or a group read elsewhere, a member's state tying, a tail too
+    large for the lines)."""
+    if not config.get("token_output") or config.get("vocabulary") is None:
         return None
-    layers = len(config["layers"])
-    w_u, w_e = tensors["unembed.W_U"].double(), tensors["embed.W_E"].double()  # (D, K), (V, D)
-    members = torch.nonzero(w_u.ne(0).any(dim=1)).flatten().tolist()
-    writes, reads = stage_map(tensors, w_u.shape[0], layers)
-    taken = set(sums) | {i for terms in sums.values() for i, _ in terms}
-    if (len(members) < 2 or taken & set(members) or tensors["pos_embed.W_pos"][:, members].ne(0).any()
-            or any(writes[i] != [0] for i in members)):
+    group = _group(tensors, config, sums)
+    if group is None:
         return None
-    table = w_e[:, members]  # (V, |members|): each row one-hot or zero
-    if not bool(((table == 0) | (table == 1)).all()) or bool((table.sum(dim=1) > 1).any()):
+    w_u, b_u = tensors["unembed.W_U"].double(), tensors["unembed.b_U"].double()
+    answers = [_answer(_logits(w_u, b_u, k)) for k in group.members]
+    if any(a is None for a in answers):
         return None
-    rows = [tuple(Fraction(int(x)) for x in row) for row in table.tolist()]
-    answers = _answers(rows, w_u[members], tensors["unembed.b_U"].double())
-    if answers is None:
-        return None
-    zero = {answers[v] for v, row in enumerate(rows) if not any(row)}
-    if len(zero) > 1:
-        return None
-    order = [*sorted(zero), *dict.fromkeys(a for a in answers if a not in zero)]  # n = 0: the zero rows' answer
+    order = list(dict.fromkeys([_answer(_logits(w_u, b_u, None), first=True), *answers]))
     values = tuple(order.index(a) for a in answers)
-    hosts = [i for i in members if reads[i] == [2 * layers + 1] and w_e[:, i].ne(0).any()]  # read by W_U alone
-    if not hosts:
+    if (len(order) - 1) * group.tail > DRIFT:
         return None
-    weighted = [i for i in hosts if values[int(torch.nonzero(w_e[:, i])[0])] > 0]
-    return ArgmaxReadout((weighted or hosts)[0], tuple(members), values, tuple(order))
-
-
-def _read_elsewhere(tensors: dict[str, Tensor], config: dict[str, Any], i: int) -> bool:
-    """Whether a head or an FFN reads direction ``i`` (a stage before the unembedding's)."""
-    layers = len(config["layers"])
-    return any(r != 2 * layers + 1 for r in stage_map(tensors, tensors["unembed.W_U"].shape[0], layers)[1][i])
+    read = [k for k in group.members if w_u[k].ne(0).any()]
+    host = next((k for k, n in zip(group.members, values, strict=True) if n and k in read), read[0])
+    return ArgmaxReadout(host, group.members, values, tuple(a for a in order if a is not None), group.tail)
 
 
 def decoded(tensors: dict[str, Tensor], sums: Sums, config: dict[str, Any]) -> tuple[dict[str, Tensor], Sums,
                                                                                        ArgmaxReadout | None]:
-    """(tensors, sums, the decoding) with the readout decoded where :func:`plan` finds it (the
+    """(tensors, sums, the decoding) with the answer decoded where :func:`plan` finds it (the
     host's sum added to ``sums``), else as given."""
     found = plan(tensors, config, sums)
     if found is None:
         return tensors, sums, None
     out = dict(tensors)
-    w_e, w_u, b_u = (out[n].clone() for n in ("embed.W_E", "unembed.W_U", "unembed.b_U"))
-    w_e[:, found.host] = torch.tensor(found.values, dtype=w_e.dtype)  # (V,): n(v)
+    weights = dict(zip(found.members, found.values, strict=True))
+    for _, _, writers in stage_tensors(len(config["layers"])):
+        for name in writers:
+            t = out[name].clone()  # (..., D)
+            t[..., found.host] = sum(float(n) * t[..., k] for k, n in weights.items())
+            t[..., [k for k in found.members if k != found.host]] = 0.0
+            out[name] = t
+    w_u, b_u = out["unembed.W_U"].clone(), out["unembed.b_U"].clone()
     w_u[list(found.members)] = 0.0
-    unread = [i for i in found.members if i != found.host and not _read_elsewhere(tensors, config, i)]
-    w_e[:, unread] = 0.0  # read by W_U alone, now by nothing: no write
-    out["embed.cls"] = out["embed.cls"].clone().index_fill_(-1, torch.tensor(unread, dtype=torch.long), 0.0)
-    b_u[:] = -1.0  # a token no input answers
+    b_u[:] = -1.0  # a token no state answers
     for j, o in enumerate(found.answers):
         w_u[found.host, o], b_u[o] = 2.0 * j, -float(j * j)
-    out["embed.W_E"], out["unembed.W_U"], out["unembed.b_U"] = w_e, w_u, b_u
-    table = tensors["embed.W_E"].double()
-    terms = [(i, float(found.values[int(torch.nonzero(table[:, i])[0])])) for i in found.members
-             if table[:, i].ne(0).any()]
-    own = next(t for t in terms if t[0] == found.host)
-    held = (own, *(t for t in terms if t[0] != found.host))  # a weight 0: that token's answer is n = 0
+    out["unembed.W_U"], out["unembed.b_U"] = w_u, b_u
+    held = ((found.host, float(weights[found.host])),
+            *((k, float(n)) for k, n in weights.items() if k != found.host))
     return out, {**sums, found.host: held}, found

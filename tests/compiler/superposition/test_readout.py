@@ -1,5 +1,5 @@
-"""A per-token token answer decoded by argmax from one number: the token maps of F = k compile at
-D = 1, exact; one unit short of the lines' gap, a named input is answered wrong."""
+"""A token answer decoded by argmax from one number: the token maps of F = k compile at D = 1,
+exact; one unit short of the lines' gap, a named input is answered wrong."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ NEXT = ('input x : token {"a", "b", "c", "d"}\nlength T = 5\n'
 #: five tokens onto three answers, two of them shared
 CLASSES = ('input x : token {"a", "b", "c", "d", "e"}\nlength T = 4\n'
            'table kind = {"a": "v", "b": "c", "c": "n", "d": "c", "e": "v"}\ntarget(t) = kind(x(t))\n')
-#: reverse: W_U reads a head's fetched one-hot, which the embedding does not write
+#: reverse: W_U reads a head's fetched one-hot
 REVERSE = 'input x : token {"a", "b", "c"}\nlength T = 4\ntarget(t) = x(len + 1 - t)\n'
 
 
@@ -53,9 +53,12 @@ def test_a_token_map_compiles_at_one_dimension_exact_with_its_lines_recorded(sou
     readout = record["readout"]
     assert [(line["slope"], line["intercept"]) for line in readout["lines"]] == [
         (2 * j, -j * j) for j in range(len(readout["lines"]))]
-    table = dict(line.split(": ") for line in source.split("{")[2].split("}")[0].replace('"', "").split(", "))
     answer_of = {line["token"]: j for j, line in enumerate(readout["lines"])}
-    assert readout["n"] == {v: answer_of[table[v]] for v in table}
+    names = model.config["vocabulary"]["names"]
+    held = model.residual_stream(torch.arange(tokens)[:, None])[0][:, 0, 0]  # (tokens,): n(v) at the token's row
+    truth = ifl.evaluate(program, torch.arange(tokens)[:, None]).flatten().long().tolist()
+    outputs = model.config["output_vocabulary"]["names"]
+    assert held.tolist() == [answer_of[outputs[truth[v]]] for v in range(len(names))]
 
 
 def test_one_unit_short_of_the_gap_a_named_input_is_answered_wrong() -> None:
@@ -81,7 +84,8 @@ def test_one_unit_short_of_the_gap_a_named_input_is_answered_wrong() -> None:
 
 def test_the_host_holds_the_indicators_sum_and_nothing_else_is_decoded() -> None:
     """The host's sum is Σ n(v)·[x = v] over the map's indicators (the dictionary's record);
-    reverse's W_U reads a head's outputs, not the embedding's: no decoding."""
+    reverse's W_U reads a head's fetched one-hot, a group it decodes too, but not once W_U also
+    reads a direction outside the group (``one``)."""
     plain = ifl.compile(ifl.parse_program(NEXT, "next.iflow"), samples=0, dtype="float64")
     labels = plain.config["residual_labels"]
     _, sums, readout = decoded(_dense(plain), {}, plain.config)
@@ -89,4 +93,7 @@ def test_the_host_holds_the_indicators_sum_and_nothing_else_is_decoded() -> None
     held = {labels[i]: w for i, w in sums[readout.host]}
     assert held == {f"x={v}": float(n) for v, n in zip("abcd", readout.values, strict=True)}
     reverse = ifl.compile(ifl.parse_program(REVERSE, "reverse.iflow"), samples=0, dtype="float64")
-    assert plan(_dense(reverse), reverse.config, {}) is None
+    tensors = _dense(reverse)
+    assert plan(tensors, reverse.config, {}) is not None
+    tensors["unembed.W_U"][reverse.config["residual_labels"].index("one"), 0] = 1.0
+    assert plan(tensors, reverse.config, {}) is None
