@@ -73,9 +73,10 @@ def _read_as_one(tensors: dict[str, Tensor], config: dict[str, Any], first: list
         return dict(tensors), {}, set()
     layers, out, sums, dissolved = len(config["layers"]), dict(tensors), Sums(), set[int]()
     for group in usage(tensors, config).groups:
-        if len({first[j] for j in group.members}) != 1:
+        written = [j for j in group.members if first[j] is not None]  # a member nothing reads is never written
+        if len({first[j] for j in written}) != 1:
             continue
-        rows = reads_after(out, layers, first[group.members[0]] or 0)  # (D, K): every later read
+        rows = reads_after(out, layers, first[written[0]] or 0)  # (D, K): every later read
         read = [j for j in group.members if rows[j].ne(0).any()]
         if len(read) < 2:
             continue
