@@ -56,6 +56,18 @@ def dense_float64(model: ifl.CompiledTransformer) -> dict[str, torch.Tensor]:
     return {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
 
 
+def smallest_residual(program: ifl.Program, dtype: str | None = "float64") -> int:
+    """The smallest D compile --residual certifies: what --residual 1's refusal names (1 where
+    it is not refused)."""
+    from infoflow_dsl.errors import CompileError
+
+    try:
+        ifl.compile(program, samples=0, dtype=dtype, residual=1)
+    except CompileError as refused:
+        return int(str(refused).split(" is ")[-1].split(" ")[0])
+    return 1
+
+
 def every_input(tokens: int, length: int) -> torch.Tensor:
     """(tokens ** length, length) int64: every sequence of ``length`` ids below ``tokens``."""
     return torch.tensor(list(itertools.product(range(tokens), repeat=length)), dtype=torch.int64)

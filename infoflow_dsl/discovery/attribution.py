@@ -17,11 +17,19 @@ Each candidate edge e = s → (r, c) gets a coefficient α_e, the receiver readi
 Where the metric is linear in an edge (an edge into the readout, with the ``output`` metric),
 every one of them is exact patching's score.
 
+A score at or below the rounding of the largest one (ϱ·max_e score(e), ϱ the unit roundoff of
+the gradients' dtype) is 0: through a saturated softmax the gradient is e^(−βγ)-small, 1e-17
+against scores of order 1, and whether a CPU's attention kernel rounds it to 0 or not must not
+decide the ranking (EAP's AUROC on Tracr's reverse: 0.857 on every machine, where such a
+remnant had given 1.000 on some).
+
 The metric must have a gradient at the clean output (``logit-diff`` or ``output``): KL and L2 are
 0 there with zero gradient, and every score would be 0.
 """
 
 from __future__ import annotations
+
+import torch
 
 from ..circuits.patching import EdgeKey
 from .task import DiscoveryTask
@@ -33,6 +41,8 @@ def _scored(task: DiscoveryTask, steps: list[tuple[float, float | None]]) -> dic
     """mean_b |mean over ``steps`` of ∂m_b/∂α_e|, the steps (α, embedding's t or None)."""
     per_step = [list(task.gradients(alpha, embedding_at)) for alpha, embedding_at in steps]  # steps × batches
     total = sum((sum(batch) / len(steps)).abs().sum(dim=0) for batch in zip(*per_step, strict=True))  # (E,)
+    noise = torch.finfo(total.dtype).eps / 2 * float(total.max())  # ϱ·max: below the largest score's rounding
+    total = torch.where(total > noise, total, torch.zeros_like(total))  # (E,)
     return {pair: float(v) / task.inputs for pair, v in zip(task.pairs, total, strict=True)}
 
 

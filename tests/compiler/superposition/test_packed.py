@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 from cli_runner import run_cli
+from compiled import smallest_residual
 
 import infoflow_dsl as ifl
 from infoflow_dsl.circuits.disguise import disguise
@@ -44,12 +45,8 @@ def _program(source: str) -> Any:
 
 @lru_cache(maxsize=4)
 def _smallest(source: str, dtype: str) -> int:
-    """The smallest D compile --residual certifies: what --residual 1's refusal names (1 if none)."""
-    try:
-        ifl.compile(_program(source), samples=0, dtype=dtype, residual=1)
-    except CompileError as refused:
-        return int(str(refused).split(" is ")[-1].split(" ")[0])
-    return 1
+    """The smallest D compile --residual certifies (cached per source)."""
+    return smallest_residual(_program(source), dtype)
 
 
 @lru_cache(maxsize=4)

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import torch
 from cli_runner import run_cli
-from compiled import dense_float64, every_input, plain_float64
+from compiled import dense_float64, every_input, plain_float64, smallest_residual
 
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.superposition import features_alive
 from infoflow_dsl.compiler.superposition.dictionary import features, read_value
 from infoflow_dsl.compiler.superposition.sums import read_by_unembedding_alone, summed
 from infoflow_dsl.compiler.superposition.values import sources
-from infoflow_dsl.errors import CompileError
 from infoflow_dsl.transformer.model import CompiledTransformer
 
 torch.set_num_threads(1)
@@ -114,7 +113,7 @@ def test_a_fetched_one_hot_the_output_reads_in_one_form_is_one_coordinate() -> N
         weights[labels[i].split(":")[0]].append(weight)
     assert sorted(weights.values()) == [[-1.0, -2.0, -5.0], [1.0, 2.0, 5.0]]
     program = ifl.parse_program(FIRST_MINUS_LAST, "first_minus_last.iflow")
-    smallest = _smallest(program)
+    smallest = smallest_residual(program)
     assert smallest < features_alive(tensors, config)
     _exact_everywhere(ifl.compile(program, samples=0, residual=smallest), program, 3)
 
@@ -134,7 +133,7 @@ def test_a_lone_indicator_beside_its_product_is_folded_onto_by_the_wide_reach() 
     assert summed(tensors, config, "output")[1] == {}
     assert [labels[i] for i in summed(tensors, config, "form")[1]] == ["pos:odd(t)"]
     program = ifl.parse_program(ODD_TIMES_X, "odd_times_x.iflow")
-    assert features_alive(tensors, config) == 2 and _smallest(program) == 1
+    assert features_alive(tensors, config) == 2 and smallest_residual(program) == 1
     _exact_everywhere(ifl.compile(program, samples=0, residual=1), program, 2)
 
 
@@ -157,7 +156,7 @@ def test_a_number_read_at_the_readout_alone_takes_a_direction_zero_there() -> No
     assert sorted(hosted) == ["x=a", "x=b", "x=c"]
     assert all(len(names) == 2 and names[0].startswith("h") for names in hosted.values())
     program = ifl.parse_program(FLIP_LAST, "flip_last.iflow")
-    smallest = _smallest(program)
+    smallest = smallest_residual(program)
     assert smallest < features_alive(tensors, config) == 10
     model = ifl.compile(program, samples=0, residual=smallest)
     for x in [every_input(3, n) for n in range(1, 5)] + [ifl.sample_inputs(program, 500, seed=7)]:
@@ -180,15 +179,6 @@ def _exact_everywhere(model: CompiledTransformer, program: ifl.Program, tokens: 
     for x in [every_input(tokens, n) for n in range(1, 5)] + [ifl.sample_inputs(program, 500, seed=7)]:
         with torch.no_grad():
             assert float((model(x).double() - ifl.evaluate(program, x)).abs().max()) <= model.config["eps"]
-
-
-def _smallest(program: ifl.Program) -> int:
-    """What --residual 1's refusal names (1 where it is not refused)."""
-    try:
-        ifl.compile(program, samples=0, dtype="float64", residual=1)
-    except CompileError as refused:
-        return int(str(refused).split(" is ")[-1].split(" ")[0])
-    return 1
 
 
 def test_every_later_read_in_one_form_folds_exactly() -> None:
@@ -216,7 +206,7 @@ def test_a_product_of_the_max_packs_with_its_factor_once_folded_and_compiles_at_
     program = ifl.parse_program(MAX_PRODUCT, "max_product.iflow")
     plain = plain_float64(MAX_PRODUCT)
     assert features_alive(dense_float64(plain), plain.config) == 2
-    assert _smallest(program) == 1
+    assert smallest_residual(program) == 1
     model = ifl.compile(program, samples=0, residual=1)
     record = model.config["superposition"]
     assert model.d_model == 1 and record["summed"] and record["packed"]["packs"][0]["members"] == [
@@ -254,7 +244,7 @@ def test_a_mean_of_a_product_and_the_steps_one_and_reads_fold_below_compress() -
         program = ifl.parse_program(source, "p.iflow")
         plain = plain_float64(source)
         alive = features_alive(dense_float64(plain), plain.config)
-        smallest = _smallest(program)
+        smallest = smallest_residual(program)
         assert smallest < alive
         model = ifl.compile(program, samples=0, dtype="float64", residual=smallest)
         assert max(len(terms) for _, terms in model.config["superposition"]["summed"]) == steps
@@ -276,7 +266,7 @@ def test_an_embedding_column_folded_onto_keeps_its_values_up_to_the_fold() -> No
     assert embedding.until_of(labels.index("pos:t")) == 2.0 and embedding.until_of(labels.index("x")) == math.inf
     assert embedding.seen_at(3) is not None and labels.index("pos:t") not in embedding.seen_at(3).members
     program = ifl.parse_program(source, "x_times_t.iflow")
-    assert _smallest(program) == 1
+    assert smallest_residual(program) == 1
     model = ifl.compile(program, samples=0, residual=1)
     _exact_everywhere(model, program, 3)
 
@@ -300,8 +290,8 @@ def test_a_group_whose_unread_member_is_never_written_dissolves_onto_one_member(
     held = {labels[i]: [(labels[k], w) for k, w in terms] for i, terms in sums.items()}
     assert held == {"h1:position[2]": [("h1:position[2]", 1.0), ("h1:position[3]", 2.0)]}
     program = ifl.parse_program(PAIR_TABLE, "pair_table.iflow")
-    assert _smallest(program) < features_alive(tensors, config)
-    model = ifl.compile(program, samples=0, residual=_smallest(program))
+    assert smallest_residual(program) < features_alive(tensors, config)
+    model = ifl.compile(program, samples=0, residual=smallest_residual(program))
     for x in [every_input(3, n) for n in range(1, 5)] + [ifl.sample_inputs(program, 500, seed=7)]:
         truth = ifl.evaluate(program, x)
         defined = truth >= 0
