@@ -124,6 +124,10 @@ def _print_superposition(record: dict[str, Any]) -> None:
         print(f"  packed numbers   {sum(len(p['members']) for p in packed['packs'])} numbers in "
               f"{len(packed['packs'])} directions read by step tables (+{packed['units_added']} units for "
               f"{packed['units_replaced']}); largest error of v {largest:.3g} against a quarter of its gap 0.25")
+    readout = record.get("readout")
+    if readout is not None:  # the answer decoded from one number (compiler/superposition/readout.py)
+        print(f"  argmax readout   the answer from n = {readout['host']} by {len(readout['lines'])} lines 2j·n − j² "
+              f"(lead ≥ 1/2 while n is within 1/4; drift {readout['drift']:.3g})")
     print(f"  interference     largest {record['max_bound']:.3g} against the margin {record['margin']:g}{where}")
 
 

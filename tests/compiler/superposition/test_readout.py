@@ -4,9 +4,11 @@ exact; one unit short of the lines' gap, a named input is answered wrong."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 import torch
+from cli_runner import run_cli
 
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.superposition.readout import decoded, plan
@@ -97,3 +99,16 @@ def test_the_host_holds_the_indicators_sum_and_nothing_else_is_decoded() -> None
     assert plan(tensors, reverse.config, {}) is not None
     tensors["unembed.W_U"][reverse.config["residual_labels"].index("one"), 0] = 1.0
     assert plan(tensors, reverse.config, {}) is None
+
+
+def test_compile_and_circuit_features_print_the_lines(tmp_path: Path) -> None:
+    """compile --residual 1 prints the argmax readout beside the certificate; circuit --features
+    prints the lines and the host's sum."""
+    source = tmp_path / "next.iflow"
+    source.write_text(NEXT)
+    code, out, err = run_cli(["compile", str(source), "--residual", "1", "--samples", "64"])
+    assert code == 0, err
+    assert "in D = 1 dimensions" in out and "argmax readout   the answer from n = x=" in out and "by 4 lines" in out
+    code, out, err = run_cli(["circuit", str(source.with_suffix(".safetensors")), "--features"])
+    assert code == 0, err
+    assert "the answer is argmax over lines of n = x=" in out and "its coordinate holds" in out
