@@ -20,8 +20,8 @@ every one of them is exact patching's score.
 A score at or below the rounding of the largest one (ϱ·max_e score(e), ϱ the unit roundoff of
 the gradients' dtype) is 0: through a saturated softmax the gradient is e^(−βγ)-small, 1e-17
 against scores of order 1, and whether a CPU's attention kernel rounds it to 0 or not must not
-decide the ranking (EAP's AUROC on Tracr's reverse: 0.857 on every machine, where such a
-remnant had given 1.000 on some).
+decide the ranking (EAP's AUROC on Tracr's reverse under zero ablation: 0.643 on every
+machine, where such remnants had given 0.857 on one and 1.000 on another).
 
 The metric must have a gradient at the clean output (``logit-diff`` or ``output``): KL and L2 are
 0 there with zero gradient, and every score would be 0.

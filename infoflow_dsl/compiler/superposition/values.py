@@ -176,24 +176,32 @@ def _own_outputs(tensors: dict[str, Tensor], layer: int, head: int, writes: list
     return outputs
 
 
+def _value_rows(tensors: dict[str, Tensor], layer: int, head: int, outputs: list[int], embedded: list[int],
+                blocks: list[Source]) -> list[set[Row]] | None:
+    """Per key position: the head's ``outputs`` a key there alone would give, its rows
+    (:func:`_key_rows`) through W_V·W_O, exact; None where a read direction has no source."""
+    p = f"blocks.{layer}.attn."
+    w_v, w_o = tensors[p + "W_V"][head].double(), tensors[p + "W_O"][head].double()
+    read = torch.nonzero(w_v.ne(0).any(dim=1)).flatten().tolist()
+    rows = _key_rows(tensors, read, embedded, blocks)
+    if rows is None:
+        return None
+    through = w_v[read] @ w_o[:, outputs]  # (read, outputs): a key's row of the read directions -> its outputs
+    exact = [[Fraction(float(x)) for x in column] for column in through.T.tolist()]
+    return [{tuple(sum((r * c for r, c in zip(row, col, strict=True)), Fraction(0)) for col in exact)
+             for row in at} for at in rows]
+
+
 def _head_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
                  embedded: list[int], writes: list[list[int]], length: int, blocks: list[Source]) -> Source | None:
     described = config["layers"][layer]["heads"][head]
     p = f"blocks.{layer}.attn."
     if described.get("kind") not in UNIFORM_KINDS or float(tensors[p + "beta"][head]) != 0.0:
         return None
-    w_v, w_o = tensors[p + "W_V"][head].double(), tensors[p + "W_O"][head].double()
-    read = torch.nonzero(w_v.ne(0).any(dim=1)).flatten().tolist()
     outputs = _own_outputs(tensors, layer, head, writes)
-    if not outputs:
+    per_position = _value_rows(tensors, layer, head, outputs, embedded, blocks) if outputs else None
+    if per_position is None:
         return None
-    rows = _key_rows(tensors, read, embedded, blocks)
-    if rows is None:
-        return None
-    through = w_v[read] @ w_o[:, outputs]  # (read, outputs): a key's row of the read directions -> its outputs
-    exact = [[Fraction(float(x)) for x in column] for column in through.T.tolist()]
-    per_position = [{tuple(sum((r * c for r, c in zip(row, col, strict=True)), Fraction(0)) for col in exact)
-                     for row in at} for at in rows]
     found: set[Row] = set()
     for keys in sorted(_key_sets(described.get("mask", []), length), key=sorted):
         means = _means(keys, per_position, len(outputs))
@@ -218,15 +226,11 @@ def _fetch_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int
     p = f"blocks.{layer}.attn."
     if described.get("kind") not in FETCH_KINDS or float(tensors[p + "beta"][head]) <= 0.0:
         return None
-    w_v, w_o = tensors[p + "W_V"][head].double(), tensors[p + "W_O"][head].double()
-    read = torch.nonzero(w_v.ne(0).any(dim=1)).flatten().tolist()
     outputs = _own_outputs(tensors, layer, head, writes)
-    rows = _key_rows(tensors, read, embedded, blocks) if outputs else None
-    if rows is None:
+    per_position = _value_rows(tensors, layer, head, outputs, embedded, blocks) if outputs else None
+    if per_position is None:
         return None
-    through = [[Fraction(float(x)) for x in column] for column in (w_v[read] @ w_o[:, outputs]).T.tolist()]
-    found = {tuple(sum((r * c for r, c in zip(row, col, strict=True)), Fraction(0)) for col in through)
-             for at in rows for row in at}
+    found = set().union(*per_position)
     if any(not keys for keys in _key_sets(described.get("mask", []), length)):
         found.add(tuple(Fraction(0) for _ in outputs))
     if len(found) > CAP:
