@@ -117,7 +117,7 @@ class TokenLowering:
     # ------------------------------------------------------------------ tables
 
     def _columns(self, expr: ir.Expr, row: str, x: torch.Tensor) -> tuple[float, ...]:
-        evaluator = ReferenceEvaluator(x, last=self.builder.length)
+        evaluator = ReferenceEvaluator(x, last=self.builder.length, domain=self.domain)  # decided exactly
         value = evaluator.value(expr, (row,)).reshape(-1)  # (V,) or (T+1,)
         return tuple(float(v) for v in value.expand(x.shape[0] * x.shape[1]))
 

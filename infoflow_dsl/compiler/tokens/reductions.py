@@ -187,7 +187,7 @@ def class_mean(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask
     parts = []
     for (coefficient, query_part, _), mean in zip(keyed, means, strict=True):
         q = lowering.feature(query_part, row) if query_part is not None else constant_feature(Fraction(1))
-        parts.append((coefficient, ffn.product(lowering.builder, q, mean, describe(expr))))
+        parts.append((float(coefficient), ffn.product(lowering.builder, q, mean, describe(expr))))
     total = ffn.linear(parts, lowering.values(ir.Reduce("mean", (key,), (), part.body, ir.SCALAR)))
     if exclusive_indicators([q for _, q, _ in keyed]):  # one gate is open: the others give exactly 0
         return Feature(total.form, total.values, total.stage, max(abs(c) * f.error for c, f in parts))
@@ -226,8 +226,8 @@ def extreme(lowering: TokenLowering, expr: ir.Reduce, body: ir.Expr, key: str, r
         read = Feature(LinearForm.of(out), lowering.values(k_expr), out_stage,
                        k.error + tail * (k.magnitude + 1) * 2)  # within its values' hull, not on them
         q = lowering.feature(query_part, row) if query_part is not None else constant_feature(Fraction(1))
-        parts.append((coefficient, ffn.scaled_by(lowering.builder, q, read, describe(expr))))
-    constant_terms = [(c, lowering.feature(q, row)) for c, q, k in terms if k is None and q is not None]
+        parts.append((float(coefficient), ffn.scaled_by(lowering.builder, q, read, describe(expr))))
+    constant_terms = [(float(c), lowering.feature(q, row)) for c, q, k in terms if k is None and q is not None]
     return ffn.linear(parts + constant_terms, values)
 
 
