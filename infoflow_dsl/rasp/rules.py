@@ -133,7 +133,7 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
                         atoms=disjunction_atoms(grid, rendered))
     if len(parts) > 2:
         raise TranslationError(f"{describe(expr)}: a function of {len(parts)} SOps that is not affine is not "
-                               f"compiled yet (a table holds one or two)")
+                               f"compiled yet (a table holds one or two)", expr)
     entries = {tuple(k for k, _ in keys): table_value(v, describe(expr)) for keys, v in grid.items()}
     # a number key: the compiler's value set of the argument may hold values RASP's does not
     default = None if all(r.token for r in rendered) else "0"
@@ -148,7 +148,7 @@ MAX_GRID = 1_000_000
 def _past_table(expr: Any, columns: list[list[tuple[str, Any]]]) -> TranslationError:
     return TranslationError(f"{describe(expr)}: a table of {' × '.join(str(len(c)) for c in columns)} values is "
                             f"past {MAX_TABLE:,} entries, and the function is not max, min, of u ± v or of u and v "
-                            f"apart")
+                            f"apart", expr)
 
 
 def _note_lexicographic(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], points: list[tuple[float, ...]],
@@ -186,13 +186,13 @@ def _steps_text(steps: tuple[float, list[tuple[str, float]]], argument: str) -> 
 def _full(tr: Translator, expr: Any) -> Rendered:
     if not is_number(expr.fill):
         raise TranslationError(f"{describe(expr)}: a constant token {expr.fill!r} is not compiled yet (a constant "
-                               f"number is)")
+                               f"number is)", expr)
     return Rendered(lambda p: operand(expr.fill))
 
 
 def _refused(why: str) -> Callable[[Translator, Any], Rendered]:
     def rule(tr: Translator, expr: Any) -> Rendered:
-        raise TranslationError(f"{describe(expr)}: {why}")
+        raise TranslationError(f"{describe(expr)}: {why}", expr)
 
     return rule
 
@@ -419,7 +419,8 @@ def target_text(tr: Translator, program: RASPExpr) -> str:
     else:
         return tr.number(program)("t")
     if len(parts) > 2:
-        raise TranslationError(f"{describe(program)}: new tokens from {len(parts)} SOps: a table holds one or two")
+        raise TranslationError(f"{describe(program)}: new tokens from {len(parts)} SOps: a table holds one or two",
+                               program)
     entries = {tuple(k for k, _ in keys): token_text(value, describe(program))
                for keys, value in tr.filled(program, function_grid(columns, function)).items()}
     # a number key: the compiler's value set may hold values RASP's does not (a mean's default 0)
