@@ -56,7 +56,12 @@ def _select(tr: Translator, expr: Any) -> Predicate:
     if name is None and max(key.first, query.first) > 1:
         raise TranslationError(f"{describe(expr)}: its {'keys' if key.first > 1 else 'queries'} are None at the "
                                f"first positions (a shifted SOp), where RASP calls the predicate function on None: "
-                               f"compare them with a Comparison (rasp.Comparison.EQ, ...), which is undefined there")
+                               f"compare them with a Comparison (rasp.Comparison.EQ, ...), which is undefined there",
+                               expr)
+    if max(key.first, query.first) > 1:  # a Comparison of None: RASP's evaluator raises on every such input
+        tr.undefined.append(f"{describe(expr)}, whose {'keys' if key.first > 1 else 'queries'} are None at the first "
+                            f"positions (a shifted SOp): RASP's evaluator raises there (a Comparison of None); the "
+                            f"model's answer on such inputs is unspecified")
     if name is not None and keys is queries and keys.unique_id in tr.lexicographic:
         return Predicate(_lexicographic(tr, tr.lexicographic[keys.unique_id], OPERATORS[name]))
     if name in ("EQ", "NEQ") and key.plain_token and query.plain_token:
