@@ -7,6 +7,7 @@ translated ``.iflow`` text the user never saw.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from dataclasses import dataclass
@@ -51,14 +52,11 @@ def _origin_of(frame: FrameType) -> Origin:
     (the start of a call written over several lines)."""
     code, line, column = frame.f_code, frame.f_lineno, None
     positions_of = getattr(code, "co_positions", None)  # Python 3.11 and later
-    if positions_of is not None and frame.f_lasti >= 0:
-        positions = list(positions_of())
-        index = frame.f_lasti // 2
-        if index < len(positions):
-            start, _, start_column, _ = positions[index]
-            if start is not None:
-                line = start
-                column = None if start_column is None else start_column + 1
+    if positions_of is not None and frame.f_lasti >= 0:  # one entry per 2-byte code unit
+        here = next(itertools.islice(positions_of(), frame.f_lasti // 2, None), None)
+        if here is not None and here[0] is not None:
+            line = here[0]
+            column = None if here[2] is None else here[2] + 1
     return Origin(code.co_filename, line, column)
 
 
