@@ -266,7 +266,9 @@ def precedence_hint(program: ir.Program) -> str:
 
 def refused_where(program: ir.Program, span: object | None) -> str:
     """``line L, column C, in `let NAME`: `` for a refusal's innermost located node (the macro
-    whose text it is: for a program from RASP, the SOp of that label), else nothing."""
+    whose text it is), else nothing. For a program from RASP, the line's origin comes first and
+    the text's place, which its author never saw, after it: ``prog.py:12:5: Aggregate 'frac'
+    (line L, column C of its .iflow translation, in `let NAME`): ``."""
     line, column = getattr(span, "line", 0), getattr(span, "column", 0)
     if not line:
         return ""
@@ -274,6 +276,9 @@ def refused_where(program: ir.Program, span: object | None) -> str:
     text = lines[line - 1] if line <= len(lines) else ""
     declared = re.match(r"\s*let\s+(\w+)", text)
     inside = f", in `let {declared.group(1)}`" if declared else ""
+    origin = program.origin_at(line)
+    if origin is not None:
+        return f"{origin} (line {line}, column {column} of its .iflow translation{inside}): "
     return f"line {line}, column {column}{inside}: "
 
 
