@@ -145,7 +145,11 @@ def class_ratio(lowering: TokenLowering, part: KeyClass, key: str, row: str, key
         values = frozenset(v for v in values if (v >= 1 if own == {1.0} else v <= lowering.builder.length - 1))
 
     def build() -> WidthRatio | None:
-        return width_ratio(lowering, part, key, row, keys, values, describe(expr))
+        ratio = width_ratio(lowering, part, key, row, keys, values, describe(expr))
+        if ratio is not None and whole and part.body == expr.body and not part.mask():
+            mean = ir.Reduce("mean", expr.variables, expr.conditions, expr.body, ir.SCALAR)
+            lowering.name(mean, row, ratio.mean)  # m = S/c: the body's mean over the range (0 where it is empty)
+        return ratio
 
     return lowering.cached("ratio", expr, row, build) if whole else build()
 
