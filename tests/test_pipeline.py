@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 import torch
+from cli_runner import run_cli
 from compiled import CANONICAL_EFFICIENT, EXTRA_COMPILED, model, program
 from hypothesis import HealthCheck, given, settings
+from programs import SORT_KEYS
 from random_programs import random_programs
 
 import infoflow_dsl as ifl
+from infoflow_dsl.errors import UncertifiedModel
+from infoflow_dsl.measure.measurement import uncertified_reason
 from infoflow_dsl.measure.vectors import budgeted_samples, errors_on, model_inputs
 
 #: ε from 1e-2 to 1e-4 in float64 and 1e-2, 1e-3 in float32 (1e-3 in float64 lies between the
@@ -264,3 +270,71 @@ def test_a_refused_token_program_whose_reduction_swallows_a_subtraction_is_told_
         ifl.compile(ifl.parse_program(unparenthesised, "p.iflow"), samples=0)
     fixed = unparenthesised.replace("|sum_<r> [x(r) < x(s)] - (t - 1)|", "|(sum_<r> [x(r) < x(s)]) - (t - 1)|")
     assert ifl.compile(ifl.parse_program(fixed, "p.iflow"), samples=0).config["output"] == "token"
+
+
+# ----------------------------------------------------------------------------- no certificate that lies
+
+SORT_KEY = """input x : token {0, 1, 2, 3}
+length T = 5
+let key(t) = (x(t) + 0.3 * (t - 1))
+target(t) = sum_<s> [key(s) < key(t)]
+"""
+
+
+def _float_literals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 65's bug, put back: a finite split's literal as the float of its value (1.3 is not
+    1 + 3/10), so [key(t) = v] holds at no key and the count misses its terms (at T = 5 the
+    tie-break 0.3·4 passes the tokens' gap, so the key is compared whole, by that split)."""
+    from infoflow_dsl.analysis import finite
+    from infoflow_dsl.language import typed as ir
+
+    def binary(leaf: object, value: object, domain: object) -> ir.NumberLiteral:
+        return ir.NumberLiteral(float(value), exact=Fraction(float(value)))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(finite, "literal", binary)
+
+
+def test_a_model_its_measurement_shows_wrong_is_never_returned(monkeypatch: pytest.MonkeyPatch) -> None:
+    _float_literals(monkeypatch)
+    with pytest.raises(ifl.CompileError, match=r"sort_key.iflow: a compiler bug: the measured error \d exceeds "
+                                               r"ε = 0.001 on the tokens (\d )*\d at position \d \(the model \d, the reference \d\)") as refusal:
+        ifl.compile(ifl.parse_program(SORT_KEY, "sort_key.iflow"))
+    assert isinstance(refusal.value, UncertifiedModel) and refusal.value.model is not None
+
+
+def test_the_cli_shows_what_it_built_refuses_it_and_writes_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    _float_literals(monkeypatch)
+    source, out = tmp_path / "sort_key.iflow", tmp_path / "sort_key.safetensors"
+    source.write_text(SORT_KEY)
+    code, printed, err = run_cli(["compile", str(source), "-o", str(out)])
+    assert code == 3 and "a-priori bound" in printed and re.search(r"measured error   [1-9] ", printed)
+    assert "a compiler bug" in err and "nothing written" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == [source]
+
+
+def test_an_error_above_the_bound_but_within_eps_is_refused_too() -> None:
+    reason = uncertified_reason(2e-4, False, 0, eps=1e-3, bound=1e-4)
+    assert reason == "the measured error 0.0002 exceeds the a-priori bound 0.0001"
+    assert uncertified_reason(1e-4, False, 0, eps=1e-3, bound=1e-4) is None
+    assert uncertified_reason(0.0, True, 2, eps=1e-3, bound=0.0) == "2 token answers wrong"
+
+
+@pytest.mark.parametrize("name", [example.name for example in SORT_KEYS])
+def test_the_sort_key_idiom_compiles_exact(name: str) -> None:
+    """The tie-break at c = 0.3 (T = 4 and, with real ties, T = 12), 1e-14 and thirds: every input
+    up to length 4 and 200 random ones at T, model against the reference (which tests/language/
+    test_lexicographic.py holds to exact Fractions)."""
+    example = next(e for e in SORT_KEYS if e.name == name)
+    target = ifl.parse_program(example.source, example.path)
+    compiled = ifl.compile(target, samples=0)
+    size = target.token_vocabulary.size
+    batches = [torch.tensor(list(itertools.product(range(size), repeat=n))) for n in range(1, 5)]
+    batches.append(torch.randint(0, size, (200, target.length), generator=torch.Generator().manual_seed(0)))
+    for ids in batches:
+        reference, output = ifl.evaluate(target, ids), compiled(ids)
+        if target.token_output:
+            assert torch.equal(output.argmax(-1).reshape(reference.shape), reference)
+        else:
+            assert float((output.double().reshape(reference.shape) - reference).abs().max()) \
+                <= compiled.config["a_priori_bound"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from infoflow_dsl.compiler.tokens.counts import count_keys
 from infoflow_dsl.compiler.tokens.heads import length
 from infoflow_dsl.compiler.tokens.lower import TokenLowering
 from infoflow_dsl.compiler.vectors import UNIT_ROUNDOFF
+from infoflow_dsl.errors import CompileError
 
 PROGRAM = ifl.parse_program('input x : token {"a", "b"}\nlength T = 6\ntarget(t) = len\n', "unit.iflow")
 
@@ -59,6 +61,17 @@ def test_a_robust_step_is_exact_within_a_quarter_gap(values: set[Fraction], data
     for v in ordered:
         noise = data.draw(st.floats(-gap / 5, gap / 5))
         assert abs(evaluate(built, step.form, {"z": float(v) + noise}) - float(v >= cut)) < 1e-12
+
+
+@settings(max_examples=30, deadline=None)
+@given(value_sets, st.data())
+def test_a_step_whose_input_error_reaches_a_quarter_gap_is_refused(values: set[Fraction], data: st.DataObject) -> None:
+    """The gap fact of the bound's argument, broken: an input within g/4 of the ramp is refused."""
+    ordered = sorted(values)
+    cut = data.draw(st.sampled_from(ordered[1:]))
+    gap = float(cut - max(v for v in ordered if v < cut))
+    with pytest.raises(CompileError, match="not below a quarter of its gap"):
+        ffn.at_least(builder(), feature("z", values, error=gap / 4), cut, "z")
 
 
 def _offset(name: str, coefficient: float, constant: int, values: set[Fraction]) -> Feature:
