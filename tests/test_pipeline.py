@@ -296,8 +296,9 @@ def _float_literals(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_model_its_measurement_shows_wrong_is_never_returned(monkeypatch: pytest.MonkeyPatch) -> None:
     _float_literals(monkeypatch)
-    with pytest.raises(ifl.CompileError, match=r"sort_key.iflow: a compiler bug: the measured error \d exceeds "
-                                               r"ε = 0.001 on the tokens (\d )*\d at position \d \(the model \d, the reference \d\)") as refusal:
+    shown = (r"sort_key.iflow: a compiler bug: the measured error \d exceeds ε = 0.001 on the tokens (\d )*\d at "
+             r"position \d \(the model \d, the reference \d\)")
+    with pytest.raises(ifl.CompileError, match=shown) as refusal:
         ifl.compile(ifl.parse_program(SORT_KEY, "sort_key.iflow"))
     assert isinstance(refusal.value, UncertifiedModel) and refusal.value.model is not None
 
