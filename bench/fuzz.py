@@ -4,6 +4,7 @@ NNSmith keep compilers honest).
 
     python bench/fuzz.py 200                        # 200 programs, every core, failures in fuzz-out/
     python bench/fuzz.py 2000 --seed 7 --jobs 2 --out /tmp/failures
+    python bench/fuzz.py 0 --rerun --out /tmp/failures     # the failures found, run again on this code
 
 The programs come from ``tests/fuzz_cases.py`` (token programs, programs over vectors, RASP
 programs, with dyadic and non-dyadic constants); the property is ``tests/fuzz_property.py``: a
@@ -12,8 +13,8 @@ give the same bytes, analyze's schedule is the model's and ``infoflowc check`` p
 
 The campaign runs in batches of ``--batch`` programs, one ``hypothesis.find`` each (its seed
 ``--seed`` + the batch's index): find draws programs until one fails, then shrinks it (at most
-``--shrink-seconds``) to a minimal program failing the same way, written to ``--out`` as
-``KIND-HASH.iflow`` (or ``.py``) with a comment header saying what failed. The summary gives the
+``--shrink-seconds``) to a minimal program failing the same way (``Outcome.signature``), written
+to ``--out`` as ``KIND-HASH.iflow`` (or ``.py``) with a comment header saying what failed. The summary gives the
 programs by construct, refusals by reason and the distinct failures by kind (also as
 ``summary.json`` in ``--out``).
 """
@@ -65,22 +66,30 @@ def outcome_of(case: Case) -> Outcome:
 
 
 def run_batch(seed: int, size: int, shrink_seconds: float) -> Batch:
-    """``size`` programs from ``find`` seeded with ``seed``; the first failure shrunk."""
+    """``size`` programs from ``find`` seeded with ``seed``; the first failure shrunk. A program
+    once accepted as failing stays so (find replays its answer, after the shrinking's deadline
+    too); should find raise anyway, the shortest program accepted is the answer."""
     warnings.filterwarnings("ignore")
     batch = Batch(seed)
     wanted: dict[str, object] = {}
+    accepted: set[Case] = set()
 
     def fails(case: Case) -> bool:
+        if case in accepted:
+            return True
         if not wanted:  # generating: every program counts
             outcome = outcome_of(case)
             batch.generated.append((case, outcome))
             if outcome.failed:
-                wanted.update(kind=outcome.kind, first=outcome, until=time.monotonic() + shrink_seconds)
+                wanted.update(signature=outcome.signature, first=outcome, until=time.monotonic() + shrink_seconds)
+                accepted.add(case)
             return outcome.failed
         if time.monotonic() > float(wanted["until"]):  # type: ignore[arg-type]
             return False
         batch.shrinks += 1
-        return outcome_of(case).kind == wanted["kind"]
+        if outcome_of(case).signature == wanted["signature"]:
+            accepted.add(case)
+        return case in accepted
 
     chosen = settings(max_examples=size, database=None, phases=[Phase.generate, Phase.shrink], deadline=None,
                       suppress_health_check=list(HealthCheck))
@@ -88,6 +97,10 @@ def run_batch(seed: int, size: int, shrink_seconds: float) -> Batch:
         minimal = find(fuzz_cases(), fails, settings=chosen, random=Random(seed))
     except NoSuchExample:
         return batch
+    except Exception:
+        if not accepted:
+            raise
+        minimal = min(accepted, key=lambda case: (len(case.source), case.source))
     batch.minimal = (minimal, outcome_of(minimal), wanted["first"])  # type: ignore[assignment]
     return batch
 
@@ -102,6 +115,23 @@ def write_failure(out: Path, case: Case, outcome: Outcome, first: Outcome, seed:
         header.append(f"before shrinking: {first.detail}")
     path.write_text("".join(f"# {line}\n" for line in header) + case.source)
     return path
+
+
+def rerun(folder: Path) -> dict[str, str]:
+    """Each failure file written to ``folder`` run again (at the ε and dtype its header names):
+    its outcome now, by file name."""
+    import re
+
+    found = {}
+    for path in sorted([*folder.glob("*.iflow"), *folder.glob("*.py")]):
+        text = path.read_text()
+        setting = re.search(r"eps = (\S+), dtype = (\w+)", text)
+        eps, dtype = (float(setting.group(1)), setting.group(2)) if setting else (1e-3, "float64")
+        source = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# "))
+        outcome = run_case(Case("rasp" if path.suffix == ".py" else "iflow", source, eps, dtype))
+        found[path.name] = f"{outcome.kind}: {outcome.detail}"
+        print(f"{path.name}: {found[path.name]}")
+    return found
 
 
 def summary(batches: list[Batch], seconds: float, jobs: int) -> dict[str, object]:
@@ -140,11 +170,14 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"), help="where minimal failures go")
     parser.add_argument("--batch", type=int, default=10, help="programs per find (default 10)")
     parser.add_argument("--shrink-seconds", type=float, default=300.0, help="the most shrinking per failure")
+    parser.add_argument("--rerun", action="store_true", help="run the failure files in --out again, and stop")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     arguments = parse_arguments(argv)
+    if arguments.rerun:
+        return {"rerun": rerun(arguments.out)}
     arguments.out.mkdir(parents=True, exist_ok=True)
     total, step = arguments.programs, arguments.batch
     sizes = [min(step, total - start) for start in range(0, total, step)]
@@ -153,7 +186,11 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         futures = [pool.submit(run_batch, arguments.seed + index, size, arguments.shrink_seconds)
                    for index, size in enumerate(sizes)]
         for future in as_completed(futures):
-            batch = future.result()
+            try:
+                batch = future.result()
+            except Exception as error:  # a batch that broke the driver: said, and the campaign goes on
+                bar.write(f"batch failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
+                continue
             batches.append(batch)
             bar.update(len(batch.generated))
             if batch.minimal:

@@ -63,6 +63,17 @@ class Outcome:
     def failed(self) -> bool:
         return self.kind in FAILURES
 
+    @property
+    def signature(self) -> str:
+        """What a shrunk program must still show to stand for this failure: the kind, and a token
+        output's wrong answers apart from a number's error; a crash's exception and where; an
+        unlocated refusal's exception type."""
+        if self.kind == "wrong":
+            return f"wrong {'answers' if 'wrong answers' in self.detail else 'number'}"
+        if self.kind in ("crash", "unlocated"):
+            return f"{self.kind} {self.detail.split(':')[0]} {self.detail.rpartition(' at ')[2]}"
+        return self.kind
+
 
 def reason(message: str) -> str:
     """A refusal's reason for the summary: a phrase of :data:`REASONS`, or the message's start."""
