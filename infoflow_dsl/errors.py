@@ -105,6 +105,16 @@ class CompileError(Exception):
     span: object | None = None
 
 
+class UncertifiedModel(CompileError):
+    """A compiled model that its own measurement shows wrong, above ε or above its a-priori
+    bound: a compiler bug, never returned (``ifl.compile``, ``from_rasp`` and the CLI alike).
+    ``model`` is the refused model, for a report of what was built."""
+
+    def __init__(self, message: str, model: object = None) -> None:
+        super().__init__(message)
+        self.model = model
+
+
 class NoConstruction(CompileError):
     """A part of a target that no construction builds (the token lowering's refusals): analyze's
     verdict for it is ``inefficient``, with this message as the reason."""

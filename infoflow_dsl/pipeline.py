@@ -42,12 +42,12 @@ from .compiler.circuit import Circuit
 from .compiler.tokens import lower_tokens
 from .compiler.tokens.schedule import token_schedule
 from .compiler.vectors import UNIT_ROUNDOFF, lower
-from .errors import CompileError, NoConstruction, ProgramError, StoredProgramError, single_error
+from .errors import CompileError, NoConstruction, ProgramError, StoredProgramError, UncertifiedModel, single_error
 from .language import typed as ir
 from .language.check import check
 from .language.load import program_argument
 from .language.parse import parse
-from .measure.measurement import measure_error
+from .measure.measurement import Measurement, measure, uncertified_reason
 from .measure.vectors import budgeted_samples
 from .measure.workload import measurement_workload
 from .transformer.model import CompiledTransformer
@@ -266,7 +266,9 @@ def precedence_hint(program: ir.Program) -> str:
 
 def refused_where(program: ir.Program, span: object | None) -> str:
     """``line L, column C, in `let NAME`: `` for a refusal's innermost located node (the macro
-    whose text it is: for a program from RASP, the SOp of that label), else nothing."""
+    whose text it is), else nothing. For a program from RASP, the line's origin comes first and
+    the text's place, which its author never saw, after it: ``prog.py:12:5: Aggregate 'frac'
+    (line L, column C of its .iflow translation, in `let NAME`): ``."""
     line, column = getattr(span, "line", 0), getattr(span, "column", 0)
     if not line:
         return ""
@@ -274,6 +276,9 @@ def refused_where(program: ir.Program, span: object | None) -> str:
     text = lines[line - 1] if line <= len(lines) else ""
     declared = re.match(r"\s*let\s+(\w+)", text)
     inside = f", in `let {declared.group(1)}`" if declared else ""
+    origin = program.origin_at(line)
+    if origin is not None:
+        return f"{origin} (line {line}, column {column} of its .iflow translation{inside}): "
     return f"line {line}, column {column}{inside}: "
 
 
@@ -463,9 +468,23 @@ def superposed_weights(program: ir.Program, circuit: Circuit, dtype: torch.dtype
 def measure_model(model: CompiledTransformer, program: ir.Program, samples: int | None, seed: int) -> None:
     """Stage 6: the model measured against the oracle on ``samples`` inputs (None: as many as
     fit the measurement budget; 0: none), the result kept in ``config["measured_error"]``. A
-    measurement too large for this machine is refused (WorkloadError) before it starts."""
+    measurement too large for this machine is refused (WorkloadError) before it starts; a model
+    the measurement shows outside its certificate is refused (:func:`refuse_uncertified`)."""
     if samples is None:
         samples = budgeted_samples(model, program)
     if samples > 0:
         measurement_workload(model, program, samples, MEASUREMENT_CHANGE).refuse_if_unaffordable()
-        model.config["measured_error"] = measure_error(model, program, samples, seed)
+        measured = measure(model, program, samples, seed)
+        model.config["measured_error"] = measured.record
+        refuse_uncertified(model, program, measured)
+
+
+def refuse_uncertified(model: CompiledTransformer, program: ir.Program, measured: Measurement) -> None:
+    """Raise :class:`UncertifiedModel` where the measurement breaks the certificate: a wrong
+    answer, an error above ε, or above the a-priori bound (a bound is a proof: docs/design.md)."""
+    config = model.config
+    reason = uncertified_reason(measured.worst, program.token_output, measured.record.get("wrong", 0),
+                                float(config["eps"]), config.get("a_priori_bound"))
+    if reason is not None:
+        raise UncertifiedModel(f"{program.path}: a compiler bug: {reason} on {measured.witness}; the model is not "
+                               f"returned (please report the program)", model)

@@ -192,7 +192,7 @@ def literal(leaf: object, value: Fraction, domain: FiniteDomain) -> ir.TokenLite
     """The literal a leaf is replaced by: a token of a categorical vocabulary, else a number."""
     if getattr(leaf, "type", None) == ir.TOKEN and domain.names is not None:
         return ir.TokenLiteral(int(value), domain.names[int(value)])
-    return ir.NumberLiteral(float(value))
+    return ir.NumberLiteral(float(value), exact=value)
 
 
 def retrieval_note(node_quoted: str, gap: Fraction | None) -> str:

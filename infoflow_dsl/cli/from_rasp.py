@@ -52,8 +52,9 @@ def command_from_rasp(arguments: argparse.Namespace) -> int:
     check_writable(output, file)
     try:
         source = from_rasp(program, vocab, max_seq_len, causal=arguments.causal, name=output.stem).source
-    except TranslationError as error:
-        raise UsageError(f"{file}:{name}: cannot compile: {error}") from None
+    except TranslationError as error:  # located at the node's line of FILE (or of a module it imports) first
+        raise UsageError(f"{error} ({file}:{name} cannot be compiled)" if error.origin is not None
+                         else f"{file}:{name}: cannot compile: {error}") from None
     write_atomically(output, source.encode("utf-8"))
     print(f"wrote {output} ({source.count(chr(10))} lines): infoflowc compile {output}")
     return EXIT_OK

@@ -59,7 +59,7 @@ def command_analyze(arguments: argparse.Namespace) -> int:
 
 def command_compile(arguments: argparse.Namespace) -> int:
     from .. import progress
-    from ..errors import CompileError
+    from ..errors import CompileError, UncertifiedModel
     from ..language.load import parse_program
     from ..pipeline import compile_program, resolve_device
     from ..transformer.io import model_to_bytes
@@ -75,11 +75,14 @@ def command_compile(arguments: argparse.Namespace) -> int:
     except CompileError as error:
         raise UsageError(f"infoflowc compile: {error}") from None
     program = parse_program(source, str(arguments.file), length=arguments.length, margin=arguments.margin)
+    refusal: UncertifiedModel | None = None
     try:
         with progress.shown("compile"):  # on a terminal: the stage that runs and how far it is
             model = compile_program(program, arguments.eps, arguments.dtype, device, arguments.samples,
                                     ffn=arguments.ffn, allow_inefficient=arguments.allow_inefficient,
                                     residual=arguments.residual)
+    except UncertifiedModel as error:  # what was built is shown, then refused: exit 3, nothing written
+        refusal, model = error, error.model  # type: ignore[assignment]
     except CompileError as error:
         raise UsageError(f"{arguments.file}: cannot compile: {error}") from None
     config = model.config
@@ -97,13 +100,13 @@ def command_compile(arguments: argparse.Namespace) -> int:
         _print_superposition(config["superposition"])
     _print_exactness(program)
     if measured is not None:
-        from ..measure.measurement import describe_measurement, measurement_passes
+        from ..measure.measurement import describe_measurement
 
         budget = " (the default budget; --samples N for more)" if arguments.samples is None else ""
         print(f"  measured error   {measured['max_error']:.3g} ({describe_measurement(measured)}){budget}")
-        if not measurement_passes(measured, arguments.eps):
-            print(f"{arguments.file}: the measured error exceeds ε (a compiler bug); nothing written", file=sys.stderr)
-            return EXIT_ABOVE_EPS
+    if refusal is not None:
+        print(f"{refusal}; nothing written", file=sys.stderr)
+        return EXIT_ABOVE_EPS
     write_atomically(output, model_to_bytes(model, dense=arguments.dense))
     print(f"  wrote            {output}")
     return EXIT_OK

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..language import typed as ir
+
 ONE = "one"
 POS_COS, POS_SIN = "pos:cos", "pos:sin"
 
@@ -129,6 +131,9 @@ class FFNBlock(ComputedFunction):
     #: row (a token table's scores [f(args) = w], one per token w); :mod:`.superposition.categorical`
     #: reads them as a categorical group. None: no such group.
     group: str | None = None
+    #: a token block whose direction plus ``bias`` is one term of ``formula``, other directions'
+    #: terms completing it (a product's linear part): the direction alone is not the formula
+    partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,23 @@ class NodeValue:
     forms: tuple[LinearForm, ...]
     stage: int
     bound: float
+
+
+@dataclass(frozen=True)
+class ExpressionValue:
+    """Where a token program's sub-expression lives: ``expression``, whose free position
+    variable (if any) is ``row``, is ``form`` over the residual directions at every row (``row``
+    standing for the row's position), complete from ``stage`` on (the stage clock of
+    :class:`NodeValue`), within ``bound`` of its exact value wherever that is defined and the
+    row satisfies ``conditions`` (a per-token target's ``t : t >= 2``, under which its features
+    were built; () elsewhere)."""
+
+    expression: ir.Expr
+    row: str
+    form: LinearForm
+    stage: int
+    bound: float
+    conditions: tuple[ir.PositionCondition, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -202,6 +224,8 @@ class Circuit:
     output_site: str = "readout"  # "token": y(t) = W_U h(t) + b_U at every input token
     causal: bool = False  # a causal per-token target (its masks keep the output at t free of later tokens)
     values: tuple[NodeValue, ...] = field(default=())
+    #: a token circuit's sub-expressions and where each lives (the circuit map's records)
+    expressions: tuple[ExpressionValue, ...] = field(default=())
     #: a token circuit (``compiler.tokens``): the vocabulary's names and numbers (None:
     #: categorical), the embedding's columns (direction -> its value for each token id) and the
     #: positional code's (direction -> its value at positions 1..T+1); ``token_output``: the

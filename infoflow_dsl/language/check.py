@@ -19,6 +19,7 @@ from ..errors import Diagnostic, ProgramError
 from . import syntax as ast
 from . import typed as ir
 from .declarations import MAX_LENGTH, RESERVED, Declarations, declare
+from .lexicographic import lexicographic
 from .macros import inline_macros
 from .positions import (
     LENGTH_AXIS,
@@ -33,6 +34,7 @@ from .scope import Failed, Scope
 from .tables import check_table_uses
 from .token_typing import number_of
 from .typing_rules import TYPING_RULES, _condition
+from .value_sets import vocabulary_domain
 
 
 class Checker:
@@ -79,6 +81,8 @@ class Checker:
         target = self._type_target(expanded_target, scope) if scope is not None else None
         if target is not None and self.declared.tables and self.declared.vocabulary is not None:
             check_table_uses(target, self.declared.vocabulary, self.length, self.error)
+        if target is not None and self.declared.vocabulary is not None:  # a key's tie-break: the order of pairs
+            target = lexicographic(target, vocabulary_domain(self.declared.vocabulary, self.length))  # type: ignore[assignment]
         if self.errors or target is None or self.declared.domain is None:
             return None
         kept = tuple(d for d in program.declarations if not isinstance(d, ast.LetDecl | ast.TargetDecl))

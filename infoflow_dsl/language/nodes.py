@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args
 
+from .exact import decimal
 from .syntax import NO_SPAN, Span
 
 if TYPE_CHECKING:
@@ -149,11 +151,17 @@ Position = Union[PositionVariable, FixedPosition, LastPosition, ArgPosition, Run
 
 @dataclass(frozen=True)
 class NumberLiteral:
-    """A numeric literal."""
+    """A numeric literal: ``value`` its float64, ``exact`` the rational it stands for, the decimal
+    as written (0.3 is 3/10: :func:`.exact.decimal`) unless a stage that derived the value
+    exactly gives it (a value of a finite set, 1/3). Equality compares the exact value."""
 
     value: float
     span: Span = _span_field()
     type: ValueType = SCALAR
+    exact: Fraction = None  # type: ignore[assignment]  # None: the decimal ``value`` is written as
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "exact", decimal(self.value) if self.exact is None else Fraction(self.exact))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import syntax as ast
 from . import typed as ir
+from .exact import decimal
 from .functions import POINTWISE
 
 # ----------------------------------------------------------------------------- the precedence table
@@ -287,9 +288,16 @@ def _ir_number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(value)
 
 
+def _ir_literal(expr: ir.NumberLiteral) -> str:
+    """A literal as its decimal, or p / q where its exact value is no float's decimal (1/3)."""
+    if expr.exact == decimal(expr.value):
+        return _ir_number(expr.value)
+    return f"({expr.exact.numerator} / {expr.exact.denominator})"
+
+
 #: The text of each typed node class.
 DESCRIBE_RULES: dict[type, Callable[[Any], str]] = {
-    ir.NumberLiteral: lambda e: _ir_number(e.value),
+    ir.NumberLiteral: lambda e: _ir_literal(e),
     ir.Constant: lambda e: e.name,
     ir.Token: lambda e: f"x({_ir_position(e.position)})",
     ir.Component: lambda e: f"{_ir_operand(e.vector)}[{e.index}]",

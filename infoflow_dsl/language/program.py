@@ -3,7 +3,7 @@ and its vocabulary. Re-exported, with the nodes, by :mod:`.typed`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .nodes import Expr, PositionCondition, Token
@@ -102,6 +102,14 @@ class Program:
     token_variable: str | None = None
     token_conditions: tuple[PositionCondition, ...] = ()
     vocabulary: Vocabulary | None = None
+    #: (line, what the line was generated from) for a program a translator wrote (``from_rasp``:
+    #: the RASP node and where its author's Python built it, ``prog.py:12:5: Aggregate 'frac'``):
+    #: a refusal located on such a line names it. No part of the program's identity.
+    origins: tuple[tuple[int, str], ...] = field(default=(), compare=False)
+
+    def origin_at(self, line: int) -> str | None:
+        """What the source's line ``line`` was generated from (:attr:`origins`), else None."""
+        return dict(self.origins).get(line)
 
     @property
     def over_tokens(self) -> bool:

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 from . import syntax as ast
 from . import typed as ir
-from .value_sets import FiniteDomain, value_set
+from .value_sets import value_set, vocabulary_domain
 
 BOOLEANS = {"true": 1.0, "false": 0.0}
 
@@ -128,13 +128,12 @@ def check_table_uses(target: ir.Expr, vocabulary: ir.Vocabulary, length: int, er
     """Each table applied in ``target``, checked where it is applied (an error at the use):
 
     - it has a key (or the default) for every value its arguments can take there, by the value
-      sets of the finite analysis (exact rationals; a key matches the value it equals as a
-      float). The checker reads the analysis's value sets here: what a token program can
+      sets of the finite analysis (exact rationals; a key matches the value its decimal
+      is). The checker reads the analysis's value sets here: what a token program can
       compute is the question;
     - a table of tokens is the whole target only: its ids mean nothing in arithmetic or beside
       the input's tokens."""
-    numbers = vocabulary.values if vocabulary.values is not None else range(vocabulary.size)
-    domain = FiniteDomain(length, tuple(Fraction(v) for v in numbers), vocabulary.names)
+    domain = vocabulary_domain(vocabulary, length)
     for node in (target, *ir.sub_nodes(target)):
         if not isinstance(node, ir.TableLookup):
             continue

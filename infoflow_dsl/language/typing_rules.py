@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from . import syntax as ast
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 
 def _type_number(checker: Checker, expr: ast.Number, scope: Scope) -> ir.Expr:
-    return ir.NumberLiteral(expr.value, expr.span)
+    return ir.NumberLiteral(expr.value, expr.span, exact=Fraction(expr.text))  # the decimal as written
 
 
 def _type_name(checker: Checker, expr: ast.Name, scope: Scope) -> ir.Expr:

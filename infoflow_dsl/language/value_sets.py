@@ -16,9 +16,13 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import typed as ir
+from .exact import decimal
+
+if TYPE_CHECKING:
+    from .program import Table
 
 #: A finite set of exact values, or None (continuous, unknown, or larger than MAX_VALUES).
 ValueSet = frozenset[Fraction] | None
@@ -45,12 +49,14 @@ class FiniteDomain:
 
 def finite_domain(program: ir.Program) -> FiniteDomain | None:
     """The finite domain of a token program (None for a program over vectors)."""
-    vocabulary = program.vocabulary
-    if vocabulary is None:
-        return None
+    return None if program.vocabulary is None else vocabulary_domain(program.vocabulary, program.length)
+
+
+def vocabulary_domain(vocabulary: ir.Vocabulary, length: int) -> FiniteDomain:
+    """The finite domain of a vocabulary at length T: a categorical token's value is its id."""
     if vocabulary.values is None:
-        return FiniteDomain(program.length, tuple(Fraction(i) for i in range(vocabulary.size)), vocabulary.names)
-    return FiniteDomain(program.length, tuple(Fraction(v) for v in vocabulary.values))
+        return FiniteDomain(length, tuple(Fraction(i) for i in range(vocabulary.size)), vocabulary.names)
+    return FiniteDomain(length, tuple(decimal(v) for v in vocabulary.values))
 
 
 def value_set(expr: object, domain: FiniteDomain) -> ValueSet:
@@ -169,21 +175,31 @@ BOOLEAN_VALUES = frozenset({Fraction(0), Fraction(1)})
 
 
 def _table(expr: ir.TableLookup, domain: FiniteDomain) -> ValueSet:
-    """The table's values at the argument values it can meet (a key matches the value it equals
-    as a float); every value it holds when an argument's set is unknown."""
+    """The table's values at the argument values it can meet (a key matches the value whose
+    rational it stands for: :func:`.exact.decimal`); every value it holds when an argument's set
+    is unknown."""
     table = expr.table
     arguments = [value_set(a, domain) for a in expr.arguments]
     known = [a for a in arguments if a is not None]
     if len(known) < len(arguments) or math.prod(len(a) for a in known) > MAX_PAIRS:
-        return frozenset(Fraction(v) for v in table.outputs())
-    found = {table.lookup(tuple(float(v) for v in key)) for key in itertools.product(*known)}
-    return frozenset(Fraction(v) for v in found if v is not None)
+        return frozenset(decimal(v) for v in table.outputs())
+    found = {exact_lookup(table, key) for key in itertools.product(*known)}
+    return frozenset(decimal(v) for v in found if v is not None)
+
+
+def exact_lookup(table: Table, key: tuple[Fraction, ...]) -> float | None:
+    """The table's value at the exact ``key`` (each entry's key read as its decimal), its
+    default, or None."""
+    for entry, value in zip(table.keys, table.values, strict=True):
+        if all(decimal(part) == wanted for part, wanted in zip(entry, key, strict=True)):
+            return value
+    return table.default
 
 
 #: The value set rule of each value node (``analysis.finite`` adds a comparison node's result).
 VALUE_SET_RULES: dict[type, Callable[[Any, FiniteDomain], ValueSet]] = {
-    ir.NumberLiteral: lambda expr, domain: frozenset({Fraction(expr.value)}),
-    ir.Constant: lambda expr, domain: frozenset({Fraction(expr.values[0])}),
+    ir.NumberLiteral: lambda expr, domain: frozenset({expr.exact}),
+    ir.Constant: lambda expr, domain: frozenset({decimal(expr.values[0])}),
     ir.Token: _token,
     ir.Component: lambda expr, domain: None,
     ir.Inner: lambda expr, domain: None,
@@ -192,7 +208,7 @@ VALUE_SET_RULES: dict[type, Callable[[Any, FiniteDomain], ValueSet]] = {
     ir.Pointwise: _pointwise,
     ir.Arithmetic: _arithmetic,
     ir.Negate: lambda expr, domain: _map(value_set(expr.argument, domain), lambda v: -v),
-    ir.Divide: lambda expr, domain: _map(value_set(expr.numerator, domain), lambda v: v / Fraction(expr.divisor)),
+    ir.Divide: lambda expr, domain: _map(value_set(expr.numerator, domain), lambda v: v / decimal(expr.divisor)),
     ir.MatVec: lambda expr, domain: None,
     ir.Reduce: _reduce,
     ir.Presence: lambda expr, domain: BOOLEAN_VALUES,

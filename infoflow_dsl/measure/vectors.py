@@ -206,9 +206,19 @@ def measure_vectors(model: CompiledTransformer, program: ir.Program, samples: in
                     seed: int = 0) -> dict[str, Any]:
     """The worst error of a model over vectors on ``samples`` random inputs and the domain's
     corners (inputs under the declared margin left out), as stored in its config."""
+    return vector_measurement(model, program, samples, seed)[0]
+
+
+def vector_measurement(model: CompiledTransformer, program: ir.Program, samples: int = DEFAULT_SAMPLES,
+                       seed: int = 0) -> tuple[dict[str, Any], float, torch.Tensor]:
+    """(the stored record, the worst error unrounded, the worst input (T, d)) of
+    :func:`measure_vectors`."""
     x = model_inputs(program, samples, seed)
     progress.stage("measuring the error", total=x.shape[0], unit="input")
     error, kept = errors_on(model, program, x)
-    worst = float(error[kept].max()) if bool(kept.any()) else 0.0
-    return {"max_error": float(f"{worst:.3g}"), "samples": samples, "corners": CORNERS, "seed": seed,
-            "excluded_by_margin": int((~kept).sum())}
+    masked = torch.where(kept, error, -torch.inf)
+    index = int(masked.argmax()) if bool(kept.any()) else 0
+    worst = float(error[index]) if bool(kept.any()) else 0.0
+    record = {"max_error": float(f"{worst:.3g}"), "samples": samples, "corners": CORNERS, "seed": seed,
+              "excluded_by_margin": int((~kept).sum())}
+    return record, worst, x[index]

@@ -27,8 +27,11 @@ import torch
 
 from ..language import typed as ir
 from ..language.check import check
+from ..language.exact import decimal
 from ..language.functions import POINTWISE
 from ..language.load import program_argument
+from ..language.value_sets import FiniteDomain, finite_domain
+from .exact import exact_values, snapped
 from .fast_pairs import reduce_pairs
 from .tokens import UNDEFINED_ID, check_ids, token_values
 
@@ -62,8 +65,11 @@ class ReferenceEvaluator:
 
     value_rules: ClassVar[dict[type, Callable[..., Tensor]]]
 
-    def __init__(self, x: Tensor, last: int | None = None) -> None:
+    def __init__(self, x: Tensor, last: int | None = None, domain: FiniteDomain | None = None,
+                 path: str = "<string>") -> None:
         self.x = x  # (B, T, d); a token program's values (B, T', 1)
+        self.domain = domain  # a token program's: comparisons decided on exact values (oracle/exact.py)
+        self.path = path
         self.batch, self.length, self.dimension = x.shape
         self.last = self.length if last is None else last  # what T means: a token program's compiled length
         self.ids: Tensor | None = None  # a token program's ids (B, T'), for token outputs
@@ -105,6 +111,7 @@ class ReferenceEvaluator:
         inner = (*scope, expr.variable)
         scores = self._expand_new_axes(self.value(expr.body, inner), len(scope), 1)  # (B, *dims, T)
         mask = self.mask(expr.conditions, inner)  # (1, *dims, T)
+        scores = self._decided((expr.body,), scores)[0].to(torch.float64)  # ties exactly as the rationals tie
         signed = scores if expr.kind == "argmax" else -scores
         ranked = torch.where(mask, signed, -torch.inf)  # (B, *dims, T), best = largest
         if self.length > 1:
@@ -158,7 +165,16 @@ class ReferenceEvaluator:
         return (self.position(expr.position, scope) + 1).to(torch.float64)
 
     def _Compare(self, expr: ir.Compare, scope: tuple[str, ...]) -> Tensor:
-        return _COMPARE[expr.operator](self.value(expr.left, scope), self.value(expr.right, scope))
+        operands = self._decided((expr.left, expr.right),
+                                 self.value(expr.left, scope), self.value(expr.right, scope))
+        return _COMPARE[expr.operator](*operands)
+
+    def _decided(self, exprs: tuple[ir.Expr, ...], *computed: Tensor) -> tuple[Tensor, ...]:
+        """The computed operands as the indices of their exact values where a token program's
+        finite value sets decide them (:func:`.exact.snapped`), else as they are."""
+        if self.domain is None:
+            return computed
+        return snapped(exprs, computed, self.domain, self.path) or computed
 
     def _Logical(self, expr: ir.Logical, scope: tuple[str, ...]) -> Tensor:
         left, right = self.value(expr.left, scope), self.value(expr.right, scope)
@@ -192,13 +208,23 @@ class ReferenceEvaluator:
         none occurs); a categorical token's value is its id, as the table's keys are."""
         arguments = torch.broadcast_tensors(*(self.value(a, scope).to(torch.float64) for a in expr.arguments))
         table = expr.table
+        keys = [self._key_matcher(a) for a in expr.arguments]
         out = torch.full_like(arguments[0], torch.nan if table.default is None else table.default)
         for key, value in zip(table.keys, table.values, strict=True):
-            hit = arguments[0] == key[0]
-            for argument, part in zip(arguments[1:], key[1:], strict=True):
-                hit &= argument == part
+            hit = torch.ones_like(arguments[0], dtype=torch.bool)
+            for argument, part, matches in zip(arguments, key, keys, strict=True):
+                hit &= matches(argument, part)
             out = torch.where(hit, value, out)
         return out
+
+    def _key_matcher(self, argument: ir.Expr) -> Callable[[Tensor, float], Tensor]:
+        """How a computed argument meets a table key: on exact values where they decide it (the
+        key read as its decimal), else as floats."""
+        exact = None if self.domain is None else exact_values((argument,), self.domain, self.path)
+        if exact is None:
+            return lambda computed, key: computed == key
+        positions = {value: index for index, value in enumerate(exact.values)}
+        return lambda computed, key: exact.index(computed) == positions.get(decimal(key), -1)
 
     def _Arithmetic(self, expr: ir.Arithmetic, scope: tuple[str, ...]) -> Tensor:
         left, right = self.value(expr.left, scope), self.value(expr.right, scope)
@@ -366,7 +392,8 @@ def evaluator_for(program: ir.Program, x: Tensor) -> tuple[ir.Program, Reference
     vectors (re-checked at that T), token ids (B, T') for a token program (any T' in 1..T)."""
     if program.over_tokens:
         ids = check_ids(program, torch.as_tensor(x))
-        evaluator = ReferenceEvaluator(token_values(program, ids), last=program.length)
+        evaluator = ReferenceEvaluator(token_values(program, ids), last=program.length, domain=finite_domain(program),
+                                       path=program.path)
         evaluator.ids = ids
         return program, evaluator
     x = torch.as_tensor(x)

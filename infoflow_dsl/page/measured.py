@@ -117,10 +117,11 @@ def model_graph(model: CompiledTransformer, sites: tuple[CircuitSite, ...],
                                                  model, head["layer"], head["index"]), name),
                                              source=spans.get(name)))
             continue
-        assert s.argument is not None
-        nodes[s.name] = ComparisonBox(name=s.name, kind=f"ffn {s.function}", text=s.computes, site=s.site,
-                                  layer=layer_of_block.get(s.name, 0), head=None, bound=s.bound,
-                                  inputs=boxes_read(s.argument.index, s.name), source=None)
+        reads = s.argument.index if s.argument is not None else s.value.index  # a token site: what it adds
+        layer = _layer_of_hook(s.head[0]) if s.head is not None else layer_of_block.get(s.name.split("+")[0], 0)
+        nodes[s.name] = ComparisonBox(name=s.name, kind=f"ffn {s.function}" if s.kind == "ffn" else s.kind,
+                                  text=s.computes, site=s.site, layer=layer, head=None, bound=s.bound,
+                                  inputs=boxes_read(reads, s.name), source=None)
     for h in heads:
         if h["name"] not in nodes:
             nodes[h["name"]] = ComparisonBox(name=h["name"], kind=h["kind"], text=h["computes"], site=h["site"],

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from .annotations import Annotations
 from .comparisons import Comparison, Predicate, Value
 from .evaluation import evaluate, kind
+from .origins import Origin, caller_origin
 
 RASPExprT = TypeVar("RASPExprT", bound="RASPExpr")
 SOpT = TypeVar("SOpT", bound="SOp")
@@ -43,7 +44,9 @@ E = TypeVar("E", bound="RASPExpr")
 
 class RASPExpr:
     """An expression of a RASP program: its children, its label and its annotations (a
-    read-only mapping whose missing keys come from ``DEFAULT_ANNOTATORS``, as Tracr's)."""
+    read-only mapping whose missing keys come from ``DEFAULT_ANNOTATORS``, as Tracr's), and
+    ``origin``, where its author's Python built it (:mod:`.origins`: the place refusals name;
+    a copy keeps it, and it takes no part in identity or hashing)."""
 
     class_name = "expr"  # the default name (Tracr's default_name of the class)
     numbered = True  # the default label is class_name_<id>; the input primitives' is class_name alone
@@ -51,6 +54,7 @@ class RASPExpr:
     def __init__(self) -> None:
         self.unique_id = next(_ids)
         self._annotations = Annotations(self)
+        self.origin: Origin | None = caller_origin()
 
     @property
     def children(self) -> tuple[RASPExpr, ...]:

@@ -9,10 +9,29 @@ from collections.abc import Hashable, Iterable
 from typing import Any, cast
 
 from ..errors import CompileError
+from .origins import Origin, origin_of
 
 
 class TranslationError(CompileError):
-    """A RASP program (or a node of it) that ``from_rasp`` cannot write as an ``.iflow`` program."""
+    """A RASP program (or a node of it) that ``from_rasp`` cannot write as an ``.iflow`` program:
+    ``reason``, and ``origin``, where the offending node was built in its author's Python
+    (:mod:`.origins`; None where unknown), which ``str()`` puts first: ``prog.py:12:5: Aggregate
+    'shifted': ...``."""
+
+    def __init__(self, reason: str, node: object | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.origin: Origin | None = origin_of(node)
+
+    def at(self, node: object) -> TranslationError:
+        """This refusal, located where ``node`` was built when it has no place yet (raised
+        through the rules of nested nodes, the innermost one's place is kept)."""
+        if self.origin is None:
+            self.origin = origin_of(node)
+        return self
+
+    def __str__(self) -> str:
+        return self.reason if self.origin is None else f"{self.origin}: {self.reason}"
 
 
 def is_number(value: Any) -> bool:

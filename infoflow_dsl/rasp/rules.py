@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -75,10 +76,10 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
     table of one or two arguments over their value sets; kept deferred while its values are
     not numbers (tuples)."""
     known = tr.value_set(expr)  # None: too many values to list, all numbers (sums, means)
-    if known is not None and not all(is_number(v) for v in known if v is not None):
-        return Rendered(lambda p: "", deferred=Deferred(parts, function))
     rendered = [tr.sop(p) for p in parts]
     first = max(r.first for r in rendered)
+    if known is not None and not all(is_number(v) for v in known if v is not None):
+        return Rendered(lambda p: "", deferred=Deferred(parts, function), first=first)
     columns = [tr.columns(p, r) for p, r in zip(parts, rendered, strict=True)]
     coded = any(r.codes is not None for r in rendered)  # keyed by the index of a value, not the value
     size = math.prod(len(c) for c in columns)
@@ -133,7 +134,7 @@ def _combined(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], function: 
                         atoms=disjunction_atoms(grid, rendered))
     if len(parts) > 2:
         raise TranslationError(f"{describe(expr)}: a function of {len(parts)} SOps that is not affine is not "
-                               f"compiled yet (a table holds one or two)")
+                               f"compiled yet (a table holds one or two)", expr)
     entries = {tuple(k for k, _ in keys): table_value(v, describe(expr)) for keys, v in grid.items()}
     # a number key: the compiler's value set of the argument may hold values RASP's does not
     default = None if all(r.token for r in rendered) else "0"
@@ -148,7 +149,7 @@ MAX_GRID = 1_000_000
 def _past_table(expr: Any, columns: list[list[tuple[str, Any]]]) -> TranslationError:
     return TranslationError(f"{describe(expr)}: a table of {' × '.join(str(len(c)) for c in columns)} values is "
                             f"past {MAX_TABLE:,} entries, and the function is not max, min, of u ± v or of u and v "
-                            f"apart")
+                            f"apart", expr)
 
 
 def _note_lexicographic(tr: Translator, expr: Any, parts: tuple[RASPExpr, ...], points: list[tuple[float, ...]],
@@ -186,13 +187,13 @@ def _steps_text(steps: tuple[float, list[tuple[str, float]]], argument: str) -> 
 def _full(tr: Translator, expr: Any) -> Rendered:
     if not is_number(expr.fill):
         raise TranslationError(f"{describe(expr)}: a constant token {expr.fill!r} is not compiled yet (a constant "
-                               f"number is)")
+                               f"number is)", expr)
     return Rendered(lambda p: operand(expr.fill))
 
 
 def _refused(why: str) -> Callable[[Translator, Any], Rendered]:
     def rule(tr: Translator, expr: Any) -> Rendered:
-        raise TranslationError(f"{describe(expr)}: {why}")
+        raise TranslationError(f"{describe(expr)}: {why}", expr)
 
     return rule
 
@@ -208,19 +209,47 @@ def _selector_width(tr: Translator, expr: Any) -> Rendered:
 
 
 def _aggregate(tr: Translator, expr: Any) -> Rendered:
+    """The Aggregate as :func:`_aggregate_read` writes it, defined from :func:`_first_defined` on."""
+    value, position = tr.value(expr.sop), _selected_position(tr, expr.selector)
+    shift = index_shift(tr, expr.selector)
+    rendered = _aggregate_read(tr, expr, value, position, shift)
+    return replace(rendered, first=_first_defined(tr, expr, value, position, shift))
+
+
+def _first_defined(tr: Translator, expr: Any, value: Rendered, position: str | None, shift: int | None) -> int:
+    """The first position from which RASP defines the Aggregate as written (Rendered.first).
+    Shifted by k (shift_by: one key, t − k, per query t), it is None at positions 1..k, where
+    nothing is selected and the default is None, and where it reads a value that is None there
+    (positions below value.first + k): defined from value.first + k (from 1 where the default
+    is a value and the value is defined everywhere; a default under a shifted value that is
+    itself shifted is counted undefined, a loss of precision only). Read at its own position, it
+    is as defined as the value. Any other Aggregate of a value undefined at the first positions
+    selects one of them at some query (RASP's value None there, or its evaluator raises): noted
+    as undefined in RASP, the model's answer there unspecified."""
+    if shift is not None:
+        return 1 if expr.default is not None and value.first == 1 else value.first + shift
+    if position == "{p}":
+        return value.first
+    if value.first > 1:
+        tr.undefined.append(f"{describe(expr)}, where it selects a position before {value.first}, at which "
+                            f"{describe(expr.sop)} is None: RASP's value there is None (or its evaluator raises); "
+                            f"the model's answer there is unspecified")
+    return 1
+
+
+def _aggregate_read(tr: Translator, expr: Any, value: Rendered, position: str | None, shift: int | None) -> Rendered:
     """A categorical Aggregate of a token (the input's, or a string of it): the token at the one
     selected position (``x(t - k)``, ``x(len + 1 - t)``, else by a retrieval score); of coded
     values: the index, fetched as a number; everything else, numbers of a token included where
     several positions may be selected: the mean of the selected values (:func:`_aggregate_number`)."""
-    value, position = tr.value(expr.sop), _selected_position(tr, expr.selector)
     if value.codes is not None:  # a categorical Aggregate of coded values reads the index
         _note_several(tr, expr, "the model's answer there is unspecified (a mean of indices)")
         return replace(_aggregate_number(tr, expr, position, value), codes=value.codes)
-    shift = index_shift(tr, expr.selector)
     if shift is not None and expr.unique_id in tr.row_only and is_categorical(expr) and value.token \
-            and value.at("p") == "x(p)":
-        # read at the output's position only: x(t - k), and the target starts at k + 1 (RASP's None before)
-        return Rendered(lambda p: f"x({p}{offset_text(-shift)})", token=True, view=value.view, first=shift + 1)
+            and re.fullmatch(r"\w+\(p\)", value.at("p")):
+        # read at the output's position only: x(t - k) (or a token macro's NAME(t - k): a shifted shift),
+        # and the target starts where RASP's value is defined (:func:`_first_defined`)
+        return Rendered(lambda p: value.at(f"{p}{offset_text(-shift)}"), token=True, view=value.view)
     if position is not None and value.token and value.at("p") == "x(p)":
         return Rendered(lambda p: f"x({position.replace('{p}', p)})", token=True, view=value.view)
     averaged = value.view is not None and all(is_number(value.value_of(v)) for v in tr.vocabulary) \
@@ -234,7 +263,7 @@ def _aggregate(tr: Translator, expr: Any) -> Rendered:
             score = _retrieval_score(tr, expr.selector, predicate, s)
             at = tr.macro(expr.label, lambda p: f"x({score.replace('{p}', p)})")
             _note_several(tr, expr, "the model answers the token at the first of them")
-            return Rendered(at, token=True, view=value.view, first=1 if shift is None else shift + 1)
+            return Rendered(at, token=True, view=value.view)
     return _aggregate_number(tr, expr, position, value)
 
 
@@ -419,7 +448,8 @@ def target_text(tr: Translator, program: RASPExpr) -> str:
     else:
         return tr.number(program)("t")
     if len(parts) > 2:
-        raise TranslationError(f"{describe(program)}: new tokens from {len(parts)} SOps: a table holds one or two")
+        raise TranslationError(f"{describe(program)}: new tokens from {len(parts)} SOps: a table holds one or two",
+                               program)
     entries = {tuple(k for k, _ in keys): token_text(value, describe(program))
                for keys, value in tr.filled(program, function_grid(columns, function)).items()}
     # a number key: the compiler's value set may hold values RASP's does not (a mean's default 0)

@@ -52,11 +52,16 @@ def _select(tr: Translator, expr: Any) -> Predicate:
     if name is None and none_side is not None:
         raise TranslationError(f"{describe(expr)}: {describe(none_side)} is None where a Map gives None, and RASP "
                                f"calls the predicate function on None: compare it with a Comparison "
-                               f"(rasp.Comparison.EQ, ...), which is undefined there")
+                               f"(rasp.Comparison.EQ, ...), which is undefined there", expr)
     if name is None and max(key.first, query.first) > 1:
         raise TranslationError(f"{describe(expr)}: its {'keys' if key.first > 1 else 'queries'} are None at the "
                                f"first positions (a shifted SOp), where RASP calls the predicate function on None: "
-                               f"compare them with a Comparison (rasp.Comparison.EQ, ...), which is undefined there")
+                               f"compare them with a Comparison (rasp.Comparison.EQ, ...), which is undefined there",
+                               expr)
+    if max(key.first, query.first) > 1:  # a Comparison of None: RASP's evaluator raises on every such input
+        tr.undefined.append(f"{describe(expr)}, whose {'keys' if key.first > 1 else 'queries'} are None at the first "
+                            f"positions (a shifted SOp): RASP's evaluator raises there (a Comparison of None); the "
+                            f"model's answer on such inputs is unspecified")
     if name is not None and keys is queries and keys.unique_id in tr.lexicographic:
         return Predicate(_lexicographic(tr, tr.lexicographic[keys.unique_id], OPERATORS[name]))
     if name in ("EQ", "NEQ") and key.plain_token and query.plain_token:
@@ -79,7 +84,7 @@ def _predicate_table(tr: Translator, expr: Any, key: Rendered, query: Rendered) 
     keys, queries = tr.columns(expr.keys, key), tr.columns(expr.queries, query)
     if len(keys) * len(queries) > MAX_TABLE:
         raise TranslationError(f"{describe(expr)}: a predicate table of {len(keys)} × {len(queries)} pairs is past "
-                               f"{MAX_TABLE:,} entries")
+                               f"{MAX_TABLE:,} entries", expr)
     entries: dict[tuple[str, ...], str] = {}
     for (kk, kv), (qk, qv) in ((k, q) for k in keys for q in queries):
         try:
@@ -89,7 +94,7 @@ def _predicate_table(tr: Translator, expr: Any, key: Rendered, query: Rendered) 
                 entries[kk, qk] = "false"
                 continue
             raise TranslationError(f"{describe(expr)}: its predicate raises {type(error).__name__} on key {kv!r}, "
-                                   f"query {qv!r} ({error})") from None
+                                   f"query {qv!r} ({error})", expr) from None
     holds = {pair: entry == "true" for pair, entry in entries.items()}
     if not any(holds.values()):
         return NEVER

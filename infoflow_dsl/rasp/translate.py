@@ -5,9 +5,11 @@ the translator's classes."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Iterable
 
 from ..analysis.causality import is_causal
+from ..errors import ProgramError
 from ..language.load import parse_program
 from ..language.program import Program
 from .evaluation import kind
@@ -15,7 +17,7 @@ from .expressions import RASPExpr
 from .literals import TranslationError
 from .rules import SOP_RULES, target_text
 from .selectors import SELECTOR_RULES
-from .translator import TranslationRules, Translator, describe
+from .translator import Translation, TranslationRules, Translator, describe
 
 #: how each RASP class is written
 RULES = TranslationRules(sop=SOP_RULES, selector=SELECTOR_RULES, target_text=target_text)
@@ -24,12 +26,17 @@ RULES = TranslationRules(sop=SOP_RULES, selector=SELECTOR_RULES, target_text=tar
 def rasp_source(program: RASPExpr, vocab: Iterable[Hashable], max_seq_len: int) -> str:
     """The ``.iflow`` text of a RASP program over ``vocab`` and lengths 1..``max_seq_len``
     (what ``infoflowc from-rasp`` writes)."""
+    return translate(program, vocab, max_seq_len).text
+
+
+def translate(program: RASPExpr, vocab: Iterable[Hashable], max_seq_len: int) -> Translation:
+    """:func:`rasp_source`'s text, and the RASP node each of its declaration lines was written for."""
     if kind(program) is None or kind(program) in ("Select", "ConstantSelector", "SelectorAnd", "SelectorOr",
                                                   "SelectorNot"):
         raise TranslationError(f"from_rasp compiles an SOp (a value per position), got {type(program).__name__}")
     if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or max_seq_len < 1:
         raise TranslationError(f"max_seq_len must be a whole number ≥ 1, got {max_seq_len!r}")
-    return Translator(vocab, max_seq_len, program, RULES).source(program)
+    return Translator(vocab, max_seq_len, program, RULES).translation(program)
 
 
 def from_rasp(program: RASPExpr, vocab: Iterable[Hashable], max_seq_len: int, causal: bool = False,
@@ -50,13 +57,28 @@ def from_rasp(program: RASPExpr, vocab: Iterable[Hashable], max_seq_len: int, ca
     Returns:
         The checked :class:`Program` (compile it with ``ifl.compile``).
 
+    Each refusal, here or by ``ifl.compile`` of the program, names the RASP node it is about
+    and where its author built it (``prog.py:12:5: Aggregate 'frac': ...``).
+
     Raises:
-        TranslationError: a construct that cannot be written, or a non-causal program with ``causal``.
-        ProgramError: the written program does not check (a bug: please report it).
+        TranslationError: a construct that cannot be written, a non-causal program with
+            ``causal``, or a written program that does not check (a bug: please report it).
     """
-    source = rasp_source(program, vocab, max_seq_len)
-    checked = parse_program(source, f"{name or program.label}.iflow")
+    translation = translate(program, vocab, max_seq_len)
+    try:
+        checked = parse_program(translation.text, f"{name or program.label}.iflow")
+    except ProgramError as error:
+        raise unchecked(error, translation, program) from None
     if causal and not is_causal(checked):
         raise TranslationError(f"{describe(program)} is not causal: its output at a position reads later tokens "
-                               f"(a selector that is not bounded by the query's position, or length)")
-    return checked
+                               f"(a selector that is not bounded by the query's position, or length)", program)
+    return dataclasses.replace(checked, origins=translation.origins())
+
+
+def unchecked(error: ProgramError, translation: Translation, program: RASPExpr) -> TranslationError:
+    """The refusal of a translation that does not check, located at the node its first fault's
+    line was written for (the text's own place after it)."""
+    fault = error.diagnostics[0]
+    node = translation.node_at(fault.line) or program
+    return TranslationError(f"{describe(node)}: its .iflow translation does not check (line {fault.line}, column "
+                            f"{fault.column}: {fault.message}); please report it", node)

@@ -39,9 +39,10 @@ where an SOp is None.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ from .evaluation import kind
 from .expressions import RASPExpr
 from .fits import affine_fit, affine_sum, snapped
 from .literals import TranslationError, is_number, number_text, table_value, token_text, vocabulary_text
+from .origins import origin_of
 from .values import MAX_VALUES, ValueSetError, ValueSetInference
 
 if TYPE_CHECKING:
@@ -141,6 +143,24 @@ class TranslationRules:
     target_text: Callable[[Translator, RASPExpr], str]
 
 
+@dataclass(frozen=True)
+class Translation:
+    """A RASP program's ``.iflow`` text, and the node each of its declaration lines (and the
+    target's) was written for, by line (counted from 1): a refusal located on a line of the text
+    names that node and where its author built it (:func:`where_built`)."""
+
+    text: str
+    written_for: tuple[tuple[int, RASPExpr], ...]
+
+    def node_at(self, line: int) -> RASPExpr | None:
+        """The node the text's line ``line`` was written for (None: a header line)."""
+        return dict(self.written_for).get(line)
+
+    def origins(self) -> tuple[tuple[int, str], ...]:
+        """(line, the node written there and where it was built), for ``Program.origins``."""
+        return tuple((line, where_built(node)) for line, node in self.written_for)
+
+
 class Translator:
     """Writes the declarations of one program, children first, each SOp once."""
 
@@ -152,6 +172,9 @@ class Translator:
         self.vocabulary_text, self.categorical = vocabulary_text(self.vocabulary)
         self.inference = ValueSetInference(frozenset(self.vocabulary), max_seq_len, strict=False)
         self.declarations: list[str] = []
+        #: the node each declaration was written for, by the declared name
+        self.owners: dict[str, RASPExpr] = {}
+        self.writing: list[RASPExpr] = []  # the nodes being written, innermost last
         self.names: set[str] = set(OWN_NAMES)
         self.rendered: dict[int, Rendered] = {}
         self.predicates: dict[int, Predicate] = {}
@@ -187,13 +210,31 @@ class Translator:
         self.names.add(name)
         return name
 
+    @contextlib.contextmanager
+    def writing_node(self, expr: RASPExpr) -> Iterator[None]:
+        """While ``expr`` is written: the declarations made are its own, and a refusal with no
+        place yet is located where ``expr`` was built."""
+        self.writing.append(expr)
+        try:
+            yield
+        except TranslationError as refusal:
+            raise refusal.at(expr) from None
+        finally:
+            self.writing.pop()
+
+    def declare(self, name: str, text: str) -> None:
+        """Add the declaration ``text`` of ``name``, written for the innermost node being written."""
+        self.declarations.append(text)
+        if self.writing:
+            self.owners[name] = self.writing[-1]
+
     def binder(self) -> str:
         return f"s{next(self.binders)}"
 
     def macro(self, label: str, body: Callable[[str], str]) -> Callable[[str], str]:
         """``let NAME(t) = body(t)``; the SOp at p is then ``NAME(p)``."""
         name = self.fresh_name(label)
-        self.declarations.append(f"let {name}(t) = {body('t')}")
+        self.declare(name, f"let {name}(t) = {body('t')}")
         return lambda p: f"{name}({p})"
 
     def table(self, label: str, entries: dict[tuple[str, ...], str], default: str | None) -> str:
@@ -201,14 +242,14 @@ class Translator:
         texts = [f"{k[0] if len(k) == 1 else '(' + ', '.join(k) + ')'}: {v}" for k, v in entries.items()]
         if default is not None:
             texts.append(f"_: {default}")
-        self.declarations.append(f"table {name} = {{{', '.join(texts)}}}")
+        self.declare(name, f"table {name} = {{{', '.join(texts)}}}")
         return name
 
     def inverse(self) -> str:
         """The table ``inverse`` of 1/n for n = 1..N (0 elsewhere), written once."""
         if not self.inverse_written:
             entries = ", ".join(f"{n}: {number_text(1 / n)}" for n in range(1, self.length + 1))
-            self.declarations.append(f"table inverse = {{{entries}, _: 0}}")
+            self.declare("inverse", f"table inverse = {{{entries}, _: 0}}")
             self.inverse_written = True
         return "inverse"
 
@@ -220,20 +261,21 @@ class Translator:
         try:
             self.inference.visit(expr)
         except ValueSetError as error:
-            raise TranslationError(str(error)) from None
+            raise TranslationError(str(error), error.node) from None
         return self.inference.sets[expr.unique_id]
 
     def values_of(self, expr: RASPExpr) -> list[Any]:
         found = self.value_set(expr)
         if found is None:
             raise TranslationError(f"{describe(expr)} takes more than {MAX_VALUES:,} values: a table or a "
-                                   f"comparison of it cannot be written")
+                                   f"comparison of it cannot be written", expr)
         return sorted_values(v for v in found if v is not None)
 
     def columns(self, expr: RASPExpr, rendered: Rendered) -> list[tuple[str, Any]]:
         """A table column for ``expr``: (key as written, the SOp's value there) per key."""
         if rendered.deferred is not None:
-            raise TranslationError(f"{describe(expr)}: its values ({self.values_of(expr)[0]!r}, ...) are not numbers")
+            raise TranslationError(f"{describe(expr)}: its values ({self.values_of(expr)[0]!r}, ...) are not numbers",
+                                   expr)
         if rendered.codes is not None:
             return [(number_text(index), value) for index, value in enumerate(rendered.codes)]
         if rendered.token:
@@ -241,7 +283,7 @@ class Translator:
         values = self.values_of(expr)
         if not all(is_number(v) for v in values):
             raise TranslationError(f"{describe(expr)}: its values {values[:4]!r} are not numbers or tokens of the "
-                                   f"input")
+                                   f"input", expr)
         return [(number_text(snapped(v)), v) for v in values] + [(number_text(a), v) for a, v in rendered.aliases]
 
     def token_key(self, token: Any) -> str:
@@ -249,6 +291,10 @@ class Translator:
 
     def number(self, expr: RASPExpr) -> Callable[[str], str]:
         """``expr`` as a number at a position (a token through its view by a table, or affinely)."""
+        with self.writing_node(expr):
+            return self._number(expr)
+
+    def _number(self, expr: RASPExpr) -> Callable[[str], str]:
         rendered = self.sop(expr)
         if rendered.deferred is None and (not rendered.token or (rendered.plain_token and not self.categorical)):
             return rendered.at
@@ -277,17 +323,19 @@ class Translator:
         odd = [v for v in values if v is not None and not is_number(v)]
         if odd:
             raise TranslationError(f"{describe(expr)}: its value {odd[0]!r} is a new token, read here as a number: "
-                                   f"new tokens are compiled as the program's output only (a table of tokens)")
+                                   f"new tokens are compiled as the program's output only (a table of tokens)", expr)
 
     # ------------------------------------------------------------------ SOps
 
     def sop(self, expr: RASPExpr) -> Rendered:
         if expr.unique_id not in self.rendered:
-            self.value_set(expr)  # a function that raises is reported before anything reads it
             rule = self.rules.sop.get(kind(expr) or "")
             if rule is None:
-                raise TranslationError(f"{describe(expr)}: a {type(expr).__name__} is not an SOp from_rasp can write")
-            self.rendered[expr.unique_id] = rule(self, expr)
+                raise TranslationError(f"{describe(expr)}: a {type(expr).__name__} is not an SOp from_rasp can write",
+                                       expr)
+            with self.writing_node(expr):
+                self.value_set(expr)  # a function that raises is reported before anything reads it
+                self.rendered[expr.unique_id] = rule(self, expr)
         return self.rendered[expr.unique_id]
 
     def value(self, expr: RASPExpr) -> Rendered:
@@ -298,10 +346,14 @@ class Translator:
         rendered = self.sop(expr)
         if rendered.deferred is None:
             return rendered
-        parts, function = rendered.deferred.parts, rendered.deferred.function
+        with self.writing_node(expr):
+            return self._coded(expr, rendered.deferred)
+
+    def _coded(self, expr: RASPExpr, deferred: Deferred) -> Rendered:
+        parts, function = deferred.parts, deferred.function
         if len(parts) > 2:
             raise TranslationError(f"{describe(expr)}: its values ({self.values_of(expr)[0]!r}, ...) come from "
-                                   f"{len(parts)} SOps: a table holds one or two")
+                                   f"{len(parts)} SOps: a table holds one or two", expr)
         readers = [self.sop(part) for part in parts]
         columns = [self.columns(part, reader) for part, reader in zip(parts, readers, strict=True)]
         grid = self.filled(expr, function_grid(columns, function))
@@ -318,20 +370,31 @@ class Translator:
             rule = self.rules.selector.get(kind(expr) or "")
             if rule is None:
                 raise TranslationError(f"{describe(expr)}: a {type(expr).__name__} is not compiled yet "
-                                       f"(a selector from keys, queries and a predicate is)")
-            self.predicates[expr.unique_id] = rule(self, expr)
+                                       f"(a selector from keys, queries and a predicate is)", expr)
+            with self.writing_node(expr):
+                self.predicates[expr.unique_id] = rule(self, expr)
         return self.predicates[expr.unique_id]
 
     def source(self, program: RASPExpr) -> str:
         """The whole ``.iflow`` program whose per-token target is ``program``."""
-        output = self.rules.target_text(self, program)
+        return self.translation(program).text
+
+    def translation(self, program: RASPExpr) -> Translation:
+        """The whole ``.iflow`` program whose per-token target is ``program``, and the node each
+        declaration line was written for (the target's line: ``program``)."""
+        with self.writing_node(program):
+            output = self.rules.target_text(self, program)
+            first = self.sop(program).first
         head = [f"# {program.label}: translated from RASP by infoflowc from-rasp",
                 *(f"{UNDEFINED_IN_RASP} {where}" for where in dict.fromkeys(self.undefined)),
                 f"input x : token {self.vocabulary_text}", f"length T = {self.length}"]
-        first = self.sop(program).first
         where = f"t : t >= {first}" if first > 1 else "t"
         target = f"target({where}) = {output}"
-        return "\n".join([*head, *used_declarations(self.declarations, target), target]) + "\n"
+        body = used_declarations(self.declarations, target)
+        written_for = [(len(head) + number, self.owners[declared_name(text)])
+                       for number, text in enumerate(body, start=1) if declared_name(text) in self.owners]
+        lines = [*head, *body, target]
+        return Translation("\n".join(lines) + "\n", (*written_for, (len(lines), program)))
 
 
 def function_grid(columns: list[list[tuple[str, Any]]], function: Callable[..., Any]
@@ -356,7 +419,7 @@ def sorted_values(values: Iterable[Any]) -> list[Any]:
 def used_declarations(declarations: list[str], target: str) -> list[str]:
     """The declarations the target reads, directly or through others (a rule may write a macro
     that a later, better form leaves unread: make_sort's keys once compared lexicographically)."""
-    names = [d.split()[1].split("(")[0] for d in declarations]  # `let NAME(t) = ...`, `table NAME = {...}`
+    names = [declared_name(d) for d in declarations]
     needed, frontier = set(), [target]
     while frontier:
         text = frontier.pop()
@@ -365,6 +428,11 @@ def used_declarations(declarations: list[str], target: str) -> list[str]:
                 needed.add(name)
                 frontier.append(declaration.split("=", 1)[1])
     return [d for name, d in zip(names, declarations, strict=True) if name in needed]
+
+
+def declared_name(declaration: str) -> str:
+    """The name a declaration declares: ``let NAME(t) = ...``, ``table NAME = {...}``."""
+    return declaration.split()[1].split("(")[0]
 
 
 def parents_of(program: RASPExpr) -> dict[int, list[Any]]:
@@ -410,3 +478,10 @@ def order_only_sops(uses: dict[int, list[Any]]) -> set[int]:
 def describe(expr: RASPExpr) -> str:
     """``Aggregate 'frac'``: how a message names a RASP node."""
     return f"{kind(expr) or type(expr).__name__} {expr.label!r}"
+
+
+def where_built(expr: RASPExpr) -> str:
+    """``prog.py:12:5: Aggregate 'frac'``: a node and where its author built it (the node alone
+    where that is unknown)."""
+    origin = origin_of(expr)
+    return describe(expr) if origin is None else f"{origin}: {describe(expr)}"

@@ -38,7 +38,12 @@ ValueSet = frozenset[Any]
 
 
 class ValueSetError(ValueError):
-    """A node whose value set cannot be inferred: its function raised on a value, or the set is too large."""
+    """A node whose value set cannot be inferred: its function raised on a value, or the set is
+    too large; ``node`` is that node (None where unknown)."""
+
+    def __init__(self, message: str, node: object | None = None) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 def value_sets(program: SOp, vocabulary: Iterable[Hashable], max_seq_len: int) -> dict[int, ValueSet]:
@@ -72,7 +77,7 @@ class ValueSetInference:
             try:
                 found = self.infer(expr)
                 if found is not None and len(found) > MAX_VALUES:
-                    raise TooManyValues(f"{_named(expr)} takes more than {MAX_VALUES:,} values")
+                    raise TooManyValues(f"{_named(expr)} takes more than {MAX_VALUES:,} values", expr)
             except TooManyValues:
                 if self.strict:
                     raise
@@ -82,7 +87,7 @@ class ValueSetInference:
     def of(self, sop: SOp) -> ValueSet:
         found = self.sets[sop.unique_id]
         if found is None:
-            raise TooManyValues(f"{_named(sop)} takes more than {MAX_VALUES:,} values")
+            raise TooManyValues(f"{_named(sop)} takes more than {MAX_VALUES:,} values", sop)
         return found
 
     def infer(self, expr: Any) -> ValueSet | None:  # an SOp of any kind (its fields by kind(expr))
@@ -99,7 +104,7 @@ class ValueSetInference:
             return _applied(expr, expr.f, ((v,) for v in self.of(expr.inner) if v is not None))
         if node == "SequenceMap":
             if len(self.of(expr.fst)) * len(self.of(expr.snd)) > MAX_PAIRS:
-                raise TooManyValues(f"{_named(expr)} takes more than {MAX_VALUES:,} values")
+                raise TooManyValues(f"{_named(expr)} takes more than {MAX_VALUES:,} values", expr)
             pairs = ((u, v) for u in self.of(expr.fst) for v in self.of(expr.snd) if u is not None and v is not None)
             return _applied(expr, expr.f, pairs)
         if node == "Full":
@@ -116,7 +121,7 @@ class ValueSetInference:
             return means | {expr.default}
         if node == "SelectorWidth":
             return frozenset(range(n + 1))
-        raise ValueSetError(f"{_named(expr)}: no value set for a {type(expr).__name__}")
+        raise ValueSetError(f"{_named(expr)}: no value set for a {type(expr).__name__}", expr)
 
 
 def selects_one(selector: Any, length: int) -> bool:
@@ -144,7 +149,7 @@ def _applied(expr: SOp, function: Callable[..., Any], arguments: Iterable[tuple[
         except Exception as error:  # the user's function: whatever it raises is reported with its value
             shown = argument[0] if len(argument) == 1 else argument
             raise ValueSetError(f"{_named(expr)}: its function raises {type(error).__name__} on {shown!r} "
-                                f"({error})") from None
+                                f"({error})", expr) from None
     return frozenset(found)
 
 
@@ -161,9 +166,10 @@ def mean_values(values: ValueSet, length: int, expr: SOp) -> ValueSet:
             means |= {s / count for s in sums}
             if len(sums) > MAX_VALUES:
                 raise TooManyValues(f"{_named(expr)}: its means over up to {length} positions take more than "
-                                    f"{MAX_VALUES:,} values")
+                                    f"{MAX_VALUES:,} values", expr)
     except TypeError as error:
-        raise ValueSetError(f"{_named(expr)}: a numerical Aggregate of values that do not average ({error})") from None
+        raise ValueSetError(f"{_named(expr)}: a numerical Aggregate of values that do not average ({error})",
+                            expr) from None
     return frozenset(means)
 
 

@@ -27,11 +27,14 @@ import torch
 from ..analysis.comparisons import ComparisonNode, ComparisonTree, NodeResult
 from ..analysis.tree import build_tree
 from ..compiler.assemble import assemble
-from ..compiler.circuit import ONE, FFNBlock, LinearForm
+from ..compiler.circuit import ONE, AttentionHead, Circuit, FFNBlock, LinearForm
+from ..compiler.tokens import SEQUENCE_ROW
 from ..compiler.vectors import ROUNDING_SAFETY
 from ..language import typed as ir
 from ..language.functions import POINTWISE
-from ..oracle.evaluate import VALUE_RULES, ReferenceEvaluator
+from ..language.printer import describe
+from ..oracle.evaluate import VALUE_RULES, ReferenceEvaluator, evaluator_for
+from ..oracle.tokens import check_ids, token_values
 from ..pipeline import Lowering, StoredProgramError, relower, resolve_dtype
 from ..transformer.arguments import model_argument
 from ..transformer.model import CompiledTransformer
@@ -63,14 +66,18 @@ class Reading:
 
 @dataclass(frozen=True)
 class CircuitSite:
-    """One comparison node component (``kind`` "comparison") or FFN function (``kind`` "ffn").
+    """One comparison node component (``kind`` "comparison"), FFN function or block (``kind``
+    "ffn") or token program sub-expression (``kind`` "expression").
 
     ``value`` reads it from the cache; ``site`` says at which rows it is meant (``token``: rows
     0..T'-1, the value at each token; ``readout``: row T'); ``bound`` is its a-priori error (a
     node: against the exact value of its sub-expression; an FFN function: against ``function``
-    of its ``argument`` as the model computed it, rounding included). ``head`` is the node's
-    attention head as (hook prefix ``blocks.{l}.attn``, head index): its ``hook_z`` and
-    ``hook_pattern`` are there.
+    of its ``argument`` as the model computed it, rounding included; an expression: against
+    ``expression``'s exact value at the row; a token block that stands for no sub-expression:
+    against the nearest of its ``values``, and where it has none it claims nothing, its
+    ``computes`` naming the construction it is part of). ``head`` is the node's attention head
+    as (hook prefix ``blocks.{l}.attn``, head index): its ``hook_z`` and ``hook_pattern`` are
+    there.
     """
 
     name: str
@@ -82,6 +89,13 @@ class CircuitSite:
     head: tuple[str, int] | None = None
     function: str | None = None
     argument: Reading | None = None
+    #: an ``expression`` site's sub-expression (its free position variable ``row`` standing for
+    #: the row's position), claimed at the rows that satisfy ``conditions``
+    expression: ir.Expr | None = None
+    row: str = ""
+    conditions: tuple[ir.PositionCondition, ...] = ()
+    #: a token block's claim where it stands for no sub-expression: its value is one of these
+    values: tuple[float, ...] | None = None
 
     @property
     def hook(self) -> str:
@@ -102,6 +116,10 @@ class CircuitSite:
         out["head"] = None if self.head is None else {"hook_z": f"{self.head[0]}.hook_z", "index": self.head[1]}
         if self.argument is not None:
             out["function"], out["argument"] = self.function, self.argument.to_json()
+        if self.expression is not None:
+            out["row"] = self.row
+        if self.values is not None:
+            out["values"] = list(self.values)
         return out
 
 
@@ -200,14 +218,13 @@ def circuit(model: ModelSource, verify_weights: bool = True) -> tuple[CircuitSit
     """
     lowered = checked_lowering(model_argument(model, "circuit"), verify_weights).circuit
     index = {name: i for i, name in enumerate(lowered.directions)}
+    if lowered.vocabulary is not None:
+        return token_sites(lowered, index)
     heads = {h.name: h for h in lowered.heads}
-    layer_heads: dict[int, list[str]] = {}
-    for h in lowered.heads:
-        layer_heads.setdefault(h.layer, []).append(h.name)
     records = []
     for value in lowered.values:
         head = heads[value.name]
-        where = (f"blocks.{head.layer - 1}.attn", layer_heads[head.layer].index(head.name))
+        where = _head_of(lowered, head)
         for j, form in enumerate(value.forms):
             name = value.name if len(value.forms) == 1 else f"{value.name}[{j + 1}]"
             records.append(CircuitSite(name, "comparison", head.formula, head.site,
@@ -221,11 +238,62 @@ def circuit(model: ModelSource, verify_weights: bool = True) -> tuple[CircuitSit
     return tuple(records)
 
 
+def _head_of(lowered: Circuit, head: AttentionHead) -> tuple[str, int]:
+    """The head's hook prefix ``blocks.{l}.attn`` and its index in its layer."""
+    return f"blocks.{head.layer - 1}.attn", [h.name for h in lowered.heads if h.layer == head.layer].index(head.name)
+
+
 def _ffn_site(block: FFNBlock, site: str, index: dict[str, int]) -> CircuitSite:
     value = LinearForm.of(block.output).plus(LinearForm.const(block.bias))
     return CircuitSite(block.name, "ffn", block.formula, site, _reading(value, stage_hook(2 * block.layer + 1), index),
                        block.approximation + ROUNDING_SAFETY * block.rounding, None, block.function,
                        _reading(block.argument, stage_hook(2 * block.layer), index))
+
+
+# ---------------------------------------------------------------------------- token circuits
+
+
+def token_sites(lowered: Circuit, index: dict[str, int]) -> tuple[CircuitSite, ...]:
+    """A token circuit's map: one ``expression`` site per sub-expression the lowering recorded
+    (:class:`~infoflow_dsl.compiler.circuit.ExpressionValue`) whose form reads a head's or an FFN
+    block's direction (the first of equal forms), read with its constant, the unembedding's
+    bias where it is the output; then one ``ffn`` site per FFN block that no expression site
+    is (its direction plus a constant): an exact unit as its function of its argument, any
+    other as a part of the construction its formula names, claiming its ``values``."""
+    writers = {b.output: b.name for b in lowered.blocks} | {o: h.name for h in lowered.heads for o in h.outputs}
+    layer_of = {b.output: 2 * b.layer + 1 for b in lowered.blocks} | {o: 2 * h.layer for h in lowered.heads
+                                                                     for o in h.outputs}
+    heads = {h.name: _head_of(lowered, h) for h in lowered.heads}
+    records: list[CircuitSite] = []
+    seen: set[LinearForm] = set()
+    for value in lowered.expressions:
+        written = [d for d, _ in value.form.terms if d in writers]
+        if not written or value.form in seen:
+            continue
+        seen.add(value.form)
+        names = sorted({writers[d] for d in written}, key=lambda n: -layer_of[next(d for d in written
+                                                                                if writers[d] == n)])
+        site = "readout" if value.row == SEQUENCE_ROW and lowered.output_site == "readout" else "token"
+        records.append(CircuitSite("+".join(names), "expression", describe(value.expression), site,
+                                   _reading(value.form, stage_hook(value.stage), index), value.bound,
+                                   heads.get(names[0]), expression=value.expression, row=value.row,
+                                   conditions=value.conditions))
+    whole = {value.terms[0][0] for value in seen if len(value.terms) == 1 and value.terms[0][1] == 1.0}
+    readout = {o for h in lowered.heads if h.site == "readout" for o in h.outputs}
+    for block in lowered.blocks:
+        if block.output not in whole:
+            site = "readout" if block.output in readout else "token"
+            records.append(_block_site(block, site, index) if not block.function else _ffn_site(block, site, index))
+    return tuple(records)
+
+
+def _block_site(block: FFNBlock, site: str, index: dict[str, int]) -> CircuitSite:
+    """A token block that stands for no sub-expression: a part of its formula's construction,
+    its direction plus its constant one of its recorded values (none where it is ``partial``)."""
+    value = LinearForm.of(block.output).plus(LinearForm.const(block.bias))
+    values = None if block.values is None or block.partial else tuple(v + block.bias for v in block.values)
+    return CircuitSite(block.name, "ffn", f"part of {block.formula}", site,
+                       _reading(value, stage_hook(2 * block.layer + 1), index), block.error, values=values)
 
 
 #: The univariate function each FFN block computes: the one-argument pointwise functions of the
@@ -250,8 +318,8 @@ def ffn_reference(site: CircuitSite, cache: Any) -> Tensor:
 class _NodeEvaluator(ReferenceEvaluator):
     """The reference evaluator, with each comparison node's value looked up once computed."""
 
-    def __init__(self, x: Tensor) -> None:
-        super().__init__(x)
+    def __init__(self, x: Tensor, last: int | None = None) -> None:
+        super().__init__(x, last)
         self.nodes: dict[str, tuple[tuple[str, ...], Tensor]] = {}  # name -> (its variables, value)
 
     def placed(self, expr: NodeResult, scope: tuple[str, ...]) -> Tensor:
@@ -303,22 +371,41 @@ _NodeEvaluator.value_rules = {
 
 
 def node_reference(program: ir.Program, x: Tensor) -> dict[str, Tensor]:
-    """The exact value of every comparison node of ``program`` on x (B, T, d), float64:
-    (B, T, *shape) for a node with a context position (its value at each token), else (B, *shape)
-    (one value, which a per-token target's model holds at every token: its record's site is token).
-    A token retrieval's value is the retrieved token. Where a node's range is empty its value is
-    undefined: ±inf for min/max/top, NaN for mean and token retrieval (sum: 0)."""
+    """The exact value of every comparison node of ``program`` on x (B, T, d), float64, or a
+    token program's ids (B, T'): (B, T, *shape) for a node with a context position (its value at
+    each token), else (B, *shape) (one value, which a per-token target's model holds at every
+    token: its record's site is token). A token retrieval's value is the retrieved token. Where
+    a node's range is empty its value is undefined: ±inf for min/max/top, NaN for mean and token
+    retrieval (sum: 0)."""
+    if program.over_tokens:
+        return tree_reference(build_tree(program), token_values(program, check_ids(program, torch.as_tensor(x))),
+                              last=program.length)
     return tree_reference(build_tree(program), x)
 
 
-def tree_reference(tree: ComparisonTree, x: Tensor) -> dict[str, Tensor]:
+def tree_reference(tree: ComparisonTree, x: Tensor, last: int | None = None) -> dict[str, Tensor]:
     """:func:`node_reference` for the nodes of a comparison tree: for a model, those of its
-    lowering (``relower(model).tree``: on the gather route, nodes that read slots and presences)."""
+    lowering (``relower(model).tree``: on the gather route, nodes that read slots and presences).
+    ``last``: what T means (a token program's compiled length; None: x's length)."""
     x = torch.as_tensor(x).to(torch.float64)
-    evaluator = _NodeEvaluator(x)
+    evaluator = _NodeEvaluator(x, last)
     values = {}
     for node in tree.nodes:
         if len(node.context_variables) > 1:
             raise ValueError(f"node {node.name} has more than one context position")
         values[node.name] = evaluator.node(node)
     return values
+
+
+def expression_reference(site: CircuitSite, program: ir.Program, ids: Tensor) -> Tensor:
+    """The exact value of an ``expression`` site's sub-expression on a token program's ids
+    (B, T'), float64, by the reference evaluator: (B, T') at a token site (the row's position
+    standing for ``site.row``), NaN at rows outside its ``conditions``; (B,) at the readout. A
+    condition's value is 1 where it holds, else 0."""
+    assert site.expression is not None
+    _, evaluator = evaluator_for(program, ids)
+    if site.site == "readout":
+        return evaluator.value(site.expression, ()).to(torch.float64).expand(evaluator.batch)
+    scope = (site.row,)
+    value = evaluator.value(site.expression, scope).to(torch.float64).expand(evaluator.batch, evaluator.length)
+    return torch.where(evaluator.mask(site.conditions, scope), value, torch.nan)

@@ -28,7 +28,7 @@ from ...analysis.causality import is_causal
 from ...analysis.finite import finite_domain
 from ...errors import CompileError, NoConstruction
 from ...language import typed as ir
-from ..circuit import Circuit, ErrorBudget, LinearForm, ReLUUnit, readout_rounding
+from ..circuit import Circuit, ErrorBudget, ExpressionValue, LinearForm, ReLUUnit, readout_rounding
 from ..vectors import UNIT_ROUNDOFF
 from .builder import TokenCircuitBuilder
 from .lower import RULES, TokenLowering
@@ -79,7 +79,8 @@ def lower_tokens(program: ir.Program, eps: float, dtype: torch.dtype) -> Circuit
         output_site="token" if program.per_token else "readout", causal=program.per_token and is_causal(program),
         vocabulary=(vocabulary.names, vocabulary.values), token_columns=token_columns,
         position_columns=position_columns, token_output=program.token_output,
-        output_vocabulary=None if program.token_table is None else program.token_table.tokens)
+        output_vocabulary=None if program.token_table is None else program.token_table.tokens,
+        expressions=tuple(v for v in builder.cache.values() if isinstance(v, ExpressionValue)))
 
 
 def _read_directions(builder: TokenCircuitBuilder, output: tuple[LinearForm, ...]) -> set[str]:
@@ -112,8 +113,21 @@ def _group_scores(builder: TokenCircuitBuilder, scores: tuple[LinearForm, ...],
         block = builder.blocks[k]
         units = block.units + ((ReLUUnit(LinearForm.const(1.0), block.output, form.constant),) if form.constant else ())
         values = None if block.values is None else tuple(v + form.constant for v in block.values)
-        builder.blocks[k] = dataclasses.replace(block, units=units, values=values, group=f"scores of {table.name}")
+        builder.blocks[k] = dataclasses.replace(block, units=units, values=values, group=f"scores of {table.name}",
+                                                bias=block.bias - form.constant)
+        _moved(builder, block.output, form.constant)
     return tuple(LinearForm.of(builder.blocks[k].output) for k in chosen)
+
+
+def _moved(builder: TokenCircuitBuilder, direction: str, constant: float) -> None:
+    """``direction`` now holds ``constant`` more than it did: every recorded expression's form
+    a·direction + rest becomes a·direction + rest − a·constant (the same value)."""
+    for key, value in builder.cache.items():
+        if isinstance(value, ExpressionValue):
+            coefficient = dict(value.form.terms).get(direction, 0.0)
+            if coefficient:
+                form = value.form.plus(LinearForm.const(-coefficient * constant))
+                builder.cache[key] = dataclasses.replace(value, form=form)
 
 
 def _token_scores(program: ir.Program, lowering: TokenLowering, row: str) -> tuple[tuple[LinearForm, ...], float]:

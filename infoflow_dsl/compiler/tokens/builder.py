@@ -165,14 +165,20 @@ class TokenCircuitBuilder(BuildCore):
             return None
 
     def add_units(self, *, name: str, layer: int, output: str, formula: str, units: list[ReLUUnit],
-                  error: float = 0.0, values: tuple[float, ...] | None = None) -> None:
+                  error: float = 0.0, values: tuple[float, ...] | None = None, bias: float = 0.0,
+                  partial: bool = False, function: tuple[str, LinearForm, float] | None = None) -> None:
         """One FFN block of ``units`` at ``layer`` (1-based), computing ``formula`` into ``output``
-        (whose values, where finitely many are known, are ``values``)."""
+        (whose values, where finitely many are known, are ``values``): ``formula`` is the
+        direction plus ``bias`` (the constant its readers fold in), plus other directions'
+        terms where ``partial``. ``function``: (name, argument, rounding) where the direction is
+        that function of that argument (an exact relu or |·| unit)."""
         self.reserve_units(len(units), " (a token circuit's units grow with T where it decodes len or a count)",
                            NoConstruction)
         self.units += len(units)
+        name_of, argument, rounding = function or ("", LinearForm(), 0.0)
         self.blocks.append(FFNBlock(name=name, layer=layer, output=output, formula=formula, units=tuple(units),
-                                    error=error, values=values))
+                                    error=error, values=values, bias=bias, partial=partial, function=name_of,
+                                    argument=argument, rounding=rounding))
 
     def add_head(self, head: AttentionHead) -> None:
         self.heads.append(head)

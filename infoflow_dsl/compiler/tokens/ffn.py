@@ -341,7 +341,7 @@ def _exact(builder: TokenCircuitBuilder, exact: ExactFunction, stem: str, inputs
     output = builder.fresh(stem)
     rounding = unit_rounding(builder.unit_roundoff, magnitude, exact.argument)
     builder.add_units(name=output, layer=layer, output=output, formula=text, units=list(exact.units(output)),
-                      error=error + rounding)
+                      error=error + rounding, function=(exact.function, exact.argument, rounding))
     return Feature(exact.value(output), values, ffn_stage(layer), error + rounding)
 
 

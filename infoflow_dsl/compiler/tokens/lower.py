@@ -26,7 +26,7 @@ from ...errors import CompileError, NoConstruction, located
 from ...language import typed as ir
 from ...language.printer import describe
 from ...oracle.evaluate import ReferenceEvaluator
-from ..circuit import LinearForm
+from ..circuit import ExpressionValue, LinearForm
 from . import ffn
 from .builder import Built, Feature, TokenCircuitBuilder, TokenFeature, constant_feature
 from .fetch import arg_number, fetch
@@ -95,8 +95,16 @@ class TokenLowering:
             if exact is not None:  # both hold every value the expression takes: so does their meet
                 known = exact if built.values is None else (exact & built.values) or exact
                 built = Feature(built.form, known, built.stage, built.error)
+            self.name(expr, row, built)
         self.builder.cache[key] = built
         return built
+
+    def name(self, expr: ir.Expr, row: str, built: Feature) -> None:
+        """Record that ``built`` holds ``expr`` at every row (``row`` its position), for the
+        circuit map (:func:`named_expressions`); the first record of an expression stands."""
+        self.builder.cache.setdefault(("named", renamed(expr, row, LOCAL)),
+                                      ExpressionValue(expr, row, built.form, built.stage, built.error,
+                                                      self.given.get(row, ())))
 
     def token(self, position: ir.Position, row: str) -> TokenFeature:
         key = ("token", renamed(position, row, LOCAL))
@@ -117,7 +125,7 @@ class TokenLowering:
     # ------------------------------------------------------------------ tables
 
     def _columns(self, expr: ir.Expr, row: str, x: torch.Tensor) -> tuple[float, ...]:
-        evaluator = ReferenceEvaluator(x, last=self.builder.length)
+        evaluator = ReferenceEvaluator(x, last=self.builder.length, domain=self.domain)  # decided exactly
         value = evaluator.value(expr, (row,)).reshape(-1)  # (V,) or (T+1,)
         return tuple(float(v) for v in value.expand(x.shape[0] * x.shape[1]))
 

@@ -145,7 +145,11 @@ def class_ratio(lowering: TokenLowering, part: KeyClass, key: str, row: str, key
         values = frozenset(v for v in values if (v >= 1 if own == {1.0} else v <= lowering.builder.length - 1))
 
     def build() -> WidthRatio | None:
-        return width_ratio(lowering, part, key, row, keys, values, describe(expr))
+        ratio = width_ratio(lowering, part, key, row, keys, values, describe(expr))
+        if ratio is not None and whole and part.body == expr.body and not part.mask():
+            mean = ir.Reduce("mean", expr.variables, expr.conditions, expr.body, ir.SCALAR)
+            lowering.name(mean, row, ratio.mean)  # m = S/c: the body's mean over the range (0 where it is empty)
+        return ratio
 
     return lowering.cached("ratio", expr, row, build) if whole else build()
 
@@ -187,7 +191,7 @@ def class_mean(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask
     parts = []
     for (coefficient, query_part, _), mean in zip(keyed, means, strict=True):
         q = lowering.feature(query_part, row) if query_part is not None else constant_feature(Fraction(1))
-        parts.append((coefficient, ffn.product(lowering.builder, q, mean, describe(expr))))
+        parts.append((float(coefficient), ffn.product(lowering.builder, q, mean, describe(expr))))
     total = ffn.linear(parts, lowering.values(ir.Reduce("mean", (key,), (), part.body, ir.SCALAR)))
     if exclusive_indicators([q for _, q, _ in keyed]):  # one gate is open: the others give exactly 0
         return Feature(total.form, total.values, total.stage, max(abs(c) * f.error for c, f in parts))
@@ -226,8 +230,8 @@ def extreme(lowering: TokenLowering, expr: ir.Reduce, body: ir.Expr, key: str, r
         read = Feature(LinearForm.of(out), lowering.values(k_expr), out_stage,
                        k.error + tail * (k.magnitude + 1) * 2)  # within its values' hull, not on them
         q = lowering.feature(query_part, row) if query_part is not None else constant_feature(Fraction(1))
-        parts.append((coefficient, ffn.scaled_by(lowering.builder, q, read, describe(expr))))
-    constant_terms = [(c, lowering.feature(q, row)) for c, q, k in terms if k is None and q is not None]
+        parts.append((float(coefficient), ffn.scaled_by(lowering.builder, q, read, describe(expr))))
+    constant_terms = [(float(c), lowering.feature(q, row)) for c, q, k in terms if k is None and q is not None]
     return ffn.linear(parts + constant_terms, values)
 
 

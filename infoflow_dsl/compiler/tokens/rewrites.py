@@ -33,6 +33,7 @@ from fractions import Fraction
 from ...errors import NoConstruction
 from ...language import typed as ir
 from ...language.positions import LENGTH_AXIS, count_tuples, smallest_range, variables_of, within_length
+from ...language.syntax import Span
 
 
 def top_as_counts(expr: ir.Reduce, values: frozenset[Fraction] | None) -> ir.Expr:
@@ -43,14 +44,19 @@ def top_as_counts(expr: ir.Reduce, values: frozenset[Fraction] | None) -> ir.Exp
     assert expr.rank is not None
     descending = sorted(values, reverse=True)
     span = expr.span
-    total: ir.Expr = ir.NumberLiteral(float(descending[-1]), span)
+    total: ir.Expr = _literal(descending[-1], span)
     for value, below in itertools.pairwise(descending):
-        reaches = ir.Bracket(ir.Compare(">=", expr.body, ir.NumberLiteral(float(value), span), span), span)
+        reaches = ir.Bracket(ir.Compare(">=", expr.body, _literal(value, span), span), span)
         count = ir.Reduce("sum", expr.variables, expr.conditions, reaches, ir.SCALAR, span=span)
         step = ir.Bracket(ir.Compare(">=", count, ir.NumberLiteral(float(expr.rank), span), span), span)
-        total = ir.Arithmetic("+", total, ir.Arithmetic("*", ir.NumberLiteral(float(value - below), span), step,
+        total = ir.Arithmetic("+", total, ir.Arithmetic("*", _literal(value - below, span), step,
                                                         ir.SCALAR, span), ir.SCALAR, span)
     return total
+
+
+def _literal(value: Fraction, span: Span) -> ir.NumberLiteral:
+    """A literal holding ``value`` exactly (its float alone may be a different rational)."""
+    return ir.NumberLiteral(float(value), span, exact=value)
 
 
 @dataclass(frozen=True)

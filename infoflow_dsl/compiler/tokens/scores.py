@@ -38,11 +38,12 @@ def value_gap(values: frozenset[Fraction] | None) -> float | None:
     return float(min(b - a for a, b in itertools.pairwise(sorted(values))))
 
 
-def signed_sum(parts: list[tuple[float, ir.Expr]]) -> ir.Expr:
-    """Σ c·e as one expression (for its value set)."""
+def signed_sum(parts: list[tuple[Fraction, ir.Expr]]) -> ir.Expr:
+    """Σ c·e as one expression (for its value set), each c exactly."""
     total: ir.Expr | None = None
     for coefficient, expr in parts:
-        term = expr if coefficient == 1.0 else ir.Arithmetic("*", ir.NumberLiteral(coefficient), expr, ir.SCALAR)
+        term = expr if coefficient == 1 else ir.Arithmetic(
+            "*", ir.NumberLiteral(float(coefficient), exact=coefficient), expr, ir.SCALAR)
         total = term if total is None else ir.Arithmetic("+", total, term, ir.SCALAR)
     return total if total is not None else ir.NumberLiteral(0.0)
 
@@ -70,7 +71,7 @@ def distance_score(lowering: TokenLowering, body: ir.Expr, key: str,
                                                               lambda: _query_side(lowering, query_part, row), budget))
         if scaled is not None:
             return scaled
-    keyed = [(c, lowering.stepped(k, key)) for c, k in key_part]
+    keyed = [(float(c), lowering.stepped(k, key)) for c, k in key_part]
     a = ffn.linear(keyed, None)
     a_values = lowering.values(signed_sum([(c, k) for c, k in key_part]))
     if a_values is not None and len(keyed) == 1 and keyed[0][1].values is not None:  # the feature's own, if fewer
@@ -94,10 +95,11 @@ def distance_score(lowering: TokenLowering, body: ir.Expr, key: str,
     return score, stage, error, 1.0
 
 
-def _query_side(lowering: TokenLowering, query_part: list[tuple[float, ir.Expr | None]], row: str) -> Feature | None:
+def _query_side(lowering: TokenLowering, query_part: list[tuple[Fraction, ir.Expr | None]],
+                row: str) -> Feature | None:
     """B(t) = −Σ (the query's terms of A − B), with its exact values (None where not finite)."""
     offset = Fraction(-sum(c for c, q in query_part if q is None))
-    b = ffn.linear([(-c, lowering.feature(q, row)) for c, q in query_part if q is not None], None, float(offset))
+    b = ffn.linear([(-float(c), lowering.feature(q, row)) for c, q in query_part if q is not None], None, float(offset))
     b_values = lowering.values(signed_sum([(-c, q) for c, q in query_part if q is not None]))
     if b_values is None:
         return None
@@ -189,7 +191,7 @@ def score_terms(lowering: TokenLowering, body: ir.Expr, key: str, row: str, sign
 
     score, stage, error = [], 0, 0.0
     for coefficient, q, k in factors:
-        q, k = exact_enough(q, k, coefficient), exact_enough(k, q, coefficient)
+        q, k = exact_enough(q, k, float(coefficient)), exact_enough(k, q, float(coefficient))
         score.append((q.form.scaled(sign * coefficient), k.form))
         stage = max(stage, q.stage, k.stage)
         error += abs(coefficient) * (q.error * k.magnitude + k.error * q.magnitude + q.error * k.error)

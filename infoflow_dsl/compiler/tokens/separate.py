@@ -18,14 +18,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 
 from ...analysis.finite import FiniteDomain, finite_split, indicator_terms
 from ...language import typed as ir
+from ...language.exact import decimal
 from ...language.typed import map_children
 from ...transformer.masks import MASK_OPS, Condition, mask_side
 
-#: (coefficient, factor read at the query, factor read at the key); None is the factor 1.
-Term = tuple[float, ir.Expr | None, ir.Expr | None]
+#: (coefficient, factor read at the query, factor read at the key); None is the factor 1. The
+#: coefficient is exact (a divisor 3 gives 1/3, not its float): expressions rebuilt from terms
+#: (``scores.signed_sum``) keep the value sets of the body they came from.
+Term = tuple[Fraction, ir.Expr | None, ir.Expr | None]
+ONE = Fraction(1)
 
 TRUE = ir.Compare("==", ir.NumberLiteral(0.0), ir.NumberLiteral(0.0))
 FALSE = ir.Compare("!=", ir.NumberLiteral(0.0), ir.NumberLiteral(0.0))
@@ -49,21 +54,21 @@ def polynomial_terms(expr: ir.Expr, key: str, query: str) -> list[Term] | None:
     """``expr`` as Σ c·a(query)·b(key), or None where it does not expand."""
     reads_key, reads_query = _reads(expr, key), _reads(expr, query)
     if not reads_key:
-        return [(1.0, expr if reads_query or not _is_one(expr) else None, None)]
+        return [(ONE, expr if reads_query or not _is_one(expr) else None, None)]
     if not reads_query:
-        return [(1.0, None, expr)]
+        return [(ONE, None, expr)]
     if isinstance(expr, ir.Arithmetic) and expr.operator in "+-":
         left, right = polynomial_terms(expr.left, key, query), polynomial_terms(expr.right, key, query)
         if left is None or right is None:
             return None
-        sign = 1.0 if expr.operator == "+" else -1.0
+        sign = ONE if expr.operator == "+" else -ONE
         return left + [(sign * c, a, b) for c, a, b in right]
     if isinstance(expr, ir.Negate):
         inner = polynomial_terms(expr.argument, key, query)
         return None if inner is None else [(-c, a, b) for c, a, b in inner]
     if isinstance(expr, ir.Divide):
         inner = polynomial_terms(expr.numerator, key, query)
-        return None if inner is None else [(c / expr.divisor, a, b) for c, a, b in inner]
+        return None if inner is None else [(c / decimal(expr.divisor), a, b) for c, a, b in inner]
     if isinstance(expr, ir.Arithmetic | ir.Square):
         left_expr, right_expr = (expr.left, expr.right) if isinstance(expr, ir.Arithmetic) else (expr.argument,) * 2
         left, right = polynomial_terms(left_expr, key, query), polynomial_terms(right_expr, key, query)
@@ -94,9 +99,9 @@ def separated_terms(expr: ir.Expr, key: str, query: str, domain: FiniteDomain) -
         if _reads(function, split.source):
             return None  # the indicator side's leaves do not carry all of its dependence
         if split.source == key:
-            out.append((1.0, function, bracket))  # type: ignore[arg-type]
+            out.append((ONE, function, bracket))  # type: ignore[arg-type]
         else:
-            out.append((1.0, bracket, function))  # type: ignore[arg-type]
+            out.append((ONE, bracket, function))  # type: ignore[arg-type]
     return out
 
 

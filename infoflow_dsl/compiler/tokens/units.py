@@ -41,7 +41,8 @@ def unit_feature(builder: TokenCircuitBuilder, *, stem: str, formula: str, input
         rounding = 2 * builder.unit_roundoff * sum(abs(c) * reach for _, c, reach in units)
     builder.add_units(name=output, layer=layer, output=output, formula=formula,
                       units=[ReLUUnit(form, output, c) for form, c, _ in units], error=error + rounding,
-                      values=direction_values(values, extra) if own is None else direction_values(own, NO_TERMS))
+                      values=direction_values(values, extra) if own is None else direction_values(own, NO_TERMS),
+                      bias=extra.constant, partial=bool(extra.terms))
     return Feature(LinearForm.of(output).plus(extra), values, ffn_stage(layer), error + rounding)
 
 

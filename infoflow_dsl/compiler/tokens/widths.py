@@ -116,7 +116,8 @@ def _gated_mean(lowering: TokenLowering, terms: list[Term], queries: list[Featur
     coefficient of the size of a rounding reaches the weights."""
     linear = [(c * float(q.constant), mean) for (c, _, _), q, mean in zip(terms, queries, means, strict=True)
               if q.constant is not None]
-    gated = [(c, q, mean) for (c, _, _), q, mean in zip(terms, queries, means, strict=True) if q.constant is None]
+    gated = [(float(c), q, mean) for (c, _, _), q, mean in zip(terms, queries, means, strict=True)
+             if q.constant is None]
     if gated:
         exclusive = exclusive_indicators([q for (_, q, _) in terms if q is not None])
         hulls = [(c, q, Feature(mean.form, mean.values, mean.stage)) for c, q, mean in gated]

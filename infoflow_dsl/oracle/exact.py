@@ -1,0 +1,218 @@
+"""Comparisons decided on exact values: the reference evaluator stays exact where float64 is not.
+
+A token program's numbers are exact rationals (0.3 is 3/10: docs/language.md, "Numbers"), and
+every value it computes lies in a finite set of them (:mod:`~infoflow_dsl.language.value_sets`).
+The evaluator computes in float64, which is not exact: 1 + 0.1·3 is 1.3000000000000003 while
+0 + 0.1·13 is 1.3, so ``[a < b]`` on the floats can disagree with the rationals at a tie. Each
+comparison (and each argmin/argmax score, and each table key) whose operands have finite value
+sets is therefore decided on the rationals:
+
+- :func:`float64_error` bounds |computed − exact| of an expression in float64, a rule per node
+  (ϱ = 2⁻⁵³: a literal is off by its decimal's rounding, + and − add ϱ·|result|, · adds the
+  operands' errors times the other's size, a sum of n terms n·(body error + ϱ·|partial sums|));
+- where that bound, e, is below half the smallest gap between the floats of the union U of the
+  two sides' exact values (and those floats are distinct), each computed value lies nearer the
+  float of its own exact value than of any other: :func:`snapped` maps it to that value's index
+  in U, and the indices compare as the rationals do;
+- where it is not, the comparison cannot be decided in float64 and evaluation stops with a
+  located ProgramError (a tie-break of 1e-17 beside a token: :mod:`~infoflow_dsl.language.lexicographic`
+  writes the common ones as the order of pairs first, so this takes a program that sought it).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+import torch
+
+from ..errors import single_error
+from ..language import typed as ir
+from ..language.exact import decimal
+from ..language.syntax import NO_SPAN
+from ..language.value_sets import FiniteDomain, value_set
+
+ROUNDOFF = 2.0**-53  # float64's unit roundoff
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class ExactValues:
+    """The sorted exact values U an operand can take, and their floats' midpoints: a computed
+    value within ``tolerance`` of its exact value's float is snapped to that value's index."""
+
+    values: tuple[Fraction, ...]
+    midpoints: tuple[float, ...]
+
+    def index(self, computed: Tensor) -> Tensor:
+        """The index in U of each computed value (int64, the shape of ``computed``)."""
+        bounds = torch.tensor(self.midpoints, dtype=torch.float64, device=computed.device)
+        return torch.bucketize(computed.to(torch.float64).contiguous(), bounds)
+
+
+class Undecidable(Exception):
+    """Two exact values of a comparison's operands closer than float64 can tell apart."""
+
+
+def _magnitude(values: frozenset[Fraction]) -> float:
+    return float(max(abs(v) for v in values))
+
+
+def _representation(value: float) -> float:
+    """|float − the decimal it stands for|: how far the float64 of a literal is off."""
+    return float(abs(Fraction(value) - decimal(value)))
+
+
+def float64_error(expr: object, domain: FiniteDomain) -> float | None:
+    """A bound on |float64 value − exact value| of ``expr`` (None: not finite, or no rule)."""
+    return _error(expr, _key(domain))
+
+
+@dataclass(frozen=True)
+class _Key:
+    """A hashable view of a finite domain (the caches' key)."""
+
+    length: int
+    token_values: tuple[Fraction, ...] | None
+    names: tuple[str, ...] | None
+
+    @property
+    def domain(self) -> FiniteDomain:
+        return FiniteDomain(self.length, self.token_values, self.names)
+
+
+def _key(domain: FiniteDomain) -> _Key:
+    return _Key(domain.length, domain.token_values, domain.names)
+
+
+@lru_cache(maxsize=8192)
+def _error(expr: object, key: _Key) -> float | None:
+    values = value_set(expr, key.domain)
+    if values is None or not values:
+        return None
+    rule = _ERROR_RULES.get(type(expr))
+    if rule is None:
+        return None
+    return rule(expr, key, _magnitude(values))
+
+
+def _children(expr: object, key: _Key, *children: object) -> list[float] | None:
+    errors = [_error(child, key) for child in children]
+    return None if any(e is None for e in errors) else errors  # type: ignore[return-value]
+
+
+def _size(expr: object, key: _Key) -> float:
+    values = value_set(expr, key.domain)
+    assert values is not None
+    return _magnitude(values)
+
+
+def _arithmetic(expr: ir.Arithmetic, key: _Key, magnitude: float) -> float | None:
+    errors = _children(expr, key, expr.left, expr.right)
+    if errors is None:
+        return None
+    left, right = errors
+    if expr.operator == "*":
+        carried = left * _size(expr.right, key) + right * _size(expr.left, key) + left * right
+    else:
+        carried = left + right
+    return carried + ROUNDOFF * (magnitude + carried)
+
+
+def _reduce(expr: ir.Reduce, key: _Key, magnitude: float) -> float | None:
+    errors = _children(expr, key, expr.body)
+    if errors is None:
+        return None
+    body = errors[0]
+    if expr.kind in ("min", "max", "top"):
+        return body
+    terms = key.length ** len(expr.variables)
+    partial = terms * (_size(expr.body, key) + body)  # every partial sum is at most this
+    total = terms * body + terms * ROUNDOFF * partial
+    return total + ROUNDOFF * (magnitude + total) if expr.kind == "mean" else total
+
+
+def _unary(expr: object, key: _Key, magnitude: float) -> float | None:
+    """Negation, relu, abs, min, max: 1-Lipschitz in each argument, exact in float64."""
+    errors = _children(expr, key, *ir.children(expr))
+    return None if errors is None else max(errors)
+
+
+def _square(expr: ir.Square, key: _Key, magnitude: float) -> float | None:
+    errors = _children(expr, key, expr.argument)
+    if errors is None:
+        return None
+    carried = 2 * errors[0] * _size(expr.argument, key) + errors[0] ** 2
+    return carried + ROUNDOFF * (magnitude + carried)
+
+
+def _divide(expr: ir.Divide, key: _Key, magnitude: float) -> float | None:
+    errors = _children(expr, key, expr.numerator)
+    if errors is None:
+        return None
+    carried = errors[0] / abs(float(expr.divisor)) + magnitude * _representation(expr.divisor) / abs(expr.divisor)
+    return carried + ROUNDOFF * (magnitude + carried)
+
+
+def _table(expr: ir.TableLookup, key: _Key, magnitude: float) -> float | None:
+    """A lookup whose arguments are decided exactly: its output's decimal rounding."""
+    return max(_representation(v) for v in expr.table.outputs()) if expr.table.outputs() else 0.0
+
+
+_ERROR_RULES = {
+    ir.NumberLiteral: lambda expr, key, magnitude: float(abs(Fraction(expr.value) - expr.exact)),
+    ir.Constant: lambda expr, key, magnitude: _representation(expr.values[0]),
+    ir.Token: lambda expr, key, magnitude: max((_representation(float(v)) for v in key.token_values or ()),
+                                               default=0.0) if key.names is None else 0.0,
+    ir.TokenLiteral: lambda expr, key, magnitude: 0.0,
+    ir.PositionNumber: lambda expr, key, magnitude: 0.0,
+    ir.Bracket: lambda expr, key, magnitude: 0.0,  # its comparison is decided exactly
+    ir.Presence: lambda expr, key, magnitude: 0.0,
+    ir.Arithmetic: _arithmetic,
+    ir.Negate: _unary,
+    ir.Pointwise: lambda expr, key, magnitude: None if expr.function == "sqrt" else _unary(expr, key, magnitude),
+    ir.Square: _square,
+    ir.Divide: _divide,
+    ir.Reduce: _reduce,
+    ir.TableLookup: _table,
+}
+
+
+@lru_cache(maxsize=4096)
+def _exact_values(operands: tuple[object, ...], key: _Key) -> ExactValues | None:
+    """U for ``operands`` decided together, or None where an operand is not finite (the float
+    comparison is then the only one: a program over vectors, a value past the caps)."""
+    sets = [value_set(operand, key.domain) for operand in operands]
+    errors = [_error(operand, key) for operand in operands]
+    if any(s is None or not s for s in sets):
+        return None
+    union = tuple(sorted(frozenset().union(*sets)))  # type: ignore[arg-type]
+    floats = [float(v) for v in union]
+    gaps = [b - a for a, b in itertools.pairwise(floats)]
+    tolerance = min(gaps, default=float("inf")) / 2
+    if any(e is None for e in errors) or sum(errors) >= tolerance:  # type: ignore[arg-type]
+        raise Undecidable(f"its operands take values as close as {min(gaps):.3g} (exact: "
+                          f"{min((b - a for a, b in itertools.pairwise(union)), default=0)}), which float64 "
+                          f"cannot separate from their computed error")
+    return ExactValues(union, tuple((a + b) / 2 for a, b in itertools.pairwise(floats)))
+
+
+def exact_values(operands: tuple[object, ...], domain: FiniteDomain, path: str = "<string>") -> ExactValues | None:
+    """U of ``operands`` decided together (None where one is not finite); a located
+    ProgramError where float64 cannot decide them."""
+    try:
+        return _exact_values(operands, _key(domain))
+    except Undecidable as reason:
+        span = getattr(operands[0], "span", None) or NO_SPAN
+        raise single_error(path, span, f"the reference evaluator cannot decide this exactly: {reason}") from None
+
+
+def snapped(operands: tuple[object, ...], computed: tuple[Tensor, ...], domain: FiniteDomain,
+            path: str = "<string>") -> tuple[Tensor, ...] | None:
+    """Each computed operand as the index of its exact value in the operands' union U (the
+    indices order as the rationals do), or None where an operand's values are not finite."""
+    exact = exact_values(operands, domain, path)
+    return None if exact is None else tuple(exact.index(value) for value in computed)
