@@ -236,6 +236,7 @@ def rasp_program(source: str) -> tuple[Any, tuple[Any, ...], int]:
 def check_rasp(source: str, eps: float = 1e-3, dtype: str = "float64", seed: int = 0) -> Outcome:
     """The property for a generated RASP program (a ``.py`` text): translated by ``from_rasp``."""
     from infoflow_dsl.rasp.agreement import agreement, every_input
+    from infoflow_dsl.rasp.translate import rasp_source
 
     program, vocab, length = rasp_program(source)
     try:
@@ -247,7 +248,7 @@ def check_rasp(source: str, eps: float = 1e-3, dtype: str = "float64", seed: int
     except Exception as error:
         return crash(error)
     try:
-        outcome = compiled_honestly(checked, ifl.rasp.translate.rasp_source(program, vocab, length), eps, dtype, seed)
+        outcome = compiled_honestly(checked, rasp_source(program, vocab, length), eps, dtype, seed)
         if outcome.kind != "compiled":
             return outcome
         model = ifl.compile(checked, eps=eps, dtype=dtype, samples=0)
