@@ -8,6 +8,8 @@ import typing
 from hypothesis import strategies as st
 
 DYADIC = ("1", "-1", "0.5", "2", "-0.25", "0")
+#: constants users write that no binary fraction holds exactly (the fuzz campaign draws them)
+NON_DYADIC = ("0.3", "0.1", "1e-14", "1e-10", "1 / 3", "2 / 3", "0.7", "1.1")
 NAMES = ("s", "t", "u")
 
 
@@ -16,9 +18,10 @@ class ProgramText:
     exact on dyadic inputs (no mean, no norm, no division by 3, no randn), so argmin/argmax scores
     tie exactly the same way in both evaluators."""
 
-    def __init__(self, draw: typing.Callable, dimension: int) -> None:
+    def __init__(self, draw: typing.Callable, dimension: int, constants: typing.Sequence[str] = DYADIC[:-1]) -> None:
         self.draw = draw
         self.d = dimension
+        self.constants = tuple(f"({c})" if " " in c else c for c in constants)
         self.variables = 0  # how many position variables the program binds, in all
 
     def pick(self, options: typing.Sequence) -> typing.Any:
@@ -72,7 +75,7 @@ class ProgramText:
         kind = self.pick({"leaf": leaves, "composite": composite, "reduce": ["reduce"]}[category])
         sub = depth - 1
         if kind == "number":
-            return self.pick(DYADIC[:-1])
+            return self.pick(self.constants)
         if kind == "c":
             return "c"
         if kind == "component":
@@ -137,11 +140,13 @@ class ProgramText:
 
 
 @st.composite
-def random_programs(draw: typing.Callable) -> tuple[str, int]:
-    """(source, T): a random well-typed program over every construct, and the length to check it at."""
+def random_programs(draw: typing.Callable, constants: typing.Sequence[str] = DYADIC[:-1],
+                    lengths: tuple[int, int] = (1, 5)) -> tuple[str, int]:
+    """(source, T): a random well-typed program over every construct, and the length to check it at;
+    its scalar literals drawn from ``constants`` (the fuzz campaign adds :data:`NON_DYADIC`)."""
     d = draw(st.integers(1, 3))
-    length = draw(st.integers(1, 5))
-    text = ProgramText(draw, d)
+    length = draw(st.integers(*lengths))
+    text = ProgramText(draw, d, constants)
     depth = draw(st.integers(1, 3))
     per_token = draw(st.booleans())
     scope = ("v",) if per_token else ()  # v: never a binder's name, so nothing shadows it
