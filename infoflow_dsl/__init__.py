@@ -1,6 +1,6 @@
 """infoflow: compile target functions over token sequences into transformer weights.
 
-The Python API (DESIGN.md):
+The Python API (docs/design.md, "The Python API"):
 
 >>> import infoflow_dsl as ifl
 >>> prog = ifl.load_program("compiled_examples/min_pairwise.iflow")   # parse + check

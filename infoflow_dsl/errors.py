@@ -1,4 +1,4 @@
-"""The faults that end a command with an exit code (DESIGN.md "CLI"), in one place.
+"""The faults that end a command with an exit code (docs/design.md, "The command line"), in one place.
 
 - :class:`ProgramError` (exit 2): every fault in a program, each a :class:`Diagnostic` reported
   as ``FILE:LINE:COL: error: MESSAGE``.

@@ -4,7 +4,7 @@ It reads the checked program (``infoflow_dsl.language.typed``) and computes the 
 at a time with plain Python: Python floats and lists, ``math``, and nested loops over every
 tuple of positions (``itertools.product``). It shares no code with ``infoflow_dsl.oracle.evaluate``
 (which is vectorised torch) or ``infoflow_dsl.language.positions`` (which decides range emptiness), so
-agreement between them is evidence that both implement LANGUAGE.md's semantics:
+agreement between them is evidence that both implement docs/language.md's semantics:
 
 - positions are 1-based; ``T`` is the sequence length;
 - a reduction ranges over every tuple of its variables in {1..T}^k that satisfies all of its

@@ -55,7 +55,7 @@ NUMERIC_HEADER = "input x : token {1, 2, 3}\nlength T = 4\n"
 VECTOR_HEADER = HEADER
 
 #: Bad token programs (language v3), each with the exact line, column and message of every
-#: diagnostic (LANGUAGE.md "Token vocabularies ...", its list of errors and more).
+#: diagnostic (docs/language.md, "Tokens (v3)" and "Errors").
 BAD_TOKEN_PROGRAMS = [
     bad("categorical-ordered", 'target(t) = [x(t) < "a"]',
         (3, 14, '\'<\' orders numbers, but the vocabulary {"a", "b", "c"} is categorical: its tokens are compared '

@@ -1,7 +1,7 @@
 """The one table of example programs that drives the parser, analysis, compile and check tests.
 
-``CANONICAL`` are the shipped programs of compiled_examples/ (LANGUAGE.md's canonical
-examples); ``EXTRA`` are further programs that together use every construct of the language.
+``CANONICAL`` are the shipped programs of compiled_examples/ (docs/language.md, "The
+shipped programs"); ``EXTRA`` are further programs that together use every construct of the language.
 Each entry names the constructs it exercises, so a test can pick what it needs.
 """
 
@@ -181,7 +181,7 @@ target max_<t> ||x(t)||
 """))
 ALL.append(EXTRA[-1])
 
-#: Per-token targets (LANGUAGE.md v2): offsets, conditions on t, causal and non-causal
+#: Per-token targets (docs/language.md, v2): offsets, conditions on t, causal and non-causal
 #: reductions, vector outputs, top(2), token retrieval with a margin. Each has "per-token".
 PER_TOKEN: list[ExampleProgram] = [
     _extra("tok_own_projection", "per-token causal inner", """

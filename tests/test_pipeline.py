@@ -1,4 +1,4 @@
-"""compile: every efficient target within ε against the reference, and the sizes DESIGN promises."""
+"""compile: every efficient target within ε against the reference, and the sizes docs/design.md promises."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Whether a per-token target is causal (LANGUAGE.md): its value at t reads x(1..t) alone."""
+"""Whether a per-token target is causal (docs/language.md, v2): its value at t reads x(1..t) alone."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from ..language.positions import after_query_possible
 
 
 def is_causal(program: ir.Program) -> bool:
-    """LANGUAGE.md: a per-token target is causal when its value at t depends on x(1..t) alone:
+    """docs/language.md: a per-token target is causal when its value at t depends on x(1..t) alone:
     every token it reads is at a position provably ≤ t under the enclosing conditions (own
     token, offsets t − k, variables of reductions bounded by t, and no fixed position that can
     exceed t). Decided exactly, like the checker's offsets, on the position grid. A target that

@@ -1,6 +1,6 @@
 """Stage 2 (tree), comparisons: a checked :class:`~infoflow_dsl.language.typed.Program` -> :class:`ComparisonTree`.
 
-THEORY.md §3. Every reduction over positions is a **comparison node** over one position
+docs/theory.md §3. Every reduction over positions is a **comparison node** over one position
 variable, given its **context**: the enclosing position variables its body depends on, and
 the fixed positions (``x(3)``, ``x(T)``) its body reads. Its **order** is |context| + 1, the
 number of positions compared jointly.

@@ -1,6 +1,6 @@
 """Compile's gather route for inefficient targets: unroll comparisons into position slots.
 
-InfoFlow's dividing line (THEORY.md §1, §3): a comparison of order ≥ 3, or an order-2 score
+InfoFlow's dividing line (docs/theory.md §1, §3): a comparison of order ≥ 3, or an order-2 score
 that is not a sum of products of per-token features, cannot be done by max-position retrieval
 at a size independent of T. With ``--allow-inefficient`` compile pays for it in T instead:
 

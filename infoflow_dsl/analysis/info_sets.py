@@ -1,4 +1,4 @@
-"""Information sets (THEORY.md §3, after IF): which positions' information each token holds after
+"""Information sets (docs/theory.md §3, after IF): which positions' information each token holds after
 each layer. I(t, 0) = {t}, I(T+1, 0) = {T+1}; a retrieval head adds the retrieved position's set,
 a position head the fixed position's, a uniform head everyone's. The schedule reports them
 symbolically, e.g. I(t,1) = {t, s*(t)}."""

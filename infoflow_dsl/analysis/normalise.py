@@ -2,7 +2,7 @@
 terms a reduction's variables reach, top(k) rewritten as nested max/min, equalities between
 position variables eliminated, ``max |h|`` over a range symmetric in an antisymmetric h's two
 variables read as ``max h`` (:mod:`.pair_symmetry`), norms pulled out, and multi-variable
-reductions split into the nesting order that keeps every node's order smallest (THEORY.md §3,
+reductions split into the nesting order that keeps every node's order smallest (docs/theory.md §3,
 "Comparison tree")."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 the number of comparisons, the InfoFlow schedule (layers × heads, what each head compares),
 the information sets, the predicted cost law and the verdict with its reason.
 
-JSON (``to_json``) has DESIGN.md's keys: ``order``, ``dimension``, ``comparisons``,
+JSON (``to_json``) has docs/design.md's keys ("The command line"): ``order``, ``dimension``, ``comparisons``,
 ``layers``, ``heads``, ``info_sets``, ``cost``, ``verdict``, ``reason``; and also ``program``,
 ``T``, ``d``, ``tree``, ``schedule``, ``notes``, ``heads_budget``, ``undefined_in_rasp`` (only
 for a program translated from RASP that has such places: where RASP's evaluator has no output

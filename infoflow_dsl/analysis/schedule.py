@@ -1,7 +1,7 @@
 """Stage 3, schedule: :class:`ComparisonTree` -> :class:`Schedule` (layers, heads, information flow).
 
-Every comparison node becomes one attention head (DESIGN.md, "How weights realise the
-schedule"): an order-2 node with a position variable in its context is a **retrieval head**
+Every comparison node becomes one attention head (docs/design.md, "The
+constructions"): an order-2 node with a position variable in its context is a **retrieval head**
 run at every ordinary token; a node whose context holds no variable runs at the readout token
 (a **readout head**, or a **token retrieval** for argmin/argmax); sum/mean nodes are
 **uniform heads**; every fixed position read (``x(3)``, ``x(T)``) is fetched by a
@@ -17,7 +17,7 @@ node's result is the Gibbs mean of its key features, combined with its query fea
 stage 2l if that combination is linear, 2l + 1 if it needs products (the FFN of the same layer).
 With a head budget (``--heads``), a node that does not fit its layer moves to the next.
 
-Information sets (THEORY.md §3): I(t, 0) = {t}, I(T+1, 0) = {T+1}; a retrieval head adds the
+Information sets (docs/theory.md §3): I(t, 0) = {t}, I(T+1, 0) = {T+1}; a retrieval head adds the
 retrieved position's set, a position head the fixed position's, a uniform head everyone's.
 
 A token program that reads ``len`` gets a **length head** at layer 1 (uniform attention over
@@ -421,7 +421,7 @@ def heads_per_layer(heads: Sequence[Head], layers: int) -> tuple[int, ...]:
 
 
 def comparison_dimension(heads: Sequence[Head], layers: int) -> int:
-    """β₁ (THEORY.md §3): the most comparing heads one layer runs at one kind of token."""
+    """β₁ (docs/theory.md §3): the most comparing heads one layer runs at one kind of token."""
     return max((sum(1 for h in heads if h.layer == layer and h.site == site and h.is_comparison)
                 for layer in range(1, layers + 1) for site in (TOKEN, READOUT)), default=0)
 

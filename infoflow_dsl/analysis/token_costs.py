@@ -3,7 +3,7 @@
 - **Run-time length.** ``len`` comes from uniform attention over the T' tokens reading the
   positional code's [s = 1], which gives 1/T'; reading T' exactly takes one robust ReLU step
   between consecutive values 1/(k+1) and 1/k for each k < T: 2(T − 1) FFN units, the steps'
-  gap 1/(k(k+1)) ≥ 1/(T(T−1)) (DESIGN.md "Tokens"). A sum over the whole input is
+  gap 1/(k(k+1)) ≥ 1/(T(T−1)) (docs/design.md, "The constructions"). A sum over the whole input is
   len × the mean, so it pays the same decoding (and ~3T units for the product), except a sum
   of a 0/1 body (a count), decoded from its mean and 1/len by 2 units per value (at most 2T).
 - **Finite ranks.** A pairwise function of finite-valued features is a sum of as many

@@ -1,5 +1,5 @@
 """The verdict's reasons: why a schedule is inefficient, with the node responsible and the law
-that applies (THEORY.md §3, "Verdict"): order ≥ 3, an order-2 score that is not a finite sum of
+that applies (docs/theory.md §3, "Verdict"): order ≥ 3, an order-2 score that is not a finite sum of
 products of per-token features, a sum whose range follows the query, a head budget below the
 intrinsic dimension (HC Thm 2), and top(k)'s one-layer bound (IF Thm 2)."""
 

@@ -1,7 +1,7 @@
 """What every command of ``infoflowc`` shares: exit codes, the parser class, flag types, a
 program's text read, a compiled model loaded for a command.
 
-Exit codes (DESIGN.md): 0 success; 2 the user's fault (a bad program, a bad flag, an
+Exit codes (docs/design.md, "The command line"): 0 success; 2 the user's fault (a bad program, a bad flag, an
 unreadable file), with a message on stderr and no traceback; 3 a compiled model measured above
 ε; 1 only for a bug; 130 Ctrl-C; 141 (128 + SIGPIPE, what a shell reports for ``yes | head``)
 when stdout was closed before everything was written (``infoflowc ... | head``), quietly.

@@ -200,7 +200,7 @@ def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
     if circuit.output_site == "token":  # sequence targets keep their v1 config (and bytes)
         config["output"] = "token"
         config["causal"] = circuit.causal
-    if circuit.vocabulary is not None:  # a token model (DESIGN.md "Tokens"): ids in, W_E [V, D]
+    if circuit.vocabulary is not None:  # a token model (docs/design.md): ids in, W_E [V, D]
         names, numbers = circuit.vocabulary
         config["input"] = "tokens"
         config["vocabulary"] = {"names": list(names), "values": None if numbers is None else list(numbers)}

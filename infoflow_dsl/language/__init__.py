@@ -1,1 +1,1 @@
-"""Text -> typed program: grammar, parser, checker, the typed IR and its printers (LANGUAGE.md)."""
+"""Text -> typed program: grammar, parser, checker, the typed IR and its printers (docs/language.md)."""

@@ -3,7 +3,7 @@
 
 The declarations are checked first (:mod:`.declarations`), the target's macros inlined
 (:mod:`.macros`), then the target is typed bottom up, each node by the rule of its AST class
-(:data:`TYPING_RULES`): names resolved, types computed and every error LANGUAGE.md lists
+(:data:`TYPING_RULES`): names resolved, types computed and every error docs/language.md lists
 caught. All errors found are reported together, each with its span; an expression that
 already failed is not reported again by its parents (no cascades).
 """

@@ -1,6 +1,6 @@
 """The typing rules of language v3: token literals, the Iverson bracket and its conditions,
-``len``, positions as numbers and position expressions inside ``x(...)`` (LANGUAGE.md, "Token
-vocabularies, predicates and positions as numbers").
+``len``, positions as numbers and position expressions inside ``x(...)`` (docs/language.md, "Tokens
+(v3)").
 
 - A categorical token (``x(t)`` of ``token {"a", "b"}``, or the literal ``"a"``) has type
   token: it is compared with ``==`` and ``!=`` only, with another token of the vocabulary. A

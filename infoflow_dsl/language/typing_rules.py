@@ -1,6 +1,6 @@
 """The typing rules of the checker, one per AST expression class (:data:`TYPING_RULES`): each
 types a node bottom up through :meth:`Checker.type_of`, resolving names and catching every
-error LANGUAGE.md lists, located at the node's span."""
+error docs/language.md lists, located at the node's span."""
 
 from __future__ import annotations
 

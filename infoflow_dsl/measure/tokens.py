@@ -21,7 +21,7 @@ position where a per-token target is defined, or the sequence's one output):
   A token model passes only if every answer is right (accuracy 1).
 
 No margin excludes any input: on a finite vocabulary the guarantee is exact on every input
-(LANGUAGE.md v3), so no input is left out.
+(docs/language.md, "Tokens (v3)"), so no input is left out.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ with the generator seed s·2^34 + k + 1 and its held-out set with s·2^34 + 2^33
 
 Inputs: ``uniform`` draws from the declared domain (``sampling.sample_inputs``); ``normal[:σ]``
 draws every coordinate from N(0, σ²) (σ = 1 by default), *not* projected into the domain, as in
-the papers' experiments (THEORY.md §2): the reference evaluator is exact for any real input.
+the papers' experiments (docs/theory.md §2): the reference evaluator is exact for any real input.
 
 **Token programs** (language v3) train the token model family: ``embed.W_E`` is a learned table
 [V, d_model] (no ReLU block), the positional code is always learned (positions and ``len`` are
@@ -89,7 +89,7 @@ def reads_positions(program: ir.Program) -> bool:
 
 
 def per_token(program: ir.Program) -> bool:
-    """Whether the target is read at every token (LANGUAGE.md v2); False before that existed."""
+    """Whether the target is read at every token (docs/language.md, v2); False before that existed."""
     return bool(getattr(program, "per_token", False))
 
 

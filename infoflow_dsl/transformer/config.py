@@ -7,7 +7,7 @@ that dict as it was given (so a file is rewritten byte for byte) and reads its f
 ``output`` (``readout`` or ``token``), ``exact_length_only`` (default false) and ``layers``
 (each with its ``heads``: a ``name`` and a ``mask``, :mod:`~infoflow_dsl.transformer.masks`).
 
-A **token model** (language v3, DESIGN.md "Tokens (v3)") has ``"input": "tokens"``: it reads
+A **token model** (language v3, docs/design.md, "The compiled model") has ``"input": "tokens"``: it reads
 token ids (B, T') in 0..V−1, and its config also holds ``"vocabulary": {"names": [...],
 "values": [...] or null}`` (the program's :class:`~infoflow_dsl.language.typed.Vocabulary`,
 V names) with ``"d": V``; ``"output_vocabulary": {"names": [...]}`` when a token output

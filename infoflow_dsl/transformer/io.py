@@ -1,4 +1,4 @@
-"""Model files: one ``.safetensors`` file per compiled model (DESIGN.md, "The compiled model").
+"""Model files: one ``.safetensors`` file per compiled model (docs/design.md, "The compiled model").
 
 The tensors are stored under their TransformerLens-style names, the config as JSON in the header
 metadata under ``"infoflow"``, next to ``"format": "infoflow/1"``. A token model (language v3)

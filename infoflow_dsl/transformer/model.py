@@ -1,4 +1,4 @@
-"""The compiled model: explicit weights + config -> a runnable torch module (DESIGN.md, "The compiled model").
+"""The compiled model: explicit weights + config -> a runnable torch module (docs/design.md, "The compiled model").
 
 A standard attention-only-plus-FFN transformer without LayerNorm::
 
@@ -164,7 +164,7 @@ class CompiledTransformer(nn.Module):
 
     Every weight is an ``nn.Parameter`` with ``requires_grad=False`` (flip it to fine-tune),
     except the fixed positional code ``pos_embed.W_pos``, a (persistent) buffer. State-dict keys
-    are the TransformerLens-style names listed in DESIGN.md.
+    are the TransformerLens-style names listed in docs/model-files.md.
 
     ``tensors`` may be dense or sparse COO. With ``sparse`` (the default) a very large, very
     sparse ReLU-block matrix (:func:`holds_sparse`) is held as a sparse COO parameter, so that

@@ -32,7 +32,7 @@ def test_a_count_takes_every_whole_number_up_to_T() -> None:
 
 @pytest.mark.parametrize("length", [2, 3, 5, 8])
 def test_prefix_means_of_brackets_are_at_least_one_over_T_times_T_minus_1_apart(length: int) -> None:
-    """k/m for m ≤ T: the closest distinct pair is 1/(T(T−1)) (Farey neighbours), as LANGUAGE.md states."""
+    """k/m for m ≤ T: the closest distinct pair is 1/(T(T−1)) (Farey neighbours), as docs/language.md states."""
     values, _ = _target_set(categorical(length) + 'target(t) = mean_<s : s <= t> [x(s) == "a"]\n')
     assert values == frozenset(Fraction(k, m) for m in range(1, length + 1) for k in range(m + 1))
     assert smallest_gap(values, values) == Fraction(1, length * (length - 1))

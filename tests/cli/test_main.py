@@ -1,4 +1,4 @@
-"""The command line: exit codes (DESIGN.md: 0 ok, 2 the user's fault, 1 only for a bug), the
+"""The command line: exit codes (docs/design.md: 0 ok, 2 the user's fault, 1 only for a bug), the
 fuzz test that no input makes ``infoflowc parse`` crash, the console script, and the wheel.
 
 The fuzz tests feed 1,400 inputs in all (``RANDOM_TEXT_EXAMPLES + MUTATION_EXAMPLES +

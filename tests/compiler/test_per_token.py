@@ -1,4 +1,4 @@
-"""Per-token targets (LANGUAGE.md v2) through analyze and compile: what only they promise.
+"""Per-token targets (docs/language.md, v2) through analyze and compile: what only they promise.
 
 The within-ε checks of every per-token program share test_pipeline's table-driven test (the
 per-token programs are in ``EXTRA_COMPILED``); this file checks the rest of issue 8:
@@ -11,7 +11,7 @@ per-token programs are in ``EXTRA_COMPILED``); this file checks the rest of issu
   reference never moves, a non-causal one's does);
 - the induction circuit: 2 layers, its layer-1 head attends from every t ≥ 2 to t − 1 and its
   layer-2 head from t to the position the reference picks, each with weight ≥ 0.99 (patterns
-  recomputed here from the stored weights and masks, by DESIGN.md's formula);
+  recomputed here from the stored weights and masks, by docs/design.md's formula);
 - ``check`` names the position of the worst error.
 """
 
@@ -131,7 +131,7 @@ def _side(term: str | int, query: torch.Tensor, key: torch.Tensor, length: int) 
 
 
 def attention_pattern(compiled: ifl.CompiledTransformer, x: torch.Tensor, layer: int, head: int) -> torch.Tensor:
-    """softmax_s(β·q(t)·k(s) | mask) of one head, from the weights and the config's mask (DESIGN.md):
+    """softmax_s(β·q(t)·k(s) | mask) of one head, from the weights and the config's mask (docs/design.md):
     (B, T+1, T), rows of queries without any allowed key left at 0."""
     h = compiled.residual_stream(x)[layer]  # (B, T+1, D), the stream the layer reads
     attn = compiled.blocks[layer].attn

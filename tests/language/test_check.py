@@ -88,7 +88,7 @@ BAD_PROGRAMS = [
         (3, 8, "top(5) needs at least 5 positions, but the range has 4 (T = 4)")),
     bad("top-k-beyond-a-restricted-range", "target top(2)_<t : t < 2> x(t)[1]",
         (3, 8, "top(2) needs at least 2 positions, but the range has 1 (T = 4)")),
-    # -- per-token targets and position offsets (LANGUAGE.md v2)
+    # -- per-token targets and position offsets (docs/language.md, v2)
     bad("offset-before-the-first-position", "target(t) = x(t - 1)",
         (3, 15, "position t - 1 can be 0, outside 1..T; restrict it with a condition (T = 4, t = 1)")),
     bad("offset-after-the-last-position", "target(t) = x(t + 1)",

@@ -328,7 +328,7 @@ HAND_CASES = [
 
 @pytest.mark.parametrize(("target", "x", "expected"), HAND_CASES, ids=[c[0] for c in HAND_CASES])
 def test_semantics_by_hand(target: str, x: torch.Tensor, expected: float | list[float]) -> None:
-    """Values worked out by hand from LANGUAGE.md, for both the evaluator and the brute force."""
+    """Values worked out by hand from docs/language.md, for both the evaluator and the brute force."""
     source = f"input x : R^2 in [-100, 100]\nlength T = {x.shape[1]}\ntarget {target}\n"
     program = ifl.parse_program(source, "hand.iflow")
     want = [expected]
@@ -398,7 +398,7 @@ def _constructs(example: ExampleProgram) -> set[tuple]:
     return found
 
 
-#: The pointwise functions of LANGUAGE.md (the IR may hold more that later stages introduce, e.g. sqrt).
+#: The pointwise functions of docs/language.md (the IR may hold more that later stages introduce, e.g. sqrt).
 LANGUAGE_POINTWISE = {"relu", "abs", "min", "max"}
 
 

@@ -26,7 +26,7 @@ def _inputs(model: ifl.CompiledTransformer, batch: int, length: int, seed: int =
 
 
 def _expected_shapes(model: ifl.CompiledTransformer, batch: int, length: int) -> dict[str, tuple[int, ...]]:
-    """Each hook's shape from the weights (DESIGN: rows N = T'+1, keys the T' tokens)."""
+    """Each hook's shape from the weights (docs/design.md: rows N = T'+1, keys the T' tokens)."""
     n, dm = length + 1, model.d_model
     shapes = {"hook_embed": (batch, n, dm), "hook_pos_embed": (batch, n, dm)}
     for layer, block in enumerate(model.blocks):

@@ -287,7 +287,7 @@ def test_token_model_matches_the_slow_reference_at_every_length(token_output: bo
 
 
 def test_token_embedding_is_the_one_hot_product_with_the_table() -> None:
-    """h_tok = W_E[ids] + W_pos[:T'] is one_hot(ids) @ W_E + W_pos[:T'] (DESIGN.md, "Tokens (v3)")."""
+    """h_tok = W_E[ids] + W_pos[:T'] is one_hot(ids) @ W_E + W_pos[:T'] (docs/design.md, "The compiled model")."""
     model = random_token_model(seed=2)
     ids = random_ids(5, 4, 4)
     one_hot = torch.nn.functional.one_hot(ids, 4).to(torch.float64)  # (B, T', V)

@@ -23,14 +23,14 @@ where it is used and each broken on purpose by a test that sees the refusal:
 3. *A tail*: a sharp head leaves at most :data:`~.builder.TAIL` of its weight off its winners,
    which its readers carry as error (``heads``, ``fetch``).
 4. *A rounding*: each unit adds 2ϱ·(Σ|cᵢxᵢ| + |b|) through its output coefficient, each head its
-   values' rounding (THEORY's √n accumulation for long sums); an ε below the total is refused
+   values' rounding (docs/theory.md §4's √n accumulation for long sums); an ε below the total is refused
    with the smallest ε the dtype honours (tests/test_pipeline.py).
 
 Stage 6 then measures the model against the exact reference (every short sequence, the constant
 ones, random ones), and a model above ε or above this bound is refused as a compiler bug
 (``pipeline.refuse_uncertified``).
 
-The model reads token ids of any length T' ≤ T (DESIGN.md "Tokens"): masks read only the
+The model reads token ids of any length T' ≤ T (docs/design.md, "The compiled model"): masks read only the
 query's and the key's positions, ``len`` is computed (a uniform head and a table of 2(T − 1)
 units), and sums are count × mean, the count an exact feature of the position and len, or, for
 a 0/1 body, steps on its mean and 1/count (``widths``). A column no construction reads is not

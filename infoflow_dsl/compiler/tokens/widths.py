@@ -20,7 +20,7 @@ direction of its own and S is their sum: the same units, and the reader's steps 
 
 Tracr's construction of the same count (an attention that always attends to BOS as well, so BOS
 weighs 1/(S + 1), decoded by an MLP of 2 units per threshold) needs a BOS position; this
-model's keys are the input tokens only (DESIGN.md), so 1/c comes from [s = 1] instead.
+model's keys are the input tokens only (docs/design.md), so 1/c comes from [s = 1] instead.
 """
 
 from __future__ import annotations

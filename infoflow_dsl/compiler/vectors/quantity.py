@@ -36,7 +36,7 @@ class ErrorShares:
 class ErrorVec:
     """An error bound Σ_i coefficient_i·e_i + extra + SAFETY·rounding, e_i the share of source i.
 
-    ``rounding`` is the floating-point estimate (THEORY §4: a sum of n terms of size ≤ R rounds
+    ``rounding`` is the floating-point estimate (docs/theory.md §4: a sum of n terms of size ≤ R rounds
     to about √n·R·u), carried with the same coefficients as the values it spoils.
     """
 

@@ -1,5 +1,5 @@
 """Fetch heads alone on a builder: x(k) and x(T) on angle codes (within the head's share, β as
-THEORY's gap gives it), x(t − 1) and per-token fixed positions by masks (exact), presence
+docs/theory.md §4's gap gives it), x(t − 1) and per-token fixed positions by masks (exact), presence
 guards (0/1 by a mask), and the one rule that writes every mask side."""
 
 from __future__ import annotations
