@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         StoredProgramError,
         SweepError,
         TrainError,
+        UncertifiedModel,
         UsageError,
         WorkloadError,
     )
@@ -76,7 +77,7 @@ if TYPE_CHECKING:
 #: on every object, which a module's ``__getattr__`` would never get to override.
 _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "errors": ("CompileError", "Diagnostic", "ExportError", "ModelFileError", "NoConstruction", "ProgramError",
-               "StoredProgramError", "SweepError", "TrainError", "UsageError", "WorkloadError"),
+               "StoredProgramError", "SweepError", "TrainError", "UncertifiedModel", "UsageError", "WorkloadError"),
     "analysis.report": ("AnalysisReport",),
     "compiler.superposition.dictionary": ("features",),
     "language.load": ("load_program", "parse_program"),
@@ -117,6 +118,7 @@ __all__ = [
     "StoredProgramError",
     "SweepError",
     "TrainError",
+    "UncertifiedModel",
     "UsageError",
     "WorkloadError",
     "analyze",

@@ -47,7 +47,7 @@ def test_every_user_facing_exception_is_reachable_from_the_package_and_lives_in_
 
     faults = {name for name, value in vars(errors).items() if inspect.isclass(value) and issubclass(value, Exception)}
     assert faults == {"ProgramError", "CompileError", "NoConstruction", "ModelFileError", "StoredProgramError",
-                      "ExportError", "TrainError", "SweepError", "UsageError", "WorkloadError"}
+                      "ExportError", "TrainError", "SweepError", "UsageError", "WorkloadError", "UncertifiedModel"}
     assert all(getattr(ifl, name) is getattr(errors, name) and name in ifl.__all__ for name in faults)
 
 

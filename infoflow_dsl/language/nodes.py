@@ -151,14 +151,14 @@ Position = Union[PositionVariable, FixedPosition, LastPosition, ArgPosition, Run
 
 @dataclass(frozen=True)
 class NumberLiteral:
-    """A numeric literal: ``value`` its float64, ``exact`` the rational it stands for, the decimal
-    as written (0.3 is 3/10: :func:`.exact.decimal`) unless a stage that derived the value
-    exactly gives it (a value of a finite set, 1/3). Equality compares the exact value."""
+    """A numeric literal: ``value`` its float64, ``exact`` the rational it stands for (0.3 is 3/10,
+    0.3333333333333333 is 1/3: :func:`.exact.decimal`) unless a stage that derived the value
+    exactly gives it (a value of a finite set). Equality compares the exact value."""
 
     value: float
     span: Span = _span_field()
     type: ValueType = SCALAR
-    exact: Fraction = None  # type: ignore[assignment]  # None: the decimal ``value`` is written as
+    exact: Fraction = None  # type: ignore[assignment]  # None: the rational ``value`` stands for
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "exact", decimal(self.value) if self.exact is None else Fraction(self.exact))

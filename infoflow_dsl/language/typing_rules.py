@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from . import syntax as ast
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def _type_number(checker: Checker, expr: ast.Number, scope: Scope) -> ir.Expr:
-    return ir.NumberLiteral(expr.value, expr.span, exact=Fraction(expr.text))  # the decimal as written
+    return ir.NumberLiteral(expr.value, expr.span)  # exact: the rational its float stands for (language/exact.py)
 
 
 def _type_name(checker: Checker, expr: ast.Name, scope: Scope) -> ir.Expr:

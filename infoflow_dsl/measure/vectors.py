@@ -29,6 +29,10 @@ PAIR_ELEMENTS = 1 << 24  # inputs per reference call × T²: bounds its general 
 #: route's triangle_center at T = 8 has d_model 2,372) is not measured on 1.4 GB residual tensors
 #: (its check spent 7 of its 7.4 minutes in the kernel, mapping and unmapping them)
 STREAM_ELEMENTS = 1 << 21
+#: inputs per batch × (T+1) × the widest FFN's hidden units: bounds the hidden activations, so that
+#: a model of millions of units (a norm reaching 0 at ε = 10⁻³) is measured a few inputs at a time
+#: rather than refused for the 33 GB a batch of 21,845 would hold
+HIDDEN_ELEMENTS = 1 << 24
 
 
 def reference_cost(program: ir.Program) -> float:
@@ -103,12 +107,15 @@ def model_inputs(program: ir.Program, samples: int, seed: int, corners: int = CO
 
 def measurement_batches(model: CompiledTransformer, length: int) -> tuple[int, int]:
     """(inputs per forward, inputs per reference call) when measuring at length T: the forward's
-    batch bounds B·T (BATCH_ELEMENTS) and the residual stream B·(T+1)·d_model (STREAM_ELEMENTS);
+    batch bounds B·T (BATCH_ELEMENTS), the residual stream B·(T+1)·d_model (STREAM_ELEMENTS) and
+    the widest FFN's activations B·(T+1)·M (HIDDEN_ELEMENTS);
     its attention is fused, so no (B, H, T+1, T) scores are stored. The reference's batch also
     bounds B·T² (PAIR_ELEMENTS), the size of its general path's pair grids; the forward's batch
     holds several of them (at T = 4096: 16 inputs a forward, one a reference call: 8% faster than
     one input a forward, the per-call overhead of its ~60 operations shared)."""
-    forward = max(1, min(BATCH_ELEMENTS // length, STREAM_ELEMENTS // ((length + 1) * model.d_model)))
+    hidden = (length + 1) * model_size(model).widest_hidden
+    forward = max(1, min(BATCH_ELEMENTS // length, STREAM_ELEMENTS // ((length + 1) * model.d_model),
+                         HIDDEN_ELEMENTS // hidden))
     return forward, max(1, min(forward, PAIR_ELEMENTS // length**2))
 
 

@@ -24,6 +24,7 @@ import torch
 from ...analysis.finite import FiniteDomain, smallest_gap, value_set
 from ...errors import CompileError, NoConstruction, located
 from ...language import typed as ir
+from ...language.exact import decimal
 from ...language.printer import describe
 from ...oracle.evaluate import ReferenceEvaluator
 from ..circuit import ExpressionValue, LinearForm
@@ -179,7 +180,7 @@ class TokenLowering:
 
 def _exact_value(value: float, values: frozenset[Fraction] | None) -> Fraction:
     """The exact value among ``values`` whose float is ``value`` (else the float's own)."""
-    return next((v for v in values or () if float(v) == value), Fraction(value))
+    return next((v for v in values or () if float(v) == value), decimal(value))
 
 
 def _token_rule(lowering: TokenLowering, expr: ir.Token, row: str) -> Feature:
@@ -276,7 +277,7 @@ def _table_rule(lowering: TokenLowering, expr: ir.TableLookup, row: str) -> Feat
     decode: dict[Fraction, tuple[float, ...]] = {v: (float(v),) for v in key.values or ()}
     if len(parts) == 2:
         key, decode = _paired_key(parts[0], parts[1], text)
-    return ffn.table(lowering.builder, key, lambda v: Fraction(table.lookup(decode[v]) or 0.0), text)
+    return ffn.table(lowering.builder, key, lambda v: decimal(table.lookup(decode[v]) or 0.0), text)  # exact values
 
 
 def _table_argument(lowering: TokenLowering, argument: ir.Expr, tokens: bool, row: str) -> Feature:

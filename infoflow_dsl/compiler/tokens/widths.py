@@ -104,8 +104,9 @@ def indicator_sum(ratio: WidthRatio, lowering: TokenLowering, text: str, *, spre
 
 def _bounded(mean: Feature, key: Feature) -> Feature:
     """The head's mean of ``key``: in the hull of key's values and 0 (an empty range)."""
-    low, high = min(key.low, 0.0), max(key.high, 0.0)
-    return Feature(mean.form, frozenset({Fraction(low), Fraction(high)}), mean.stage, mean.error)
+    values = key.values or frozenset({Fraction(0)})
+    low, high = min(*values, Fraction(0)), max(*values, Fraction(0))  # exact: the key's own values
+    return Feature(mean.form, frozenset({low, high}), mean.stage, mean.error)
 
 
 def _gated_mean(lowering: TokenLowering, terms: list[Term], queries: list[Feature], means: list[Feature],
