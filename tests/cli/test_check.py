@@ -58,15 +58,16 @@ def test_a_wrong_token_model_fails_with_its_first_failure(tmp_path: Path) -> Non
     assert out.rstrip().endswith("verdict          WRONG answers")
 
 
-def test_a_numeric_model_above_eps_fails_and_a_larger_eps_passes(tmp_path: Path) -> None:
+def test_a_numeric_model_above_eps_fails_and_above_its_bound_fails_at_any_eps(tmp_path: Path) -> None:
     model = token_model("mean")
     with torch.no_grad():
         model.unembed.b_U += 0.01
     path = saved(tmp_path, model)
     code, out, _ = run_cli(["check", str(path), "--samples", "50"])
     assert code == 3 and "worst error      0.01\n" in out and out.rstrip().endswith("ABOVE ε")
-    code, out, _ = run_cli(["check", str(path), "--samples", "50", "--eps", "0.02"])
-    assert code == 0 and "ε = 0.02" in out
+    code, out, _ = run_cli(["check", str(path), "--samples", "50", "--eps", "0.02"])  # within ε, not its bound
+    assert code == 3 and "ε = 0.02" in out and out.rstrip().endswith("ABOVE ITS A-PRIORI BOUND (within ε, but not "
+                                                                     "what its file certifies)")
 
 
 def test_adversarial_does_not_apply_to_token_inputs(tmp_path: Path) -> None:

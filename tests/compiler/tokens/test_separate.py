@@ -28,7 +28,7 @@ def _separated_value(program: ir.Program, terms, key: str, row: str, ids: torch.
     for coefficient, query, key_part in terms:
         a = evaluator.value(query, (row, key)) if query is not None else torch.ones(())
         b = evaluator.value(key_part, (row, key)) if key_part is not None else torch.ones(())
-        total = total + coefficient * a * b
+        total = total + float(coefficient) * a * b
     return total
 
 
