@@ -36,7 +36,7 @@ from random import Random
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from fuzz_cases import Case, fuzz_cases, run_case
+from fuzz_cases import Case, case_from_file, fuzz_cases, run_case
 from fuzz_property import Outcome
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample
@@ -120,15 +120,9 @@ def write_failure(out: Path, case: Case, outcome: Outcome, first: Outcome, seed:
 def rerun(folder: Path) -> dict[str, str]:
     """Each failure file written to ``folder`` run again (at the ε and dtype its header names):
     its outcome now, by file name."""
-    import re
-
     found = {}
     for path in sorted([*folder.glob("*.iflow"), *folder.glob("*.py")]):
-        text = path.read_text()
-        setting = re.search(r"eps = (\S+), dtype = (\w+)", text)
-        eps, dtype = (float(setting.group(1)), setting.group(2)) if setting else (1e-3, "float64")
-        source = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# "))
-        outcome = run_case(Case("rasp" if path.suffix == ".py" else "iflow", source, eps, dtype))
+        outcome = run_case(case_from_file(path))
         found[path.name] = f"{outcome.kind}: {outcome.detail}"
         print(f"{path.name}: {found[path.name]}")
     return found

@@ -9,6 +9,7 @@ import re
 import signal
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 
 from fuzz_property import Outcome, check_iflow, check_rasp
 from hypothesis import strategies as st
@@ -93,3 +94,13 @@ def run_case(case: Case, seconds: int = SECONDS) -> Outcome:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def case_from_file(path: Path) -> Case:
+    """A failure file ``bench/fuzz.py`` wrote (or a regression kept in tests/fuzz_regressions/):
+    its program, at the ε and dtype its header names."""
+    text = path.read_text()
+    setting = re.search(r"eps = (\S+), dtype = (\w+)", text)
+    eps, dtype = (float(setting.group(1)), setting.group(2)) if setting else (1e-3, "float64")
+    source = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# "))
+    return Case("rasp" if path.suffix == ".py" else "iflow", source, eps, dtype)

@@ -5,8 +5,10 @@ generated programs, each refused with a located message or compiled within its a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from fuzz_cases import IFLOW_CONSTRUCTS, RASP_CONSTRUCTS, Case, fuzz_cases, run_case
+from fuzz_cases import IFLOW_CONSTRUCTS, RASP_CONSTRUCTS, Case, case_from_file, fuzz_cases, run_case
 from fuzz_property import check_iflow, located, quotes_source
 from hypothesis import HealthCheck, Phase, example, find, given, seed, settings
 from hypothesis import strategies as st
@@ -31,6 +33,16 @@ target(t) = sum_<s> [key(s) < key(t)]
 def test_a_generated_program_is_refused_where_it_says_or_compiled_within_its_bound(case: Case) -> None:
     outcome = run_case(case)
     assert not outcome.failed, f"{outcome.kind}: {outcome.detail}\n{case.source}"
+
+
+REGRESSIONS = sorted((Path(__file__).parent / "fuzz_regressions").glob("*.*"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[path.name for path in REGRESSIONS])
+def test_every_bug_the_campaign_found_stays_fixed(path: Path) -> None:
+    """Each minimal failing program bench/fuzz.py wrote (its header says what failed then)."""
+    outcome = run_case(case_from_file(path))
+    assert not outcome.failed, f"{outcome.kind}: {outcome.detail}"
 
 
 @pytest.mark.parametrize(("language", "construct"), [("iflow", name) for name in IFLOW_CONSTRUCTS]

@@ -1,0 +1,13 @@
+# fuzz failure: crash
+# symptom: ProgramError: map_1235.iflow:7:22: error: the reference evaluator cannot decide this exactly: its operands take values as close as 1.11e-16 (exact: 1/10000000000000000), which float64 cannot separate from their computed error at exact.py:210
+# compiled at eps = 0.001, dtype = float64; batch seed 5025 (bench/fuzz.py)
+# before shrinking: ProgramError: map_1006.iflow:7:22: error: the reference evaluator cannot decide this exactly: its operands take values as close as 1.11e-16 (exact: 1/10000000000000000), which float64 cannot separate from their computed error at exact.py:210
+from infoflow_dsl import rasp
+from infoflow_dsl.rasp import library
+
+VOCAB = (0, 1, 2)
+MAX_SEQ_LEN = 3
+v1 = rasp.Map(lambda x: x + 1, rasp.tokens)
+v2 = library.shift_by(1, rasp.indices)
+v3 = rasp.Map(lambda x: x > 1, v2)
+program = v3
