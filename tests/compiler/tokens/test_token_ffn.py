@@ -49,12 +49,17 @@ value_sets = st.sets(st.integers(-20, 20).map(Fraction), min_size=2, max_size=8)
 small_sets = st.sets(st.integers(-20, 20).map(Fraction), min_size=2, max_size=5)
 
 
+def _drawn_cut(values: set[Fraction], data: st.DataObject) -> tuple[list[Fraction], Fraction, float]:
+    """(the values in order, a cut drawn above the least, the gap below it)."""
+    ordered = sorted(values)
+    cut = data.draw(st.sampled_from(ordered[1:]))
+    return ordered, cut, float(cut - max(v for v in ordered if v < cut))
+
+
 @settings(max_examples=60, deadline=None)
 @given(value_sets, st.data())
 def test_a_robust_step_is_exact_within_a_quarter_gap(values: set[Fraction], data: st.DataObject) -> None:
-    ordered = sorted(values)
-    cut = data.draw(st.sampled_from(ordered[1:]))
-    gap = float(cut - max(v for v in ordered if v < cut))
+    ordered, cut, gap = _drawn_cut(values, data)
     z = feature("z", values, error=gap / 5)
     built = builder()
     step = ffn.at_least(built, z, cut, "z")
@@ -67,9 +72,7 @@ def test_a_robust_step_is_exact_within_a_quarter_gap(values: set[Fraction], data
 @given(value_sets, st.data())
 def test_a_step_whose_input_error_reaches_a_quarter_gap_is_refused(values: set[Fraction], data: st.DataObject) -> None:
     """The gap fact of the bound's argument, broken: an input within g/4 of the ramp is refused."""
-    ordered = sorted(values)
-    cut = data.draw(st.sampled_from(ordered[1:]))
-    gap = float(cut - max(v for v in ordered if v < cut))
+    _, cut, gap = _drawn_cut(values, data)
     with pytest.raises(CompileError, match="not below a quarter of its gap"):
         ffn.at_least(builder(), feature("z", values, error=gap / 4), cut, "z")
 
