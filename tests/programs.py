@@ -419,7 +419,7 @@ target(t : t >= 2) = sum_<s, r : s < r and r <= t> [x(s) > x(r)]
 ]
 
 #: Stable-sort keys: a token plus a tie-break term of its position (issue 65's held-out idiom, our
-#: own programs): below the tokens' gap (0.3 at T = 4, 1e-14), above it with real ties (0.3 at
+#: own programs): below the tokens' gap (0.3 at T = 4, 0.01, 1e-14), above it with real ties (0.3 at
 #: T = 12: 3 + 0.3·0 = 0 + 0.3·10), and thirds.
 SORT_KEYS: list[ExampleProgram] = [
     _extra("tok_sort_key_03", "tokens sort-key non-dyadic tie-break", """
@@ -434,6 +434,12 @@ length T = 6
 let key(t) = (x(t) + 1e-14 * (t - 1))
 let rank(t) = sum_<s> [key(s) < key(t)]
 target(t) = x(argmin_<s> |rank(s) - (t - 1)|)
+"""),
+    _extra("tok_sort_key_001", "tokens sort-key non-dyadic tie-break", """
+input x : token {0, 1, 2}
+length T = 6
+let key(t) = (x(t) + 0.01 * (t - 1))
+target(t) = sum_<s> [key(s) > key(t)]
 """),
     _extra("tok_sort_key_ties", "tokens sort-key non-dyadic exact-ties", """
 input x : token {0, 1, 2, 3}
