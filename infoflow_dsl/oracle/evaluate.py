@@ -27,11 +27,10 @@ import torch
 
 from ..language import typed as ir
 from ..language.check import check
-from ..language.exact import decimal
 from ..language.functions import POINTWISE
 from ..language.load import program_argument
 from ..language.value_sets import FiniteDomain, finite_domain
-from .exact import exact_values, snapped
+from .exact import decided, looked_up
 from .fast_pairs import reduce_pairs
 from .tokens import UNDEFINED_ID, check_ids, token_values
 
@@ -111,7 +110,7 @@ class ReferenceEvaluator:
         inner = (*scope, expr.variable)
         scores = self._expand_new_axes(self.value(expr.body, inner), len(scope), 1)  # (B, *dims, T)
         mask = self.mask(expr.conditions, inner)  # (1, *dims, T)
-        scores = self._decided((expr.body,), scores)[0].to(torch.float64)  # ties exactly as the rationals tie
+        scores = decided((expr.body,), (scores,), self.domain, self.path)[0].to(torch.float64)  # rationals' ties
         signed = scores if expr.kind == "argmax" else -scores
         ranked = torch.where(mask, signed, -torch.inf)  # (B, *dims, T), best = largest
         if self.length > 1:
@@ -165,16 +164,9 @@ class ReferenceEvaluator:
         return (self.position(expr.position, scope) + 1).to(torch.float64)
 
     def _Compare(self, expr: ir.Compare, scope: tuple[str, ...]) -> Tensor:
-        operands = self._decided((expr.left, expr.right),
-                                 self.value(expr.left, scope), self.value(expr.right, scope))
+        operands = decided((expr.left, expr.right), (self.value(expr.left, scope), self.value(expr.right, scope)),
+                           self.domain, self.path)
         return _COMPARE[expr.operator](*operands)
-
-    def _decided(self, exprs: tuple[ir.Expr, ...], *computed: Tensor) -> tuple[Tensor, ...]:
-        """The computed operands as the indices of their exact values where a token program's
-        finite value sets decide them (:func:`.exact.snapped`), else as they are."""
-        if self.domain is None:
-            return computed
-        return snapped(exprs, computed, self.domain, self.path) or computed
 
     def _Logical(self, expr: ir.Logical, scope: tuple[str, ...]) -> Tensor:
         left, right = self.value(expr.left, scope), self.value(expr.right, scope)
@@ -204,27 +196,9 @@ class ReferenceEvaluator:
         return POINTWISE[expr.function].apply(*(self.value(a, scope) for a in expr.arguments))
 
     def _TableLookup(self, expr: ir.TableLookup, scope: tuple[str, ...]) -> Tensor:
-        """The table's value at each argument tuple (NaN at a key it lacks: the checker proved
-        none occurs); a categorical token's value is its id, as the table's keys are."""
+        """The table's value at each argument tuple (:func:`.exact.looked_up`)."""
         arguments = torch.broadcast_tensors(*(self.value(a, scope).to(torch.float64) for a in expr.arguments))
-        table = expr.table
-        keys = [self._key_matcher(a) for a in expr.arguments]
-        out = torch.full_like(arguments[0], torch.nan if table.default is None else table.default)
-        for key, value in zip(table.keys, table.values, strict=True):
-            hit = torch.ones_like(arguments[0], dtype=torch.bool)
-            for argument, part, matches in zip(arguments, key, keys, strict=True):
-                hit &= matches(argument, part)
-            out = torch.where(hit, value, out)
-        return out
-
-    def _key_matcher(self, argument: ir.Expr) -> Callable[[Tensor, float], Tensor]:
-        """How a computed argument meets a table key: on exact values where they decide it (the
-        key read as its decimal), else as floats."""
-        exact = None if self.domain is None else exact_values((argument,), self.domain, self.path)
-        if exact is None:
-            return lambda computed, key: computed == key
-        positions = {value: index for index, value in enumerate(exact.values)}
-        return lambda computed, key: exact.index(computed) == positions.get(decimal(key), -1)
+        return looked_up(expr, arguments, self.domain, self.path)
 
     def _Arithmetic(self, expr: ir.Arithmetic, scope: tuple[str, ...]) -> Tensor:
         left, right = self.value(expr.left, scope), self.value(expr.right, scope)

@@ -22,6 +22,7 @@ sets is therefore decided on the rationals:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -216,3 +217,39 @@ def snapped(operands: tuple[object, ...], computed: tuple[Tensor, ...], domain: 
     indices order as the rationals do), or None where an operand's values are not finite."""
     exact = exact_values(operands, domain, path)
     return None if exact is None else tuple(exact.index(value) for value in computed)
+
+
+def decided(exprs: tuple[object, ...], computed: tuple[Tensor, ...], domain: FiniteDomain | None,
+            path: str = "<string>") -> tuple[Tensor, ...]:
+    """The computed operands as the indices of their exact values where a token program's finite
+    value sets decide them (:func:`snapped`), else as they are (``domain`` None: over vectors)."""
+    if domain is None:
+        return computed
+    return snapped(exprs, computed, domain, path) or computed
+
+
+def key_matcher(argument: object, domain: FiniteDomain | None, path: str = "<string>") -> Callable[[Tensor, float],
+                                                                                                   Tensor]:
+    """How a computed table argument meets a key: on exact values where they decide it (the key
+    read as the rational it stands for), else as floats."""
+    exact = None if domain is None else exact_values((argument,), domain, path)
+    if exact is None:
+        return lambda computed, key: computed == key
+    positions = {value: index for index, value in enumerate(exact.values)}
+    return lambda computed, key: exact.index(computed) == positions.get(decimal(key), -1)
+
+
+def looked_up(expr: ir.TableLookup, arguments: list[Tensor] | tuple[Tensor, ...], domain: FiniteDomain | None,
+              path: str = "<string>") -> Tensor:
+    """A table's value at each tuple of computed ``arguments`` (broadcast, float64; a categorical
+    token's is its id, as the keys are): each key met by :func:`key_matcher`, NaN at a tuple it
+    lacks (the checker proved none occurs)."""
+    table = expr.table
+    keys = [key_matcher(a, domain, path) for a in expr.arguments]
+    out = torch.full_like(arguments[0], torch.nan if table.default is None else table.default)
+    for key, value in zip(table.keys, table.values, strict=True):
+        hit = torch.ones_like(arguments[0], dtype=torch.bool)
+        for argument, part, matches in zip(arguments, key, keys, strict=True):
+            hit &= matches(argument, part)
+        out = torch.where(hit, value, out)
+    return out

@@ -43,7 +43,7 @@ import contextlib
 import itertools
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..language.declarations import RESERVED
@@ -161,37 +161,15 @@ class Translation:
         return tuple((line, where_built(node)) for line, node in self.written_for)
 
 
-class Translator:
-    """Writes the declarations of one program, children first, each SOp once."""
+@dataclass
+class WrittenDeclarations:
+    """The declarations written so far (``texts``), the names they took, and the node each was
+    written for (``owners``, by name): the node being written is the innermost of ``writing``."""
 
-    def __init__(self, vocabulary: Iterable[Hashable], max_seq_len: int, program: RASPExpr,
-                 rules: TranslationRules) -> None:
-        self.rules = rules
-        self.vocabulary: list[Any] = sorted_values(set(vocabulary))
-        self.length = max_seq_len
-        self.vocabulary_text, self.categorical = vocabulary_text(self.vocabulary)
-        self.inference = ValueSetInference(frozenset(self.vocabulary), max_seq_len, strict=False)
-        self.declarations: list[str] = []
-        #: the node each declaration was written for, by the declared name
-        self.owners: dict[str, RASPExpr] = {}
-        self.writing: list[RASPExpr] = []  # the nodes being written, innermost last
-        self.names: set[str] = set(OWN_NAMES)
-        self.rendered: dict[int, Rendered] = {}
-        self.predicates: dict[int, Predicate] = {}
-        self.binders = itertools.count(1)
-        self.inverse_written = False
-        parents = parents_of(program)
-        self.order_only = order_only_sops(parents)
-        self.row_only = row_only_sops(program, parents)
-        #: an order-only SOp that is w·major + index with w above every index gap: compared as
-        #: (major, position) lexicographically (make_sort's keys: x + i/N)
-        self.lexicographic: dict[int, RASPExpr] = {}
-        #: a mean over a never-empty range of positions (``<=``, ``>=``, ``all``), and of what
-        self.means: dict[int, tuple[str, RASPExpr]] = {}
-        #: where RASP's evaluator has no output the model gives (written as comments, in order)
-        self.undefined: list[str] = []
-
-    # ------------------------------------------------------------------ names and declarations
+    texts: list[str] = field(default_factory=list)
+    owners: dict[str, RASPExpr] = field(default_factory=dict)
+    writing: list[RASPExpr] = field(default_factory=list)
+    names: set[str] = field(default_factory=lambda: set(OWN_NAMES))
 
     def fresh_name(self, label: str) -> str:
         """A name for ``label``, unique in the program. A default label's number (``map_27``: the
@@ -211,7 +189,7 @@ class Translator:
         return name
 
     @contextlib.contextmanager
-    def writing_node(self, expr: RASPExpr) -> Iterator[None]:
+    def node(self, expr: RASPExpr) -> Iterator[None]:
         """While ``expr`` is written: the declarations made are its own, and a refusal with no
         place yet is located where ``expr`` was built."""
         self.writing.append(expr)
@@ -222,34 +200,63 @@ class Translator:
         finally:
             self.writing.pop()
 
-    def declare(self, name: str, text: str) -> None:
+    def add(self, name: str, text: str) -> None:
         """Add the declaration ``text`` of ``name``, written for the innermost node being written."""
-        self.declarations.append(text)
+        self.texts.append(text)
         if self.writing:
             self.owners[name] = self.writing[-1]
+
+
+class Translator:
+    """Writes the declarations of one program, children first, each SOp once."""
+
+    def __init__(self, vocabulary: Iterable[Hashable], max_seq_len: int, program: RASPExpr,
+                 rules: TranslationRules) -> None:
+        self.rules = rules
+        self.vocabulary: list[Any] = sorted_values(set(vocabulary))
+        self.length = max_seq_len
+        self.vocabulary_text, self.categorical = vocabulary_text(self.vocabulary)
+        self.inference = ValueSetInference(frozenset(self.vocabulary), max_seq_len, strict=False)
+        self.written = WrittenDeclarations()
+        self.rendered: dict[int, Rendered] = {}
+        self.predicates: dict[int, Predicate] = {}
+        self.binders = itertools.count(1)
+        self.inverse_written = False
+        parents = parents_of(program)
+        self.order_only = order_only_sops(parents)
+        self.row_only = row_only_sops(program, parents)
+        #: an order-only SOp that is w·major + index with w above every index gap: compared as
+        #: (major, position) lexicographically (make_sort's keys: x + i/N)
+        self.lexicographic: dict[int, RASPExpr] = {}
+        #: a mean over a never-empty range of positions (``<=``, ``>=``, ``all``), and of what
+        self.means: dict[int, tuple[str, RASPExpr]] = {}
+        #: where RASP's evaluator has no output the model gives (written as comments, in order)
+        self.undefined: list[str] = []
+
+    # ------------------------------------------------------------------ names and declarations
 
     def binder(self) -> str:
         return f"s{next(self.binders)}"
 
     def macro(self, label: str, body: Callable[[str], str]) -> Callable[[str], str]:
         """``let NAME(t) = body(t)``; the SOp at p is then ``NAME(p)``."""
-        name = self.fresh_name(label)
-        self.declare(name, f"let {name}(t) = {body('t')}")
+        name = self.written.fresh_name(label)
+        self.written.add(name, f"let {name}(t) = {body('t')}")
         return lambda p: f"{name}({p})"
 
     def table(self, label: str, entries: dict[tuple[str, ...], str], default: str | None) -> str:
-        name = self.fresh_name(label)
+        name = self.written.fresh_name(label)
         texts = [f"{k[0] if len(k) == 1 else '(' + ', '.join(k) + ')'}: {v}" for k, v in entries.items()]
         if default is not None:
             texts.append(f"_: {default}")
-        self.declare(name, f"table {name} = {{{', '.join(texts)}}}")
+        self.written.add(name, f"table {name} = {{{', '.join(texts)}}}")
         return name
 
     def inverse(self) -> str:
         """The table ``inverse`` of 1/n for n = 1..N (0 elsewhere), written once."""
         if not self.inverse_written:
             entries = ", ".join(f"{n}: {number_text(1 / n)}" for n in range(1, self.length + 1))
-            self.declare("inverse", f"table inverse = {{{entries}, _: 0}}")
+            self.written.add("inverse", f"table inverse = {{{entries}, _: 0}}")
             self.inverse_written = True
         return "inverse"
 
@@ -291,7 +298,7 @@ class Translator:
 
     def number(self, expr: RASPExpr) -> Callable[[str], str]:
         """``expr`` as a number at a position (a token through its view by a table, or affinely)."""
-        with self.writing_node(expr):
+        with self.written.node(expr):
             return self._number(expr)
 
     def _number(self, expr: RASPExpr) -> Callable[[str], str]:
@@ -333,7 +340,7 @@ class Translator:
             if rule is None:
                 raise TranslationError(f"{describe(expr)}: a {type(expr).__name__} is not an SOp from_rasp can write",
                                        expr)
-            with self.writing_node(expr):
+            with self.written.node(expr):
                 self.value_set(expr)  # a function that raises is reported before anything reads it
                 self.rendered[expr.unique_id] = rule(self, expr)
         return self.rendered[expr.unique_id]
@@ -346,7 +353,7 @@ class Translator:
         rendered = self.sop(expr)
         if rendered.deferred is None:
             return rendered
-        with self.writing_node(expr):
+        with self.written.node(expr):
             return self._coded(expr, rendered.deferred)
 
     def _coded(self, expr: RASPExpr, deferred: Deferred) -> Rendered:
@@ -371,7 +378,7 @@ class Translator:
             if rule is None:
                 raise TranslationError(f"{describe(expr)}: a {type(expr).__name__} is not compiled yet "
                                        f"(a selector from keys, queries and a predicate is)", expr)
-            with self.writing_node(expr):
+            with self.written.node(expr):
                 self.predicates[expr.unique_id] = rule(self, expr)
         return self.predicates[expr.unique_id]
 
@@ -382,7 +389,7 @@ class Translator:
     def translation(self, program: RASPExpr) -> Translation:
         """The whole ``.iflow`` program whose per-token target is ``program``, and the node each
         declaration line was written for (the target's line: ``program``)."""
-        with self.writing_node(program):
+        with self.written.node(program):
             output = self.rules.target_text(self, program)
             first = self.sop(program).first
         head = [f"# {program.label}: translated from RASP by infoflowc from-rasp",
@@ -390,9 +397,10 @@ class Translator:
                 f"input x : token {self.vocabulary_text}", f"length T = {self.length}"]
         where = f"t : t >= {first}" if first > 1 else "t"
         target = f"target({where}) = {output}"
-        body = used_declarations(self.declarations, target)
-        written_for = [(len(head) + number, self.owners[declared_name(text)])
-                       for number, text in enumerate(body, start=1) if declared_name(text) in self.owners]
+        body = used_declarations(self.written.texts, target)
+        owners = self.written.owners
+        written_for = [(len(head) + number, owners[declared_name(text)])
+                       for number, text in enumerate(body, start=1) if declared_name(text) in owners]
         lines = [*head, *body, target]
         return Translation("\n".join(lines) + "\n", (*written_for, (len(lines), program)))
 
