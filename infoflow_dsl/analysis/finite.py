@@ -188,10 +188,14 @@ def substitute_values(expr: object, leaves: Mapping[object, object]) -> object:
     return map_children(expr, lambda child: substitute_values(child, leaves))
 
 
-def literal(leaf: object, value: Fraction, domain: FiniteDomain) -> ir.TokenLiteral | ir.NumberLiteral:
-    """The literal a leaf is replaced by: a token of a categorical vocabulary, else a number."""
+def literal(leaf: object, value: Fraction, domain: FiniteDomain) -> ir.TokenLiteral | ir.NumberLiteral | ir.Compare:
+    """The literal a leaf is replaced by: a token of a categorical vocabulary, a truth value (a
+    comparison of constants) for a condition, else the number, exactly."""
     if getattr(leaf, "type", None) == ir.TOKEN and domain.names is not None:
         return ir.TokenLiteral(int(value), domain.names[int(value)])
+    if getattr(leaf, "type", None) == ir.BOOLEAN:  # a condition of one position: [leaf] is 0 or 1
+        zero = ir.NumberLiteral(0.0)
+        return ir.Compare("==" if value else "!=", zero, zero)
     return ir.NumberLiteral(float(value), exact=value)
 
 

@@ -49,4 +49,4 @@ class BuildCore:
         ``count`` more units are built that would pass MAX_UNITS (the builder adds them to
         ``units`` as it builds them)."""
         if self.units + count > MAX_UNITS:
-            raise fault(f"the model would need more than {MAX_UNITS:,} hidden units{why}")
+            raise fault(f"the target's model would need more than {MAX_UNITS:,} hidden units{why}")

@@ -10,6 +10,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from ..language.exact import decimal
 from .literals import number_text, operand
 
 
@@ -33,6 +34,13 @@ def snapped(value: Any) -> float:
     number = float(value)
     simple = float(Fraction(number).limit_denominator(1_000_000))
     return simple if abs(simple - number) <= 1e-12 * max(1.0, abs(number)) else number
+
+
+def change_between(before: Any, after: Any) -> float:
+    """after − before as the compiler reads the two: the difference of the rationals their
+    snapped floats stand for (1.9 − 0.9 is 1, where float subtraction gives 0.9999999999999999,
+    whose own rational would put values 10⁻¹⁶ apart that float64 cannot tell from equal)."""
+    return float(decimal(snapped(after)) - decimal(snapped(before)))
 
 
 def _slopes(table: dict[tuple[float, ...], float]) -> tuple[tuple[float, ...], list[float]]:

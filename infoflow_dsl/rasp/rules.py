@@ -15,7 +15,17 @@ from .conditions import band, disjunction_atoms, few_true, nowhere, parenthesise
 from .encodings import is_categorical
 from .evaluation import kind
 from .expressions import RASPExpr
-from .fits import affine_fit, affine_sum, bilinear_fit, bilinear_text, cut_between, integer_order, linear_text, snapped
+from .fits import (
+    affine_fit,
+    affine_sum,
+    bilinear_fit,
+    bilinear_text,
+    change_between,
+    cut_between,
+    integer_order,
+    linear_text,
+    snapped,
+)
 from .literals import TranslationError, is_number, number_text, operand, table_value, token_text
 from .selectors import comparison_name, index_shift, numeric_side
 from .structure import as_grid, structured
@@ -172,10 +182,10 @@ def _steps(points: list[tuple[Any, Any]]) -> tuple[float, list[tuple[str, float]
     half of the gap where f changes (no value of a lies there, and a decimal literal is a binary
     float that an exact value never equals), when f changes at most MAX_STEPS times; else None."""
     ordered = sorted(points, key=lambda p: float(p[0]))
-    start, steps = float(ordered[0][1]), []
+    start, steps = snapped(ordered[0][1]), []
     for (previous, before), (argument, after) in itertools.pairwise(ordered):
         if float(after) != float(before):
-            steps.append((cut_between(snapped(previous), snapped(argument)), float(after) - float(before)))
+            steps.append((cut_between(snapped(previous), snapped(argument)), change_between(before, after)))
     return (start, steps) if len(steps) <= MAX_STEPS else None
 
 

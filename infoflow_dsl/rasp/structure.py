@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from .fits import cut_between, linear_text, snapped
+from .fits import change_between, cut_between, linear_text, snapped
 from .literals import number_text, table_value
 from .translator import MAX_TABLE, Translator
 
@@ -84,10 +84,10 @@ def _one_number(tr: Translator, label: str, number: Callable[[str], str], points
     """g of one number as steps g₀ + Σ Δₖ·[w >= cₖ] (at most MAX_CHANGES), else a table of its
     values (at most MAX_TABLE keys), else None."""
     ordered = sorted(points)
-    changes = [(cut_between(snapped(a), snapped(b)), g1 - g0)
+    changes = [(cut_between(snapped(a), snapped(b)), change_between(g0, g1))
                for (a, g0), (b, g1) in itertools.pairwise(ordered) if not _close(g0, g1)]
     if len(changes) <= MAX_CHANGES:
-        start = ordered[0][1]
+        start = snapped(ordered[0][1])
         return lambda p: linear_text([(change, f"[{number(p)} >= {operand_text(cut)}]") for cut, change in changes],
                                      start)
     if len(ordered) > MAX_TABLE:
