@@ -8,22 +8,28 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from ..language.exact import decimal
 from .literals import number_text, operand
 
+#: the largest denominator of an exact slope :func:`integer_order` scales to whole numbers
+ORDER_DENOMINATOR = 10**12
+
 
 def integer_order(points: list[tuple[float, ...]], values: list[float]) -> list[int] | None:
-    """Whole coefficients (αᵢ·L) of an affine fit of f to within 10⁻⁹ whose αᵢ are fractions of
-    denominator ≤ 1000 (x + i/10 → 10·x + i), when they order the points as f does; else None."""
-    table = dict(zip(points, values, strict=True))
-    alphas = [Fraction(a).limit_denominator(1000) for a in _slopes(table)[1]]
+    """Whole coefficients (αᵢ·L) of an exact affine fit of f, the αᵢ its slopes in the rationals
+    the compiler reads (x + i/10 → 10·x + i, x + 10⁻¹⁰·i → 10¹⁰·x + i), when they order the points
+    exactly as f does (ties included); else None."""
+    table = {tuple(_exact(u) for u in point): _exact(v) for point, v in zip(points, values, strict=True)}
+    alphas = _slopes(table)[1]
+    if any(a.denominator > ORDER_DENOMINATOR for a in alphas):
+        return None
     scale = math.lcm(*(a.denominator for a in alphas))
     whole = [int(a * scale) for a in alphas]
-    scaled = {p: sum(w * x for w, x in zip(whole, p, strict=True)) for p in points}
-    ordered = all((scaled[p] < scaled[q]) == (table[p] < table[q] - 1e-9) and (scaled[p] == scaled[q]) ==
-                  (abs(table[p] - table[q]) <= 1e-9) for p in points for q in points)
+    scaled = {p: sum(w * x for w, x in zip(whole, p, strict=True)) for p in table}
+    ordered = all((scaled[p] < scaled[q]) == (table[p] < table[q])
+                  and (scaled[p] == scaled[q]) == (table[p] == table[q]) for p in table for q in table)
     return whole if ordered else None
 
 
@@ -43,7 +49,10 @@ def change_between(before: Any, after: Any) -> float:
     return float(decimal(snapped(after)) - decimal(snapped(before)))
 
 
-def _slopes(table: dict[tuple[float, ...], float]) -> tuple[tuple[float, ...], list[float]]:
+Number = TypeVar("Number", float, Fraction)
+
+
+def _slopes(table: dict[tuple[Number, ...], Number]) -> tuple[tuple[Number, ...], list[Number]]:
     """The grid's smallest point and f's slope along each coordinate from there (to the next
     value of that coordinate, the others held): an affine f's coefficients."""
     points = list(table)
@@ -52,20 +61,28 @@ def _slopes(table: dict[tuple[float, ...], float]) -> tuple[tuple[float, ...], l
     for i in range(len(origin)):
         others = sorted({u[i] for u in points} - {origin[i]})
         step = tuple(others[0] if j == i else origin[j] for j in range(len(origin))) if others else origin
-        slopes.append((table[step] - table[origin]) / (others[0] - origin[i]) if others else 0.0)
+        slopes.append((table[step] - table[origin]) / (others[0] - origin[i]) if others else table[origin] * 0)
     return origin, slopes
 
 
 def affine_fit(points: list[tuple[float, ...]], values: list[float]) -> tuple[list[float], float] | None:
-    """(α, γ) with Σᵢ αᵢ·uᵢ + γ == f(u) exactly (in floats) at every grid point, or None. Exactly:
-    a coefficient such as 0.2 is a binary float, and values computed with it would miss the
-    decimal keys and cuts written for them elsewhere (x + i/5 stays a table)."""
-    table = dict(zip(points, values, strict=True))
+    """(α, γ) with Σᵢ αᵢ·uᵢ + γ = f(u) at every grid point in the rationals the compiler reads
+    (each argument and value as :func:`snapped` and :func:`~infoflow_dsl.language.exact.decimal`
+    read it: RASP's 1 + 0.30000000000000004 is 13/10), each coefficient a float that reads back as
+    itself; else None (the function stays a table)."""
+    table = {tuple(_exact(u) for u in point): _exact(v) for point, v in zip(points, values, strict=True)}
     origin, alphas = _slopes(table)
     gamma = table[origin] - sum(a * u for a, u in zip(alphas, origin, strict=True))
+    if any(decimal(float(c)) != c for c in (*alphas, gamma)):
+        return None
     if all(sum(a * x for a, x in zip(alphas, u, strict=True)) + gamma == v for u, v in table.items()):
-        return alphas, gamma
+        return [float(a) for a in alphas], float(gamma)
     return None
+
+
+def _exact(value: Any) -> Fraction:
+    """A RASP number as the compiler reads what the translation writes for it."""
+    return decimal(snapped(value))
 
 
 def affine_sum(affine: tuple[list[float], float], terms: list[str]) -> str:
