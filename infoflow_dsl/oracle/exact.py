@@ -171,6 +171,9 @@ _ERROR_RULES = {
     ir.TokenLiteral: lambda expr, key, magnitude: 0.0,
     ir.PositionNumber: lambda expr, key, magnitude: 0.0,
     ir.Bracket: lambda expr, key, magnitude: 0.0,  # its comparison is decided exactly
+    ir.Compare: lambda expr, key, magnitude: 0.0,  # a truth value, decided exactly (a split's [c] = true)
+    ir.Logical: lambda expr, key, magnitude: 0.0,
+    ir.Not: lambda expr, key, magnitude: 0.0,
     ir.Presence: lambda expr, key, magnitude: 0.0,
     ir.Arithmetic: _arithmetic,
     ir.Negate: _unary,
