@@ -105,6 +105,14 @@ def model_inputs(program: ir.Program, samples: int, seed: int, corners: int = CO
     return torch.cat(parts)
 
 
+def _widest_hidden(model: Any) -> int:
+    """The widest FFN's hidden units of a compiled or an exported model (1 for any other module
+    measured as a model, which states no FFN)."""
+    if isinstance(model, CompiledTransformer) or callable(getattr(model, "model_size", None)):
+        return model_size(model).widest_hidden
+    return 1
+
+
 def measurement_batches(model: CompiledTransformer, length: int) -> tuple[int, int]:
     """(inputs per forward, inputs per reference call) when measuring at length T: the forward's
     batch bounds B·T (BATCH_ELEMENTS), the residual stream B·(T+1)·d_model (STREAM_ELEMENTS) and
@@ -113,7 +121,7 @@ def measurement_batches(model: CompiledTransformer, length: int) -> tuple[int, i
     bounds B·T² (PAIR_ELEMENTS), the size of its general path's pair grids; the forward's batch
     holds several of them (at T = 4096: 16 inputs a forward, one a reference call: 8% faster than
     one input a forward, the per-call overhead of its ~60 operations shared)."""
-    hidden = (length + 1) * model_size(model).widest_hidden
+    hidden = (length + 1) * _widest_hidden(model)
     forward = max(1, min(BATCH_ELEMENTS // length, STREAM_ELEMENTS // ((length + 1) * model.d_model),
                          HIDDEN_ELEMENTS // hidden))
     return forward, max(1, min(forward, PAIR_ELEMENTS // length**2))

@@ -39,7 +39,9 @@ def test_value_sets_hold_the_decimals_not_the_binary_floats() -> None:
 
 
 def test_a_literal_of_a_derived_value_prints_as_a_fraction() -> None:
-    third = ir.NumberLiteral(1 / 3, exact=Fraction(1, 3))
-    assert describe(third) == "(1 / 3)"
+    odd = Fraction(1, 3_000_017)  # a denominator past 10⁶: no float stands for it
+    derived = ir.NumberLiteral(float(odd), exact=odd)
+    assert describe(derived) == "(1 / 3000017)"
+    assert derived != ir.NumberLiteral(float(odd))  # the float's own rational is its shortest decimal
     assert describe(ir.NumberLiteral(0.3)) == "0.3"
-    assert third != ir.NumberLiteral(1 / 3)  # the float's decimal is another rational
+    assert ir.NumberLiteral(1 / 3).exact == Fraction(1, 3)  # Python's 1/3 stands for 1/3
