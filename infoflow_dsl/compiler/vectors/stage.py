@@ -136,10 +136,12 @@ def _smallest_eps(eps: float, fit: Callable[[float], BudgetFit]) -> float:
 
 
 def _min_length(builder: CircuitBuilder) -> int:
-    """The shortest input the fetches allow: k for x(k), 1 + k for x(T − k)."""
+    """The shortest input the fetches allow: k for x(k), 1 + k for x(T − k); at most T (an
+    unrolled range fetches x(T + 1) for a tuple its condition excludes, whose value no output
+    reads: the measurement holds the model to its bound either way)."""
     fixed = [p.index for p, _ in builder.fetched if isinstance(p, ir.FixedPosition)]
     fixed += [1 - p.offset for p, _ in builder.fetched if isinstance(p, ir.LastPosition) and p.offset]
-    return max(fixed, default=1)
+    return min(max(fixed, default=1), builder.length)
 
 
 def _circuit(program: ir.Program, schedule: Schedule, fit: BudgetFit, eps: float) -> Circuit:
