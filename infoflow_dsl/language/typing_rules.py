@@ -294,6 +294,8 @@ def _type_reduction(checker: Checker, expr: ast.Reduction, scope: Scope) -> ir.E
         return ir.ArgPosition(expr.kind, names[0], conditions, body, expr.span)
     if expr.kind in ("min", "max", "top"):
         _require_scalar_body(checker, expr, body)
+    if expr.kind == "top" and expr.rank == 1:  # the largest value, with multiplicity or not: max
+        return ir.Reduce("max", names, conditions, body, body.type, None, expr.span)
     return ir.Reduce(expr.kind, names, conditions, body, body.type, expr.rank, expr.span)  # type: ignore[arg-type]
 
 
