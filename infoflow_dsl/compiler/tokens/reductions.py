@@ -52,6 +52,10 @@ def range_masks(lowering: TokenLowering, conditions: tuple[ir.PositionCondition,
     factors: list[ir.PositionCondition] = []
     for condition in conditions:
         terms = (condition.left, condition.right)
+        if all(_names(term, key) for term in terms):  # s + a op s + b: a op b, the same for every key
+            if not MASK_OPS[condition.operator](terms[0].offset, terms[1].offset):  # type: ignore[union-attr]
+                raise lowering.refuse(node, "a range whose condition holds for no key")
+            continue
         if not all(_structural(term) for term in terms) or not any(_names(term, key) for term in terms):
             if _always(condition, lowering.builder.length):
                 continue
