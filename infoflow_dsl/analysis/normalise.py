@@ -169,9 +169,17 @@ def _pull_out_norm(expr: ir.Expr) -> ir.Expr:
 
 
 def _bounds(conditions: Sequence[ir.PositionCondition], variable: str) -> tuple[list, list] | None:
-    """Lower and upper bounds (term, strict) that ``conditions`` put on ``variable`` (with 1 ≤ v ≤ T)."""
+    """Lower and upper bounds (term, strict) that ``conditions`` put on ``variable`` (with 1 ≤ v ≤ T).
+
+    A condition ``v != w`` is exact only where ``w`` is one of v's non-strict bounds: then
+    [max(w, …), U] without w is [max(w + 1, …), U], the bound made strict (1 and T count as
+    bounds). One ``v != w`` beside the implicit bounds alone removes one point of 1..T, which
+    empties the range only at length 1, where the whole reduction is empty and check refuses it.
+    Any other ``!=`` (or an equality) cannot be written as bounds: None.
+    """
     lower: list[tuple[ir.PositionTerm, bool]] = [(ir.FixedPosition(1), False)]
     upper: list[tuple[ir.PositionTerm, bool]] = [(ir.LastPosition(), False)]
+    excluded: list[ir.PositionTerm] = []
     for c in conditions:
         if isinstance(c.left, ir.PositionVariable) and c.left.name == variable:
             operator, other = c.operator, c.right
@@ -185,13 +193,24 @@ def _bounds(conditions: Sequence[ir.PositionCondition], variable: str) -> tuple[
             lower.append((other, operator == ">"))
         elif operator == "==":
             return None
+        else:
+            excluded.append(other)
+    implicit_only = len(lower) == 1 and len(upper) == 1
+    for point in excluded:
+        absorbed = False
+        for bounds in (lower, upper):
+            if (point, False) in bounds:
+                bounds[bounds.index((point, False))] = (point, True)
+                absorbed = True
+        if not absorbed and not (implicit_only and len(excluded) == 1):
+            return None
     return lower, upper
 
 
 def _project(conditions: Sequence[ir.PositionCondition], variable: str) -> list[ir.PositionCondition] | None:
     """Conditions on the other positions equivalent to "some ``variable`` satisfies ``conditions``"
-    (Fourier–Motzkin over the integers; ``!=`` is left out, as it empties a range only when T is
-    tiny). None when a needed condition cannot be written (L < v < U with neither end a literal)."""
+    (Fourier–Motzkin over the integers, ``!=`` as :func:`_bounds` reads it). None when a needed
+    condition cannot be written (L < v < U with neither end a literal, a ``!=`` that is no bound)."""
     bounds = _bounds(conditions, variable)
     if bounds is None:
         return None

@@ -67,6 +67,9 @@ class ValueSetInference:
     def __init__(self, vocabulary: ValueSet, max_seq_len: int, strict: bool = True) -> None:
         self.vocabulary, self.length, self.strict = vocabulary, max_seq_len, strict
         self.sets: dict[int, ValueSet | None] = {}
+        #: SOps whose whole numbers may arrive as n or as n.0 (a mean: one selected value is
+        #: returned as it is, an average of several is a float), and the Maps of those
+        self.mixed: set[int] = set()
 
     def visit(self, expr: RASPExpr) -> None:
         if self.sets.get(expr.unique_id, None) is not None:
@@ -101,12 +104,14 @@ class ValueSetInference:
         if node == "LengthType":
             return frozenset(range(1, n + 1))
         if node == "Map":
-            return _applied(expr, expr.f, ((v,) for v in self.of(expr.inner) if v is not None))
+            mixed = self._mixed(expr, expr.inner)
+            return _applied(expr, expr.f, ((v,) for v in self.of(expr.inner) if v is not None), mixed)
         if node == "SequenceMap":
             if len(self.of(expr.fst)) * len(self.of(expr.snd)) > MAX_PAIRS:
                 raise TooManyValues(f"{_named(expr)} takes more than {MAX_VALUES:,} values", expr)
+            mixed = self._mixed(expr, expr.fst, expr.snd)
             pairs = ((u, v) for u in self.of(expr.fst) for v in self.of(expr.snd) if u is not None and v is not None)
-            return _applied(expr, expr.f, pairs)
+            return _applied(expr, expr.f, pairs, mixed)
         if node == "Full":
             return frozenset({expr.fill})
         if node == "ConstantSOp":
@@ -118,10 +123,20 @@ class ValueSetInference:
             averaged = is_numerical(expr) or (bool(values) and all(is_number(v) for v in values)
                                               and not selects_one(expr.selector, n))
             means = mean_values(values, n, expr) if averaged else values
+            if averaged:
+                self.mixed.add(expr.unique_id)
             return means | {expr.default}
         if node == "SelectorWidth":
             return frozenset(range(n + 1))
         raise ValueSetError(f"{_named(expr)}: no value set for a {type(expr).__name__}", expr)
+
+
+    def _mixed(self, expr: SOp, *arguments: SOp) -> tuple[bool, ...]:
+        """Which of ``expr``'s arguments are mixed (then so is ``expr``)."""
+        mixed = tuple(argument.unique_id in self.mixed for argument in arguments)
+        if any(mixed):
+            self.mixed.add(expr.unique_id)
+        return mixed
 
 
 def selects_one(selector: Any, length: int) -> bool:
@@ -141,16 +156,43 @@ def selects_one(selector: Any, length: int) -> bool:
         return False
 
 
-def _applied(expr: SOp, function: Callable[..., Any], arguments: Iterable[tuple[Any, ...]]) -> ValueSet:
+def _twins(argument: tuple[Any, ...], mixed: tuple[bool, ...]) -> list[tuple[Any, ...]]:
+    """The arguments equal to ``argument`` but for a whole number's type (2 for 2.0 and back),
+    in the places whose set may hold both."""
+    twins = []
+    for place, (value, may_mix) in enumerate(zip(argument, mixed, strict=True)):
+        if may_mix and is_number(value) and not isinstance(value, bool) and float(value).is_integer():
+            twin = float(value) if isinstance(value, int) else int(value)
+            twins.append((*argument[:place], twin, *argument[place + 1:]))
+    return twins
+
+
+def _applied(expr: SOp, function: Callable[..., Any], arguments: Iterable[tuple[Any, ...]],
+             mixed: tuple[bool, ...]) -> ValueSet:
+    """{f(a) : a ∈ arguments}. A value set holds a number once, so where ``f`` tells 2 from 2.0
+    (``f"{x}"``), its value would depend on how many positions a mean averaged: refused."""
     found = set()
     for argument in arguments:
         try:
-            found.add(function(*argument))
+            value = function(*argument)
+            for twin in _twins(argument, mixed):
+                if function(*twin) != value:
+                    raise ValueSetError(
+                        f"{_named(expr)}: its function gives {value!r} on {_shown(argument)!r} and "
+                        f"{function(*twin)!r} on {_shown(twin)!r}, two values RASP's Aggregate returns for one "
+                        "mean (one selected value, or an average of several); infoflow's values are numbers, "
+                        "so the two are one value", expr)
+            found.add(value)
+        except ValueSetError:
+            raise
         except Exception as error:  # the user's function: whatever it raises is reported with its value
-            shown = argument[0] if len(argument) == 1 else argument
-            raise ValueSetError(f"{_named(expr)}: its function raises {type(error).__name__} on {shown!r} "
-                                f"({error})", expr) from None
+            raise ValueSetError(f"{_named(expr)}: its function raises {type(error).__name__} on "
+                                f"{_shown(argument)!r} ({error})", expr) from None
     return frozenset(found)
+
+
+def _shown(argument: tuple[Any, ...]) -> Any:
+    return argument[0] if len(argument) == 1 else argument
 
 
 def mean_values(values: ValueSet, length: int, expr: SOp) -> ValueSet:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -12,8 +14,10 @@ from hypothesis import strategies as st
 from programs import ALL, by_name
 
 import infoflow_dsl as ifl
-from infoflow_dsl.analysis.normalise import normalise
+from infoflow_dsl.analysis.normalise import normalise, split_nesting
 from infoflow_dsl.analysis.tree import build_tree
+from infoflow_dsl.language import typed as ir
+from infoflow_dsl.language.positions import condition_mask
 from infoflow_dsl.oracle.evaluate import ReferenceEvaluator, at_length, target_value
 
 
@@ -129,6 +133,10 @@ MULTI_VARIABLE = [
     "min_<s, t : s > 2 and t >= s> x(s)[2] * x(t)[1]",
     "sum_<s, t : s == t> x(s)[1] * x(t)[2]",
     "max_<s, t : t == 3> x(s)[1] * x(t)[2]",
+    "min_<u, s : s <= u and u != s> x(u)[1]",
+    "max_<u, s : s != 1 and s <= u> x(u)[2]",
+    "min_<u, s : s != 2 and s <= u> x(u)[1]",
+    "max_<u, s : u != s and s >= u and s < T> x(u)[1] * x(s)[2]",
 ]
 
 
@@ -137,10 +145,6 @@ MULTI_VARIABLE = [
 @given(seed=st.integers(0, 2**31 - 1), length=st.sampled_from([3, 4, 6]))
 def test_every_nesting_of_a_multi_variable_reduction_is_exact(target, seed, length):
     """Splitting (with the projected outer conditions) and equality elimination keep the value."""
-    import itertools
-
-    from infoflow_dsl.analysis.normalise import split_nesting
-
     program = ifl.parse_program(f"input x : R^2\nlength T = {length}\ntarget {target}\n")
     x = ifl.sample_inputs(program, 6, seed=seed)
     evaluator = ReferenceEvaluator(x)
@@ -151,6 +155,28 @@ def test_every_nesting_of_a_multi_variable_reduction_is_exact(target, seed, leng
         nested = split_nesting(reduce, order)
         if nested is not None:
             torch.testing.assert_close(evaluator.value(nested, ()), expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("target", MULTI_VARIABLE)
+@pytest.mark.parametrize("length", [1, 2, 3, 5])
+def test_no_nesting_leaves_an_inner_range_empty(target: str, length: int) -> None:
+    """Each level's conditions are exactly the projection of the ones below: an outer tuple is in
+    range iff some inner tuple completes it (a min over an empty inner range has no value)."""
+    reduce = ifl.parse_program(f"input x : R^2\nlength T = {max(length, 3)}\ntarget {target}\n").target
+    positions = np.arange(1, length + 1)
+    for order in itertools.permutations(reduce.variables):
+        nested = split_nesting(reduce, order)
+        if nested is None:
+            continue
+        levels = []
+        while isinstance(nested, ir.Reduce) and nested.variables[0] in order and len(levels) < len(order):
+            levels.append(nested.conditions)
+            nested = nested.body
+        joint = condition_mask(order, reduce.conditions, positions, length)
+        for depth in range(1, len(order)):
+            outer = condition_mask(order[:depth], [c for level in levels[:depth] for c in level], positions, length)
+            completed = joint.any(axis=tuple(range(depth, len(order))))
+            assert (outer == completed).all(), (order, depth, length)
 
 
 RENAMED = """input x : R^2 in [-1, 1]
