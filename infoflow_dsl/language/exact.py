@@ -15,6 +15,7 @@ comparison of finite-valued operands on these rationals (:mod:`~infoflow_dsl.ora
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from fractions import Fraction
 from functools import lru_cache
 
@@ -31,3 +32,12 @@ def decimal(value: float) -> Fraction:
         raise ValueError(f"{value!r} is not a finite number")
     simple = Fraction(value).limit_denominator(SIMPLE_DENOMINATOR)
     return simple if float(simple) == value else Fraction(repr(float(value)))
+
+
+def over_common_denominator(*sets: Iterable[Fraction]) -> tuple[tuple[list[int], ...], int]:
+    """For each set given, whole numbers n_i, and one D for all, with value_i = n_i / D (D the lcm
+    of every denominator): exact arithmetic on many rationals done on integers, a Fraction made
+    once per distinct result."""
+    listed = [list(values) for values in sets]
+    denominator = math.lcm(*(v.denominator for values in listed for v in values)) if any(listed) else 1
+    return tuple([v.numerator * (denominator // v.denominator) for v in values] for values in listed), denominator

@@ -21,6 +21,37 @@ if TYPE_CHECKING:
     from .program import Table
 
 
+NodeClass = TypeVar("NodeClass", bound=type)
+
+
+def typed_node(cls: NodeClass) -> NodeClass:
+    """A frozen dataclass whose hash is computed once: the compiler keys its caches by whole
+    expression trees, and a dataclass's hash walks the tree each time. The cached hash never
+    leaves the process (``__getstate__`` drops it: a string's hash differs in the next)."""
+    cls = dataclass(frozen=True)(cls)
+    field_hash = cls.__hash__
+
+    def cached_hash(self: Any) -> int:
+        try:
+            return self.__dict__["_hash"]  # type: ignore[no-any-return]
+        except KeyError:
+            value = field_hash(self)
+            object.__setattr__(self, "_hash", value)
+            return value
+
+    def state_without_hash(self: Any) -> dict[str, Any]:
+        return {name: value for name, value in self.__dict__.items() if name not in REMEMBERED}
+
+    cls.__hash__ = cached_hash  # type: ignore[assignment,method-assign]
+    cls.__getstate__ = state_without_hash  # type: ignore[attr-defined]
+    cls.typed_node = True  # type: ignore[attr-defined]
+    return cls
+
+
+#: what a typed node remembers of itself (never pickled): its hash, its free variables
+REMEMBERED = ("_hash", "_free")
+
+
 def _span_field() -> Span:
     return field(default=NO_SPAN, compare=False, repr=False)
 
@@ -57,7 +88,7 @@ def matrix(rows: int, columns: int) -> ValueType:
 # ----------------------------------------------------------------------------- positions
 
 
-@dataclass(frozen=True)
+@typed_node
 class PositionVariable:
     """A position bound by an enclosing reduction (or a per-token target), plus ``offset``:
     ``x(t - 1)`` reads PositionVariable("t", offset=-1)."""
@@ -73,7 +104,7 @@ class PositionVariable:
         return PositionVariable(self.name, self.span) if self.offset else self
 
 
-@dataclass(frozen=True)
+@typed_node
 class FixedPosition:
     """A literal position k (1-based)."""
 
@@ -82,7 +113,7 @@ class FixedPosition:
     type: ValueType = POSITION
 
 
-@dataclass(frozen=True)
+@typed_node
 class LastPosition:
     """``T``: the last input position (whatever T the model is built for), plus ``offset``
     (``T - 1`` is LastPosition(offset=-1))."""
@@ -92,7 +123,7 @@ class LastPosition:
     offset: int = 0
 
 
-@dataclass(frozen=True)
+@typed_node
 class RunLength:
     """``len`` plus ``offset``: the number of input tokens at run time (1..T) as a position;
     ``x(len)`` is the last token. Only in programs over a token vocabulary."""
@@ -106,7 +137,7 @@ PositionTerm = Union[PositionVariable, FixedPosition, LastPosition, RunLength]
 ComparisonOperator = Literal["!=", "<", "<=", ">", ">=", "=="]
 
 
-@dataclass(frozen=True)
+@typed_node
 class PositionCondition:
     """``left op right`` restricting a reduction's range."""
 
@@ -116,7 +147,7 @@ class PositionCondition:
     span: Span = _span_field()
 
 
-@dataclass(frozen=True)
+@typed_node
 class ArgPosition:
     """``argmin_<v : conditions> body`` / ``argmax``: the position of the best score.
 
@@ -131,7 +162,7 @@ class ArgPosition:
     type: ValueType = POSITION
 
 
-@dataclass(frozen=True)
+@typed_node
 class ReflectedPosition:
     """``len + offset − mirrored`` (``from_length``), or ``offset − mirrored``: a position read
     backwards, e.g. ``x(len + 1 − t)``, the mirror of t. ``mirrored`` is a position (a variable)."""
@@ -149,7 +180,7 @@ Position = Union[PositionVariable, FixedPosition, LastPosition, ArgPosition, Run
 # ----------------------------------------------------------------------------- values
 
 
-@dataclass(frozen=True)
+@typed_node
 class NumberLiteral:
     """A numeric literal: ``value`` its float64, ``exact`` the rational it stands for (0.3 is 3/10,
     0.3333333333333333 is 1/3: :func:`.exact.decimal`) unless a stage that derived the value
@@ -164,7 +195,7 @@ class NumberLiteral:
         object.__setattr__(self, "exact", decimal(self.value) if self.exact is None else Fraction(self.exact))
 
 
-@dataclass(frozen=True)
+@typed_node
 class Constant:
     """A named constant; ``values`` is its entries in row-major order."""
 
@@ -174,7 +205,7 @@ class Constant:
     span: Span = _span_field()
 
 
-@dataclass(frozen=True)
+@typed_node
 class Token:
     """``x(position)``: the input token at a position (vector[d])."""
 
@@ -183,7 +214,7 @@ class Token:
     span: Span = _span_field()
 
 
-@dataclass(frozen=True)
+@typed_node
 class Component:
     """``v[index]`` with a 1-based index."""
 
@@ -193,7 +224,7 @@ class Component:
     type: ValueType = SCALAR
 
 
-@dataclass(frozen=True)
+@typed_node
 class Inner:
     """``<a, b>``."""
 
@@ -203,7 +234,7 @@ class Inner:
     type: ValueType = SCALAR
 
 
-@dataclass(frozen=True)
+@typed_node
 class Norm:
     """``||a||``."""
 
@@ -212,7 +243,7 @@ class Norm:
     type: ValueType = SCALAR
 
 
-@dataclass(frozen=True)
+@typed_node
 class Square:
     """``a ^ 2`` for a scalar a."""
 
@@ -221,7 +252,7 @@ class Square:
     type: ValueType = SCALAR
 
 
-@dataclass(frozen=True)
+@typed_node
 class Pointwise:
     """``relu(a)``, ``|a|``, ``min(a, b)``, ``max(a, b)`` on scalars.
 
@@ -235,7 +266,7 @@ class Pointwise:
     type: ValueType = SCALAR
 
 
-@dataclass(frozen=True)
+@typed_node
 class Arithmetic:
     """``a + b``, ``a - b`` (equal types) and ``a * b`` (a scalar times a scalar or a vector)."""
 
@@ -246,14 +277,14 @@ class Arithmetic:
     span: Span = _span_field()
 
 
-@dataclass(frozen=True)
+@typed_node
 class Negate:
     argument: Expr
     type: ValueType
     span: Span = _span_field()
 
 
-@dataclass(frozen=True)
+@typed_node
 class Divide:
     """``a / c`` with c a nonzero constant (folded to ``divisor``)."""
 
@@ -263,7 +294,7 @@ class Divide:
     span: Span = _span_field()
 
 
-@dataclass(frozen=True)
+@typed_node
 class MatVec:
     """``A @ v`` with A a constant matrix."""
 
@@ -273,7 +304,7 @@ class MatVec:
     span: Span = _span_field()
 
 
-@dataclass(frozen=True)
+@typed_node
 class Reduce:
     """``kind_<variables : conditions> body`` over all tuples of positions in 1..T.
 
@@ -291,7 +322,7 @@ class Reduce:
     origin: str = field(default="", compare=False, repr=False)
 
 
-@dataclass(frozen=True)
+@typed_node
 class Presence:
     """1 where position ``index`` satisfies ``conditions`` relative to the token that reads it,
     0 elsewhere (the conditions compare FixedPosition(index) with that token's variable).
@@ -306,7 +337,7 @@ class Presence:
     type: ValueType = SCALAR
 
 
-@dataclass(frozen=True)
+@typed_node
 class TokenLiteral:
     """``"a"``: token ``index`` (0-based, in the vocabulary's order) of a categorical vocabulary."""
 
@@ -316,7 +347,7 @@ class TokenLiteral:
     type: ValueType = TOKEN
 
 
-@dataclass(frozen=True)
+@typed_node
 class PositionNumber:
     """A position used as a number: its 1-based value (``t - 1``, ``len + 1 - t``, ``T``)."""
 
@@ -331,7 +362,7 @@ FLIPPED: dict[ComparisonOperator, ComparisonOperator] = {
 }
 
 
-@dataclass(frozen=True)
+@typed_node
 class Compare:
     """``left op right`` of two scalars or two tokens of one vocabulary (a truth value)."""
 
@@ -342,7 +373,7 @@ class Compare:
     type: ValueType = BOOLEAN
 
 
-@dataclass(frozen=True)
+@typed_node
 class Logical:
     """``left and right`` / ``left or right`` of two truth values."""
 
@@ -353,7 +384,7 @@ class Logical:
     type: ValueType = BOOLEAN
 
 
-@dataclass(frozen=True)
+@typed_node
 class Not:
     """``not argument`` of a truth value."""
 
@@ -362,7 +393,7 @@ class Not:
     type: ValueType = BOOLEAN
 
 
-@dataclass(frozen=True)
+@typed_node
 class Bracket:
     """The Iverson bracket ``[condition]``: 1 where the condition holds, else 0."""
 
@@ -371,7 +402,7 @@ class Bracket:
     type: ValueType = SCALAR
 
 
-@dataclass(frozen=True)
+@typed_node
 class TableLookup:
     """``f(a)`` or ``g(a, b)``: a table (language v4, :class:`~.program.Table`) at its arguments'
     values, exact: a number."""
@@ -420,16 +451,26 @@ def free_variables(node: object) -> set[str]:
     """The position variables ``node`` reads and does not bind itself (a later stage's leaf that
     stands for a value at some positions, such as a comparison node's result, names them in its
     ``context_variables``)."""
+    return set(_free(node))
+
+
+def _free(node: object) -> frozenset[str]:
+    """:func:`free_variables`, remembered by each typed node."""
+    remembered = getattr(type(node), "typed_node", False)
+    if remembered and "_free" in node.__dict__:
+        return node.__dict__["_free"]  # type: ignore[no-any-return]
     if isinstance(node, PositionVariable):
-        return {node.name}
-    context = getattr(node, "context_variables", None)
-    if context is not None:
-        return set(context)
-    names = set().union(*(free_variables(child) for child in children(node)))
-    if isinstance(node, Reduce):
-        return names - set(node.variables)
-    if isinstance(node, ArgPosition):
-        return names - {node.variable}
+        names = frozenset({node.name})
+    elif (context := getattr(node, "context_variables", None)) is not None:
+        names = frozenset(context)
+    else:
+        names = frozenset().union(*(_free(child) for child in children(node)))
+        if isinstance(node, Reduce):
+            names -= set(node.variables)
+        elif isinstance(node, ArgPosition):
+            names -= {node.variable}
+    if remembered:
+        object.__setattr__(node, "_free", names)
     return names
 
 
@@ -457,15 +498,24 @@ def map_children(expr: NodeT, function: Callable[[Any], object]) -> NodeT:
     return dataclasses.replace(expr, **changes) if changes else expr  # type: ignore[type-var]  # any dataclass node
 
 
-def rename(expr: NodeT, old: str, new: str, offset: int = 0) -> NodeT:
-    """``expr`` with the free position variable ``old`` read as ``new + offset``."""
+def rename(expr: NodeT, old: str, new: str, offset: int = 0,
+           memo: dict[int, tuple[object, object]] | None = None) -> NodeT:
+    """``expr`` with the free position variable ``old`` read as ``new + offset``. ``memo`` (by
+    node id, the node kept beside its form) remembers every subtree's renamed form, for a caller
+    that renames the same trees and their subtrees again and again with the same names."""
+    if memo is not None and (known := memo.get(id(expr))) is not None and known[0] is expr:
+        return known[1]  # type: ignore[return-value]
     if isinstance(expr, PositionVariable):
-        return dataclasses.replace(expr, name=new, offset=expr.offset + offset) if expr.name == old else expr
-    if isinstance(expr, Reduce) and old in expr.variables:
-        return expr
-    if isinstance(expr, ArgPosition) and expr.variable == old:
-        return expr
-    return map_children(expr, lambda child: rename(child, old, new, offset))
+        form = dataclasses.replace(expr, name=new, offset=expr.offset + offset) if expr.name == old else expr
+    elif ((getattr(type(expr), "typed_node", False) and old not in _free(expr))
+          or (isinstance(expr, Reduce) and old in expr.variables)
+          or (isinstance(expr, ArgPosition) and expr.variable == old)):
+        form = expr  # nothing free to rename below (a typed node's free variables are its children's)
+    else:
+        form = map_children(expr, lambda child: rename(child, old, new, offset, memo))
+    if memo is not None:
+        memo[id(expr)] = (expr, form)
+    return form  # type: ignore[no-any-return]
 
 
 def sub_nodes(expr: object) -> Iterator[object]:

@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from . import typed as ir
-from .exact import decimal
+from .exact import decimal, over_common_denominator
 
 if TYPE_CHECKING:
     from .program import Table
@@ -39,12 +39,17 @@ MAX_PAIRS = 2_000_000
 @dataclass
 class FiniteDomain:
     """What value sets are computed from: T, the tokens' values (None for a continuous input),
-    and the value set of each comparison node's result, filled in as the tree is built."""
+    and the value set of each comparison node's result, filled in as the tree is built.
+
+    ``known`` remembers each expression's set (by the object's id, the object kept alive beside
+    it) while the results stay as they were: results are only ever added, so a set computed
+    beside n of them holds while there are n."""
 
     length: int
     token_values: tuple[Fraction, ...] | None
     names: tuple[str, ...] | None = None  # a categorical vocabulary's tokens (literals of substitutions)
     results: dict[str, ValueSet] = field(default_factory=dict)
+    known: dict[tuple[int, int], tuple[object, ValueSet]] = field(default_factory=dict, repr=False, compare=False)
 
 
 def finite_domain(program: ir.Program) -> FiniteDomain | None:
@@ -63,11 +68,16 @@ def value_set(expr: object, domain: FiniteDomain) -> ValueSet:
     """Every value ``expr`` can take (a scalar or a token; None for a vector or past the cap)."""
     if getattr(getattr(expr, "type", None), "shape", ()) != ():
         return None
+    key = (id(expr), len(domain.results))
+    if key in domain.known:
+        return domain.known[key][1]
     rule = VALUE_SET_RULES.get(type(expr))
     if rule is None:
         raise TypeError(f"no value set rule for {type(expr).__name__}")
     values = rule(expr, domain)
-    return values if values is None or len(values) <= MAX_VALUES else None
+    values = values if values is None or len(values) <= MAX_VALUES else None
+    domain.known[key] = (expr, values)
+    return values
 
 
 def _finite(values: Iterable[Fraction]) -> ValueSet:
@@ -92,15 +102,15 @@ def _quantum(values: frozenset[Fraction]) -> Fraction:
     return Fraction(numerator, denominator)
 
 
-def _sumsets(body: frozenset[Fraction], most: int) -> list[frozenset[Fraction]] | None:
-    """The m-fold sumsets {v₁ + … + v_m : vᵢ ∈ body} for m = 0..``most``, built one term at a time,
-    or None when one passes MAX_VALUES or the work (Σ |sumset|·|body|) passes MAX_PAIRS. Where
-    the body takes few values (an affine map of a token: 997·x + 13) they are far fewer than the
-    lattice of its quantum between the extremes (9m + 1 sums of m terms, not 8,973·m). Computed
-    on whole numbers (the values over their quantum q), then scaled back by q."""
+def _sumsets(body: frozenset[Fraction], most: int) -> list[set[int]] | None:
+    """The m-fold sumsets {v₁ + … + v_m : vᵢ ∈ body} for m = 0..``most``, over the body's quantum
+    q (whole numbers k, the sums being k·q), built one term at a time, or None when one passes
+    MAX_VALUES or the work (Σ |sumset|·|body|) passes MAX_PAIRS. Where the body takes few values
+    (an affine map of a token: 997·x + 13) they are far fewer than the lattice of its quantum
+    between the extremes (9m + 1 sums of m terms, not 8,973·m)."""
     quantum = _quantum(body)
     if quantum == 0:
-        return [frozenset({Fraction(0)})] * (most + 1)
+        return [{0}] * (most + 1)
     steps = sorted({int(v / quantum) for v in body})
     sums, found, work = {0}, [{0}], 0
     for _ in range(most):
@@ -111,7 +121,7 @@ def _sumsets(body: frozenset[Fraction], most: int) -> list[frozenset[Fraction]] 
         if len(sums) > MAX_VALUES:
             return None
         found.append(sums)
-    return [frozenset(quantum * k for k in sums) for sums in found]
+    return found
 
 
 def _reduce(expr: ir.Reduce, domain: FiniteDomain) -> ValueSet:
@@ -121,9 +131,10 @@ def _reduce(expr: ir.Reduce, domain: FiniteDomain) -> ValueSet:
     most = domain.length ** len(expr.variables)
     sumsets = _sumsets(body, most)
     if sumsets is not None:  # a sum of 0..most terms; a mean of m = 1..most terms, the sum over m
+        quantum = _quantum(body)
         if expr.kind == "sum":
-            return _finite(v for sums in sumsets for v in sums)
-        return _finite(v / m for m, sums in enumerate(sumsets) if m for v in sums)
+            return _finite(quantum * k for k in set().union(*sumsets))
+        return _means(quantum, ((k, m) for m, sums in enumerate(sumsets) if m for k in sums))
     quantum = _quantum(body)
     if quantum == 0:
         return frozenset({Fraction(0)})
@@ -135,8 +146,16 @@ def _reduce(expr: ir.Reduce, domain: FiniteDomain) -> ValueSet:
         return _finite(quantum * k for k in range(int(bottom), int(top) + 1))
     if sum(m * (high - low) + 1 for m in range(1, most + 1)) > MAX_PAIRS:
         return None
-    return _finite(quantum * Fraction(k, m) for m in range(1, most + 1)
-                   for k in range(int(m * low), int(m * high) + 1))
+    return _means(quantum, ((k, m) for m in range(1, most + 1) for k in range(int(m * low), int(m * high) + 1)))
+
+
+def _means(quantum: Fraction, sums: Iterable[tuple[int, int]]) -> ValueSet:
+    """{q·k/m : (k, m) ∈ sums}: the ratios reduced on integers first, a Fraction made once per
+    distinct value."""
+    reduced = {(k // math.gcd(k, m), m // math.gcd(k, m)) for k, m in sums}
+    if len(reduced) > MAX_VALUES:
+        return None
+    return _finite(Fraction(quantum.numerator * k, quantum.denominator * m) for k, m in reduced)
 
 
 def _position(expr: ir.PositionNumber, domain: FiniteDomain) -> ValueSet:
@@ -167,8 +186,22 @@ def _pointwise(expr: ir.Pointwise, domain: FiniteDomain) -> ValueSet:
 
 
 def _arithmetic(expr: ir.Arithmetic, domain: FiniteDomain) -> ValueSet:
-    operations = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
-    return _pairwise(value_set(expr.left, domain), value_set(expr.right, domain), operations[expr.operator])
+    """{a ∘ b}, on whole numbers: a = m/D and b = n/D over one common denominator D give a ± b =
+    (m ± n)/D; with a = m/D_a and b = n/D_b, a·b = mn/(D_a·D_b); a Fraction per distinct result."""
+    left, right = value_set(expr.left, domain), value_set(expr.right, domain)
+    if left is None or right is None or len(left) * len(right) > MAX_PAIRS:
+        return None
+    if expr.operator == "*":
+        ((whole_left,), below_left), ((whole_right,), below_right) = (over_common_denominator(left),
+                                                                      over_common_denominator(right))
+        return _finite_ratios({m * n for m in whole_left for n in whole_right}, below_left * below_right)
+    (whole_left, whole_right), below = over_common_denominator(left, right)
+    sign = 1 if expr.operator == "+" else -1
+    return _finite_ratios({m + sign * n for m in whole_left for n in whole_right}, below)
+
+
+def _finite_ratios(numerators: set[int], denominator: int) -> ValueSet:
+    return None if len(numerators) > MAX_VALUES else _finite(Fraction(n, denominator) for n in numerators)
 
 
 BOOLEAN_VALUES = frozenset({Fraction(0), Fraction(1)})

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import TypeVar
 
 from ...errors import CompileError, NoConstruction
@@ -46,15 +47,15 @@ class Feature:
     stage: int
     error: float = 0.0
 
-    @property
+    @cached_property
     def low(self) -> float:
         return float(min(self.values)) if self.values else 0.0
 
-    @property
+    @cached_property
     def high(self) -> float:
         return float(max(self.values)) if self.values else 0.0
 
-    @property
+    @cached_property
     def magnitude(self) -> float:
         return max(abs(self.low), abs(self.high))
 

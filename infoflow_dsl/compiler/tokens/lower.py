@@ -48,22 +48,28 @@ class TokenLowering:
         self.domain = domain
         self.given = given or {}  # {the target's row: its conditions (a per-token target's `t : t >= 2`)}
         self.spread: set[ir.Expr] = set()  # sums to build with each step in a direction of its own
+        self.local_forms: dict[str, dict[int, tuple[object, object]]] = {}
+
+    def local(self, expr: ir.Expr, row: str) -> ir.Expr:
+        """``expr`` with its row's variable named LOCAL: the caches' key, one expression whatever its
+        row is called (every subtree's form remembered per row: lowering asks for each in turn)."""
+        return ir.rename(expr, row, LOCAL, memo=self.local_forms.setdefault(row, {}))
 
     def stepped(self, expr: ir.Expr, row: str) -> Feature:
         """``expr``'s feature for a reader of its steps [expr ≥ c]: a selector width is then built
         with each of its steps [S ≥ v] in a direction of its own, S = v₀ + Σ (v − v′)·[S ≥ v]
         (:mod:`.widths`), so the steps cost no second FFN (where something else built the sum
         first, it is that sum)."""
-        self.spread.add(renamed(expr, row, LOCAL))
+        self.spread.add(self.local(expr, row))
         return self.feature(expr, row)
 
     def spreads(self, expr: ir.Expr, row: str) -> bool:
         """Whether a reader asked for ``expr``'s steps (:meth:`stepped`)."""
-        return renamed(expr, row, LOCAL) in self.spread
+        return self.local(expr, row) in self.spread
 
     def cached(self, kind: str, expr: ir.Expr, row: str, build: Callable[[], Built]) -> Built:
         """``build()`` once per (kind, expression up to its row's name): later calls get the same."""
-        key = (kind, renamed(expr, row, LOCAL))
+        key = (kind, self.local(expr, row))
         if key not in self.builder.cache:
             self.builder.cache[key] = build()
         return self.builder.cache[key]  # type: ignore[return-value]
@@ -75,7 +81,7 @@ class TokenLowering:
     # ------------------------------------------------------------------ entry points
 
     def feature(self, expr: ir.Expr, row: str) -> Feature:
-        key = ("feature", renamed(expr, row, LOCAL))
+        key = ("feature", self.local(expr, row))
         cached = self.builder.cache.get(key)
         if isinstance(cached, Feature):
             return cached
@@ -103,12 +109,12 @@ class TokenLowering:
     def name(self, expr: ir.Expr, row: str, built: Feature) -> None:
         """Record that ``built`` holds ``expr`` at every row (``row`` its position), for the
         circuit map (:func:`named_expressions`); the first record of an expression stands."""
-        self.builder.cache.setdefault(("named", renamed(expr, row, LOCAL)),
+        self.builder.cache.setdefault(("named", self.local(expr, row)),
                                       ExpressionValue(expr, row, built.form, built.stage, built.error,
                                                       self.given.get(row, ())))
 
     def token(self, position: ir.Position, row: str) -> TokenFeature:
-        key = ("token", renamed(position, row, LOCAL))
+        key = ("token", self.local(position, row))
         cached = self.builder.cache.get(key)
         if isinstance(cached, TokenFeature):
             return cached
