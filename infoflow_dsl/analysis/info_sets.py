@@ -7,15 +7,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..language import typed as ir
 from .comparisons import ComparisonTree
 
-if TYPE_CHECKING:
-    from .schedule import Head
-
 TOKEN = "token"
+
+
+class InformingHead(Protocol):
+    """What the information sets read of a head of the schedule (``schedule.Head``): its layer,
+    its site (``token`` or ``readout``), its kind, the fixed position a position head fetches,
+    the variable a token retrieval reads, and the name of the comparison node it realises."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def site(self) -> str: ...
+    @property
+    def layer(self) -> int: ...
+    @property
+    def position(self) -> ir.Position | None: ...
+    @property
+    def reads(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -43,7 +59,7 @@ def _rooted(elements: set[Element], root: str) -> set[Element]:
     return {(*e[:-1], root) if e[-1] == "t" else e for e in elements}
 
 
-def information_sets(heads: Sequence[Head], tree: ComparisonTree, layers: int) -> tuple[InfoSets, ...]:
+def information_sets(heads: Sequence[InformingHead], tree: ComparisonTree, layers: int) -> tuple[InfoSets, ...]:
     token: set[Element] = {("t",)}
     readout: set[Element] = {("T+1",)}
     out = []
@@ -60,7 +76,7 @@ def information_sets(heads: Sequence[Head], tree: ComparisonTree, layers: int) -
     return tuple(out)
 
 
-def _gained(head: Head, tree: ComparisonTree, token: set[Element]) -> set[Element]:
+def _gained(head: InformingHead, tree: ComparisonTree, token: set[Element]) -> set[Element]:
     if head.kind == "position":
         return _rooted(token, ir.position_label(head.position))  # type: ignore[arg-type]
     if head.kind in ("presence", "length"):  # a 0/1 guard, a count: no token's information

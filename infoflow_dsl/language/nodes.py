@@ -18,7 +18,7 @@ from .exact import decimal
 from .syntax import NO_SPAN, Span
 
 if TYPE_CHECKING:
-    from .program import Table
+    from .lookup_table import Table
 
 
 NodeClass = TypeVar("NodeClass", bound=type)
@@ -404,7 +404,7 @@ class Bracket:
 
 @typed_node
 class TableLookup:
-    """``f(a)`` or ``g(a, b)``: a table (language v4, :class:`~.program.Table`) at its arguments'
+    """``f(a)`` or ``g(a, b)``: a table (language v4, :class:`~.lookup_table.Table`) at its arguments'
     values, exact: a number."""
 
     table: Table

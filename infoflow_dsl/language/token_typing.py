@@ -16,14 +16,40 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from . import syntax as ast
 from . import typed as ir
-from .scope import Scope
+from .declarations import Declarations
+from .scope import Failed, Scope
 
-if TYPE_CHECKING:
-    from .check import Checker
+
+class TokenTypingContext(Protocol):
+    """What the typing rules of language v3 read of the checker (``check.Checker``): the
+    program's declarations, typing a sub-expression, typing siblings together, failing at a
+    span, and the check that a read position stays in 1..len."""
+
+    @property
+    def declared(self) -> Declarations:
+        """The checked declarations: the input's name, its vocabulary, the margin, the tables."""
+        ...
+
+    def type_of(self, expr: ast.Expr, scope: Scope) -> ir.Expr:
+        """The typed form of ``expr`` with position variables ``scope`` bound; raises Failed."""
+        ...
+
+    def each(self, *typers: Callable[[], Any]) -> list[Any]:
+        """Every typer's result, each run even where another failed; fails afterwards if any did."""
+        ...
+
+    def fail(self, span: ast.Span, message: str) -> Failed:
+        """Report ``message`` at ``span``; the result is raised to silence the parents."""
+        ...
+
+    def check_read(self, expr: ast.Expr, position: ir.PositionTerm, scope: Scope) -> None:
+        """Fail when ``position`` can leave 1..T (1..len in a token program) under the scope's conditions."""
+        ...
 
 ORDERING = ("<", "<=", ">", ">=")
 
@@ -31,7 +57,7 @@ ORDERING = ("<", "<=", ">", ">=")
 POSITION_FORMS = "v + c, v - c, c - v, len, len - c or len + c - v (v a position variable, c a whole number)"
 
 
-def number_of(checker: Checker, typed: ir.Expr, expr: ast.Expr) -> ir.Expr:
+def number_of(checker: TokenTypingContext, typed: ir.Expr, expr: ast.Expr) -> ir.Expr:
     """``typed`` as a value arithmetic accepts (a scalar or a vector): in a token program a
     position becomes its number; anything else that is not a number is diagnosed."""
     kind = typed.type.kind
@@ -54,7 +80,7 @@ def number_of(checker: Checker, typed: ir.Expr, expr: ast.Expr) -> ir.Expr:
     return typed
 
 
-def type_string(checker: Checker, expr: ast.String, scope: Scope) -> ir.Expr:
+def type_string(checker: TokenTypingContext, expr: ast.String, scope: Scope) -> ir.Expr:
     """``"a"``: a token of the categorical vocabulary."""
     vocabulary = checker.declared.vocabulary
     if vocabulary is None:
@@ -68,7 +94,7 @@ def type_string(checker: Checker, expr: ast.String, scope: Scope) -> ir.Expr:
     return ir.TokenLiteral(vocabulary.names.index(expr.text), expr.text, expr.span)
 
 
-def type_bracket(checker: Checker, expr: ast.Bracket, scope: Scope) -> ir.Expr:
+def type_bracket(checker: TokenTypingContext, expr: ast.Bracket, scope: Scope) -> ir.Expr:
     """``[cond]``: 1 where ``cond`` holds, else 0; over a continuous input it needs a margin."""
     condition = checker.type_of(expr.condition, scope)
     if condition.type.kind != "boolean":
@@ -81,7 +107,7 @@ def type_bracket(checker: Checker, expr: ast.Bracket, scope: Scope) -> ir.Expr:
     return ir.Bracket(condition, expr.span)
 
 
-def type_compare(checker: Checker, expr: ast.Compare, scope: Scope) -> ir.Expr:
+def type_compare(checker: TokenTypingContext, expr: ast.Compare, scope: Scope) -> ir.Expr:
     """``a op b``: two scalars (positions as their numbers), or two tokens with == or !=."""
     left, right = checker.each(lambda: checker.type_of(expr.left, scope), lambda: checker.type_of(expr.right, scope))
     sides = [left, right]
@@ -105,7 +131,7 @@ def type_compare(checker: Checker, expr: ast.Compare, scope: Scope) -> ir.Expr:
     return ir.Compare(expr.operator, converted[0], converted[1], expr.span)
 
 
-def _position_as_number(checker: Checker, typed: ir.Expr) -> ir.Expr:
+def _position_as_number(checker: TokenTypingContext, typed: ir.Expr) -> ir.Expr:
     """A compared position is compared as its number (in any program)."""
     return ir.PositionNumber(typed, typed.span) if typed.type.kind == "position" else typed  # type: ignore[arg-type]
 
@@ -120,17 +146,17 @@ def ast_text(expr: ast.Expr) -> str:
     return print_expr(expr)
 
 
-def type_logical(checker: Checker, expr: ast.Logical, scope: Scope) -> ir.Expr:
+def type_logical(checker: TokenTypingContext, expr: ast.Logical, scope: Scope) -> ir.Expr:
     left, right = checker.each(lambda: _condition(checker, expr.left, scope),
                                lambda: _condition(checker, expr.right, scope))
     return ir.Logical(expr.operator, left, right, expr.span)
 
 
-def type_not(checker: Checker, expr: ast.Not, scope: Scope) -> ir.Expr:
+def type_not(checker: TokenTypingContext, expr: ast.Not, scope: Scope) -> ir.Expr:
     return ir.Not(_condition(checker, expr.argument, scope), expr.span)
 
 
-def _condition(checker: Checker, expr: ast.Expr, scope: Scope) -> ir.Expr:
+def _condition(checker: TokenTypingContext, expr: ast.Expr, scope: Scope) -> ir.Expr:
     typed = checker.type_of(expr, scope)
     if typed.type.kind != "boolean":
         raise checker.fail(expr.span, f"'and', 'or' and 'not' join conditions, got a {typed.type}")
@@ -140,7 +166,7 @@ def _condition(checker: Checker, expr: ast.Expr, scope: Scope) -> ir.Expr:
 # ----------------------------------------------------------------------------- len and positions
 
 
-def run_length(checker: Checker, span: ast.Span, offset: int = 0) -> ir.RunLength:
+def run_length(checker: TokenTypingContext, span: ast.Span, offset: int = 0) -> ir.RunLength:
     """``len`` (plus an offset): only where the input is a token sequence, which may be shorter than T."""
     if checker.declared.vocabulary is None:
         raise checker.fail(span, "len is the run-time length of a token input; this program's input is a "
@@ -171,7 +197,7 @@ def _linear_form(expr: ast.Expr) -> dict[str, int] | None:
     return None
 
 
-def reads_v3_position(checker: Checker, argument: ast.Expr) -> bool:
+def reads_v3_position(checker: TokenTypingContext, argument: ast.Expr) -> bool:
     """Whether ``x(argument)`` is a v3 position expression: it reads ``len``, or (in a token
     program) a sum of a variable and whole numbers not written ``v ± c`` (``len + 1 - t``,
     ``3 - t``, ``1 + t``); literals, names and v1/v2's ``v ± c`` and ``T ± c`` keep their rules."""
@@ -183,7 +209,7 @@ def reads_v3_position(checker: Checker, argument: ast.Expr) -> bool:
     return "len" in form or not (isinstance(argument, ast.Number | ast.Name) or v2_offset or "T" in form)
 
 
-def v3_position(checker: Checker, argument: ast.Expr, scope: Scope) -> ir.Expr:
+def v3_position(checker: TokenTypingContext, argument: ast.Expr, scope: Scope) -> ir.Expr:
     """``x(len - 1)``, ``x(len + 1 - t)``, ``x(3 - t)``: a position the enclosing conditions keep in 1..len."""
     form = _linear_form(argument)
     assert form is not None

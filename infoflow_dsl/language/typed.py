@@ -2,9 +2,9 @@
 (``from ..language import typed as ir``): the expression nodes (:mod:`.nodes`) and the checked
 program with its domain and vocabulary (:mod:`.program`)."""
 
+from .lookup_table import Table as Table
 from .nodes import *  # noqa: F403  (every node class, type and table of the IR)
 from .program import Ball as Ball
 from .program import Box as Box
 from .program import Program as Program
-from .program import Table as Table
 from .program import Vocabulary as Vocabulary

@@ -1,12 +1,12 @@
 """The typing rules of the checker, one per AST expression class (:data:`TYPING_RULES`): each
-types a node bottom up through :meth:`Checker.type_of`, resolving names and catching every
-error docs/language.md lists, located at the node's span."""
+types a node bottom up through the checker's :meth:`TypingContext.type_of`, resolving names and
+catching every error docs/language.md lists, located at the node's span."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from . import syntax as ast
 from . import typed as ir
@@ -15,6 +15,7 @@ from .functions import CALLABLE
 from .macros import POISON
 from .scope import Failed, Scope
 from .token_typing import (
+    TokenTypingContext,
     reads_v3_position,
     run_length,
     type_bracket,
@@ -25,15 +26,49 @@ from .token_typing import (
     v3_position,
 )
 
-if TYPE_CHECKING:
-    from .check import Checker
+
+class TypingContext(TokenTypingContext, Protocol):
+    """What the typing rules read of the checker (``check.Checker``): the v3 rules' context, the
+    length T, the per-token target's variable, typing a scalar or a number, and the checks of
+    position ranges and offsets."""
+
+    @property
+    def length(self) -> int:
+        """T, as declared or overridden."""
+        ...
+
+    @property
+    def token_variable(self) -> str | None:
+        """The per-token target's position variable (``target(t) = ...``), else None."""
+        ...
+
+    def scalar(self, expr: ast.Expr, scope: Scope, role: str) -> ir.Expr:
+        """The typed ``expr``, which must be a scalar (``role`` names it in the message)."""
+        ...
+
+    def require_number(self, typed: ir.Expr, expr: ast.Expr) -> ir.Expr:
+        """``typed`` as a value arithmetic accepts (in a token program a position becomes its number)."""
+        ...
+
+    def within_length(self, names: Sequence[str]) -> tuple[ir.PositionCondition, ...]:
+        """v ≤ len for each variable in a token program (none in a program over vectors)."""
+        ...
+
+    def check_range(self, expr: ast.Reduction, names: tuple[str, ...], conditions: Sequence[ir.PositionCondition],
+                    enclosing: Sequence[ir.PositionCondition]) -> None:
+        """Fail when the reduction over ``names`` can range over no tuple (for top(k): fewer than k)."""
+        ...
+
+    def check_offset(self, expr: ast.Binary, position: ir.PositionVariable, scope: Scope) -> None:
+        """Fail when ``position`` (a variable plus an offset) can leave 1..T under the scope's conditions."""
+        ...
 
 
-def _type_number(checker: Checker, expr: ast.Number, scope: Scope) -> ir.Expr:
+def _type_number(checker: TypingContext, expr: ast.Number, scope: Scope) -> ir.Expr:
     return ir.NumberLiteral(expr.value, expr.span)  # exact: the rational its float stands for (language/exact.py)
 
 
-def _type_name(checker: Checker, expr: ast.Name, scope: Scope) -> ir.Expr:
+def _type_name(checker: TypingContext, expr: ast.Name, scope: Scope) -> ir.Expr:
     name, declared = expr.name, checker.declared
     if name == POISON:
         raise Failed()
@@ -56,7 +91,7 @@ def _type_name(checker: Checker, expr: ast.Name, scope: Scope) -> ir.Expr:
     raise checker.fail(expr.span, f"unknown name '{name}'")
 
 
-def _type_call(checker: Checker, expr: ast.Call, scope: Scope) -> ir.Expr:
+def _type_call(checker: TypingContext, expr: ast.Call, scope: Scope) -> ir.Expr:
     name = expr.function
     if name == checker.declared.input_name:
         return _token(checker, expr, scope)
@@ -79,7 +114,7 @@ def _type_call(checker: Checker, expr: ast.Call, scope: Scope) -> ir.Expr:
                                   f"the input {checker.declared.input_name}(...), the let macros and the tables)")
 
 
-def _table_lookup(checker: Checker, expr: ast.Call, table: ir.Table, scope: Scope) -> ir.Expr:
+def _table_lookup(checker: TypingContext, expr: ast.Call, table: ir.Table, scope: Scope) -> ir.Expr:
     """``f(a)``/``g(a, b)`` of a table: one argument per key part, a categorical token where the
     keys are quoted tokens, else a number (a numeric token, a count, a position, ...)."""
     if checker.declared.vocabulary is None:
@@ -103,7 +138,7 @@ def _table_lookup(checker: Checker, expr: ast.Call, table: ir.Table, scope: Scop
     return ir.TableLookup(table, arguments, expr.span)
 
 
-def _token(checker: Checker, expr: ast.Call, scope: Scope) -> ir.Expr:
+def _token(checker: TypingContext, expr: ast.Call, scope: Scope) -> ir.Expr:
     """``x(position)``: the token at a literal position, a position offset, a position variable,
     T or argmin/argmax."""
     input_name, length = checker.declared.input_name, checker.length
@@ -132,7 +167,7 @@ def _token(checker: Checker, expr: ast.Call, scope: Scope) -> ir.Expr:
     return ir.Token(position, token_type, expr.span)  # type: ignore[arg-type]
 
 
-def _offset_position(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Expr:
+def _offset_position(checker: TypingContext, expr: ast.Binary, scope: Scope) -> ir.Expr:
     """``x(t - 1)``, ``x(s + 2)``, ``x(T - 1)``: a position variable or T plus or minus a whole
     number, which must lie in 1..T for every value the enclosing conditions allow."""
     amount = expr.right
@@ -155,7 +190,7 @@ def _offset_position(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Exp
     return position
 
 
-def _type_index(checker: Checker, expr: ast.Index, scope: Scope) -> ir.Expr:
+def _type_index(checker: TypingContext, expr: ast.Index, scope: Scope) -> ir.Expr:
     base = checker.type_of(expr.base, scope)
     if base.type.kind != "vector":
         raise checker.fail(expr.span, f"indexing needs a vector, got a {base.type}")
@@ -166,7 +201,7 @@ def _type_index(checker: Checker, expr: ast.Index, scope: Scope) -> ir.Expr:
     return ir.Component(base, index, expr.span)
 
 
-def _type_inner_product(checker: Checker, expr: ast.InnerProduct, scope: Scope) -> ir.Expr:
+def _type_inner_product(checker: TypingContext, expr: ast.InnerProduct, scope: Scope) -> ir.Expr:
     left, right = checker.each(lambda: checker.type_of(expr.left, scope), lambda: checker.type_of(expr.right, scope))
     if left.type.kind != "vector" or left.type != right.type:
         raise checker.fail(expr.span, f"the inner product needs two vectors of equal length, "
@@ -174,26 +209,26 @@ def _type_inner_product(checker: Checker, expr: ast.InnerProduct, scope: Scope) 
     return ir.Inner(left, right, expr.span)
 
 
-def _type_norm(checker: Checker, expr: ast.Norm, scope: Scope) -> ir.Expr:
+def _type_norm(checker: TypingContext, expr: ast.Norm, scope: Scope) -> ir.Expr:
     argument = checker.type_of(expr.argument, scope)
     if argument.type.kind != "vector":
         raise checker.fail(expr.span, f"||·|| needs a vector, got a {argument.type} (for a scalar write |a|)")
     return ir.Norm(argument, expr.span)
 
 
-def _type_abs(checker: Checker, expr: ast.Abs, scope: Scope) -> ir.Expr:
+def _type_abs(checker: TypingContext, expr: ast.Abs, scope: Scope) -> ir.Expr:
     argument = checker.require_number(checker.type_of(expr.argument, scope), expr.argument)
     if argument.type.kind != "scalar":
         raise checker.fail(expr.span, f"|·| needs a scalar, got a {argument.type} (for a vector write ||v||)")
     return ir.Pointwise("abs", (argument,), expr.span)
 
 
-def _type_negate(checker: Checker, expr: ast.Negate, scope: Scope) -> ir.Expr:
+def _type_negate(checker: TypingContext, expr: ast.Negate, scope: Scope) -> ir.Expr:
     argument = checker.require_number(checker.type_of(expr.argument, scope), expr.argument)
     return ir.Negate(argument, argument.type, expr.span)
 
 
-def _type_power(checker: Checker, expr: ast.Power, scope: Scope) -> ir.Expr:
+def _type_power(checker: TypingContext, expr: ast.Power, scope: Scope) -> ir.Expr:
     if expr.exponent.value != 2:
         raise checker.fail(expr.exponent.span, f"the only exponent is the literal 2, not {expr.exponent.text}")
     base = checker.require_number(checker.type_of(expr.base, scope), expr.base)
@@ -202,7 +237,7 @@ def _type_power(checker: Checker, expr: ast.Power, scope: Scope) -> ir.Expr:
     return ir.Square(base, expr.span)
 
 
-def _type_binary(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Expr:
+def _type_binary(checker: TypingContext, expr: ast.Binary, scope: Scope) -> ir.Expr:
     if expr.operator == "/":
         return _divide(checker, expr, scope)
     left, right = checker.each(lambda: checker.type_of(expr.left, scope), lambda: checker.type_of(expr.right, scope))
@@ -221,7 +256,7 @@ def _type_binary(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Expr:
     return ir.Arithmetic(expr.operator, left, right, left.type, expr.span)
 
 
-def _divide(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Expr:
+def _divide(checker: TypingContext, expr: ast.Binary, scope: Scope) -> ir.Expr:
     """``a / c``: ``c`` must fold to a nonzero constant."""
 
     def numerator_of() -> ir.Expr:
@@ -233,7 +268,7 @@ def _divide(checker: Checker, expr: ast.Binary, scope: Scope) -> ir.Expr:
     return ir.Divide(numerator, divisor, numerator.type, expr.span)
 
 
-def _constant_value(checker: Checker, expr: ast.Expr, scope: Scope) -> float:
+def _constant_value(checker: TypingContext, expr: ast.Expr, scope: Scope) -> float:
     """The value of a scalar expression made of literals and constants; else an error."""
     value = _fold(checker.type_of(expr, scope))
     if value is None:
@@ -261,7 +296,7 @@ def _fold(expr: ir.Expr) -> float | None:
     return None
 
 
-def _matvec(checker: Checker, expr: ast.Binary, left: ir.Expr, right: ir.Expr) -> ir.Expr:
+def _matvec(checker: TypingContext, expr: ast.Binary, left: ir.Expr, right: ir.Expr) -> ir.Expr:
     if not isinstance(left, ir.Constant) or left.type.kind != "matrix":
         raise checker.fail(expr.left.span, f"the left side of '@' must be a constant matrix, got a {left.type}")
     rows, columns = left.type.shape
@@ -271,7 +306,7 @@ def _matvec(checker: Checker, expr: ast.Binary, left: ir.Expr, right: ir.Expr) -
     return ir.MatVec(left, right, ir.vector(rows), expr.span)
 
 
-def _type_reduction(checker: Checker, expr: ast.Reduction, scope: Scope) -> ir.Expr:
+def _type_reduction(checker: TypingContext, expr: ast.Reduction, scope: Scope) -> ir.Expr:
     inner_scope, names = scope.bind(_binders(checker, expr))
     failed = False
     try:
@@ -299,12 +334,12 @@ def _type_reduction(checker: Checker, expr: ast.Reduction, scope: Scope) -> ir.E
     return ir.Reduce(expr.kind, names, conditions, body, body.type, expr.rank, expr.span)  # type: ignore[arg-type]
 
 
-def _require_scalar_body(checker: Checker, expr: ast.Reduction, body: ir.Expr) -> None:
+def _require_scalar_body(checker: TypingContext, expr: ast.Reduction, body: ir.Expr) -> None:
     if body.type.kind != "scalar":
         raise checker.fail(expr.body.span, f"the body of {expr.kind} must be a scalar, got a {body.type}")
 
 
-def _binders(checker: Checker, expr: ast.Reduction) -> tuple[str, ...]:
+def _binders(checker: TypingContext, expr: ast.Reduction) -> tuple[str, ...]:
     """The binders' names (an inner binder may shadow an outer one of the same name)."""
     names: list[str] = []
     for binder in expr.binders:
@@ -322,12 +357,12 @@ def _binders(checker: Checker, expr: ast.Reduction) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _condition(checker: Checker, condition: ast.Condition, scope: Scope) -> ir.PositionCondition:
+def _condition(checker: TypingContext, condition: ast.Condition, scope: Scope) -> ir.PositionCondition:
     left, right = (_position_term(checker, t, scope) for t in (condition.left, condition.right))
     return ir.PositionCondition(left, condition.operator, right, condition.span)
 
 
-def _position_term(checker: Checker, term: ast.PositionTermSyntax, scope: Scope) -> ir.PositionTerm:
+def _position_term(checker: TypingContext, term: ast.PositionTermSyntax, scope: Scope) -> ir.PositionTerm:
     if isinstance(term, ast.PositionOffset):
         base = _position_term(checker, term.base, scope)
         if isinstance(base, ir.LastPosition):
@@ -352,7 +387,7 @@ def _position_term(checker: Checker, term: ast.PositionTermSyntax, scope: Scope)
 
 
 #: The typing rule of each AST expression class: (checker, node, scope) -> typed node.
-TYPING_RULES: dict[type, Callable[[Checker, Any, Scope], ir.Expr]] = {
+TYPING_RULES: dict[type, Callable[[TypingContext, Any, Scope], ir.Expr]] = {
     ast.Number: _type_number,
     ast.Name: _type_name,
     ast.Call: _type_call,

@@ -22,7 +22,7 @@ from . import typed as ir
 from .exact import decimal, over_common_denominator
 
 if TYPE_CHECKING:
-    from .program import Table
+    from .lookup_table import Table
 
 #: A finite set of exact values, or None (continuous, unknown, or larger than MAX_VALUES).
 ValueSet = frozenset[Fraction] | None

@@ -27,15 +27,12 @@ summed in another order; tests/test_evaluate.py holds it to 1e-12 on every table
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from ..language import typed as ir
 from ..transformer.repeated_rows import distinct_rows
-
-if TYPE_CHECKING:
-    from .evaluate import ReferenceEvaluator
 
 Tensor = torch.Tensor
 #: entries of one (B, rows, T) chunk of the pair grid: 4 MiB in float64, which stays in cache
@@ -44,7 +41,26 @@ CHUNK_ELEMENTS = 1 << 19
 KINDS = ("min", "max", "sum", "mean")
 
 
-def reduce_pairs(evaluator: ReferenceEvaluator, expr: ir.Reduce, scope: tuple[str, ...]) -> Tensor | None:
+class PairEvaluator(Protocol):
+    """What the fast path reads of the reference evaluator (``evaluate.ReferenceEvaluator``):
+    the batch size B and sequence length T of its input, the value of a sub-expression with
+    position variables bound, and the mask a reduction's position conditions keep."""
+
+    @property
+    def batch(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+
+    def value(self, expr: ir.Expr, scope: tuple[str, ...]) -> Tensor:
+        """``expr``'s value: shape (B or 1, *scope dims, *value shape), float64."""
+        ...
+
+    def mask(self, conditions: tuple[ir.PositionCondition, ...], scope: tuple[str, ...]) -> Tensor:
+        """Which tuples of the scope's positions the conditions keep: bool, shape (1, *scope dims)."""
+        ...
+
+
+def reduce_pairs(evaluator: PairEvaluator, expr: ir.Reduce, scope: tuple[str, ...]) -> Tensor | None:
     """``expr``'s value (B, 1 per scope variable) by matrix products, or None when it has no pair form."""
     if expr.kind not in KINDS or len(expr.variables) != 2 or expr.type.shape != ():
         return None
@@ -128,7 +144,7 @@ def _pair_form(body: ir.Expr, first: str, second: str) -> tuple[str, ir.Expr, ir
     return None
 
 
-def _rows(evaluator: ReferenceEvaluator, expr: ir.Expr, variable: str) -> Tensor:
+def _rows(evaluator: PairEvaluator, expr: ir.Expr, variable: str) -> Tensor:
     """``expr`` at every position of ``variable``: (B, T, n) (n = 1 for a scalar)."""
     value = evaluator.value(expr, (variable,))  # (B or 1, T or 1, *shape)
     if expr.type.kind == "scalar":

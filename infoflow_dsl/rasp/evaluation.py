@@ -20,12 +20,23 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .expressions import RASPExpr, Value
+from .comparisons import Value
 
 Matrix = list[list[bool]]
+
+
+class EvaluableExpr(Protocol):
+    """What the evaluator reads of an expression itself: its ``unique_id`` (the key that computes
+    an expression read twice once) and its ``label`` (what a refusal names). An expression of
+    :mod:`.expressions` has both, and so has one of Tracr's ``tracr.rasp.rasp``; the rest
+    (children, functions, predicates) each ``eval_<kind>`` method reads by the class's own names."""
+
+    @property
+    def unique_id(self) -> int: ...
+    @property
+    def label(self) -> str: ...
 
 #: The class names of RASP's expressions, most specific first: what :func:`kind` reads.
 KINDS = ("TokensType", "IndicesType", "LengthType", "LinearSequenceMap", "SequenceMap", "Map", "Full", "ConstantSOp",
@@ -39,7 +50,7 @@ def kind(expr: object) -> str | None:
     return next((name for name in names if name in KINDS), None)
 
 
-def evaluate(expr: RASPExpr, xs: Sequence[Value]) -> Any:
+def evaluate(expr: EvaluableExpr, xs: Sequence[Value]) -> Any:
     """The value of ``expr`` on the input ``xs``: a list of n values (an SOp) or an n × n
     boolean matrix (a selector)."""
     return DefaultRASPEvaluator().evaluate(expr, xs)
@@ -49,7 +60,7 @@ class RASPEvaluator(abc.ABC):
     """What evaluates RASP expressions (Tracr's abstract base)."""
 
     @abc.abstractmethod
-    def evaluate(self, expr: RASPExpr, xs: Sequence[Value]) -> Any:
+    def evaluate(self, expr: EvaluableExpr, xs: Sequence[Value]) -> Any:
         """The value of ``expr`` on the input ``xs``."""
 
 
@@ -70,7 +81,7 @@ class DefaultRASPEvaluator(RASPEvaluator):
     def __init__(self) -> None:
         self._memo: dict[int, Any] | None = None
 
-    def evaluate(self, expr: RASPExpr, xs: Sequence[Value]) -> Any:
+    def evaluate(self, expr: EvaluableExpr, xs: Sequence[Value]) -> Any:
         outermost = self._memo is None
         if outermost:
             self._memo = {}

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -52,7 +52,7 @@ from . import repeated_rows
 from .config import ModelConfig
 from .input_checks import checked_input
 from .masks import allowed_pairs
-from .sparse import holds_sparse, nonzero_entries, relu_block, sparse_nonzero
+from .sparse import Tap, holds_sparse, nonzero_entries, relu_block, sparse_nonzero
 
 Tensor = torch.Tensor
 
@@ -79,8 +79,6 @@ HOOK_SHAPES: dict[str, str] = {
     "hook_mlp_out": "(B, N, D)",
     "hook_resid_post": "(B, N, D)",
 }
-#: ``tap(name, tensor)``: what the forward continues with in place of ``tensor``.
-Tap = Callable[[str, Tensor], Tensor]
 
 
 def no_tap(name: str, value: Tensor) -> Tensor:

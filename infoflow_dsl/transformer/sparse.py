@@ -12,16 +12,16 @@ from __future__ import annotations
 import math
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-if TYPE_CHECKING:
-    from .model import Tap
-
 Tensor = torch.Tensor
+#: ``tap(name, tensor)``: what the forward continues with in place of ``tensor`` (the model's
+#: hooks; :func:`relu_block` taps a block's hidden activations through one).
+Tap = Callable[[str, Tensor], Tensor]
 
 HIDDEN_CHUNK = 1 << 18  # hidden activations per FFN chunk on a CPU (2 MiB in float64: one core's L2)
 #: hidden activations per FFN chunk on an accelerator (512 MiB in float64): a GPU has no

@@ -13,16 +13,13 @@ integers: relu of integer forms is exact.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from ...transformer.masks import Condition
 from ..circuit import LinearForm
 from . import ffn
 from .builder import Feature, constant_feature
+from .context import BuilderContext
 from .heads import length
-
-if TYPE_CHECKING:
-    from .lower import TokenLowering
 
 #: A bound α·p + λ·len + c on the key.
 Bound = tuple[int, int, int]
@@ -55,7 +52,7 @@ def _kept(bounds: list[Bound], length: int, keep_larger: bool) -> list[Bound]:
     return out
 
 
-def count_keys(lowering: TokenLowering, mask: tuple[Condition, ...], row: str) -> Feature:
+def count_keys(lowering: BuilderContext, mask: tuple[Condition, ...], row: str) -> Feature:
     builder, length_t = lowering.builder, lowering.builder.length
     lowers: list[Bound] = [(0, 0, 1)]
     uppers: list[Bound] = [(0, 1, 0)]

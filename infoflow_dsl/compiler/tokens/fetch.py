@@ -12,22 +12,19 @@ x(argmin_<s> …) by a sharp head with a tie-break.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from ...language import typed as ir
 from ...language.printer import describe
 from ...transformer.masks import Condition, mask_side
 from ..circuit import LinearForm
 from .builder import Feature, TokenFeature
+from .context import BuilderContext, LoweringContext
 from .heads import retrieve, uniform_mean
 from .reductions import structural
-from .scores import distance_score, score_terms, value_gap
-
-if TYPE_CHECKING:
-    from .lower import TokenLowering
+from .scores import ScoreContext, distance_score, score_terms, value_gap
 
 
-def onehot(lowering: TokenLowering) -> TokenFeature:
+def onehot(lowering: BuilderContext) -> TokenFeature:
     """The row's own token: the embedding's one-hot columns ``x=a``."""
     vocabulary = lowering.builder.vocabulary
     forms = tuple(LinearForm.of(lowering.builder.token_column(
@@ -36,7 +33,7 @@ def onehot(lowering: TokenLowering) -> TokenFeature:
     return TokenFeature(forms, 0)
 
 
-def fetch(lowering: TokenLowering, position: ir.Position, row: str) -> TokenFeature:
+def fetch(lowering: ScoreContext, position: ir.Position, row: str) -> TokenFeature:
     """The token at ``position`` at every row (``row`` standing for the row's position)."""
     own = onehot(lowering)
     if isinstance(position, ir.PositionVariable) and position.name == row:
@@ -54,7 +51,7 @@ def fetch(lowering: TokenLowering, position: ir.Position, row: str) -> TokenFeat
     raise lowering.refuse(position, "this position cannot be fetched")
 
 
-def masked_fetch(lowering: TokenLowering, own: TokenFeature, condition: Condition, position: object) -> TokenFeature:
+def masked_fetch(lowering: BuilderContext, own: TokenFeature, condition: Condition, position: object) -> TokenFeature:
     (outputs,) = [uniform_mean(lowering.builder, [Feature(f, frozenset({Fraction(0), Fraction(1)}), 0) for f in
                                               own.onehot], [None] * len(own.onehot), (condition,),
                                f"x({ir.position_label(position)}) by a mask", kind="position",
@@ -62,7 +59,7 @@ def masked_fetch(lowering: TokenLowering, own: TokenFeature, condition: Conditio
     return TokenFeature(tuple(o.form for o in outputs), outputs[0].stage, outputs[0].error)
 
 
-def scored_fetch(lowering: TokenLowering, own: TokenFeature, place: Feature, position: object) -> TokenFeature:
+def scored_fetch(lowering: LoweringContext, own: TokenFeature, place: Feature, position: object) -> TokenFeature:
     """score 2p·s − s²: the key at s = p wins by 1 (p within 1/(8T) of an integer)."""
     if place.error * 4 * lowering.builder.length >= 0.5:
         raise lowering.refuse(position, f"its position is computed within {place.error:.3g}, too coarse to fetch")
@@ -75,13 +72,13 @@ def scored_fetch(lowering: TokenLowering, own: TokenFeature, place: Feature, pos
     return TokenFeature(tuple(LinearForm.of(o) for o in outputs), stage, tail)
 
 
-def arg_fetch(lowering: TokenLowering, own: TokenFeature, position: ir.ArgPosition, row: str) -> TokenFeature:
+def arg_fetch(lowering: ScoreContext, own: TokenFeature, position: ir.ArgPosition, row: str) -> TokenFeature:
     """x(argmax_<s> B): the arg head (:func:`arg_head`) whose values are the key's one-hot token."""
     outputs, stage, tail = arg_head(lowering, position, row, own.onehot, token=True)
     return TokenFeature(tuple(LinearForm.of(o) for o in outputs), stage, tail)
 
 
-def arg_number(lowering: TokenLowering, position: ir.ArgPosition, row: str) -> Feature:
+def arg_number(lowering: ScoreContext, position: ir.ArgPosition, row: str) -> Feature:
     """The position argmax_<s> B as a number p ∈ 1..T: the arg head whose value is the key's
     position number, within tail·T (the weight off the one winner, times values up to T)."""
     length = lowering.builder.length
@@ -90,7 +87,7 @@ def arg_number(lowering: TokenLowering, position: ir.ArgPosition, row: str) -> F
     return Feature(LinearForm.of(output), frozenset(Fraction(p) for p in range(1, length + 1)), stage, tail * length)
 
 
-def arg_head(lowering: TokenLowering, position: ir.ArgPosition, row: str,
+def arg_head(lowering: ScoreContext, position: ir.ArgPosition, row: str,
              values: tuple[LinearForm, ...], token: bool) -> tuple[tuple[str, ...], int, float]:
     """The sharp head of argmax_<s> B (argmin: −B) with the tie-break −γ·s, γ = gap/(2T), reading
     ``values`` at its one winner (``token``: the winner's token, else its position): (output

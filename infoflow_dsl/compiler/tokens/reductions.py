@@ -15,27 +15,53 @@ sum, mean, min and max built from them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ...language import typed as ir
 from ...language.printer import describe
 from ...transformer.masks import MASK_OPS, Condition, term_side
 from ..circuit import LinearForm
 from . import ffn
-from .builder import Feature, constant_feature
+from .builder import Built, Feature, constant_feature
+from .context import LoweringContext
 from .counts import count_keys
 from .heads import retrieve, uniform_mean
 from .rewrites import bracketed, nested, top_as_counts
-from .scores import score_terms, value_gap
+from .scores import ScoreContext, score_terms, value_gap
 from .separate import KeyClass, exclusive_indicators, key_classes, renamed, separated_terms
 from .widths import WidthRatio, indicator_sum, width_ratio
 
-if TYPE_CHECKING:
-    from .lower import TokenLowering
+
+class ReductionContext(ScoreContext, Protocol):
+    """What a reduction reads of the lowering: its :class:`~.scores.ScoreContext`, the conditions
+    given on the target's row, and the walker's record of what it built (a cache keyed by
+    expression, the names of built expressions, the sums a reader asked to be stepped)."""
+
+    @property
+    def given(self) -> dict[str, tuple[ir.PositionCondition, ...]]:
+        """{the target's row: its conditions} (a per-token target's ``t : t >= 2``)."""
+        ...
+
+    def cached(self, kind: str, expr: ir.Expr, row: str, build: Callable[[], Built]) -> Built:
+        """``build()`` once per (kind, expression up to its row's name): later calls get the same."""
+        ...
+
+    def name(self, expr: ir.Expr, row: str, built: Feature) -> None:
+        """Record that ``built`` holds ``expr`` at every row, for the circuit map."""
+        ...
+
+    def own_token_values(self, expr: ir.Expr, row: str) -> frozenset[float] | None:
+        """The values ``expr`` takes over the vocabulary where it reads only the row's own token, else None."""
+        ...
+
+    def spreads(self, expr: ir.Expr, row: str) -> bool:
+        """Whether a reader asked for ``expr``'s steps (a width built with each step in a direction of its own)."""
+        ...
 
 
-def structural(lowering: TokenLowering, conditions: tuple[ir.PositionCondition, ...], key: str, row: str,
+def structural(lowering: LoweringContext, conditions: tuple[ir.PositionCondition, ...], key: str, row: str,
                 node: object) -> tuple[Condition, ...]:
     """The mask of a range whose conditions are all structural (else refused)."""
     mask, factors = range_masks(lowering, conditions, key, row, node)
@@ -45,7 +71,7 @@ def structural(lowering: TokenLowering, conditions: tuple[ir.PositionCondition, 
     return mask
 
 
-def range_masks(lowering: TokenLowering, conditions: tuple[ir.PositionCondition, ...], key: str, row: str,
+def range_masks(lowering: LoweringContext, conditions: tuple[ir.PositionCondition, ...], key: str, row: str,
            node: object) -> tuple[tuple[Condition, ...], list[ir.PositionCondition]]:
     """(mask conditions, conditions a sum's body is multiplied by as brackets)."""
     mask: list[Condition] = []
@@ -68,7 +94,7 @@ def range_masks(lowering: TokenLowering, conditions: tuple[ir.PositionCondition,
     return tuple(mask), factors
 
 
-def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
+def reduce(lowering: ReductionContext, expr: ir.Reduce, row: str) -> Feature:
     if expr.kind == "top":  # counts, over one position or several
         return lowering.feature(top_as_counts(expr, lowering.values(expr.body)), row)
     if len(expr.variables) != 1:
@@ -100,7 +126,7 @@ def reduce(lowering: TokenLowering, expr: ir.Reduce, row: str) -> Feature:
     return ffn.linear(parts, values)
 
 
-def _class_sums(lowering: TokenLowering, signed: list[tuple[float, KeyClass]], key: str, row: str,
+def _class_sums(lowering: ReductionContext, signed: list[tuple[float, KeyClass]], key: str, row: str,
                 mask: tuple[Condition, ...], expr: ir.Reduce) -> list[tuple[float, Feature]]:
     """± each class's sum (the class s = t: its body there)."""
     return [(sign, class_sum(lowering, part, key, row, mask, expr, whole=len(signed) == 1))
@@ -108,7 +134,7 @@ def _class_sums(lowering: TokenLowering, signed: list[tuple[float, KeyClass]], k
             for sign, part in signed]
 
 
-def _upper_bounded(lowering: TokenLowering, part: KeyClass,
+def _upper_bounded(lowering: ReductionContext, part: KeyClass,
                    mask: tuple[Condition, ...]) -> list[tuple[float, KeyClass]]:
     """A class of keys bounded from below only (s ≥ t + k) with a 0/1 body, in a range with no mask of
     its own, as Σ_{s ≥ t+k} b = Σ_s b − Σ_{s ≤ t+k−1} b: two classes bounded from above (or not at
@@ -121,7 +147,7 @@ def _upper_bounded(lowering: TokenLowering, part: KeyClass,
     return [(1.0, KeyClass(None, None, part.body)), (-1.0, KeyClass(None, part.low - 1, part.body))]
 
 
-def class_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...],
+def class_sum(lowering: ReductionContext, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...],
               expr: ir.Reduce, whole: bool) -> Feature:
     """The sum of the body over one key class's keys: a 0/1 body by steps on its mean and 1/count
     (:mod:`.widths`), else count × mean. ``whole``: the class is the whole sum (its values are the sum's)."""
@@ -139,7 +165,7 @@ def class_sum(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask:
                        class_mean(lowering, part, key, row, keys, expr), describe(expr))
 
 
-def class_ratio(lowering: TokenLowering, part: KeyClass, key: str, row: str, keys: tuple[Condition, ...],
+def class_ratio(lowering: ReductionContext, part: KeyClass, key: str, row: str, keys: tuple[Condition, ...],
                 expr: ir.Reduce, whole: bool) -> WidthRatio | None:
     """One key class's sum as a width's (m, u) (:func:`.widths.width_ratio`), or None. The whole
     sum's is built once: a reader of (m, u) (:func:`sum_ratio`) and a reader of S share its head."""
@@ -158,7 +184,7 @@ def class_ratio(lowering: TokenLowering, part: KeyClass, key: str, row: str, key
     return lowering.cached("ratio", expr, row, build) if whole else build()
 
 
-def sum_ratio(lowering: TokenLowering, expr: ir.Expr, row: str) -> WidthRatio | None:
+def sum_ratio(lowering: ReductionContext, expr: ir.Expr, row: str) -> WidthRatio | None:
     """``expr``'s (m, u) where it is a sum of one key class that :func:`reduce` builds as a width
     (the class is the whole sum), else None."""
     if not isinstance(expr, ir.Reduce) or expr.kind != "sum" or len(expr.variables) != 1:
@@ -171,14 +197,14 @@ def sum_ratio(lowering: TokenLowering, expr: ir.Expr, row: str) -> WidthRatio | 
     return class_ratio(lowering, classes[0], key, row, mask + classes[0].mask(), expr, whole=True)
 
 
-def own_term(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...]) -> Feature:
+def own_term(lowering: ReductionContext, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...]) -> Feature:
     """The class s = row: the body at s = row, where the range's mask admits the row itlowering."""
     if not all(_admits_self(c) for c in mask):
         return constant_feature(Fraction(0))
     return lowering.feature(renamed(part.body, key, row), row)
 
 
-def class_mean(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...],
+def class_mean(lowering: ReductionContext, part: KeyClass, key: str, row: str, mask: tuple[Condition, ...],
                expr: ir.Reduce) -> Feature:
     """The mean of the body over one key class's keys: Σₖ aₖ(row)·mean bₖ."""
     terms = separated_terms(part.body, key, row, lowering.domain)
@@ -202,7 +228,7 @@ def class_mean(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask
     return total
 
 
-def extreme(lowering: TokenLowering, expr: ir.Reduce, body: ir.Expr, key: str, row: str,
+def extreme(lowering: ReductionContext, expr: ir.Reduce, body: ir.Expr, key: str, row: str,
             mask: tuple[Condition, ...]) -> Feature:
     """min/max by one sharp head whose values are the score's own key factors (the Gibbs mean of
     the body is then Σ q·E[k], products at the query). Keys that tie for the best score share

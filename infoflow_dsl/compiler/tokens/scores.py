@@ -12,17 +12,29 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ...language import typed as ir
 from ...language.printer import describe
 from ..circuit import LinearForm
 from . import ffn
 from .builder import Feature, constant_feature
+from .context import LoweringContext
 from .separate import polynomial_terms, separated_terms
+from .widths import WidthRatio
 
-if TYPE_CHECKING:
-    from .lower import TokenLowering
+
+class ScoreContext(LoweringContext, Protocol):
+    """What a score reads of the lowering: its :class:`~.context.LoweringContext`, and a finite
+    expression as the steps [A ≥ v] a distance cuts it into, or as a selector width's ratio."""
+
+    def stepped(self, expr: ir.Expr, row: str) -> Feature:
+        """``expr``'s feature, built (where it is a selector width) with each step in a direction of its own."""
+        ...
+
+    def ratio(self, expr: ir.Expr, row: str) -> WidthRatio | None:
+        """``expr``'s (m = S/c, u = 1/c) where it is a selector width S, else None."""
+        ...
 
 #: (query form, key form) pairs of a bilinear score, the stage its factors are ready, its error
 Score = tuple[list[tuple[LinearForm, LinearForm]], int, float]
@@ -48,7 +60,7 @@ def signed_sum(parts: list[tuple[Fraction, ir.Expr]]) -> ir.Expr:
     return total if total is not None else ir.NumberLiteral(0.0)
 
 
-def distance_score(lowering: TokenLowering, body: ir.Expr, key: str,
+def distance_score(lowering: ScoreContext, body: ir.Expr, key: str,
                    row: str, sign: float, budget: float) -> DistanceScore | None:
     """−|A(s) − B(t)| for finite A, B, by cuts: with the sorted union of their values c₀ < … < cₙ,
     |A − B| = Σₖ (cₖ − cₖ₋₁)·|[A ≥ cₖ] − [B ≥ cₖ]|, and |a − b| = a + b − 2ab for indicators, so
@@ -95,7 +107,7 @@ def distance_score(lowering: TokenLowering, body: ir.Expr, key: str,
     return score, stage, error, 1.0
 
 
-def _query_side(lowering: TokenLowering, query_part: list[tuple[Fraction, ir.Expr | None]],
+def _query_side(lowering: ScoreContext, query_part: list[tuple[Fraction, ir.Expr | None]],
                 row: str) -> Feature | None:
     """B(t) = −Σ (the query's terms of A − B), with its exact values (None where not finite)."""
     offset = Fraction(-sum(c for c, q in query_part if q is None))
@@ -106,7 +118,7 @@ def _query_side(lowering: TokenLowering, query_part: list[tuple[Fraction, ir.Exp
     return Feature(b.form, frozenset(v + offset for v in b_values), b.stage, b.error)
 
 
-def scaled_square(lowering: TokenLowering, expr: ir.Expr, key: str, query: Callable[[], Feature | None],
+def scaled_square(lowering: ScoreContext, expr: ir.Expr, key: str, query: Callable[[], Feature | None],
                   budget: float) -> DistanceScore:
     """u·(2A·B − A²) for a selector width A = m/u over every key (:class:`.widths.WidthRatio`: u = 1/n
     at every key of a sequence, so multiplying by it moves no winner), B = ``query()``.
@@ -144,7 +156,7 @@ def scaled_square(lowering: TokenLowering, expr: ir.Expr, key: str, query: Calla
     return score, max(b.stage, square.stage, m.stage), error, scale
 
 
-def squared_distance(lowering: TokenLowering, a: Feature, b: Feature) -> Score | None:
+def squared_distance(lowering: ScoreContext, a: Feature, b: Feature) -> Score | None:
     """−(A − B)² + B² = 2A·B − A² where A's steps [A ≥ vₖ] are built already (a count spread
     into its steps, :meth:`~.lower.TokenLowering.stepped`): then A = v₀ + Σₖ (vₖ − vₖ₋₁)·[A ≥ vₖ]
     and A² = v₀² + Σₖ (vₖ² − vₖ₋₁²)·[A ≥ vₖ] are both linear in the steps (they are nested), so
@@ -171,7 +183,7 @@ def squared_distance(lowering: TokenLowering, a: Feature, b: Feature) -> Score |
     return score, max(a.stage, b.stage, *(step.stage for step in steps if step is not None)), error
 
 
-def score_terms(lowering: TokenLowering, body: ir.Expr, key: str, row: str, sign: float,
+def score_terms(lowering: ScoreContext, body: ir.Expr, key: str, row: str, sign: float,
            budget: float) -> Score:
     """sign·body as Σ q(row)·k(key) (terms not reading the key dropped: they move no winner);
     the stage all factors are ready and the score's error. A factor whose error would spend

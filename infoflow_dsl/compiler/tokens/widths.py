@@ -28,17 +28,14 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from ...transformer.masks import HeadMask
 from ..circuit import LinearForm
 from . import ffn
 from .builder import Feature, constant_feature
+from .context import LoweringContext
 from .heads import uniform_mean
 from .separate import KeyClass, Term, exclusive_indicators, separated_terms
-
-if TYPE_CHECKING:
-    from .lower import TokenLowering
 
 INDICATOR = frozenset({Fraction(0), Fraction(1)})
 
@@ -66,7 +63,7 @@ class WidthRatio:
         return not self.mask
 
 
-def width_ratio(lowering: TokenLowering, part: KeyClass, key: str, row: str, mask: HeadMask,
+def width_ratio(lowering: LoweringContext, part: KeyClass, key: str, row: str, mask: HeadMask,
                 values: frozenset[Fraction] | None, text: str) -> WidthRatio | None:
     """Σ_s of the 0/1 body ``part.body`` over the keys ``mask`` leaves, as (m, u) of one uniform
     head (the module's construction, before its steps); ``values``: the sum's exact values where
@@ -97,7 +94,7 @@ def width_ratio(lowering: TokenLowering, part: KeyClass, key: str, row: str, mas
     return WidthRatio(_gated_mean(lowering, terms, queries, bounded, text), reciprocal, ordered, mask)
 
 
-def indicator_sum(ratio: WidthRatio, lowering: TokenLowering, text: str, *, spread: bool = False) -> Feature:
+def indicator_sum(ratio: WidthRatio, lowering: LoweringContext, text: str, *, spread: bool = False) -> Feature:
     """S from its (m, u) by steps (the module's construction): :func:`_steps`."""
     return _steps(lowering, ratio.mean, ratio.reciprocal, ratio.values, ratio.mask, text, spread)
 
@@ -109,7 +106,7 @@ def _bounded(mean: Feature, key: Feature) -> Feature:
     return Feature(mean.form, frozenset({low, high}), mean.stage, mean.error)
 
 
-def _gated_mean(lowering: TokenLowering, terms: list[Term], queries: list[Feature], means: list[Feature],
+def _gated_mean(lowering: LoweringContext, terms: list[Term], queries: list[Feature], means: list[Feature],
                 text: str) -> Feature:
     """m = Σₖ cₖ·aₖ·meanₖ: a constant aₖ scales, an indicator gates (every gate in one direction).
     A gate is built on the exact hull of its mean's values: a mean off it by its rounding moves
@@ -129,7 +126,7 @@ def _gated_mean(lowering: TokenLowering, terms: list[Term], queries: list[Featur
     return ffn.linear(linear, None)
 
 
-def _steps(lowering: TokenLowering, mean: Feature, reciprocal: Feature, ordered: tuple[Fraction, ...],
+def _steps(lowering: LoweringContext, mean: Feature, reciprocal: Feature, ordered: tuple[Fraction, ...],
            mask: HeadMask, text: str, spread: bool) -> Feature:
     """S = v₀ + Σ (v − v′)·[m − θ·u ≥ the least positive value of (S − θ)/c]: every step into one
     direction, or (``spread``) each into a direction of its own, the same units, which the

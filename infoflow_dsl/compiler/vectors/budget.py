@@ -13,13 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
 from ... import progress
 from .quantity import ROUNDING_SAFETY, ErrorShares, ErrorVec, Quantity
-
-if TYPE_CHECKING:
-    from .builder import CircuitBuilder
 
 HEAD_SHARE = 0.01
 ATTEMPTS = 24
@@ -93,17 +90,31 @@ def allocate_mixed(ffns: Sequence[Source], sensitivity: dict[str, float], budget
     return shares(high)
 
 
+class ErrorSources(Protocol):
+    """What the budget loop reads of one lowering's builder (``builder.CircuitBuilder``): the
+    error sources it registered, by name, and the constraints on their errors."""
+
+    @property
+    def sources(self) -> dict[str, Source]: ...
+    @property
+    def constraints(self) -> list[Constraint]: ...
+
+
+Lowered = TypeVar("Lowered", bound=ErrorSources)  # the builder of one lowering
+
+
 @dataclass(frozen=True)
-class BudgetFit:
+class BudgetFit(Generic[Lowered]):
     """The lowering kept: its builder, its outputs, their a-priori bound and rounding allowance."""
 
-    builder: CircuitBuilder
+    builder: Lowered
     outputs: list[Quantity]
     bound: float
     rounding: float
 
 
-def fit_budget(eps: float, attempt: Callable[[ErrorShares], tuple[CircuitBuilder, list[Quantity]]]) -> BudgetFit | None:
+def fit_budget(eps: float,
+               attempt: Callable[[ErrorShares], tuple[Lowered, list[Quantity]]]) -> BudgetFit[Lowered] | None:
     """The error-budget loop: lower (``attempt``) with every source's share ε/16, then with
     :func:`allocate`'s shares of the budget 0.97ε less rounding and second-order terms, until the
     bound lies in [0.8ε, ε] with every constraint met (a constraint it breaks tightens its
@@ -113,7 +124,7 @@ def fit_budget(eps: float, attempt: Callable[[ErrorShares], tuple[CircuitBuilder
     correction = 1.0
     allocated = False
     tightening: dict[str, float] = {}  # persistent factors from constraints (margins, √ inputs)
-    best: BudgetFit | None = None
+    best: BudgetFit[Lowered] | None = None
     for number in range(1, ATTEMPTS + 1):
         progress.stage(f"fitting the error budget, lowering {number}")
         builder, outputs = attempt(shares)

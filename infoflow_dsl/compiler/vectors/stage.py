@@ -84,7 +84,7 @@ def lower(program: ir.Program, schedule: Schedule, eps: float, dtype: torch.dtyp
         raise CompileError(f"ε must be positive, got {eps}")
     roundoff = UNIT_ROUNDOFF[dtype]
 
-    def fit(bound: float) -> BudgetFit:
+    def fit(bound: float) -> BudgetFit[CircuitBuilder]:
         def attempt(shares: ErrorShares) -> tuple[CircuitBuilder, list[Quantity]]:
             builder = CircuitBuilder(program=program, shares=shares, unit_roundoff=roundoff, route=route,
                                      gathered=gathered)
@@ -116,7 +116,7 @@ def _two_digits_up(value: float) -> float:
 EPS_GRID_STEPS_PER_OCTAVE = 4
 
 
-def _smallest_eps(eps: float, fit: Callable[[float], BudgetFit]) -> float:
+def _smallest_eps(eps: float, fit: Callable[[float], BudgetFit[CircuitBuilder]]) -> float:
     """The first point of the fixed grid 2^(k/4) above ``eps`` at which ``fit`` meets its
     rounding: the same answer for every ε asked for below it (a grid anchored at ``eps`` made the
     suggestion move with the request). At most 80 steps (a factor 2^20)."""
@@ -144,7 +144,7 @@ def _min_length(builder: CircuitBuilder) -> int:
     return min(max(fixed, default=1), builder.length)
 
 
-def _circuit(program: ir.Program, schedule: Schedule, fit: BudgetFit, eps: float) -> Circuit:
+def _circuit(program: ir.Program, schedule: Schedule, fit: BudgetFit[CircuitBuilder], eps: float) -> Circuit:
     builder, outputs = fit.builder, fit.outputs
     shares = [(f"head {h.name}", h.error) for h in builder.heads if h.error]
     shares += [(f"ffn {b.name}", b.error) for b in builder.blocks if b.error]
