@@ -1,6 +1,7 @@
 """The user documentation: every ```iflow example in docs/*.md parses and checks, every relative link
 of the README and docs/ leads to a file of the repository, nothing points into ``../shared`` (a
-clone does not have it), and the README stays an overview (at most 400 lines)."""
+clone does not have it), the README stays an overview (at most 400 lines), and the command tables
+of the README and docs/design.md name every command of ``infoflowc`` and no other."""
 
 from __future__ import annotations
 
@@ -61,3 +62,19 @@ def test_every_relative_link_leads_to_a_file_of_the_repository(path: Path) -> No
 def test_the_readme_is_an_overview() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 400 and "](docs/language.md)" in text
+
+
+#: (page, the heading of the section whose table lists the commands)
+COMMAND_TABLES = [("README.md", "## The commands"), ("docs/design.md", "## The command line")]
+
+
+@pytest.mark.parametrize(("page", "heading"), COMMAND_TABLES, ids=[page for page, _ in COMMAND_TABLES])
+def test_the_command_table_names_every_command(page: str, heading: str) -> None:
+    """Each row's first cell names its commands in backticks (`` `train FILE ..` ``, `` `check`, `run` ``);
+    together they are :data:`infoflow_dsl.cli.main.COMMANDS`."""
+    from infoflow_dsl.cli.main import COMMANDS
+
+    section = (ROOT / page).read_text(encoding="utf-8").split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ", 1)[0] for line in section.splitlines() if line.startswith("| `")]
+    named = [name for cell in rows for name in re.findall(r"`([a-z][a-z-]*)", cell)]
+    assert sorted(named) == sorted(command.name for command in COMMANDS)

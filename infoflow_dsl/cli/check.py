@@ -18,7 +18,18 @@ import math
 from typing import Any
 
 from ..errors import UsageError
-from .common import EXIT_ABOVE_EPS, EXIT_OK, model_on
+from .common import (
+    EXIT_ABOVE_EPS,
+    EXIT_OK,
+    Command,
+    add_device_flag,
+    add_eps_flag,
+    add_model_argument,
+    add_samples_flag,
+    add_seed_flag,
+    model_on,
+    nonnegative_int,
+)
 
 
 def command_check_tokens(arguments: argparse.Namespace, model: Any, program: Any) -> int:
@@ -169,3 +180,19 @@ def command_check(arguments: argparse.Namespace) -> int:
             found = trace(model, program, model_inputs(program, 64, arguments.seed + 11))
         print(f"  trace            {found.describe() if found else 'the model follows its circuit at every layer'}")
     return EXIT_OK if result.within and not uncertified else EXIT_ABOVE_EPS
+
+
+def _check_arguments(parser: argparse.ArgumentParser) -> None:
+    """``check MODEL [--samples N] [--eps E] [--seed S] [--adversarial [N]] [--trace] [--device D]``."""
+    add_model_argument(parser)
+    add_samples_flag(parser, 10_000, "random inputs (default 10000)")
+    add_eps_flag(parser, "the ε to check against (default: the model's)")
+    add_seed_flag(parser, "the seed of the random inputs and of the search (0): the same seed, the same check")
+    parser.add_argument("--adversarial", type=nonnegative_int, nargs="?", const=300, default=0, metavar="N",
+                        help="then search for larger errors with hypothesis (N examples, default 300)")
+    parser.add_argument("--trace", action="store_true",
+                        help="name the first residual direction, layer and token where the model leaves its circuit")
+    add_device_flag(parser, "the model runs")
+
+
+CHECK = Command("check", "verify a compiled model against its target", _check_arguments, command_check)

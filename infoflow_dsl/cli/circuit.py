@@ -11,28 +11,20 @@ from typing import Any
 
 from ..circuits import ABLATIONS
 from ..errors import UsageError
-from .common import EXIT_OK, add_device_flag, resolved_device, with_compiled_model
-
-
-def add_edge_flags(parser: argparse.ArgumentParser, nonnegative_int: Any) -> None:
-    """The ``circuit`` command's edge flags."""
-    parser.add_argument("--edges", action="store_true",
-                        help="the edge graph: sender -> receiver's q, k, v, MLP input or output, with the residual "
-                             "directions it carries (checked against the weights)")
-    parser.add_argument("--truth", action="store_true",
-                        help="with --edges: which edges zero, mean and resample ablation need (every token sequence "
-                             "up to length 4, the constant ones and --samples random ones), with witnesses")
-    parser.add_argument("--ablation", action="append", choices=ABLATIONS,
-                        help="with --truth: one ablation (repeatable; default all three)")
-    parser.add_argument("--samples", type=nonnegative_int, default=2_000, help="with --truth: random inputs (2000)")
-    parser.add_argument("--seed", type=nonnegative_int, default=0, help="with --truth: the inputs' seed (0)")
-    parser.add_argument("--length", type=nonnegative_int, help="with --truth, a model over vectors: the inputs' "
-                                                               "length (default its T; any length up to T)")
-    parser.add_argument("--mib", action="store_true", help="with --truth and one --ablation: print that truth as "
-                                                           "MIB's circuit JSON")
-    parser.add_argument("-o", "--output", type=Path, help="with --truth: write the model with its graph and truth "
-                                                          "stored (export copies them into infoflow.json)")
-    add_device_flag(parser, "--truth's patched forwards run")
+from .common import (
+    EXIT_OK,
+    Command,
+    add_device_flag,
+    add_json_flag,
+    add_model_argument,
+    add_output_flag,
+    add_samples_flag,
+    add_seed_flag,
+    nonnegative_int,
+    positive_int,
+    resolved_device,
+    with_compiled_model,
+)
 
 
 def command_edges(arguments: argparse.Namespace, model: Any) -> None:
@@ -112,37 +104,6 @@ def check_length(model: Any, length: int) -> None:
     low = model.T if model.exact_length_only else max(model.min_length, 1)
     if not low <= length <= model.T:
         raise UsageError(f"--length must be in {low}..{model.T} for this model, got {length}")
-
-
-def add_disguise_parser(commands: Any, positive_int: Any, nonnegative_int: Any) -> None:
-    """``infoflowc disguise MODEL [--merge OTHER] [--distract N] [--compress] [--split-heads [K]] [--split-neurons K]
-    [--shuffle] [--rotate] [--stats [--beside TRAINED]] -o OUT``."""
-    command = commands.add_parser("disguise", help="make a compiled model look trained, computing the same "
-                                                   "function, its edge graph carried with it")
-    command.add_argument("model", type=Path)
-    command.add_argument("--merge", type=Path, action="append", default=[], metavar="OTHER",
-                         help="another compiled model (the same input) whose program joins the model's, its "
-                              "output read by nothing (repeatable)")
-    command.add_argument("--distract", type=nonnegative_int, default=0, metavar="N",
-                         help="N distractor directions, a distractor head a layer and N distractor units an FFN: "
-                              "active on every input, read by nothing the output needs")
-    command.add_argument("--compress", action="store_true",
-                         help="the residual below its number of features: each dimension carries several features "
-                              "one after another over the depth, an eraser freeing it after a feature's last reader")
-    command.add_argument("--split-heads", type=positive_int, nargs="?", const=2, default=1, metavar="K",
-                         help="each head into K heads of the same pattern (K = 2 if not given)")
-    command.add_argument("--split-neurons", type=positive_int, default=1, metavar="K",
-                         help="each ReLU unit into K units (ReLU is positively homogeneous)")
-    command.add_argument("--shuffle", action="store_true", help="the heads of each layer and the units of each "
-                                                                "FFN in a random order")
-    command.add_argument("--rotate", action="store_true", help="the residual stream by a random orthogonal matrix")
-    command.add_argument("--seed", type=nonnegative_int, default=0, help="the passes' seed (0)")
-    command.add_argument("--stats", action="store_true", help="print weight and activation statistics of the model "
-                                                              "and its disguise (zeros, distinct values, kurtosis, "
-                                                              "stable rank, active units)")
-    command.add_argument("--beside", type=Path, metavar="TRAINED", help="with --stats: a trained model's statistics "
-                                                                        "too (infoflowc train)")
-    command.add_argument("-o", "--output", type=Path, required=True, help="the disguised model (.safetensors)")
 
 
 def disguise_model(arguments: argparse.Namespace, model: Any) -> None:
@@ -231,3 +192,64 @@ def command_circuit(arguments: argparse.Namespace) -> int:
 def command_disguise(arguments: argparse.Namespace) -> int:
     with_compiled_model(arguments.model, lambda model: disguise_model(arguments, model), "disguise")
     return EXIT_OK
+
+
+def _circuit_arguments(parser: argparse.ArgumentParser) -> None:
+    """``circuit MODEL [--json] [--features] [--edges [--truth [--ablation A] ...]] [-o OUT]``."""
+    add_model_argument(parser)
+    add_json_flag(parser, "print the records as JSON")
+    parser.add_argument("--features", action="store_true",
+                        help="the feature dictionary: every feature, what it computes, the layers where it is "
+                             "alive and its direction at each residual hook (superposed ones read by threshold)")
+    parser.add_argument("--edges", action="store_true",
+                        help="the edge graph: sender -> receiver's q, k, v, MLP input or output, with the residual "
+                             "directions it carries (checked against the weights)")
+    parser.add_argument("--truth", action="store_true",
+                        help="with --edges: which edges zero, mean and resample ablation need (every token sequence "
+                             "up to length 4, the constant ones and --samples random ones), with witnesses")
+    parser.add_argument("--ablation", action="append", choices=ABLATIONS,
+                        help="with --truth: one ablation (repeatable; default all three)")
+    add_samples_flag(parser, 2_000, "with --truth: random inputs (2000)")
+    add_seed_flag(parser, "with --truth: the inputs' seed (0)")
+    parser.add_argument("--length", type=nonnegative_int, help="with --truth, a model over vectors: the inputs' "
+                                                               "length (default its T; any length up to T)")
+    parser.add_argument("--mib", action="store_true", help="with --truth and one --ablation: print that truth as "
+                                                           "MIB's circuit JSON")
+    add_output_flag(parser, "with --truth: write the model with its graph and truth stored (export copies them "
+                            "into infoflow.json)")
+    add_device_flag(parser, "--truth's patched forwards run")
+
+
+def _disguise_arguments(parser: argparse.ArgumentParser) -> None:
+    """``disguise MODEL [--merge OTHER] [--distract N] [--compress] [--split-heads [K]] [--split-neurons K]
+    [--shuffle] [--rotate] [--stats [--beside TRAINED]] -o OUT``."""
+    add_model_argument(parser)
+    parser.add_argument("--merge", type=Path, action="append", default=[], metavar="OTHER",
+                        help="another compiled model (the same input) whose program joins the model's, its "
+                             "output read by nothing (repeatable)")
+    parser.add_argument("--distract", type=nonnegative_int, default=0, metavar="N",
+                        help="N distractor directions, a distractor head a layer and N distractor units an FFN: "
+                             "active on every input, read by nothing the output needs")
+    parser.add_argument("--compress", action="store_true",
+                        help="the residual below its number of features: each dimension carries several features "
+                             "one after another over the depth, an eraser freeing it after a feature's last reader")
+    parser.add_argument("--split-heads", type=positive_int, nargs="?", const=2, default=1, metavar="K",
+                        help="each head into K heads of the same pattern (K = 2 if not given)")
+    parser.add_argument("--split-neurons", type=positive_int, default=1, metavar="K",
+                        help="each ReLU unit into K units (ReLU is positively homogeneous)")
+    parser.add_argument("--shuffle", action="store_true", help="the heads of each layer and the units of each "
+                                                               "FFN in a random order")
+    parser.add_argument("--rotate", action="store_true", help="the residual stream by a random orthogonal matrix")
+    add_seed_flag(parser, "the passes' seed (0)")
+    parser.add_argument("--stats", action="store_true", help="print weight and activation statistics of the model "
+                                                             "and its disguise (zeros, distinct values, kurtosis, "
+                                                             "stable rank, active units)")
+    parser.add_argument("--beside", type=Path, metavar="TRAINED", help="with --stats: a trained model's statistics "
+                                                                       "too (infoflowc train)")
+    add_output_flag(parser, "the disguised model (.safetensors)", required=True)
+
+
+CIRCUIT = Command("circuit", "where each comparison and FFN function of a model lives (TransformerLens hook, "
+                  "residual index, bound)", _circuit_arguments, command_circuit)
+DISGUISE = Command("disguise", "make a compiled model look trained, computing the same function, its edge graph "
+                   "carried with it", _disguise_arguments, command_disguise)

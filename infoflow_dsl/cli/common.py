@@ -1,5 +1,12 @@
-"""What every command of ``infoflowc`` shares: exit codes, the parser class, flag types, a
-program's text read, a compiled model loaded for a command.
+"""What every command of ``infoflowc`` shares: exit codes, the parser class, how a command is
+declared (:class:`Command`), flag types, the flags several commands take, a program's text read,
+a compiled model loaded for a command.
+
+Each command's module declares it as a :class:`Command` (its name, its one-line help, what adds
+its arguments, what runs it); :mod:`.main` lists them (``COMMANDS``) and builds the parser from
+that list alone. A flag several commands take (``--T``, ``--eps``, ``--dtype``, ``--seed``,
+``--samples``, ``--json``, ``-o``, ``--device``, ``--workers``) is added by its ``add_*`` helper
+here, its name, type and default written once.
 
 Exit codes (docs/design.md, "The command line"): 0 success; 2 the user's fault (a bad program, a bad flag, an
 unreadable file), with a message on stderr and no traceback; 3 a compiled model measured above
@@ -16,6 +23,7 @@ from __future__ import annotations
 import argparse
 import difflib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +62,18 @@ class Parser(argparse.ArgumentParser):
             if isinstance(action, argparse._SubParsersAction) and name in action.choices:
                 return action.choices[name]
         return self
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``infoflowc`` subcommand, declared in the module that runs it: ``name``, ``help`` (its
+    line in ``infoflowc --help``), ``add_arguments`` (adds its arguments to its own parser) and
+    ``run`` (runs it on the parsed arguments; its exit code, None for 0)."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int | None]
 
 
 def _number(convert: type, noun: str, minimum: float, strict: bool, requirement: str) -> Any:
@@ -157,10 +177,67 @@ def read_program_text(path: Path) -> str:
         raise UsageError(f"{path}: cannot read: {error.strerror or error}") from None
 
 
-def add_device_flag(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--device`` on a command that runs models (``check``, ``circuit --truth``, ``discover``,
-    ``benchmark``): where ``what`` runs, cuda by default where a GPU is present (as ``compile``)."""
-    parser.add_argument("--device", help=f"cpu or cuda: where {what} (default: cuda when available)")
+DTYPES = ("float32", "float64")
+
+
+def add_program_argument(parser: argparse.ArgumentParser) -> None:
+    """The positional ``FILE``: a ``.iflow`` program."""
+    parser.add_argument("file", type=Path)
+
+
+def add_model_argument(parser: argparse.ArgumentParser) -> None:
+    """The positional ``MODEL``: a model file (or an export folder, where the command reads one)."""
+    parser.add_argument("model", type=Path)
+
+
+def add_length_flag(parser: argparse.ArgumentParser, kind: Callable[[str], Any] = length_flag) -> None:
+    """``--T``: override the program's length (``kind`` reads it: a sweep's takes a comma list)."""
+    parser.add_argument("--T", dest="length", type=kind, help="override the program's length T")
+
+
+def add_eps_flag(parser: argparse.ArgumentParser, help: str, default: float | None = None) -> None:
+    """``--eps``: an error bound ε, positive."""
+    parser.add_argument("--eps", type=positive_float, default=default, help=help)
+
+
+def add_dtype_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--dtype``: float32 or float64 (default None: the command chooses)."""
+    parser.add_argument("--dtype", choices=DTYPES, default=None, help=help)
+
+
+def add_seed_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--seed``: a seed, a whole number ≥ 0, 0 by default."""
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help=help)
+
+
+def add_samples_flag(parser: argparse.ArgumentParser, default: int | None, help: str,
+                     kind: Callable[[str], int] = nonnegative_int) -> None:
+    """``--samples``: a number of random inputs (``kind`` reads it: ≥ 0 unless said otherwise)."""
+    parser.add_argument("--samples", type=kind, default=default, help=help)
+
+
+def add_json_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--json``: print what the command found as JSON."""
+    parser.add_argument("--json", action="store_true", help=help)
+
+
+def add_output_flag(parser: argparse.ArgumentParser, help: str, required: bool = False,
+                    metavar: str | None = None) -> None:
+    """``-o``/``--output``: the file or folder the command writes."""
+    parser.add_argument("-o", "--output", type=Path, required=required, metavar=metavar, help=help)
+
+
+def add_workers_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--workers``: parallel runs, 2 by default (1: in this process)."""
+    parser.add_argument("--workers", type=positive_int, default=2, help=help)
+
+
+def add_device_flag(parser: argparse.ArgumentParser, where: str | None = None, default: str | None = None) -> None:
+    """``--device`` on a command that runs models: where ``where`` runs; cuda by default where a
+    GPU is present, unless ``default`` says otherwise (``train``: cpu)."""
+    place = f": where {where}" if where else ""
+    shown = f"default {default}" if default else "default: cuda when available"
+    parser.add_argument("--device", default=default, help=f"cpu or cuda{place} ({shown})")
 
 
 def resolved_device(device: str | None) -> Any:

@@ -10,39 +10,20 @@ from typing import Any
 from ..circuits import ABLATIONS
 from ..discovery import METHODS, NUMBER_METRICS, TOKEN_METRICS
 from ..errors import UsageError
-from .common import EXIT_OK, add_device_flag, resolved_device, with_compiled_model
-
-
-def add_discovery_parsers(commands: Any, positive_int: Any, nonnegative_int: Any) -> None:
-    """The ``discover`` and ``benchmark`` commands."""
-    one = commands.add_parser("discover", help="a circuit-discovery method on a compiled model, scored against its "
-                                               "certified truth (edge AUROC, faithfulness)")
-    one.add_argument("model", type=Path)
-    one.add_argument("--method", choices=METHODS, default="eap-ig", help="the method (eap-ig)")
-    one.add_argument("--ablation", choices=ABLATIONS, default="zero", help="the ablation (zero)")
-    one.add_argument("--metric", choices=TOKEN_METRICS + NUMBER_METRICS,
-                     help="what a patch is measured with (default: logit-diff/output for the gradient methods, "
-                          "kl/l2 for the others)")
-    one.add_argument("--samples", type=nonnegative_int, default=300, help="random inputs besides the exhaustive "
-                                                                          "ones (300)")
-    one.add_argument("--seed", type=nonnegative_int, default=0, help="the inputs' seed (0)")
-    one.add_argument("--length", type=positive_int, help="a model over vectors: the inputs' length (its T)")
-    one.add_argument("--json", action="store_true", help="every edge's score, the AUROCs and the curve as JSON")
-    one.add_argument("--html", type=Path, metavar="PAGE", help="also write a page drawing the found graph against "
-                                                               "the truth")
-    add_device_flag(one, "the patched forwards run")
-    many = commands.add_parser("benchmark", help="every (model, method, ablation) of a ground-truth corpus "
-                                                 "(bench/circuit_corpus.py), resumable, on Ray")
-    many.add_argument("corpus", type=Path, help="the corpus folder (models/ and truths/)")
-    many.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated ({','.join(METHODS)})")
-    many.add_argument("--ablations", default=",".join(ABLATIONS), help=f"comma-separated ({','.join(ABLATIONS)})")
-    many.add_argument("--tiers", help="comma-separated realism tiers (default: every tier of the corpus)")
-    many.add_argument("--skip", default="", help="comma-separated shell patterns of models to leave out "
-                                                 "(e.g. 'intrinsic_*,tracr_sort_unique')")
-    many.add_argument("--workers", type=positive_int, default=2, help="Ray workers (1: in this process)")
-    many.add_argument("--address", help="a Ray cluster's address (auto, HOST:PORT or ray://HOST:PORT)")
-    many.add_argument("-o", "--output", type=Path, required=True, help="the results folder (resumed if it exists)")
-    add_device_flag(many, "each job's patched forwards run")
+from .common import (
+    EXIT_OK,
+    Command,
+    add_device_flag,
+    add_json_flag,
+    add_model_argument,
+    add_output_flag,
+    add_samples_flag,
+    add_seed_flag,
+    add_workers_flag,
+    positive_int,
+    resolved_device,
+    with_compiled_model,
+)
 
 
 def discover_model(arguments: argparse.Namespace, model: Any) -> None:
@@ -131,3 +112,40 @@ def _listed(text: str, choices: tuple[str, ...], flag: str) -> tuple[str, ...]:
 def command_discover(arguments: argparse.Namespace) -> int:
     with_compiled_model(arguments.model, lambda model: discover_model(arguments, model), "discover", kept=True)
     return EXIT_OK
+
+
+def _discover_arguments(parser: argparse.ArgumentParser) -> None:
+    """``discover MODEL [--method M] [--ablation A] [--metric ..] [--json] [--html PAGE] [--device D]``."""
+    add_model_argument(parser)
+    parser.add_argument("--method", choices=METHODS, default="eap-ig", help="the method (eap-ig)")
+    parser.add_argument("--ablation", choices=ABLATIONS, default="zero", help="the ablation (zero)")
+    parser.add_argument("--metric", choices=TOKEN_METRICS + NUMBER_METRICS,
+                        help="what a patch is measured with (default: logit-diff/output for the gradient methods, "
+                             "kl/l2 for the others)")
+    add_samples_flag(parser, 300, "random inputs besides the exhaustive ones (300)")
+    add_seed_flag(parser, "the inputs' seed (0)")
+    parser.add_argument("--length", type=positive_int, help="a model over vectors: the inputs' length (its T)")
+    add_json_flag(parser, "every edge's score, the AUROCs and the curve as JSON")
+    parser.add_argument("--html", type=Path, metavar="PAGE", help="also write a page drawing the found graph against "
+                                                                  "the truth")
+    add_device_flag(parser, "the patched forwards run")
+
+
+def _benchmark_arguments(parser: argparse.ArgumentParser) -> None:
+    """``benchmark CORPUS [--methods ..] [--ablations ..] [--tiers ..] [--skip ..] [--workers N] -o DIR``."""
+    parser.add_argument("corpus", type=Path, help="the corpus folder (models/ and truths/)")
+    parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated ({','.join(METHODS)})")
+    parser.add_argument("--ablations", default=",".join(ABLATIONS), help=f"comma-separated ({','.join(ABLATIONS)})")
+    parser.add_argument("--tiers", help="comma-separated realism tiers (default: every tier of the corpus)")
+    parser.add_argument("--skip", default="", help="comma-separated shell patterns of models to leave out "
+                                                   "(e.g. 'intrinsic_*,tracr_sort_unique')")
+    add_workers_flag(parser, "Ray workers (1: in this process)")
+    parser.add_argument("--address", help="a Ray cluster's address (auto, HOST:PORT or ray://HOST:PORT)")
+    add_output_flag(parser, "the results folder (resumed if it exists)", required=True)
+    add_device_flag(parser, "each job's patched forwards run")
+
+
+DISCOVER = Command("discover", "a circuit-discovery method on a compiled model, scored against its certified truth "
+                   "(edge AUROC, faithfulness)", _discover_arguments, command_discover)
+BENCHMARK = Command("benchmark", "every (model, method, ablation) of a ground-truth corpus "
+                    "(bench/circuit_corpus.py), resumable, on Ray", _benchmark_arguments, command_benchmark)

@@ -14,33 +14,17 @@ from typing import Any
 
 from ..errors import UsageError
 from ..files import check_writable_folder
-from .common import EXIT_OK, positive_float
+from .common import (
+    EXIT_OK,
+    Command,
+    add_dtype_flag,
+    add_model_argument,
+    add_output_flag,
+    positive_float,
+)
 
 TARGETS = ("hf-gpt2", "hf-llama", "tl-native")
 LAYERNORMS = ("exact", "active")
-DTYPES = ("float32", "float64")
-
-
-def add_export_parser(commands: Any) -> None:
-    """The ``export`` subcommand's flags."""
-    command = commands.add_parser("export", help="a compiled model as a standard Hugging Face model directory")
-    command.add_argument("model", type=Path)
-    command.add_argument("--to", choices=TARGETS, default="hf-gpt2",
-                         help="the architecture: hf-gpt2 (default), hf-llama (RMSNorm, RoPE neutralised; exact to "
-                              "float32, where HF computes the norm) or tl-native (TransformerLens 4's boot_native)")
-    command.add_argument("-o", "--output", type=Path, required=True, help="the directory to write")
-    command.add_argument("--layernorm", choices=LAYERNORMS, default="exact",
-                         help="exact: ε_LN = 2^80, gain 2^40, LayerNorm(h) = h exactly (default); active: the "
-                              "standard ε_LN and gain 1, a ±C constant pair, C chosen from the share of ε the bound "
-                              "leaves")
-    command.add_argument("--ln-eps", type=positive_float, help="the active LayerNorm's ε_LN (default 1e-5)")
-    command.add_argument("--ln-constant", type=positive_float, metavar="C",
-                         help="the active LayerNorm's constant C (default: chosen from ε)")
-    command.add_argument("--dtype", choices=DTYPES, help="the exported weights' dtype (default: the model's)")
-    command.add_argument("--self-contained", action="store_true",
-                         help="the structural masks as score penalties in the weights: no attention mask is passed, "
-                              "inputs have exactly T tokens (refused where the penalties cannot be exact)")
-    command.add_argument("--force", action="store_true", help="replace an existing non-empty directory")
 
 
 def command_export(arguments: argparse.Namespace) -> int:
@@ -127,3 +111,28 @@ def load_checked(path: Path) -> Any:
         return load(path, device="cpu")
     except ModelFileError as error:
         raise UsageError(str(error)) from None
+
+
+def _export_arguments(parser: argparse.ArgumentParser) -> None:
+    """``export MODEL [--to ..] -o DIR [--layernorm ..] [--dtype ..] [--self-contained] [--force]``."""
+    add_model_argument(parser)
+    parser.add_argument("--to", choices=TARGETS, default="hf-gpt2",
+                        help="the architecture: hf-gpt2 (default), hf-llama (RMSNorm, RoPE neutralised; exact to "
+                             "float32, where HF computes the norm) or tl-native (TransformerLens 4's boot_native)")
+    add_output_flag(parser, "the directory to write", required=True)
+    parser.add_argument("--layernorm", choices=LAYERNORMS, default="exact",
+                        help="exact: ε_LN = 2^80, gain 2^40, LayerNorm(h) = h exactly (default); active: the "
+                             "standard ε_LN and gain 1, a ±C constant pair, C chosen from the share of ε the bound "
+                             "leaves")
+    parser.add_argument("--ln-eps", type=positive_float, help="the active LayerNorm's ε_LN (default 1e-5)")
+    parser.add_argument("--ln-constant", type=positive_float, metavar="C",
+                        help="the active LayerNorm's constant C (default: chosen from ε)")
+    add_dtype_flag(parser, "the exported weights' dtype (default: the model's)")
+    parser.add_argument("--self-contained", action="store_true",
+                        help="the structural masks as score penalties in the weights: no attention mask is passed, "
+                             "inputs have exactly T tokens (refused where the penalties cannot be exact)")
+    parser.add_argument("--force", action="store_true", help="replace an existing non-empty directory")
+
+
+EXPORT = Command("export", "a compiled model as a standard Hugging Face model directory", _export_arguments,
+                 command_export)

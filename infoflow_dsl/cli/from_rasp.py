@@ -22,17 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-
-EXIT_OK = 0
-
-
-def add_from_rasp_parser(commands: Any, positive_int: Any) -> None:
-    command = commands.add_parser("from-rasp", help="write a RASP program (Tracr's API) as an .iflow program")
-    command.add_argument("source", metavar="FILE.py:NAME", help="a module-level SOp, or a function returning one")
-    command.add_argument("--vocab", nargs="+", metavar="TOKEN", help="the input's tokens (default: the file's vocab)")
-    command.add_argument("--max-seq-len", type=positive_int, help="the longest input (default: the file's max_seq_len)")
-    command.add_argument("--causal", action="store_true", help="refuse a program whose output reads later tokens")
-    command.add_argument("-o", "--output", type=Path, help="the .iflow file (default: NAME.iflow)")
+from .common import EXIT_OK, Command, add_output_flag, positive_int
 
 
 def command_from_rasp(arguments: argparse.Namespace) -> int:
@@ -109,3 +99,16 @@ def _tokens(texts: list[str]) -> list[Hashable]:
         return list(texts)
     return [int(n) if n.is_integer() else n for n in numbers]
 
+
+
+def _from_rasp_arguments(parser: argparse.ArgumentParser) -> None:
+    """``from-rasp FILE.py:NAME [--vocab TOKEN ...] [--max-seq-len N] [--causal] [-o OUT.iflow]``."""
+    parser.add_argument("source", metavar="FILE.py:NAME", help="a module-level SOp, or a function returning one")
+    parser.add_argument("--vocab", nargs="+", metavar="TOKEN", help="the input's tokens (default: the file's vocab)")
+    parser.add_argument("--max-seq-len", type=positive_int, help="the longest input (default: the file's max_seq_len)")
+    parser.add_argument("--causal", action="store_true", help="refuse a program whose output reads later tokens")
+    add_output_flag(parser, "the .iflow file (default: NAME.iflow)")
+
+
+FROM_RASP = Command("from-rasp", "write a RASP program (Tracr's API) as an .iflow program", _from_rasp_arguments,
+                    command_from_rasp)

@@ -14,11 +14,29 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
 from ..files import check_writable, write_atomically
-from .common import EXIT_ABOVE_EPS, EXIT_OK, read_program_text
+from .common import (
+    EXIT_ABOVE_EPS,
+    EXIT_OK,
+    Command,
+    add_device_flag,
+    add_dtype_flag,
+    add_eps_flag,
+    add_json_flag,
+    add_length_flag,
+    add_output_flag,
+    add_program_argument,
+    add_samples_flag,
+    head_budget,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    read_program_text,
+)
 
 
 def command_parse(arguments: argparse.Namespace) -> int:
@@ -145,3 +163,55 @@ def _print_exactness(program: Any) -> None:
         gap = "not derived (the margin stands for it)" if pair.gap is None else f"smallest gap {pair.gap}"
         written = text_at(program.source, pair.span)
         print(f"  exact            {f'{written} (line {pair.span.line})' if written else pair.text}: {gap}")
+
+
+def _parse_arguments(parser: argparse.ArgumentParser) -> None:
+    """``parse FILE [--T N]``."""
+    add_program_argument(parser)
+    add_length_flag(parser)
+
+
+def _analyze_arguments(parser: argparse.ArgumentParser) -> None:
+    """``analyze FILE [--T N] [--heads H] [--json] [--plot PNG] [--html PAGE]``."""
+    add_program_argument(parser)
+    add_length_flag(parser)
+    parser.add_argument("--heads", type=head_budget, help="a head budget per layer, e.g. 2,2")
+    add_json_flag(parser, "print the report as JSON")
+    parser.add_argument("--plot", type=Path, metavar="OUT.png", help="draw tokens × layers with the flow")
+    parser.add_argument("--html", type=Path, metavar="OUT.html", help="write the analysis as an HTML page")
+
+
+def _compile_arguments(parser: argparse.ArgumentParser) -> None:
+    """``compile FILE [--eps E] [--T N] [--margin M] [--dtype ..] [--ffn ..] [-o OUT] ...``."""
+    add_program_argument(parser)
+    add_eps_flag(parser, "the error bound ε (default 1e-3)", default=1e-3)
+    add_length_flag(parser)
+    parser.add_argument("--margin", type=positive_float, help="override the program's margin δ")
+    add_dtype_flag(parser, "the weights' floating type (default: float32 where its bound certifies ε, else "
+                           "float64, said in the output and the config)")
+    add_device_flag(parser)
+    parser.add_argument("--ffn", choices=["wide", "deep", "auto"], default=None,
+                        help="squares by one wide hidden layer (the default), by tent maps over extra "
+                             "attention-free layers (deep), or per function the one with fewer parameters "
+                             "(auto, the default with --allow-inefficient)")
+    add_samples_flag(parser, None, "random inputs to measure the error on (default: as many as fit a few seconds "
+                                   "of work, at least 256 and at most 10000)", nonnegative_int)
+    add_output_flag(parser, "the model file (default: FILE with .safetensors)")
+    parser.add_argument("--dense", action="store_true",
+                        help="store every tensor dense (default: tensors under 10%% nonzero in the sparse "
+                             "layout, see the README)")
+    parser.add_argument("--allow-inefficient", action="store_true",
+                        help="compile a target the verdict calls inefficient through the gather route, whose "
+                             "size grows with T (analyze's cost.fallback gives its law)")
+    parser.add_argument("--residual", type=positive_int, default=None, metavar="D",
+                        help="a residual of at most D dimensions: a token program's categorical features "
+                             "superposed, every read certified by a clean-up margin, and every direction "
+                             "with tight lifetimes (a program over vectors: those alone); refused, naming "
+                             "the smallest D that works, when D is too small")
+
+
+PARSE = Command("parse", "check a program and print it with macros expanded", _parse_arguments, command_parse)
+ANALYZE = Command("analyze", "how hard the target is for a transformer, and why", _analyze_arguments,
+                  command_analyze)
+COMPILE = Command("compile", "explicit transformer weights within ε, as .safetensors", _compile_arguments,
+                  command_compile)

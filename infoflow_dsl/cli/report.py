@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from ..files import check_writable, write_atomically
-from .common import EXIT_OK, with_compiled_model
+from .common import EXIT_OK, Command, add_model_argument, add_output_flag, with_compiled_model
 
 
 def command_report(arguments: argparse.Namespace) -> int:
@@ -25,3 +25,12 @@ def command_report(arguments: argparse.Namespace) -> int:
     write_atomically(output, data)
     print(f"{arguments.model}: wrote {output} ({len(data):,} bytes)")
     return EXIT_OK
+
+
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    """``report MODEL [-o PAGE]``."""
+    add_model_argument(parser)
+    add_output_flag(parser, "the page (default: MODEL with .html)")
+
+
+REPORT = Command("report", "a self-contained HTML page of a compiled model", _report_arguments, command_report)

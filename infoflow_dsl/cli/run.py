@@ -19,23 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
-from .common import EXIT_ABOVE_EPS, EXIT_OK
+from .common import EXIT_ABOVE_EPS, EXIT_OK, Command, add_model_argument
 
 UNDEFINED = "-"
 MAX_DECIMALS = 12
-
-
-def add_run_parser(commands: Any) -> None:
-    """The ``run`` subcommand's arguments."""
-    command = commands.add_parser("run", help="run a token model on a sequence of tokens, beside the reference")
-    command.add_argument("model", type=_path)
-    command.add_argument("tokens", nargs="+", metavar="TOKEN", help="the input's tokens (names, or numbers)")
-
-
-def _path(text: str) -> Any:
-    from pathlib import Path
-
-    return Path(text)
 
 
 def decimals_for(eps: float | None) -> int | None:
@@ -158,3 +145,12 @@ def command_run(arguments: argparse.Namespace) -> int:
     for line in render(rows):
         print(line)
     return EXIT_OK if all(r.agrees for r in rows) else EXIT_ABOVE_EPS  # as check: 3 when the model is wrong
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    """``run MODEL TOKEN...``."""
+    add_model_argument(parser)
+    parser.add_argument("tokens", nargs="+", metavar="TOKEN", help="the input's tokens (names, or numbers)")
+
+
+RUN = Command("run", "run a token model on a sequence of tokens, beside the reference", _run_arguments, command_run)

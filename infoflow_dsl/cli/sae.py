@@ -7,28 +7,19 @@ import argparse
 import contextlib
 import io
 import json
-from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from .common import with_compiled_model
+from .common import (
+    Command,
+    add_json_flag,
+    add_model_argument,
+    add_seed_flag,
+    positive_int,
+    with_compiled_model,
+)
 
 MISSING = "infoflowc sae trains with EleutherAI's sparsify: pip install 'infoflow-dsl[sae]' (eai-sparsify)"
-
-
-def add_sae_parser(commands: Any, positive_int: Any, nonnegative_int: Any) -> None:
-    """The ``sae`` subcommand's flags."""
-    sae_cmd = commands.add_parser("sae", help="train a sparse autoencoder (sparsify) on a token model's residual "
-                                  "and score it and the baselines against the model's feature dictionary")
-    sae_cmd.add_argument("model", type=Path)
-    sae_cmd.add_argument("--hook", required=True, help="a residual hook: blocks.L.hook_resid_pre, _mid or _post")
-    sae_cmd.add_argument("--dict-size", type=positive_int, default=None, help="latents (default 4 × d_model)")
-    sae_cmd.add_argument("--architecture", choices=["topk", "groupmax"], default="topk",
-                         help="sparsify's activation (default topk)")
-    sae_cmd.add_argument("--k", type=positive_int, default=4, help="active latents per row (default 4)")
-    sae_cmd.add_argument("--steps", type=positive_int, default=1000, help="Adam steps of 1024 rows (default 1000)")
-    sae_cmd.add_argument("--seed", type=nonnegative_int, default=0, help="the seed of the inputs and the SAE (0)")
-    sae_cmd.add_argument("--json", action="store_true", help="print every score as JSON")
 
 
 def command_sae(arguments: argparse.Namespace) -> None:
@@ -63,3 +54,20 @@ def command_sae(arguments: argparse.Namespace) -> None:
     print(f"  {'dictionary':<16} {'mean max cos':>12} {'recovered':>10} {'mean F1':>8}")
     for name, row in [("sae", sae), *result["baselines"].items()]:
         print(f"  {name:<16} {row['mean_max_cosine']:>12.3f} {row['recovered']:>10.0%} {row['mean_f1']:>8.3f}")
+
+
+def _sae_arguments(parser: argparse.ArgumentParser) -> None:
+    """``sae MODEL --hook HOOK [--dict-size K] [--architecture topk|groupmax] [--k K] [--steps N] [--json]``."""
+    add_model_argument(parser)
+    parser.add_argument("--hook", required=True, help="a residual hook: blocks.L.hook_resid_pre, _mid or _post")
+    parser.add_argument("--dict-size", type=positive_int, default=None, help="latents (default 4 × d_model)")
+    parser.add_argument("--architecture", choices=["topk", "groupmax"], default="topk",
+                        help="sparsify's activation (default topk)")
+    parser.add_argument("--k", type=positive_int, default=4, help="active latents per row (default 4)")
+    parser.add_argument("--steps", type=positive_int, default=1000, help="Adam steps of 1024 rows (default 1000)")
+    add_seed_flag(parser, "the seed of the inputs and the SAE (0)")
+    add_json_flag(parser, "print every score as JSON")
+
+
+SAE = Command("sae", "train a sparse autoencoder (sparsify) on a token model's residual and score it and the "
+              "baselines against the model's feature dictionary", _sae_arguments, command_sae)

@@ -6,11 +6,32 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
 from ..files import check_writable, check_writable_folder, write_atomically
-from .common import EXIT_ABOVE_EPS, EXIT_OK, read_program_text, resolved_device
+from .common import (
+    EXIT_ABOVE_EPS,
+    EXIT_OK,
+    Command,
+    add_device_flag,
+    add_length_flag,
+    add_output_flag,
+    add_program_argument,
+    add_samples_flag,
+    add_seed_flag,
+    add_workers_flag,
+    comma_list,
+    head_budget,
+    length_flag,
+    nonnegative_float,
+    positive_float,
+    positive_int,
+    ray_address,
+    read_program_text,
+    resolved_device,
+)
 
 
 def _training_program(arguments: argparse.Namespace, length: int | None) -> Any:
@@ -109,28 +130,6 @@ def command_sweep(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_keep_flags(command: argparse.ArgumentParser, positive_float: Any, nonnegative_float: Any,
-                   positive_int: Any) -> None:
-    """``train``'s circuit-keeping flags (``training/circuit_keeping.py``)."""
-    command.add_argument("--keep-circuit", action="store_true",
-                         help="with --init: keep the init model's circuit (interchange and strict terms), then "
-                              "certify the trained weights; a model that fails is refused (exit 3)")
-    command.add_argument("--noise", type=nonnegative_float, default=None,
-                         help="with --keep-circuit: the noise at the start, relative to each tensor's rms (1e-3; "
-                              "1e-4 with --no-rebalance, where the compiled weights are sharp)")
-    command.add_argument("--keep-lr", type=positive_float, default=None,
-                         help="with --keep-circuit: the peak learning rate, in place of --lr (1e-5: AdamW moves "
-                              "every weight by about it a step). With neither --noise nor --keep-lr given, a "
-                              "refused model is trained once more at a tenth of both")
-    command.add_argument("--rebalance", action=argparse.BooleanOptionalAction, default=True,
-                         help="with --keep-circuit: first rewrite the model exactly so that it trains like a "
-                              "trained one (flip sparse units, pair the free ones, balance the scales, rotate the "
-                              "residual: training/rebalance.py; the default); --no-rebalance trains the compiled "
-                              "weights as they are")
-    command.add_argument("--samples", type=positive_int, default=2_000,
-                         help="with --keep-circuit: random inputs of the certification (2000)")
-
-
 #: ``train --keep-circuit``'s default (noise, learning rate) pairs, rebalanced or not: the
 #: default, then a tenth of both
 DEFAULT_ADMISSION = {True: [(1e-3, 1e-5), (1e-4, 1e-6)], False: [(1e-4, 1e-5), (1e-5, 1e-6)]}
@@ -201,3 +200,76 @@ def train_keeping(arguments: argparse.Namespace, program: Any, settings: Any, ou
     write_atomically(output, model_to_bytes(model))
     print(f"  certified; wrote {output}")
     return EXIT_OK
+
+
+def _training_flags(parser: argparse.ArgumentParser, grid: bool) -> None:
+    """The flags of ``train``; in a sweep ``--heads``/``--layers`` repeat and ``--T``, ``--d-model``
+    and ``--steps`` take comma lists (grid axes)."""
+    counts = comma_list(positive_int) if grid else positive_int
+    repeat: dict[str, Any] = {"action": "append"} if grid else {}
+    add_program_argument(parser)
+    parser.add_argument("--heads", type=head_budget, required=True, help="heads per layer, e.g. 2,2", **repeat)
+    parser.add_argument("--layers", type=positive_int, help="layers (a single --heads count repeats)", **repeat)
+    add_length_flag(parser, comma_list(length_flag) if grid else length_flag)
+    parser.add_argument("--d-model", type=counts, default=(32,) if grid else 32, help="residual width (32)")
+    parser.add_argument("--d-head", type=positive_int, default=8, help="query/key/value width per head (8)")
+    parser.add_argument("--d-mlp", type=positive_int, default=32, help="FFN hidden units, every layer (32)")
+    parser.add_argument("--steps", type=counts, default=(1000,) if grid else 1000, help="steps (1000)")
+    parser.add_argument("--batch", type=positive_int, default=256, help="inputs per step (256)")
+    parser.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate (1e-3)")
+    parser.add_argument("--weight-decay", type=nonnegative_float, default=1e-2, help="AdamW weight decay (1e-2)")
+    add_seed_flag(parser, "the (first) seed (0)")
+    parser.add_argument("--dist", default="uniform", help="uniform (the declared domain) or normal[:σ] (uniform)")
+    parser.add_argument("--validation", type=positive_int, default=4096, help="held-out inputs (4096)")
+    add_device_flag(parser, default="cpu")
+    parser.add_argument("--init", type=Path, metavar="MODEL",
+                        help="start from this model (added units read at random and write 0)")
+
+
+def _keep_flags(parser: argparse.ArgumentParser) -> None:
+    """``train``'s circuit-keeping flags (``training/circuit_keeping.py``)."""
+    parser.add_argument("--keep-circuit", action="store_true",
+                        help="with --init: keep the init model's circuit (interchange and strict terms), then "
+                             "certify the trained weights; a model that fails is refused (exit 3)")
+    parser.add_argument("--noise", type=nonnegative_float, default=None,
+                        help="with --keep-circuit: the noise at the start, relative to each tensor's rms (1e-3; "
+                             "1e-4 with --no-rebalance, where the compiled weights are sharp)")
+    parser.add_argument("--keep-lr", type=positive_float, default=None,
+                        help="with --keep-circuit: the peak learning rate, in place of --lr (1e-5: AdamW moves "
+                             "every weight by about it a step). With neither --noise nor --keep-lr given, a "
+                             "refused model is trained once more at a tenth of both")
+    parser.add_argument("--rebalance", action=argparse.BooleanOptionalAction, default=True,
+                        help="with --keep-circuit: first rewrite the model exactly so that it trains like a "
+                             "trained one (flip sparse units, pair the free ones, balance the scales, rotate the "
+                             "residual: training/rebalance.py; the default); --no-rebalance trains the compiled "
+                             "weights as they are")
+    add_samples_flag(parser, 2_000, "with --keep-circuit: random inputs of the certification (2000)", positive_int)
+
+
+def _train_arguments(parser: argparse.ArgumentParser) -> None:
+    """``train FILE --heads H [--layers L] ... [-o OUT] [--init MODEL [--keep-circuit ...]]``."""
+    _training_flags(parser, grid=False)
+    add_output_flag(parser, "the model file (default: FILE with .trained.safetensors)")
+    _keep_flags(parser)
+
+
+def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    """``sweep FILE --heads H [--heads H ...] ... [--seeds N] [--workers N] [--address A] -o DIR``."""
+    _training_flags(parser, grid=True)
+    parser.add_argument("--seeds", type=positive_int, default=1, help="seeds per configuration (default 1)")
+    add_workers_flag(parser, "parallel runs: 1 runs in this process, more start a local Ray (default 2)")
+    parser.add_argument("--address", type=ray_address,
+                        help="join this Ray cluster: auto, HOST:6379 (a head's GCS port) or ray://HOST:10001 "
+                             "(Ray Client); refused in seconds when no head answers")
+    parser.add_argument("--compare-eps", type=positive_float, default=1e-2,
+                        help="ε of the compiled model shown for reference (default 1e-2)")
+    parser.add_argument("--no-batch", dest="batch_runs", action="store_false",
+                        help="train runs one after another (default: runs of one shape, seeds, learning rates "
+                             "and head budgets of the same layers, train as one stacked model)")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile the stacked training step (pays its compile time first)")
+    add_output_flag(parser, "the sweep's folder", required=True, metavar="DIR")
+
+
+TRAIN = Command("train", "train a model of the compiled family on the target", _train_arguments, command_train)
+SWEEP = Command("sweep", "a grid of train runs, in-process or on Ray, resumable", _sweep_arguments, command_sweep)

@@ -540,16 +540,19 @@ def test_a_bad_margin_or_eps_flag_is_blamed_on_the_flag(tmp_path: Path, monkeypa
     assert [p.name for p in tmp_path.iterdir()] == ["good.iflow"]
 
 
-def test_every_flag_of_every_command_has_help_text() -> None:
+def test_the_parser_has_a_subcommand_for_every_command_of_the_table_and_no_other() -> None:
+    """``COMMANDS`` is the command table: the parser's subcommands are its names, in its order, each
+    with its help line (``sae`` among them), and each runs its declaration's function."""
     import argparse
 
-    from infoflow_dsl.cli.main import build_parser
+    from infoflow_dsl.cli.main import COMMANDS, build_parser
+    from infoflow_dsl.cli.sae import command_sae
 
-    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    silent = [f"{name} {'/'.join(action.option_strings) or action.dest}"
-              for name, command in commands.choices.items() for action in command._actions
-              if not action.help and action.option_strings and not isinstance(action, argparse._HelpAction)]
-    assert silent == []
+    (subparsers,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    names = [command.name for command in COMMANDS]
+    assert list(subparsers.choices) == names and len(set(names)) == len(names)
+    assert {a.dest: a.help for a in subparsers._choices_actions} == {c.name: c.help for c in COMMANDS}
+    assert "sae" in names and next(c for c in COMMANDS if c.name == "sae").run is command_sae
 
 
 MODEL_FILE = ROOT / "compiled_examples" / "d_retrieval.safetensors"
