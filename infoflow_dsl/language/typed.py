@@ -8,3 +8,9 @@ from .program import Ball as Ball
 from .program import Box as Box
 from .program import Program as Program
 from .program import Vocabulary as Vocabulary
+from .walks import NodeT as NodeT
+from .walks import children as children
+from .walks import free_variables as free_variables
+from .walks import map_children as map_children
+from .walks import rename as rename
+from .walks import sub_nodes as sub_nodes
