@@ -181,9 +181,7 @@ class ModelCard(Record):
                 f"file was written by a later version, or changed by hand)")
 
     def check(self, path: Path) -> None:
-        for key in ("eps", "a_priori_bound"):
-            if key in self.nulls and self.trained is None:
-                raise CardError(f"config[{key!r}] is null, which only a trained model's may be")
+        _null_only_if_trained(self.nulls, self.trained)
 
     # ------------------------------------------------------------------ derived views
 
@@ -288,9 +286,14 @@ class ExportCard(Record):
     nulls: frozenset[str] = frozenset()
 
     def check(self, path: Path) -> None:
-        for key in ("eps", "a_priori_bound"):
-            if key in self.nulls and self.trained is None:
-                raise CardError(f"config[{key!r}] is null, which only a trained model's may be")
+        _null_only_if_trained(self.nulls, self.trained)
+
+
+def _null_only_if_trained(nulls: frozenset[str], trained: Trained | None) -> None:
+    """ε and the bound are null in a trained model's card only (CardError otherwise)."""
+    for key in ("eps", "a_priori_bound"):
+        if key in nulls and trained is None:
+            raise CardError(f"config[{key!r}] is null, which only a trained model's may be")
 
 
 __all__ = ["CARD_FORMAT", "FORMATS_READ", "BlockCard", "CardError", "CircuitTruth", "Disguised", "ErrorBudget",
