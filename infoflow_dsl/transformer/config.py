@@ -1,8 +1,9 @@
-"""A typed view of a compiled model's JSON config, and the tensor shapes it implies.
+"""The shape of a model: the part of its card that fixes its tensors and its forward.
 
-The config is the JSON object written into the safetensors metadata (``io``); the model keeps
-that dict as it was given (so a file is rewritten byte for byte) and reads its fields through
-:class:`ModelConfig`, built and validated by :meth:`ModelConfig.from_json`. The keys read are
+The config is the JSON object written into the safetensors metadata (``io``), read as the
+model's card (:mod:`.card`, every field typed and checked); the card's shape fields are checked
+here, by :meth:`ModelConfig.from_json`, and the forward reads them through :class:`ModelConfig`
+(``card.spec``, ``model.spec``). The keys read are
 ``T``, ``d``, ``d_model``, ``output_shape`` ([] or [K]), ``min_length`` (default 1),
 ``output`` (``readout`` or ``token``), ``exact_length_only`` (default false) and ``layers``
 (each with its ``heads``: a ``name`` and a ``mask``, :mod:`~infoflow_dsl.transformer.masks`).
