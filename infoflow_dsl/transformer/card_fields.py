@@ -119,21 +119,19 @@ JSON_LIST: Kind[tuple[Any, ...]] = Kind("a list", read=_json_list, write=lambda 
 
 def list_of(kind: Kind[T]) -> Kind[tuple[T, ...]]:
     """A list of values of ``kind``, held as a tuple."""
+    text = f"a list, each item {kind.text}"
+
     def read(value: Any, path: Path) -> tuple[T, ...]:
         if not isinstance(value, list | tuple):
-            raise CardError(f"{where(path)} must be a list of {_plural(kind.text)}, got {shown(value)}")
+            raise CardError(f"{where(path)} must be {text}, got {shown(value)}")
         return tuple(kind.parse(item, (*path, i)) for i, item in enumerate(value))
 
-    return Kind(f"a list of {_plural(kind.text)}", read=read, write=lambda v: [kind.write(x) for x in v])
-
-
-def _plural(text: str) -> str:
-    return text.removeprefix("a ").removeprefix("an ") + "s" if text.startswith(("a ", "an ")) else text
+    return Kind(text, read=read, write=lambda v: [kind.write(x) for x in v])
 
 
 def record(cls: type[R]) -> Kind[R]:
     """An object read as the record ``cls``."""
-    return Kind(f"an object ({cls.__name__})", read=cls.from_json, write=lambda r: r.to_json())
+    return Kind("an object", read=cls.from_json, write=lambda r: r.to_json())
 
 
 STRINGS: Kind[tuple[str, ...]] = list_of(STRING)

@@ -129,7 +129,8 @@ def _good() -> bytes:
      r"config\['error_budget'\]\['shares'\]\[0\] must be a pair \[name, share\]"),
     (lambda c: c["measured_error"].pop("accuracy"), r"config\['measured_error'\] lacks 'accuracy', which a token "
                                                     r"output's measurement always has with 'wrong'"),
-    (lambda c: c.update(residual_labels="one"), r"config\['residual_labels'\] must be a list of strings, got 'one'"),
+    (lambda c: c.update(residual_labels="one"),
+     r"config\['residual_labels'\] must be a list, each item a string, got 'one'"),
     (lambda c: c.update(superposition={"features_alive": 3}), r"config\['superposition'\] lacks 'd_model'"),
     (lambda c: c.update(eps=None), r"config\['eps'\] is null, which only a trained model's may be"),
     (lambda c: c.update(T=None), r"config\['T'\] must be a positive integer, got None"),
