@@ -48,6 +48,7 @@ table also to BENCHMARKS.md "Ground truth").
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import sys
@@ -272,7 +273,8 @@ def run_trained(out: str, name: str, what: str, compiled: Any, start: float,
         (folder / "refused").mkdir(parents=True, exist_ok=True)
         (folder / "refused" / f"{name}.{tier}.json").write_text(json.dumps(row, indent=1) + "\n", encoding="utf-8")
         return row
-    kept.model.config["kept_circuit"]["certified"] = certification.to_json()
+    kept.model.card = dataclasses.replace(kept.model.card, kept_circuit=dataclasses.replace(
+        kept.model.card.kept_circuit, certified=certification.to_json()))
     ifl.save(kept.model, folder / "models" / f"{name}.{tier}.safetensors")
     x = random_ids(program, 256, seed=11) if program.over_tokens else None
     inputs = next(iter(certification.truths.values())).inputs

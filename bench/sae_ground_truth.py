@@ -79,7 +79,7 @@ def residuals(program: Any) -> tuple[int, list[int]]:
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
     from superposition_below_compress import smallest
 
-    alive, least = features_alive(tensors, plain.config), smallest(program)
+    alive, least = features_alive(tensors, plain.card), smallest(program)
     return alive, sorted({least} | {int(alive // r) for r in RATIOS if int(alive // r) >= least}, reverse=True)
 
 

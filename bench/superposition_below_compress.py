@@ -171,7 +171,7 @@ def row(name: str, program: Any) -> tuple[str, int, int, int]:
     start = time.perf_counter()
     plain = ifl.compile(program, samples=0, dtype="float64")
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
-    alive = features_alive(tensors, plain.config)
+    alive = features_alive(tensors, plain.card)
     model = ifl.compile(program, samples=0, dtype="float64", residual=smallest(program, "float64"))
     default = ifl.compile(program, samples=0, residual=smallest(program))
     record = model.config["superposition"]

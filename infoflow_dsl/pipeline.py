@@ -50,6 +50,9 @@ from .language.parse import parse
 from .measure.measurement import Measurement, measure, uncertified_reason
 from .measure.vectors import budgeted_samples
 from .measure.workload import measurement_workload
+from .transformer.card import Measurement as MeasurementCard
+from .transformer.card import ModelCard, ProgramRecord, ScheduledHead
+from .transformer.card import Schedule as ScheduleCard
 from .transformer.model import CompiledTransformer
 
 if TYPE_CHECKING:
@@ -123,12 +126,12 @@ def realised_schedule(schedule: Schedule, circuit: Circuit) -> Schedule:
                                info_sets=information_sets(heads, schedule.tree, circuit.layers))
 
 
-def _schedule_summary(schedule: Schedule) -> dict[str, Any]:
-    """The config's ``schedule``: the realised schedule's layers, heads and table."""
-    table = [{"head": h.name, "layer": h.layer, "kind": h.kind, "site": h.site, "compares": h.compares}
-             for h in schedule.heads]
-    return {"layers": schedule.layers, "heads": list(schedule.heads_per_layer), "order": schedule.tree.order,
-            "dimension": schedule.dimension, "verdict": schedule.verdict, "table": table}
+def _schedule_summary(schedule: Schedule) -> ScheduleCard:
+    """The card's ``schedule``: the realised schedule's layers, heads and table."""
+    table = tuple(ScheduledHead(head=h.name, layer=h.layer, kind=h.kind, site=h.site, compares=h.compares)
+                  for h in schedule.heads)
+    return ScheduleCard(layers=schedule.layers, heads=tuple(schedule.heads_per_layer), order=schedule.tree.order,
+                        dimension=schedule.dimension, verdict=schedule.verdict, table=table)
 
 
 def square_route(ffn: str | None, route: str) -> str:
@@ -299,9 +302,10 @@ def refuse_v3(program: ir.Program, action: str = "compiled") -> None:
 
 def program_of(model: CompiledTransformer) -> ir.Program:
     """The checked program stored in the model's config (its T and margin as compiled)."""
-    stored = model.config.get("program") or {}
-    return _stored_program(stored.get("source"), stored.get("name", "<stored program>"), stored.get("margin"),
-                           model.T)
+    stored = model.card.program
+    if stored is None:
+        raise StoredProgramError("the file holds no program source")
+    return _stored_program(stored.source, stored.name, stored.margin, model.T)
 
 
 def _stored_program(source: object, name: str, margin: float | None, length: int) -> ir.Program:
@@ -323,19 +327,19 @@ def relower(model: CompiledTransformer, program: ir.Program | None = None) -> Lo
     and route (``"route": "gather"``) its config stores. Lowering is deterministic, so this is
     the model's own circuit unless the file was compiled by another version (its
     ``residual_labels`` then differ from the circuit's directions)."""
-    config = model.config
-    stored = config.get("program") or {}
-    if program is None and not isinstance(stored.get("source"), str):
+    card = model.card
+    if program is None and card.program is None:
         raise StoredProgramError("the file holds no program source")
-    missing = [key for key in COMPILED_FIELDS if config.get(key) is None]
+    missing = [key for key in COMPILED_FIELDS if getattr(card, key) is None]
     if missing:
         raise StoredProgramError(f"the config lacks {' and '.join(repr(key) for key in missing)}, which every "
                                  f"compiled model holds: the file was changed after compiling")
-    route = (float(config["eps"]), str(config["dtype"]), config.get("route") == "gather", config.get("ffn", "wide"))
+    assert card.eps is not None and card.dtype is not None
+    route = (float(card.eps), card.dtype, card.route == "gather", card.ffn or "wide")
     if program is not None:
         return build_circuit(program, route[0], resolve_dtype(route[1]), allow_inefficient=route[2], ffn=route[3])
-    return _stored_lowering(stored.get("source"), stored.get("name", "<stored program>"), stored.get("margin"),
-                            model.T, *route)
+    assert card.program is not None
+    return _stored_lowering(card.program.source, card.program.name, card.program.margin, model.T, *route)
 
 
 @lru_cache(maxsize=16)
@@ -372,7 +376,7 @@ def compile_program(program: ProgramSource, eps: float = DEFAULT_EPS, dtype: str
     the margin.
 
     The model is measured on random inputs plus the domain's corners (inputs under the declared
-    margin excluded) and the result is kept in ``model.config["measured_error"]``: on ``samples``
+    margin excluded) and the result is kept in the card's ``measured_error``: on ``samples``
     random inputs, none with 0, or (``None``, the default) as many as fit the measurement budget
     (:func:`budgeted_samples`).
 
@@ -431,11 +435,11 @@ def assemble_model(lowering: Lowering, eps: float, dtype: torch.dtype, device: t
     (:func:`superposed_weights`)."""
     circuit, program = lowering.circuit, lowering.program
     metadata: dict[str, Any] = {
-        "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
+        "program": ProgramRecord(name=Path(program.path).name, source=program.source, margin=program.margin),
         "eps": eps,
         "schedule": _schedule_summary(realised_schedule(lowering.schedule, circuit)),
         "a_priori_bound": circuit.budget.bound,
-        "measured_error": None,
+        "measured_error": None,  # null until stage 6 measures it
     }
     if ffn != "wide":
         metadata["ffn"] = ffn
@@ -444,30 +448,31 @@ def assemble_model(lowering: Lowering, eps: float, dtype: torch.dtype, device: t
     if dtype_rule is not None:
         metadata["dtype_rule"] = dtype_rule
     if residual is not None:
-        config, tensors = superposed_weights(program, circuit, dtype, metadata, residual)
+        card, tensors = superposed_weights(program, circuit, dtype, metadata, residual)
     else:
-        config, tensors = assemble(circuit, dtype, metadata)
-    return CompiledTransformer(config, tensors, device=device, dtype=dtype)
+        card, tensors = assemble(circuit, dtype, metadata)
+    return CompiledTransformer(card, tensors, device=device, dtype=dtype)
 
 
 def superposed_weights(program: ir.Program, circuit: Circuit, dtype: torch.dtype, metadata: dict[str, Any],
-                       residual: int) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """(config, tensors) of the plain circuit superposed into ``residual`` dimensions, in ``dtype``."""
+                       residual: int) -> tuple[ModelCard, dict[str, torch.Tensor]]:
+    """(card, tensors) of the plain circuit superposed into ``residual`` dimensions, in ``dtype``."""
     from .compiler.superposition import superpose
 
     if isinstance(residual, bool) or not isinstance(residual, int) or residual < 1:
         raise CompileError(f"--residual must be a positive whole number, got {residual!r}")
-    config, tensors = assemble(circuit, torch.float64, metadata)
+    card, tensors = assemble(circuit, torch.float64, metadata)
     dense = {name: t.to_dense() if t.is_sparse else t for name, t in tensors.items()}
-    built = superpose(dense, config, residual, roundoff=UNIT_ROUNDOFF[dtype])
-    built.config["dtype"] = str(dtype).replace("torch.", "")
-    built.config["superposition"]["residual"] = residual
-    return built.config, {name: t.to(dtype).contiguous() for name, t in built.tensors.items()}
+    built = superpose(dense, card, residual, roundoff=UNIT_ROUNDOFF[dtype])
+    assert built.card.superposition is not None
+    card = dataclasses.replace(built.card, dtype=str(dtype).replace("torch.", ""),
+                               superposition=dataclasses.replace(built.card.superposition, residual=residual))
+    return card, {name: t.to(dtype).contiguous() for name, t in built.tensors.items()}
 
 
 def measure_model(model: CompiledTransformer, program: ir.Program, samples: int | None, seed: int) -> None:
     """Stage 6: the model measured against the oracle on ``samples`` inputs (None: as many as
-    fit the measurement budget; 0: none), the result kept in ``config["measured_error"]``. A
+    fit the measurement budget; 0: none), the result kept in the card's ``measured_error``. A
     measurement too large for this machine is refused (WorkloadError) before it starts; a model
     the measurement shows outside its certificate is refused (:func:`refuse_uncertified`)."""
     if samples is None:
@@ -475,16 +480,17 @@ def measure_model(model: CompiledTransformer, program: ir.Program, samples: int 
     if samples > 0:
         measurement_workload(model, program, samples, MEASUREMENT_CHANGE).refuse_if_unaffordable()
         measured = measure(model, program, samples, seed)
-        model.config["measured_error"] = measured.record
+        model.card = dataclasses.replace(model.card, measured_error=MeasurementCard.from_record(measured.record))
         refuse_uncertified(model, program, measured)
 
 
 def refuse_uncertified(model: CompiledTransformer, program: ir.Program, measured: Measurement) -> None:
     """Raise :class:`UncertifiedModel` where the measurement breaks the certificate: a wrong
     answer, an error above ε, or above the a-priori bound (a bound is a proof: docs/design.md)."""
-    config = model.config
+    card = model.card
+    assert card.eps is not None  # a compiled model's
     reason = uncertified_reason(measured.worst, program.token_output, measured.record.get("wrong", 0),
-                                float(config["eps"]), config.get("a_priori_bound"))
+                                float(card.eps), card.a_priori_bound)
     if reason is not None:
         raise UncertifiedModel(f"{program.path}: a compiler bug: {reason} on {measured.witness}; the model is not "
                                f"returned (please report the program)", model)

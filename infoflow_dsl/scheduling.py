@@ -93,8 +93,8 @@ def gather_size(program: ir.Program) -> dict[str, Any]:
         lowering = build_circuit(program, 1e-2, torch.float64, allow_inefficient=True)
     except CompileError as error:
         return {"parameters_at_eps_1e-2": None, "refused": str(error)}
-    config, tensors = assemble(lowering.circuit, torch.float64, {})
-    model = CompiledTransformer(config, tensors, device="cpu", dtype=torch.float64)
+    card, tensors = assemble(lowering.circuit, torch.float64, {})
+    model = CompiledTransformer(card, tensors, device="cpu", dtype=torch.float64)
     return {"parameters_at_eps_1e-2": model.nonzero_parameter_count(), "refused": None}
 
 

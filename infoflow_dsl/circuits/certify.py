@@ -1,7 +1,7 @@
 """Certify a trained model on its own weights (``train --keep-circuit``): the function, the truth
 of every pair, the certificate. A model that fails is refused, not admitted to a corpus.
 
-A model trained from a compiled one carries its init's graph (``config["kept_circuit"]``), but
+A model trained from a compiled one carries its init's graph (its card's ``kept_circuit``), but
 no weight of it is exactly 0, so nothing is read off the weights: everything is measured.
 
 1. **The function** on the whole finite domain: a token program on every sequence up to length 4

@@ -37,14 +37,13 @@ same function, exactly in real arithmetic (in floats: within rounding, measured 
   disguised model is row i of R, reproducible from the seed stored with it.
 
 The disguised model keeps its program, ε and bound (``check`` measures it against the reference)
-and stores its record in ``config["disguised"]``: the passes, the seed and the carried graph
+and stores its record in the card's ``disguised``: the passes, the seed and the carried graph
 (:func:`~.graph.circuit_graph` returns it). Its weights are not its circuit's any more, so the
 tools that relower the program (``circuit``'s map, ``check --trace``) refuse it and say so.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +51,7 @@ from typing import Any
 import torch
 
 from ..compiler.compress import COMPRESSED, compress_residual, stage_tensors
+from ..transformer.card import BlockCard, Disguised, HeadCard, LayerCard
 from ..transformer.model import CompiledTransformer
 from .graph import INPUT, CircuitEdge, EdgeGraph, GraphNode, graph_from_weights
 
@@ -171,15 +171,15 @@ def _random(generator: torch.Generator, rows: list[int], columns: list[int], sha
 
 
 class _Disguiser:
-    """The tensors (dense, float64), the config and the graph of one model, changed pass by pass."""
+    """The tensors (dense, float64), the card and the graph of one model, changed pass by pass."""
 
     def __init__(self, model: CompiledTransformer, graph: EdgeGraph, seed: int) -> None:
         self.tensors = {name: (t.to_dense() if t.is_sparse else t).detach().to("cpu", torch.float64).clone()
                         for name, t in model.state_dict().items()}
-        self.config = copy.deepcopy(model.config)
+        self.card = model.card
         self.graph = graph
         self.generator = torch.Generator().manual_seed(seed)
-        self.layers = len(self.config["layers"])
+        self.layers = len(self.card.layers)
         self.unread: set[str] = set()  # directions merge and distract add for nothing to read
 
     # ------------------------------------------------------------------ merged programs
@@ -190,11 +190,13 @@ class _Disguiser:
         by nothing (the unembedding reads this program's block only)."""
         theirs = {n: (t.to_dense() if t.is_sparse else t).detach().to("cpu", torch.float64)
                   for n, t in other.state_dict().items()}
-        mine_size, their_size = len(self.config["residual_labels"]), other.d_model
-        layers = max(self.layers, len(other.config["layers"]))
+        mine_size, their_size = len(self.card.labels), other.d_model
+        theirs_described = other.card.layers
+        layers = max(self.layers, len(theirs_described))
         for layer in range(self.layers, layers):
             self.tensors |= _empty_layer(layer, mine_size)
-            self.config["layers"].append({"heads": [], "mlp": []})
+        self.card = dataclasses.replace(self.card, layers=(
+            *self.card.layers, *(LayerCard(heads=(), mlp=()) for _ in range(self.layers, layers))))
         self.layers = layers
         t = self.tensors
         t["embed.W_E"] = torch.cat([t["embed.W_E"], theirs["embed.W_E"]], dim=-1)
@@ -205,29 +207,28 @@ class _Disguiser:
         rows = t["pos_embed.W_pos"].shape[0]
         t["pos_embed.W_pos"] = torch.cat([t["pos_embed.W_pos"], theirs["pos_embed.W_pos"][:rows]], dim=-1)
         for layer in range(layers):
-            other_layer = _empty_layer(layer, their_size) if layer >= len(other.config["layers"]) else {
+            other_layer = _empty_layer(layer, their_size) if layer >= len(theirs_described) else {
                 k: v for k, v in theirs.items() if k.startswith(f"blocks.{layer}.")}
             _merge_layer(self.tensors, layer, other_layer, mine_size, their_size)
-            if layer < len(other.config["layers"]):
-                described = other.config["layers"][layer]
-                self.config["layers"][layer]["heads"].extend(
-                    {**head, "name": f"{name}:{head['name']}", "added": f"merged {name}: {head.get('computes', '')}"}
-                    for head in described["heads"])
-                self.config["layers"][layer]["mlp"].extend({**block, "name": f"{name}:{block['name']}"}
-                                                           for block in described["mlp"])
+            if layer < len(theirs_described):
+                described, mine = theirs_described[layer], self.card.layers[layer]
+                self.card = self.card.with_layer(layer, heads=(*mine.heads, *(dataclasses.replace(
+                    head, name=f"{name}:{head.name}", added=f"merged {name}: {head.computes or ''}")
+                    for head in described.heads)), mlp=(*mine.blocks, *(
+                        dataclasses.replace(block, name=f"{name}:{block.name}") for block in described.blocks)))
         w_u = t["unembed.W_U"]  # (D, K): the other block's rows 0, so its output is read by nothing
         t["unembed.W_U"] = torch.cat([w_u, w_u.new_zeros(their_size, w_u.shape[1])])
-        added = [f"{name}:{label}" for label in other.config["residual_labels"]]
-        self.config["residual_labels"] = [*self.config["residual_labels"], *added]
+        added = [f"{name}:{label}" for label in other.card.labels]
+        self.card = dataclasses.replace(self.card, residual_labels=(*self.card.labels, *added),
+                                        d_model=mine_size + their_size)
         self.unread |= set(added)
-        self.config["d_model"] = mine_size + their_size
         self.graph = self._graph_from_weights(f"merged program {name}: nothing the output needs reads it")
 
     # ------------------------------------------------------------------ distractors
 
     def distract(self, n: int) -> None:
         """n distractor directions, a distractor head per layer and n distractor units per FFN."""
-        labels = list(self.config["residual_labels"])
+        labels = list(self.card.labels)
         size = len(labels)
         reads = [labels.index(d) for d in self.graph.by_name[INPUT].writes]
         writes = list(range(size, size + n))
@@ -240,9 +241,9 @@ class _Disguiser:
         for layer in range(self.layers):
             self._distractor_head(layer, reads, writes)
             self._distractor_units(layer, n, reads + writes, writes)
-        self.config["residual_labels"] = labels + [f"distractor:{i + 1}" for i in range(n)]
-        self.unread |= set(self.config["residual_labels"][size:])
-        self.config["d_model"] = size + n
+        added = [f"distractor:{i + 1}" for i in range(n)]
+        self.card = dataclasses.replace(self.card, residual_labels=(*labels, *added), d_model=size + n)
+        self.unread |= set(added)
         self.graph = self._graph_from_weights(DISTRACTOR)
 
     def _distractor_head(self, layer: int, reads: list[int], writes: list[int]) -> None:
@@ -261,9 +262,9 @@ class _Disguiser:
         for name, new in (("W_Q", q), ("W_K", k), ("W_V", v), ("W_O", o)):
             self.tensors[p + name] = torch.cat([self.tensors[p + name], new[None]])
         self.tensors[p + "beta"] = torch.cat([self.tensors[p + "beta"], torch.ones(1, dtype=torch.float64)])
-        self.config["layers"][layer]["heads"].append({
-            "name": f"distractor:{layer}", "kind": "distractor", "site": "token", "mask": [], "beta": 1.0,
-            "computes": DISTRACTOR, "error": 0.0, "outputs": [], "added": DISTRACTOR})
+        distractor = HeadCard(name=f"distractor:{layer}", kind="distractor", site="token", mask=(), beta=1.0,
+                              computes=DISTRACTOR, error=0.0, outputs=(), added=DISTRACTOR)
+        self.card = self.card.with_layer(layer, heads=(*self.card.layers[layer].heads, distractor))
 
     def _distractor_units(self, layer: int, n: int, reads: list[int], writes: list[int]) -> None:
         p = f"blocks.{layer}.mlp."
@@ -274,12 +275,12 @@ class _Disguiser:
         self.tensors[p + "W_in"] = torch.cat([self.tensors[p + "W_in"], w_in], dim=1)
         self.tensors[p + "b_in"] = torch.cat([self.tensors[p + "b_in"], b_in])
         self.tensors[p + "W_out"] = torch.cat([self.tensors[p + "W_out"], w_out])
-        self.config["layers"][layer]["mlp"].append({"name": f"distractor:{layer}", "computes": DISTRACTOR,
-                                                    "units": n, "error": 0.0, "output": "distractor:1"})
+        self.card = self.card.with_blocks(layer, BlockCard(name=f"distractor:{layer}", computes=DISTRACTOR, units=n,
+                                                           error=0.0, output="distractor:1"))
 
     def _graph_from_weights(self, added: str) -> EdgeGraph:
         """The graph after a pass that added parts (:func:`~.graph.graph_from_weights`)."""
-        model = CompiledTransformer(self.config, self.tensors, device="cpu", dtype=torch.float64)
+        model = CompiledTransformer(self.card, self.tensors, device="cpu", dtype=torch.float64)
         return graph_from_weights(model, self.graph, added)
 
     # ------------------------------------------------------------------ compression
@@ -287,8 +288,9 @@ class _Disguiser:
     def compress(self) -> dict[str, int]:
         """The residual below its number of features (``compress``, tight lifetimes; what merge and
         distract added keeps its writes, so those passes stay as built); what it saved."""
-        keep = frozenset(i for i, label in enumerate(self.config["residual_labels"]) if label in self.unread)
-        saved = compress_residual(self.tensors, self.config, keep).to_json()
+        keep = frozenset(i for i, label in enumerate(self.card.labels) if label in self.unread)
+        plan, self.card = compress_residual(self.tensors, self.card, keep)
+        saved = plan.to_json()
         self.graph = self._graph_from_weights(COMPRESSED)
         return saved
 
@@ -300,13 +302,13 @@ class _Disguiser:
         for name in HEAD_TENSORS:
             self.tensors[p + name] = self.tensors[p + name][sources].clone()
         self.tensors[p + "W_O"] *= scales[:, None, None]
-        heads = self.config["layers"][layer]["heads"]
-        self.config["layers"][layer]["heads"] = [copy.deepcopy(heads[i]) for i in sources]
+        heads = self.card.layers[layer].heads
+        self.card = self.card.with_layer(layer, heads=tuple(heads[i] for i in sources))
 
     def split_heads(self, k: int) -> None:
         names: dict[str, list[str]] = {}
         for layer in range(self.layers):
-            count = len(self.config["layers"][layer]["heads"])
+            count = len(self.card.layers[layer].heads)
             scales = _split_weights(count, k, self.generator)
             self._reorder_heads(layer, [h for h in range(count) for _ in range(k)], scales)
             for h in range(count):
@@ -316,7 +318,7 @@ class _Disguiser:
     def shuffle_heads(self) -> None:
         names: dict[str, list[str]] = {}
         for layer in range(self.layers):
-            count = len(self.config["layers"][layer]["heads"])
+            count = len(self.card.layers[layer].heads)
             order = torch.randperm(count, generator=self.generator).tolist()  # new head j is old head order[j]
             self._reorder_heads(layer, order, torch.ones(count, dtype=torch.float64))
             for new, old in enumerate(order):
@@ -363,8 +365,8 @@ def rotate_residual(tensors: dict[str, Tensor], layers: int, generator: torch.Ge
 def _mergeable(model: CompiledTransformer, other: CompiledTransformer) -> str:
     """The other program's name, once it can share ``model``'s input: the same vocabulary (or the
     same d), a T at least as long, compiled and not disguised. ValueError otherwise."""
-    name = str((other.config.get("program") or {}).get("name", "merged")).rsplit("/", 1)[-1].removesuffix(".iflow")
-    if "disguised" in other.config or "residual_labels" not in other.config:
+    name = (other.card.program_name or "merged").rsplit("/", 1)[-1].removesuffix(".iflow")
+    if other.card.disguised is not None or other.card.residual_labels is None:
         raise ValueError(f"merge {name}: only a compiled model, not disguised, can be merged")
     same_input = (model.vocabulary is None and other.vocabulary is None and model.d == other.d) or (
         model.vocabulary is not None and other.vocabulary is not None
@@ -380,7 +382,7 @@ def disguise(model: Any, *, merge: Any = (), distract: int = 0, compress: bool =
              split_neurons: int = 1, shuffle: bool = False, rotate: bool = False,
              seed: int = 0) -> CompiledTransformer:
     """The model (or its file) with the realism passes (see the module docstring), its edge graph
-    carried in ``config["disguised"]``; the same dtype as the model. ``merge``: compiled models
+    carried in its card's ``disguised``; the same dtype as the model. ``merge``: compiled models
     (or their files) whose programs join this one.
 
     Args:
@@ -396,7 +398,7 @@ def disguise(model: Any, *, merge: Any = (), distract: int = 0, compress: bool =
 
     Returns:
         The disguised :class:`CompiledTransformer` (same function, same dtype), its edge graph in
-        ``config["disguised"]``.
+        card's ``disguised``.
 
     Raises:
         UsageError: a bad option, or models that cannot be merged.
@@ -406,7 +408,7 @@ def disguise(model: Any, *, merge: Any = (), distract: int = 0, compress: bool =
     from .graph import circuit_graph
 
     compiled = model_argument(model, "disguise")
-    if "disguised" in compiled.config:
+    if compiled.card.disguised is not None:
         raise ValueError("the model is disguised already: disguise the compiled model, with every pass at once")
     for name, count, least in (("distract", distract, 0), ("split_heads", split_heads, 1),
                                ("split_neurons", split_neurons, 1)):
@@ -430,7 +432,7 @@ def disguise(model: Any, *, merge: Any = (), distract: int = 0, compress: bool =
         work.shuffle_neurons()
     if rotate:
         work.rotate()
-    work.config["disguised"] = {**passes.to_json(), "graph": work.graph.to_json()}
-    if compression is not None:
-        work.config["disguised"]["compression"] = compression
-    return CompiledTransformer(work.config, work.tensors, device="cpu", dtype=compiled.dtype)
+    record = Disguised.from_json({**passes.to_json(), "graph": work.graph.to_json(),
+                                  **({} if compression is None else {"compression": compression})}, ("disguised",))
+    card = dataclasses.replace(work.card, disguised=record)
+    return CompiledTransformer(card, work.tensors, device="cpu", dtype=compiled.dtype)

@@ -25,11 +25,12 @@
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 from typing import Any
 
 import torch
 
+from ..transformer.card import CircuitTruth
 from ..transformer.model import CompiledTransformer
 from .graph import INPUT, OUTPUT, EdgeGraph
 from .truth import AblationTruth
@@ -44,11 +45,11 @@ def truth_record(graph: EdgeGraph, truths: dict[str, AblationTruth], samples: in
 
 
 def with_truth(model: CompiledTransformer, record: dict[str, Any]) -> CompiledTransformer:
-    """A copy of ``model`` whose config holds ``record`` (:func:`truth_record`) as circuit_truth."""
+    """A copy of ``model`` whose card holds ``record`` (:func:`truth_record`) as circuit_truth."""
     tensors = {name: t.to_dense() if t.is_sparse or t.layout != torch.strided else t
                for name, t in model.state_dict().items()}
-    return CompiledTransformer({**copy.deepcopy(model.config), TRUTH_FIELD: record}, tensors, device=model.device,
-                               dtype=model.dtype)
+    card = dataclasses.replace(model.card, circuit_truth=CircuitTruth.from_json(record, (TRUTH_FIELD,)))
+    return CompiledTransformer(card, tensors, device=model.device, dtype=model.dtype)
 
 
 def _mib_node(name: str) -> str:
@@ -71,7 +72,7 @@ def mib_circuit(model: CompiledTransformer, graph: EdgeGraph, truth: AblationTru
                                                            "in_graph": ours in needed}
     used = {name for e in truth.edges if e.necessary for name in e.edge.split("<")[0].split("->")}
     nodes = {_mib_node(n.name): {"in_graph": n.kind in (INPUT, OUTPUT) or n.name in used} for n in graph.nodes}
-    heads = [len(layer["heads"]) for layer in model.config["layers"]]
+    heads = model.card.heads_per_layer
     cfg = {"n_layers": graph.layers, "n_heads": max([0, *heads]), "d_model": model.d_model,
            "parallel_attn_mlp": False, "ablation": truth.ablation}
     return {"cfg": cfg, "nodes": nodes, "edges": edges}

@@ -297,7 +297,7 @@ def weight_reads(model: CompiledTransformer, node: GraphNode, channel: str) -> s
 def weight_edges(model: CompiledTransformer, graph: EdgeGraph) -> dict[tuple[str, str, str], tuple[str, ...]]:
     """Every (sender, receiver, channel) whose weights carry something: the residual directions
     written by the sender's output matrix and read by the receiver's input matrix (nonzero)."""
-    labels = model.config["residual_labels"]
+    labels = model.card.labels
     writes = {n.name: weight_writes(model, n) for n in graph.senders()}
     found = {}
     for receiver, channel in graph.receivers():
@@ -315,12 +315,12 @@ def graph_from_weights(model: CompiledTransformer, old: EdgeGraph, added: str) -
     descriptions; a head whose config is marked ``added`` is described by it, an FFN that gained
     units says ``added``) and the edges its weights carry, each with its former role or
     ``added`` (read off the weights, which hold them exactly: no rotation has run yet)."""
-    config, layers = model.config, len(model.config["layers"])
-    labels, known = config["residual_labels"], old.by_name
+    card, layers = model.card, len(model.card.layers)
+    labels, known = card.labels, old.by_name
     nodes: list[GraphNode | None] = [known[INPUT]]
     for layer in range(layers):
-        heads = config["layers"][layer]["heads"]
-        nodes.extend(GraphNode(f"a{layer}.h{i}", "head", layer, i, head["added"], ()) if "added" in head
+        heads = card.layers[layer].heads
+        nodes.extend(GraphNode(f"a{layer}.h{i}", "head", layer, i, head.added, ()) if head.added is not None
                      else known.get(f"a{layer}.h{i}") for i, head in enumerate(heads))
         if model.blocks[layer].mlp.b_in.shape[0]:
             mlp = known.get(f"m{layer}")
@@ -339,8 +339,8 @@ def graph_from_weights(model: CompiledTransformer, old: EdgeGraph, added: str) -
 def check_against_weights(model: CompiledTransformer, graph: EdgeGraph) -> None:
     """StoredProgramError unless the weights carry exactly the graph's edges, each exactly its
     directions: no pair outside the graph carries anything through the weights."""
-    derived = {(e.sender, e.receiver, e.channel): tuple(sorted(e.directions, key=model.config[
-        "residual_labels"].index)) for e in graph.edges}
+    derived = {(e.sender, e.receiver, e.channel): tuple(sorted(e.directions, key=model.card.labels.index))
+               for e in graph.edges}
     found = weight_edges(model, graph)
     if derived != found:
         extra = sorted(set(found) - set(derived))
@@ -352,7 +352,7 @@ def check_against_weights(model: CompiledTransformer, graph: EdgeGraph) -> None:
 
 def _misfit(model: CompiledTransformer, graph: EdgeGraph) -> str | None:
     """What in a stored graph does not fit ``model``'s blocks (None: it fits)."""
-    layers = model.config["layers"]
+    layers = model.card.layers
     kinds = [n.kind for n in graph.nodes]
     if graph.layers != len(layers) or kinds.count(INPUT) != 1 or kinds.count(OUTPUT) != 1 or len(
             graph.by_name) != len(graph.nodes):
@@ -360,7 +360,7 @@ def _misfit(model: CompiledTransformer, graph: EdgeGraph) -> str | None:
     for node in graph.nodes:
         if node.kind == "head":
             fits = isinstance(node.layer, int) and 0 <= node.layer < len(layers) and isinstance(node.index, int) \
-                and 0 <= node.index < len(layers[node.layer]["heads"]) and node.name == f"a{node.layer}.h{node.index}"
+                and 0 <= node.index < len(layers[node.layer].heads) and node.name == f"a{node.layer}.h{node.index}"
         elif node.kind == "mlp":
             fits = isinstance(node.layer, int) and 0 <= node.layer < len(layers) and node.name == f"m{node.layer}"
         else:
@@ -397,21 +397,21 @@ def circuit_graph(model: Any) -> EdgeGraph:
     from ..verify.sites import checked_lowering
 
     compiled = model_argument(model, "circuit_graph")
-    kept = compiled.config.get("kept_circuit")
-    if kept is not None:  # trained keeping its init's circuit: its graph is certified (circuits/certify.py)
-        return stored_graph(compiled, kept["graph"], "trained model's")
-    disguised = compiled.config.get("disguised")
-    if "superposition" in compiled.config:  # the plain circuit's graph, read again off the superposed weights
+    card = compiled.card
+    if card.kept_circuit is not None:  # trained keeping its init's circuit: its graph is certified (certify.py)
+        return stored_graph(compiled, card.kept_circuit.graph, "trained model's")
+    if card.superposition is not None:  # the plain circuit's graph, read again off the superposed weights
         from ..pipeline import relower
 
-        plain = graph_from_circuit(relower(compiled).circuit, float(compiled.config["eps"]))
+        plain = graph_from_circuit(relower(compiled).circuit, float(card.eps or 0.0))
         graph = graph_from_weights(compiled, plain, SUPERPOSED)
-    elif disguised is not None:  # the graph carried through the realism passes (``disguise``)
-        graph = stored_graph(compiled, disguised["graph"], "disguised model's")
-        if disguised["rotate"]:  # a rotated reader reads every coordinate: zero only up to rounding
+    elif card.disguised is not None:  # the graph carried through the realism passes (``disguise``)
+        graph = stored_graph(compiled, card.disguised.graph, "disguised model's")
+        if card.disguised.rotate:  # a rotated reader reads every coordinate: zero only up to rounding
             return graph
     else:
-        graph = graph_from_circuit(checked_lowering(compiled).circuit, float(compiled.config["eps"]))
+        lowering = checked_lowering(compiled)  # a compiled model: its ε stored
+        graph = graph_from_circuit(lowering.circuit, float(card.eps or 0.0))
     check_against_weights(compiled, graph)
     return graph
 

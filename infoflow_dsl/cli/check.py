@@ -39,9 +39,9 @@ def command_check_tokens(arguments: argparse.Namespace, model: Any, program: Any
     if arguments.adversarial:
         raise UsageError(f"{arguments.model}: --adversarial perturbs continuous inputs; a token model's inputs are "
                          f"finite sequences of ids: raise --samples instead")
-    trained = "trained" in model.config
+    trained = model.card.trained is not None
     eps = float("inf") if trained and arguments.eps is None else float(
-        arguments.eps if arguments.eps is not None else model.config.get("eps", 0.0))
+        arguments.eps if arguments.eps is not None else model.card.eps or 0.0)
     unless_fixed(measurement_workload(model, program, arguments.samples, "lower --samples"),
                  measurement_workload(model, program, 0, ""),  # the short and constant sequences: always measured
                  "even with --samples 0 the short and constant sequences of every length are measured: check a "
@@ -77,15 +77,21 @@ def above_its_bound(model: Any, worst: float) -> bool:
     model states none): the bound is a proof, so this fails ``check`` whatever ε is."""
     from ..measure.measurement import above_bound
 
-    return "trained" not in model.config and above_bound(worst, model.config.get("a_priori_bound"))
+    return model.card.trained is None and above_bound(worst, model.card.a_priori_bound)
 
 
 def header(arguments: argparse.Namespace, model: Any, program: Any, eps: float, trained: bool) -> str:
     """The first line: the file, its program, T, the vocabulary, ε and the bound."""
-    bound = "none (a trained model)" if trained else f"{model.config.get('a_priori_bound', math.nan):.3g}"
+    bound = "none (a trained model)" if trained else f"{_bound(model):.3g}"
     shown_eps = "none" if eps == math.inf else f"{eps:g}"
     return (f"{arguments.model}: {program.path}, T = {program.length}, tokens {program.token_vocabulary.describe()}, "
             f"ε = {shown_eps}, a-priori bound {bound}")
+
+
+def _bound(model: Any) -> float:
+    """The a-priori bound the model's file states (NaN: none stated)."""
+    bound = model.card.a_priori_bound
+    return math.nan if bound is None else float(bound)
 
 
 def shown_input(program: Any, result: Any) -> str:
@@ -139,7 +145,7 @@ def command_check(arguments: argparse.Namespace) -> int:
         raise UsageError(f"{arguments.model}: {error}") from None
     if program.over_tokens:
         return command_check_tokens(arguments, model, program)
-    trained = "trained" in model.config
+    trained = model.card.trained is not None
     if trained and arguments.trace:
         raise UsageError(f"{arguments.model}: --trace needs a compiled model, this one was trained")
     if arguments.trace and arguments.model.is_dir():
@@ -147,7 +153,7 @@ def command_check(arguments: argparse.Namespace) -> int:
     eps = float("inf") if trained and arguments.eps is None else arguments.eps  # a trained model has no ε
     result = check_model(model, program, arguments.samples, eps, arguments.seed, arguments.adversarial)
     excluded = f", {result.excluded_by_margin} under the margin left out" if result.excluded_by_margin else ""
-    bound = "none (a trained model)" if trained else f"{model.config.get('a_priori_bound', float('nan')):.3g}"
+    bound = "none (a trained model)" if trained else f"{_bound(model):.3g}"
     shown_eps = "none" if result.eps == float("inf") else f"{result.eps:g}"
     print(f"{arguments.model}: {program.path}, T = {program.length}, ε = {shown_eps}, a-priori bound {bound}")
     if trained:
@@ -156,8 +162,8 @@ def command_check(arguments: argparse.Namespace) -> int:
 
         inputs = model_inputs(program, max(arguments.samples, 1), arguments.seed, corners=0)
         print(f"  NMSE             {model_nmse(model, program, inputs):.3g} (on {inputs.shape[0]} random inputs "
-              f"from the declared domain; trained to {model.config['trained'].get('final_nmse')} on "
-              f"{model.config['trained'].get('dist')})")
+              f"from the declared domain; trained to {model.card.trained.final_nmse} on "
+              f"{model.card.trained.dist})")
     print(f"  evaluated        {result.evaluated} inputs (random, corners, near ties{excluded})")
     broken = "" if math.isfinite(result.worst_error) else " (the model's output is NaN or infinite there)"
     print(f"  worst error      {result.random_worst:.3g}{broken if not math.isfinite(result.random_worst) else ''}")

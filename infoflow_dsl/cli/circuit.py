@@ -60,7 +60,7 @@ def command_edges(arguments: argparse.Namespace, model: Any) -> None:
         print(json.dumps(out, indent=1))
         return
     outside = ("every other pair, ablated at once, leaves every output within ε (measured on the trained weights: "
-               "train --keep-circuit)") if "kept_circuit" in model.config else (
+               "train --keep-circuit)") if model.card.kept_circuit is not None else (
         "every other pair carries exactly 0 through the weights")
     print(f"{arguments.model}: {len(graph.nodes)} nodes, {len(graph.edges)} edges (ε = {graph.eps:g}); {outside}")
     columns = "".join(f"{a:>9}" for a in truths)
@@ -135,8 +135,8 @@ def disguise_model(arguments: argparse.Namespace, model: Any) -> None:
     save(disguised, arguments.output)
     print(f"{arguments.output}: {disguised.nonzero_parameter_count():,} nonzero parameters (the model: "
           f"{model.nonzero_parameter_count():,}); the output moved by at most {moved:.3g} on 256 random inputs "
-          f"(rounding; ε {model.config['eps']:g}); its edge graph: infoflowc circuit {arguments.output} --edges")
-    compression = disguised.config["disguised"].get("compression")
+          f"(rounding; ε {model.card.eps:g}); its edge graph: infoflowc circuit {arguments.output} --edges")
+    compression = None if disguised.card.disguised is None else disguised.card.disguised.compression
     if compression is not None:
         print(f"residual: {compression['features']} features in {compression['dimensions']} dimensions "
               f"({compression['erased']} erased after their last reader)")
@@ -179,7 +179,7 @@ def command_circuit(arguments: argparse.Namespace) -> int:
     if arguments.json:
         print(json.dumps({"model": str(arguments.model), "sites": [s.to_json() for s in sites]}, indent=1))
         return EXIT_OK
-    labels = model.config["residual_labels"]
+    labels = model.card.labels
     print(f"{arguments.model}: {len(sites)} sites (value = Σ weight·h[index] + constant at the hook's rows)")
     for s in sites:
         reads = " ".join(f"{w:+.4g}·{labels[i]}[{i}]" for i, w in zip(s.index, s.value.weights, strict=True))

@@ -157,7 +157,7 @@ def with_compiled_model(path: Path, use: Callable[[Any], Any], verb: str, kept: 
 
     try:
         model = load(path, device="cpu")
-        if "trained" in model.config and not (kept and "kept_circuit" in model.config):
+        if model.card.trained is not None and not (kept and model.card.kept_circuit is not None):
             raise UsageError(f"{path}: a trained model has no circuit to {verb} (only compiled ones do)")
         return model, use(model)
     except ModelFileError as error:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..files import check_writable, write_atomically
@@ -37,6 +37,9 @@ from .common import (
     positive_int,
     read_program_text,
 )
+
+if TYPE_CHECKING:
+    from ..transformer.card import Superposition
 
 
 def command_parse(arguments: argparse.Namespace) -> int:
@@ -103,25 +106,25 @@ def command_compile(arguments: argparse.Namespace) -> int:
         refusal, model = error, error.model  # type: ignore[assignment]
     except CompileError as error:
         raise UsageError(f"{arguments.file}: cannot compile: {error}") from None
-    config = model.config
-    measured = config["measured_error"]
-    print(f"{arguments.file}: compiled within ε = {arguments.eps:g} ({config['dtype']}, T = {config['T']})")
-    if "dtype_rule" in config:
-        print(f"  dtype            {config['dtype_rule']}")
-    print(f"  layers           {len(config['layers'])}")
-    print(f"  heads per layer  {[len(layer['heads']) for layer in config['layers']]}")
-    print(f"  d_model          {config['d_model']}")
+    card = model.card
+    measured = card.measured_error
+    print(f"{arguments.file}: compiled within ε = {arguments.eps:g} ({card.dtype}, T = {card.T})")
+    if card.dtype_rule is not None:
+        print(f"  dtype            {card.dtype_rule}")
+    print(f"  layers           {len(card.layers)}")
+    print(f"  heads per layer  {card.heads_per_layer}")
+    print(f"  d_model          {card.d_model}")
     print(f"  d_mlp            {model.d_mlp} (embedding {model.d_mlp_embedding})")
     print(f"  parameters       {model.parameter_count()} total, {model.nonzero_parameter_count()} nonzero")
-    print(f"  a-priori bound   {config['a_priori_bound']:.3g}")
-    if "superposition" in config:
-        _print_superposition(config["superposition"])
+    print(f"  a-priori bound   {card.a_priori_bound:.3g}")
+    if card.superposition is not None:
+        _print_superposition(card.superposition)
     _print_exactness(program)
     if measured is not None:
         from ..measure.measurement import describe_measurement
 
         budget = " (the default budget; --samples N for more)" if arguments.samples is None else ""
-        print(f"  measured error   {measured['max_error']:.3g} ({describe_measurement(measured)}){budget}")
+        print(f"  measured error   {measured.max_error:.3g} ({describe_measurement(measured)}){budget}")
     if refusal is not None:
         print(f"{refusal}; nothing written", file=sys.stderr)
         return EXIT_ABOVE_EPS
@@ -130,26 +133,26 @@ def command_compile(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_superposition(record: dict[str, Any]) -> None:
+def _print_superposition(record: Superposition) -> None:
     """compile --residual's certificate: F, D, F/D and the largest interference against the margin."""
-    worst = record["worst"]
+    worst = record.worst
     where = "" if worst is None else f" ({worst['kind']} of {worst['feature']} at stage {worst['stage']})"
     from ..compiler.superposition.dictionary import alive_text
 
-    print(f"  superposition    {alive_text(record)} in D = {record['d_model']} "
-          f"dimensions: F/D = {record['ratio']:.3g}; {record['superposed']} categorical features on "
-          f"{record['storage']} storage dimensions, {record['clean_slots']} clean slots")
-    packed = record.get("packed")
+    print(f"  superposition    {alive_text(record)} in D = {record.d_model} "
+          f"dimensions: F/D = {record.ratio:.3g}; {record.superposed} categorical features on "
+          f"{record.storage} storage dimensions, {record.clean_slots} clean slots")
+    packed = record.packed
     if packed is not None:  # numbers sharing a direction, read by step tables (compiler/superposition/packed.py)
         largest = max(r["error"] for p in packed["packs"] for r in p["reads"])
         print(f"  packed numbers   {sum(len(p['members']) for p in packed['packs'])} numbers in "
               f"{len(packed['packs'])} directions read by step tables (+{packed['units_added']} units for "
               f"{packed['units_replaced']}); largest error of v {largest:.3g} against a quarter of its gap 0.25")
-    readout = record.get("readout")
+    readout = record.readout
     if readout is not None:  # the answer decoded from one number (compiler/superposition/readout.py)
         print(f"  argmax readout   the answer from n = {readout['host']} by {len(readout['lines'])} lines 2j·n − j² "
               f"(lead ≥ 1/2 while n is within 1/4; drift {readout['drift']:.3g})")
-    print(f"  interference     largest {record['max_bound']:.3g} against the margin {record['margin']:g}{where}")
+    print(f"  interference     largest {record.max_bound:.3g} against the margin {record.margin:g}{where}")
 
 
 def _print_exactness(program: Any) -> None:

@@ -137,8 +137,8 @@ def command_run(arguments: argparse.Namespace) -> int:
         ids = encode(program, list(arguments.tokens))
     except ValueError as error:
         raise UsageError(f"{arguments.model}: {error}") from None
-    eps = model.config.get("eps")
-    eps = float(eps) if isinstance(eps, int | float) and "trained" not in model.config else None
+    eps = model.card.eps
+    eps = float(eps) if eps is not None and model.card.trained is None else None
     print(f"{arguments.model}: {program.path}, T = {program.length}, tokens {program.token_vocabulary.describe()}, "
           f"{ids.shape[1]} token{'s' if ids.shape[1] != 1 else ''}")
     rows = output_rows(program, model, ids, eps)

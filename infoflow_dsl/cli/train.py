@@ -5,6 +5,7 @@ sweep's runs through Ray (``training.sweep``)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,10 @@ def train_keeping(arguments: argparse.Namespace, program: Any, settings: Any, ou
     if not admitted.certification.holds:
         return EXIT_ABOVE_EPS
     model = admitted.result.model
-    model.config["kept_circuit"]["certified"] = admitted.certification.to_json()
+    kept = model.card.kept_circuit
+    assert kept is not None  # trained keeping its circuit
+    model.card = dataclasses.replace(model.card, kept_circuit=dataclasses.replace(
+        kept, certified=admitted.certification.to_json()))
     write_atomically(output, model_to_bytes(model))
     print(f"  certified; wrote {output}")
     return EXIT_OK

@@ -1,7 +1,7 @@
-"""Stage 5, assemble: a :class:`~infoflow_dsl.compiler.circuit.Circuit` -> tensors + config.
+"""Stage 5, assemble: a :class:`~infoflow_dsl.compiler.circuit.Circuit` -> tensors + the model's card.
 
 Every residual direction gets one coordinate of the residual stream, in the circuit's order
-(so ``config["residual_labels"][i]`` names coordinate i). Each linear form becomes a column
+(so ``card.residual_labels[i]`` names coordinate i). Each linear form becomes a column
 (or row) of the matrix that reads it; its constant is read from the ``one`` direction, except
 in FFN inputs, where it becomes the bias b_in. Tensor names follow TransformerLens
 (``blocks.{l}.attn.W_Q`` of shape [H, d_model, d_head], ...). All weights are built in float64
@@ -12,16 +12,25 @@ the model holds them sparse, so a compile's memory follows the nonzero count.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from ..transformer.masks import mask_json
+from ..transformer.card import (
+    CARD_FORMAT,
+    BlockCard,
+    ErrorBudget,
+    HeadCard,
+    LayerCard,
+    ModelCard,
+    OutputVocabularyCard,
+    VocabularyCard,
+)
 from ..transformer.sparse import holds_sparse
 from .circuit import ONE, POS_COS, POS_SIN, AttentionHead, Circuit, FFNBlock, LinearForm, input_direction
-
-FORMAT = "infoflow/1"
 
 
 class MatrixEntries:
@@ -149,28 +158,21 @@ def _mlp(layer: int, blocks: list[FFNBlock], index: dict[str, int]) -> dict[str,
 
 
 def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
-             metadata: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """(config, tensors) of the model realising ``circuit``; ``metadata`` is merged into the config."""
+             metadata: Mapping[str, Any] | None = None) -> tuple[ModelCard, dict[str, torch.Tensor]]:
+    """(card, tensors) of the model realising ``circuit``; ``metadata`` (card fields by name:
+    the program, ε, the schedule, ...) is added to the card (:meth:`ModelCard.with_fields`)."""
     index = {name: i for i, name in enumerate(circuit.directions)}
     if circuit.vocabulary is None:
         tensors = _embedding(circuit, index, [b for b in circuit.blocks if b.layer == 0])
     else:
         tensors = _token_embedding(circuit, index)
-    layers_config = []
+    layers = []
     for layer in range(circuit.layers):  # block l holds the heads of schedule layer l+1 and FFN stage l+1
         heads = [h for h in circuit.heads if h.layer == layer + 1]
         blocks = [b for b in circuit.blocks if b.layer == layer + 1]
         tensors.update(_attention(layer, heads, index))
         tensors.update(_mlp(layer, blocks, index))
-        layers_config.append({
-            "heads": [{"name": h.name, "kind": h.kind, "site": h.site, "mask": mask_json(h.mask),
-                       "beta": h.beta, "computes": h.formula, "error": h.error,
-                       "outputs": list(h.outputs)} for h in heads],
-            "mlp": [{"name": b.name, "computes": b.formula, "units": len(b.units), "error": b.error,
-                     "output": b.output, **({"values": list(b.values)} if b.values is not None else {}),
-                     **({"group": b.group} if b.group is not None else {})}
-                    for b in blocks],
-        })
+        layers.append(LayerCard(heads=tuple(_head_card(h) for h in heads), mlp=tuple(map(_block_card, blocks))))
     outputs = max(1, math.prod(circuit.output_shape))
     w_u = torch.zeros(len(index), outputs, dtype=torch.float64)
     b_u = torch.zeros(outputs, dtype=torch.float64)
@@ -179,34 +181,37 @@ def assemble(circuit: Circuit, dtype: torch.dtype = torch.float64,
         b_u[k] = form.constant
     tensors["unembed.W_U"] = w_u
     tensors["unembed.b_U"] = b_u
-    config: dict[str, Any] = {
-        "format": FORMAT,
-        "T": circuit.length,
-        "d": circuit.dimension,
-        "d_model": len(index),
-        "output_shape": list(circuit.output_shape),
-        "layers": layers_config,
-        "embedding_mlp": [{"name": b.name, "computes": b.formula, "units": len(b.units), "error": b.error,
-                           "output": b.output} for b in circuit.blocks if b.layer == 0],
-        "residual_labels": list(circuit.directions),
-        "theta": circuit.theta,
-        "exact_length_only": circuit.exact_length_only,
-        "min_length": circuit.min_length,
-        "dtype": str(dtype).replace("torch.", ""),
-        "error_budget": {"eps": circuit.budget.eps, "bound": circuit.budget.bound,
-                         "rounding": circuit.budget.rounding,
-                         "shares": [[name, share] for name, share in circuit.budget.shares]},
-    }
+    card = ModelCard(
+        format=CARD_FORMAT, T=circuit.length, d=circuit.dimension, d_model=len(index),
+        output_shape=tuple(circuit.output_shape), layers=tuple(layers),
+        embedding_mlp=tuple(_block_card(b) for b in circuit.blocks if b.layer == 0),
+        residual_labels=tuple(circuit.directions), theta=circuit.theta,
+        exact_length_only=circuit.exact_length_only, min_length=circuit.min_length,
+        dtype=str(dtype).replace("torch.", ""),
+        error_budget=ErrorBudget(eps=circuit.budget.eps, bound=circuit.budget.bound, rounding=circuit.budget.rounding,
+                                 shares=tuple((name, share) for name, share in circuit.budget.shares)),
+    )
     if circuit.output_site == "token":  # sequence targets keep their v1 config (and bytes)
-        config["output"] = "token"
-        config["causal"] = circuit.causal
+        card = dataclasses.replace(card, output="token", causal=circuit.causal)
     if circuit.vocabulary is not None:  # a token model (docs/design.md): ids in, W_E [V, D]
         names, numbers = circuit.vocabulary
-        config["input"] = "tokens"
-        config["vocabulary"] = {"names": list(names), "values": None if numbers is None else list(numbers)}
-        config["token_output"] = circuit.token_output
-        if circuit.output_vocabulary is not None:
-            config["output_vocabulary"] = {"names": list(circuit.output_vocabulary)}
-    config.update(metadata or {})
-    return config, {name: tensor.to(dtype).coalesce() if tensor.is_sparse else tensor.to(dtype).contiguous()
-                    for name, tensor in tensors.items()}
+        card = dataclasses.replace(
+            card, input="tokens", token_output=circuit.token_output,
+            vocabulary=VocabularyCard.of(tuple(names), None if numbers is None else tuple(numbers)),
+            output_vocabulary=None if circuit.output_vocabulary is None else OutputVocabularyCard(
+                names=tuple(circuit.output_vocabulary)))
+    card = card.with_fields(**(metadata or {}))
+    return card, {name: tensor.to(dtype).coalesce() if tensor.is_sparse else tensor.to(dtype).contiguous()
+                  for name, tensor in tensors.items()}
+
+
+def _head_card(h: AttentionHead) -> HeadCard:
+    """A head as the card describes it."""
+    return HeadCard(name=h.name, kind=h.kind, site=h.site, mask=h.mask, beta=h.beta, computes=h.formula,
+                    error=h.error, outputs=tuple(h.outputs))
+
+
+def _block_card(b: FFNBlock) -> BlockCard:
+    """An FFN block as the card describes it (its values and group where it has them)."""
+    return BlockCard(name=b.name, computes=b.formula, units=len(b.units), error=b.error, output=b.output,
+                     values=None if b.values is None else tuple(b.values), group=b.group)

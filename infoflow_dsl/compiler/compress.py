@@ -51,11 +51,14 @@ an eraser's input leaves the old feature in the dimension under the next one).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from ..transformer.card import BlockCard, ModelCard
 
 Tensor = torch.Tensor
 
@@ -194,13 +197,13 @@ def assign(features: int, alive: list[Lifetime]) -> Compression:
     return Compression(features, tuple(tuple(s) for s in slots))
 
 
-def compress_residual(tensors: dict[str, Tensor], config: dict[str, Any],
-                      keep: frozenset[int] = frozenset()) -> Compression:
+def compress_residual(tensors: dict[str, Tensor], card: ModelCard,
+                      keep: frozenset[int] = frozenset()) -> tuple[Compression, ModelCard]:
     """Compress ``tensors`` (dense float64, changed in place: writes nothing reads dropped but
     those of ``keep``, readers lose the rows of features not written before them, which read 0)
-    and ``config`` (its residual labels, d_model and the FFNs that gain erasers) with tight
-    lifetimes as the module docstring says; the compression."""
-    labels, layers = list(config["residual_labels"]), len(config["layers"])
+    with tight lifetimes as the module docstring says: the compression, and ``card`` with its
+    residual labels, d_model and the FFNs that gain erasers."""
+    labels, layers = list(card.labels), len(card.layers)
     drop_unread_writes(tensors, len(labels), layers, keep)
     plan = assign(len(labels), lifetimes(tensors, labels, layers))
     a = torch.zeros(len(labels), plan.dimensions, dtype=torch.float64)  # (D, D'): feature -> its dimension
@@ -221,11 +224,10 @@ def compress_residual(tensors: dict[str, Tensor], config: dict[str, Any],
     names = plan.labels()
     for layer, erased in sorted(plan.erasers().items()):
         _add_erasers(tensors, layer, [dimension for dimension, _ in erased], plan.dimensions)
-        config["layers"][layer]["mlp"].append({
-            "name": f"eraser:{layer}", "computes": f"{ERASER} ({', '.join(labels[i] for _, i in erased)})",
-            "units": 2 * len(erased), "error": 0.0, "output": names[erased[0][0]]})
-    config["residual_labels"], config["d_model"] = names, plan.dimensions
-    return plan
+        card = card.with_blocks(layer, BlockCard(
+            name=f"eraser:{layer}", computes=f"{ERASER} ({', '.join(labels[i] for _, i in erased)})",
+            units=2 * len(erased), error=0.0, output=names[erased[0][0]]))
+    return plan, dataclasses.replace(card, residual_labels=tuple(names), d_model=plan.dimensions)
 
 
 def _add_erasers(tensors: dict[str, Tensor], layer: int, dimensions: list[int], size: int) -> None:

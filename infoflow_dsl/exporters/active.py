@@ -78,7 +78,7 @@ def outputs_at(model: CompiledTransformer, layout: ExportLayout, x: torch.Tensor
 def choose(model: CompiledTransformer, layout: ExportLayout, eps: float = STANDARD_LN_EPS,
            constant: float | None = None) -> ActiveLayerNorm:
     """C from the share of ε the compiled bound leaves (module docstring), or ``constant`` as given."""
-    model64 = model if model.dtype == torch.float64 else CompiledTransformer(model.config, model.state_dict(),
+    model64 = model if model.dtype == torch.float64 else CompiledTransformer(model.card, model.state_dict(),
                                                                              dtype=torch.float64)
     program = program_of(model)
     continuous_workload(model64, program, PROBES, PROBES, f"probing the LayerNorm's constant on {PROBES} inputs",
@@ -91,10 +91,11 @@ def choose(model: CompiledTransformer, layout: ExportLayout, eps: float = STANDA
     probe = PROBE_MARGIN * rest
     moved = float((outputs_at(model64, layout, x, probe, eps) - y).abs().nan_to_num().max())
     k = moved * probe**2
-    if "trained" in model.config:
+    card = model.card
+    if card.trained is not None:
         share = TRAINED_SHARE * max(float(y.abs().nan_to_num().max()), 1.0)
     else:
-        share = float(model.config["eps"]) - float(model.config["a_priori_bound"])
+        share = float(card.eps or 0.0) - float(card.a_priori_bound or 0.0)
         if share <= 0:
             raise ValueError("the compiled bound leaves no share of ε for an active LayerNorm")
     if constant is None:

@@ -63,8 +63,9 @@ def exported_circuit(model: CompiledTransformer, layout: ExportLayout | Any,
     which has no circuit); ``layout``: any layout with ``heads`` and ``offset``. A compiled
     model whose stored program no longer checks is refused (ExportError), as ``check``,
     ``circuit`` and ``report`` refuse it: its export would carry neither circuit nor reference."""
-    if "trained" in model.config or "disguised" in model.config or "superposition" in model.config:
-        return None  # a disguised model's graph is in its config, a superposed one's features in "features"
+    card = model.card
+    if card.trained is not None or card.disguised is not None or card.superposition is not None:
+        return None  # a disguised model's graph is in its card, a superposed one's features in "features"
     from ..errors import ExportError
     from ..pipeline import StoredProgramError
     from ..verify.sites import circuit

@@ -18,6 +18,7 @@ leaves nothing behind; an existing non-empty DIR is replaced only with ``force``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -34,10 +35,10 @@ from ..errors import ExportError
 from ..files import umask_mode
 from ..language.declarations import MAX_LENGTH
 from ..measure.vectors import ModelSize
-from ..transformer.config import check_described_fields
+from ..transformer.card import ExportCard
 from ..transformer.model import CompiledTransformer
 from .hf import forward_in_batches, gpt2_config, load_export_model
-from .info import FORMAT, TOKEN_VIEW, export_info
+from .info import FORMAT, export_info
 from .inputs import ExportIO
 from .layout import ExportLayout, plan
 from .native import NativeLayout
@@ -65,9 +66,8 @@ def vector_view(model: CompiledTransformer) -> CompiledTransformer:
     size, width = table.shape
     state["embed.W_E"] = torch.cat([table, table.new_zeros(1, width)])  # (V + 1, D)
     state["embed.W_E1"] = table.new_zeros(size + 1, 0)
-    config = {key: value for key, value in model.config.items() if key not in ("input", "vocabulary", "token_output")}
-    config[TOKEN_VIEW] = size
-    return CompiledTransformer(config, state, device=model.device, dtype=model.dtype)
+    card = dataclasses.replace(model.card.without("input", "vocabulary", "token_output"), token_view=size)
+    return CompiledTransformer(card, state, device=model.device, dtype=model.dtype)
 
 
 def _check_target(directory: Path, to: str, layernorm: str, force: bool) -> None:
@@ -88,13 +88,13 @@ def _check_target(directory: Path, to: str, layernorm: str, force: bool) -> None
 def _check_stored_program(model: CompiledTransformer) -> None:
     """ExportError unless a compiled model's weights are its stored program's (a trained model
     has no program's weights to match): the export's circuit map is read off that program."""
-    if "trained" in model.config or "disguised" in model.config:  # no circuit of the program's to match
+    if model.card.trained is not None or model.card.disguised is not None:  # no circuit of the program's to match
         return
     from ..pipeline import StoredProgramError, relower
     from ..verify.sites import check_weights
 
     try:
-        if "superposition" in model.config:  # its weights are the plain circuit's, superposed
+        if model.card.superposition is not None:  # its weights are the plain circuit's, superposed
             from ..verify.superposed import check_superposed
 
             check_superposed(model)
@@ -124,7 +124,7 @@ class Built:
 
 
 def _compiled_bound(model: CompiledTransformer) -> float | None:
-    return None if "trained" in model.config else model.config.get("a_priori_bound")
+    return None if model.card.trained is not None else model.card.a_priori_bound
 
 
 def _built(model: CompiledTransformer, layout: ExportLayout | NativeLayout, io: ExportIO, ln: dict[str, Any],
@@ -359,7 +359,15 @@ PROBE_LENGTH = 4096
 
 class ExportedModel(nn.Module):
     """An export read back: ``forward(x)`` = the HF model's output for x, as ``model(x)`` gives
-    it; ``config`` holds the export's ε, bound and program (what ``check`` reads)."""
+    it; ``card`` (:class:`~infoflow_dsl.transformer.card.ExportCard`) holds the export's ε, bound
+    and program (what ``check`` reads)."""
+
+    card: ExportCard
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The card as JSON."""
+        return self.card.to_json()
 
     def __init__(self, directory: str | os.PathLike[str], dtype: torch.dtype | None = None) -> None:
         super().__init__()
@@ -375,11 +383,10 @@ class ExportedModel(nn.Module):
                 raise ValueError(f"input T must be a whole number in 1..{MAX_LENGTH:,}, got {self.T!r}")
             self.d_model = int(layout["width"])
             self.io.check_shapes(self.d_model)
-            self.config = {"program": info["program"], "eps": info["eps"], "a_priori_bound": info["a_priori_bound"],
-                           "T": self.T, "dtype": info["dtype"]}
-            if info.get("trained") is not None:
-                self.config["trained"] = info["trained"]
-            check_described_fields(self.config)
+            trained = {} if info.get("trained") is None else {"trained": info["trained"]}
+            self.card = ExportCard.from_json({"program": info["program"], "eps": info["eps"],
+                                              "a_priori_bound": info["a_priori_bound"], "T": self.T,
+                                              "dtype": info["dtype"], **trained})
             to = info["to"]
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError, RecursionError) as error:
             raise ExportError(f"{directory}: its {INFO_FILE} is not an export's ({type(error).__name__}: "

@@ -9,16 +9,13 @@ from typing import Any
 import torch
 
 from ..errors import ExportError
+from ..transformer.card import ModelCard
 from ..transformer.model import CompiledTransformer
 from .inputs import ExportIO
 from .layout import ExportLayout
 from .native import NativeLayout
 
 FORMAT = "infoflow-export/1"
-
-
-#: the config key of a token model's vector view: its vocabulary's size V
-TOKEN_VIEW = "token_view"
 
 
 #: the module whose input columns are a head's z, by target
@@ -63,8 +60,8 @@ def heads_json(layout: ExportLayout | NativeLayout, model: CompiledTransformer, 
 def export_info(model: CompiledTransformer, layout: ExportLayout | NativeLayout, io: ExportIO,
                 layernorm: dict[str, Any], to: str, circuit: list[dict[str, Any]] | None) -> dict[str, Any]:
     """The ``infoflow.json`` object of an export."""
-    config = model.config
-    trained = "trained" in config
+    card = model.card
+    trained = card.trained is not None
     positions = {"sink": 0, "tokens": "1..T'", "readout": "T'+1", "length_of_sequence": "T'+2"}
     if not io.sink:
         positions = {"sink": None, "tokens": "0..T'-1", "readout": "T'", "length_of_sequence": "T'+1"}
@@ -72,40 +69,45 @@ def export_info(model: CompiledTransformer, layout: ExportLayout | NativeLayout,
     if io.positions is not None:
         embedding["positions"] = io.positions.to(torch.float64).tolist()
     return {
-        "format": FORMAT, "to": to, "program": config.get("program"),
-        "eps": None if trained else config.get("eps"),
-        "a_priori_bound": None if trained else config.get("a_priori_bound"),
-        "measured_error": config.get("measured_error"), "trained": config.get("trained"),
-        "compiled": {key: config[key] for key in ("dtype", "ffn", "route") if key in config},
+        "format": FORMAT, "to": to, "program": _json(card.program),
+        "eps": None if trained else card.eps,
+        "a_priori_bound": None if trained else card.a_priori_bound,
+        "measured_error": _json(card.measured_error), "trained": _json(card.trained),
+        "compiled": {key: getattr(card, key) for key in ("dtype", "ffn", "route") if getattr(card, key) is not None},
         "dtype": str(io.w_x.dtype).removeprefix("torch."), "layernorm": layernorm,
         "input": io.json(),
         "positions": positions,
         "layout": layout_json(layout),
         "slots": [{"slot": j, "mask": [list(c) for c in mask]} for j, mask in enumerate(layout.slot_masks)],
         "heads": heads_json(layout, model, to),
-        "residual_labels": config.get("residual_labels"),
+        "residual_labels": None if card.residual_labels is None else list(card.residual_labels),
         "embedding": embedding,
         "circuit": circuit,
         "features": None if trained else _dictionary(model),
-        **stored_truth(config, layout, model, to),
+        **stored_truth(card, layout, model, to),
     }
+
+
+def _json(part: Any) -> Any:
+    """A card's part as JSON (None: absent or null)."""
+    return None if part is None else part.to_json()
 
 
 def _dictionary(model: CompiledTransformer) -> list[dict[str, Any]] | None:
     """The compiled model's feature dictionary (``ifl.features``) on the compiled residual, a
     token model's only (a model over vectors: None)."""
-    if model.vocabulary is None and TOKEN_VIEW not in model.config:
+    if model.vocabulary is None and model.card.token_view is None:
         return None
     from ..compiler.superposition.dictionary import features
 
     return features(model)
 
 
-def stored_truth(config: dict[str, Any], layout: ExportLayout | NativeLayout, model: CompiledTransformer,
+def stored_truth(card: ModelCard, layout: ExportLayout | NativeLayout, model: CompiledTransformer,
                  to: str) -> dict[str, Any]:
     """A model's stored truth (``infoflowc circuit --truth -o``) as ``circuit_truth`` and its
     edges on the export's hooks as ``circuit_edges``; nothing when it has none."""
-    record = config.get("circuit_truth")
+    record = card.circuit_truth
     if record is None:
         return {}
     from ..circuits.formats import exported_edges
@@ -113,9 +115,9 @@ def stored_truth(config: dict[str, Any], layout: ExportLayout | NativeLayout, mo
     from ..errors import StoredProgramError
 
     try:
-        graph = stored_graph(model, record["graph"], "truth's")
+        graph = stored_graph(model, record.graph, "truth's")
     except StoredProgramError as error:
         raise ExportError(str(error)) from None
     layers = layout_json(layout)
-    return {"circuit_truth": record, "circuit_edges": exported_edges(
+    return {"circuit_truth": record.to_json(), "circuit_edges": exported_edges(
         graph, heads_json(layout, model, to), layers["layer_of_compiled"], layers["n_layers"])}

@@ -51,7 +51,7 @@ class ExportIO:
         return cls(T=model.T, d=model.d, min_length=model.min_length, exact_length_only=model.exact_length_only,
                    per_token=model.per_token, output_shape=model.output_shape, slot_masks=slot_masks, w_x=w_x,
                    cls=cls_x, self_contained=self_contained, sink=sink, positions=positions,
-                   vocabulary=vocabulary or int(model.config.get("token_view", 0)))
+                   vocabulary=vocabulary or (model.card.token_view or 0))
 
     per_token: bool
     output_shape: tuple[int, ...]

@@ -223,13 +223,15 @@ def lens_module() -> Any:
     return native
 
 
-def boot(config: dict[str, Any], tensors: dict[str, Tensor]) -> Any:
-    """``TransformerBridge.boot_native`` of the config, then ``load_state_dict`` of the tensors (strict)."""
+def boot(lens_settings: dict[str, Any], tensors: dict[str, Tensor]) -> Any:
+    """``TransformerBridge.boot_native`` of the bridge's settings (its ``config.json``), then
+    ``load_state_dict`` of the tensors (strict)."""
     native = lens_module()
     from transformer_lens.config import TransformerBridgeConfig
 
-    dtype = getattr(torch, config["dtype"])
-    bridge = native.boot(TransformerBridgeConfig.from_dict({**config, "dtype": dtype}), dtype=dtype, device="cpu")
+    dtype = getattr(torch, lens_settings["dtype"])
+    bridge = native.boot(TransformerBridgeConfig.from_dict({**lens_settings, "dtype": dtype}), dtype=dtype,
+                         device="cpu")
     bridge.load_state_dict(tensors, strict=True)
     return bridge.eval()
 
@@ -240,8 +242,8 @@ def load_tl_native(directory: str | Path, dtype: torch.dtype | None = None) -> A
     from safetensors.torch import load_file
 
     directory = Path(directory)
-    config = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
+    lens_settings = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
     if dtype is not None:
-        config["dtype"] = str(dtype).removeprefix("torch.")
+        lens_settings["dtype"] = str(dtype).removeprefix("torch.")
     tensors = load_file(str(directory / "model.safetensors"))
-    return boot(config, {name: t.to(getattr(torch, config["dtype"])) for name, t in tensors.items()})
+    return boot(lens_settings, {name: t.to(getattr(torch, lens_settings["dtype"])) for name, t in tensors.items()})

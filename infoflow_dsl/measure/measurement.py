@@ -5,11 +5,13 @@ prints it, and whether it keeps the guarantee."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..language import typed as ir
 from ..oracle.tokens import token_names
+from ..transformer.card import Measurement as StoredMeasurement
 from ..transformer.model import CompiledTransformer
 from .tokens import measure_tokens
 from .vectors import DEFAULT_SAMPLES, vector_measurement
@@ -73,27 +75,31 @@ def uncertified_reason(worst: float, token_output: bool, wrong: int, eps: float,
     return None
 
 
-def describe_measurement(measured: dict[str, Any]) -> str:
-    """What a stored ``measured_error`` covers, as compile prints it after the error: "max over
-    N random inputs and M corners" and how many inputs the margin left out (a token model:
-    "over N inputs: S random ids of random lengths, all E of lengths ≤ L, C constant sequences",
-    and a token output's wrong answers and smallest margin)."""
-    if "exhaustive" in measured:
-        short = (f", all {measured['exhaustive']} of lengths ≤ {measured['exhaustive_length']}"
-                 if measured["exhaustive"] else "")
-        constant = f", {measured['corners']} constant sequences" if measured["corners"] else ""
-        text = (f"over {measured['inputs']} inputs: {measured['samples']} random ids of random lengths{short}"
-                f"{constant}")
-        if "wrong" in measured:
-            text += (f"; {measured['wrong']} of {measured['sites']} token answers wrong, smallest score margin "
-                     f"{measured['min_margin']}")
+def describe_measurement(measured: StoredMeasurement | Mapping[str, Any]) -> str:
+    """What a stored ``measured_error`` (the card's, or a record :func:`measure` made) covers, as
+    compile prints it after the error: "max over N random inputs and M corners" and how many
+    inputs the margin left out (a token model: "over N inputs: S random ids of random lengths,
+    all E of lengths ≤ L, C constant sequences", and a token output's wrong answers and smallest
+    margin)."""
+    m = _stored(measured)
+    if m.exhaustive is not None:
+        short = f", all {m.exhaustive} of lengths ≤ {m.exhaustive_length}" if m.exhaustive else ""
+        constant = f", {m.corners} constant sequences" if m.corners else ""
+        text = f"over {m.inputs} inputs: {m.samples} random ids of random lengths{short}{constant}"
+        if m.wrong is not None:
+            text += f"; {m.wrong} of {m.sites} token answers wrong, smallest score margin {m.min_margin}"
         return text
-    left_out = measured["excluded_by_margin"]
-    excluded = f", {left_out} under the margin left out" if left_out else ""
-    return f"max over {measured['samples']} random inputs and {measured['corners']} corners{excluded}"
+    excluded = f", {m.excluded_by_margin} under the margin left out" if m.excluded_by_margin else ""
+    return f"max over {m.samples} random inputs and {m.corners} corners{excluded}"
 
 
-def measurement_passes(measured: dict[str, Any], eps: float) -> bool:
+def measurement_passes(measured: StoredMeasurement | Mapping[str, Any], eps: float) -> bool:
     """Whether a stored ``measured_error`` is within the guarantee: a token output's answers all
     right (``wrong`` 0, whatever ε), any other output's ``max_error`` ≤ ε."""
-    return measured["wrong"] == 0 if "wrong" in measured else measured["max_error"] <= eps
+    m = _stored(measured)
+    return m.wrong == 0 if m.wrong is not None else m.max_error <= eps
+
+
+def _stored(measured: StoredMeasurement | Mapping[str, Any]) -> StoredMeasurement:
+    """A measurement as the card types it (a record read and checked)."""
+    return measured if isinstance(measured, StoredMeasurement) else StoredMeasurement.from_record(dict(measured))

@@ -37,7 +37,7 @@ def model_data(model: CompiledTransformer) -> dict[str, Any]:
     from ..pipeline import program_of
     from .measured import model_sections
 
-    if "trained" in model.config:
+    if model.card.trained is not None:
         raise ValueError("a trained model has no circuit to show (only compiled ones do)")
     program = program_of(model)
     analysis = analyze(program)

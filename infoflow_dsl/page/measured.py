@@ -12,6 +12,7 @@ share between CPUs (AVX2 against AVX-512 kernels); they go into the ``ifl-measur
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -21,6 +22,7 @@ from ..measure.vectors import errors_on, model_inputs
 from ..measure.workload import measurement_workload
 from ..oracle.evaluate import evaluate
 from ..oracle.sampling import sample_inputs
+from ..transformer.card import BlockCard, ModelCard
 from ..transformer.model import CompiledTransformer
 from ..transformer.sparse import nonzero_entries
 from ..verify.check import writers
@@ -49,21 +51,21 @@ def side_text(side: str | int) -> str:
     return side
 
 
-def mask_text(mask: list[list[Any]]) -> str:
+def mask_text(mask: Sequence[Sequence[Any]]) -> str:
     """A head's mask as conditions on key s and query t ("none" when every key is seen)."""
     return " and ".join(f"{side_text(a)} {op} {side_text(b)}" for a, op, b in mask) or "none"
 
 
-def model_heads(config: dict[str, Any]) -> list[dict[str, Any]]:
+def model_heads(card: ModelCard) -> list[dict[str, Any]]:
     """Every head of the model, in layer order: its layer (1-based), index in the layer, name,
     kind, site (``token`` rows or the ``readout`` row), what it computes, β, mask and the
     residual directions it writes (what it retrieves); ``reads`` is left to the weights
     (:func:`head_reads`)."""
-    return [{"layer": index + 1, "index": h, "name": head["name"], "kind": head.get("kind", ""),
-             "site": head.get("site", ""), "computes": head.get("computes", ""), "beta": head.get("beta"),
-             "mask": mask_text(head.get("mask", [])), "into": list(head.get("outputs", [])),
-             "reads": [], "bound": head.get("error")}
-            for index, layer in enumerate(config["layers"]) for h, head in enumerate(layer["heads"])]
+    return [{"layer": index + 1, "index": h, "name": head.name, "kind": head.kind or "",
+             "site": head.site or "", "computes": head.computes or "", "beta": head.beta,
+             "mask": mask_text(head.conditions), "into": list(head.outputs or ()),
+             "reads": [], "bound": head.error}
+            for index, layer in enumerate(card.layers) for h, head in enumerate(layer.heads)]
 
 
 # ---------------------------------------------------------------------------- the graph
@@ -87,19 +89,19 @@ def model_graph(model: CompiledTransformer, sites: tuple[CircuitSite, ...],
     fetch), and per FFN function. A box reads the boxes that write the directions it reads: a
     head those of the nonzero rows of its W_Q, W_K and W_V (:func:`head_reads`), an FFN function
     those of its argument (the embedding's directions have no box)."""
-    config = model.config
-    heads = model_heads(config)
+    card = model.card
+    heads = model_heads(card)
     head_at = {(h["layer"], h["index"]): h for h in heads}
     writer: dict[str, str] = {}
     for h in heads:
         writer.update(dict.fromkeys(h["into"], h["name"]))
-    for block in config.get("embedding_mlp", []):
-        writer[block["output"]] = block["name"]
-    for layer in config["layers"]:
-        writer.update({block["output"]: block["name"] for block in layer.get("mlp", [])})
-    layer_of_block = {b["name"]: 0 for b in config.get("embedding_mlp", [])}
-    layer_of_block |= {b["name"]: i + 1 for i, layer in enumerate(config["layers"]) for b in layer.get("mlp", [])}
-    labels = config["residual_labels"]
+    for block in card.embedding_blocks:
+        writer[block.output] = block.name
+    for described in card.layers:
+        writer.update({block.output: block.name for block in described.blocks})
+    layer_of_block = {b.name: 0 for b in card.embedding_blocks}
+    layer_of_block |= {b.name: i + 1 for i, described in enumerate(card.layers) for b in described.blocks}
+    labels = card.labels
 
     def boxes_read(indices: Any, own: str) -> tuple[str, ...]:
         found = dict.fromkeys(writer[labels[i]] for i in indices if labels[i] in writer)
@@ -136,7 +138,7 @@ def model_graph(model: CompiledTransformer, sites: tuple[CircuitSite, ...],
 
 def float64_copy(model: CompiledTransformer) -> CompiledTransformer:
     """The same weights and config in float64 on the CPU (for patterns that every CPU rounds alike)."""
-    return CompiledTransformer(model.config, dict(model.state_dict()), device="cpu", dtype=torch.float64)
+    return CompiledTransformer(model.card, dict(model.state_dict()), device="cpu", dtype=torch.float64)
 
 
 class _PatternTap:
@@ -200,12 +202,13 @@ def measured_section(model: CompiledTransformer, program: ir.Program) -> dict[st
     corners; UNMEASURED_SAMPLES random inputs and the corners for a model compiled with
     ``samples=0``), each to 3 significant digits (the inputs the margin leaves out are counted only);
     the worst input with both outputs; the model's and the reference's outputs on the examples."""
-    measured = model.config.get("measured_error") or {"samples": UNMEASURED_SAMPLES, "seed": 0}
+    stored = model.card.measured_error
+    samples, seed = (UNMEASURED_SAMPLES, 0) if stored is None else (stored.samples, stored.seed)
     remeasure = "the report measures again on the inputs its compile measured: compile with fewer --samples"
-    measurement_workload(model, program, measured["samples"], remeasure).refuse_if_unaffordable()
+    measurement_workload(model, program, samples, remeasure).refuse_if_unaffordable()
     if program.over_tokens:
-        return token_measured_section(model, program, measured["samples"], measured["seed"], example_inputs(program))
-    x = model_inputs(program, measured["samples"], measured["seed"])
+        return token_measured_section(model, program, samples, seed, example_inputs(program))
+    x = model_inputs(program, samples, seed)
     error, kept = errors_on(model, program, x)
     covered = error[kept]
     worst = int(torch.nonzero(kept)[int(covered.argmax())]) if covered.numel() else 0
@@ -238,14 +241,14 @@ def _row(name: str, kind: str, layer: int, tensors: list[torch.Tensor]) -> dict[
     return {"name": name, "kind": kind, "layer": layer, "nonzero": nonzero, "total": total}
 
 
-def _blocks(blocks: list[dict[str, Any]], w_in: torch.Tensor, b_in: torch.Tensor, w_out: torch.Tensor,
+def _blocks(blocks: tuple[BlockCard, ...], w_in: torch.Tensor, b_in: torch.Tensor, w_out: torch.Tensor,
             layer: int) -> list[dict[str, Any]]:
     """One row per FFN block: its units' columns of W_in, entries of b_in and rows of W_out
     (blocks hold consecutive units, in the config's order)."""
     rows, start = [], 0
     for block in blocks:
-        units = slice(start, start + block["units"])
-        rows.append(_row(block["name"], "ffn", layer, [w_in[:, units], b_in[units], w_out[units]]))
+        units = slice(start, start + block.units)
+        rows.append(_row(block.name, "ffn", layer, [w_in[:, units], b_in[units], w_out[units]]))
         start = units.stop
     if start != w_in.shape[1]:
         raise ValueError(f"the FFN blocks of layer {layer} hold {start} units, its W_in {w_in.shape[1]}")
@@ -258,21 +261,20 @@ def parameters_section(model: CompiledTransformer) -> dict[str, Any]:
     block: its units; the shared rest: W_E, the cls vector, each FFN's output bias, W_U, b_U).
     Both tables sum to ``parameter_count`` and ``nonzero_parameter_count`` (W_pos is a fixed
     code, not counted)."""
-    config = model.config
+    card = model.card
     embed = {name: _dense(getattr(model.embed, name)) for name in ("W_E", "W_E1", "b_E1", "W_E2", "cls")}
     layers = [_row("embedding", "embedding", 0, list(embed.values()))]
     constructions = [_row("token embedding W_E, cls", "shared", 0, [embed["W_E"], embed["cls"]]),
-                     *_blocks(config.get("embedding_mlp", []), embed["W_E1"], embed["b_E1"], embed["W_E2"], 0)]
+                     *_blocks(card.embedding_blocks, embed["W_E1"], embed["b_E1"], embed["W_E2"], 0)]
     for index, block in enumerate(model.blocks):
         attn = {name: _dense(getattr(block.attn, name)) for name in ("W_Q", "W_K", "W_V", "W_O", "beta")}
         mlp = {name: _dense(getattr(block.mlp, name)) for name in ("W_in", "b_in", "W_out", "b_out")}
         layers += [_row(f"layer {index + 1} attention", "attention", index + 1, list(attn.values())),
                    _row(f"layer {index + 1} FFN", "ffn", index + 1, list(mlp.values()))]
-        for h, head in enumerate(config["layers"][index]["heads"]):
-            constructions.append(_row(f"head {head['name']}", head.get("kind", "head"), index + 1,
+        for h, head in enumerate(card.layers[index].heads):
+            constructions.append(_row(f"head {head.name}", head.kind or "head", index + 1,
                                       [attn[name][h] for name in ("W_Q", "W_K", "W_V", "W_O", "beta")]))
-        constructions += _blocks(config["layers"][index].get("mlp", []), mlp["W_in"], mlp["b_in"], mlp["W_out"],
-                                 index + 1)
+        constructions += _blocks(card.layers[index].blocks, mlp["W_in"], mlp["b_in"], mlp["W_out"], index + 1)
         constructions.append(_row(f"layer {index + 1} FFN output bias b_out", "shared", index + 1, [mlp["b_out"]]))
     readout = [_dense(model.unembed.W_U), _dense(model.unembed.b_U)]
     layers.append(_row("readout W_U, b_U", "readout", len(model.blocks) + 1, readout))
@@ -281,31 +283,33 @@ def parameters_section(model: CompiledTransformer) -> dict[str, Any]:
             "total": model.parameter_count(), "nonzero": model.nonzero_parameter_count()}
 
 
-def residual_section(config: dict[str, Any]) -> list[dict[str, Any]]:
+def residual_section(card: ModelCard) -> list[dict[str, Any]]:
     """Each residual direction by index and name, with the layer and the construction that writes it
     (the embedding writes the input coordinates and the constant ``one``)."""
-    written = {direction: (layer, who) for (layer, direction), who in writers(config).items()}
+    written = {direction: (layer, who) for (layer, direction), who in writers(card).items()}
     return [{"index": i, "name": label, "layer": written.get(label, (0, ""))[0],
              "writer": written.get(label, (0, "the embedding"))[1]}
-            for i, label in enumerate(config["residual_labels"])]
+            for i, label in enumerate(card.labels)]
 
 
 def model_sections(model: CompiledTransformer, program: ir.Program,
                    spans: dict[str, str | None]) -> dict[str, Any]:
     """The model's sections that the weights and the config fix (the measured block aside)."""
     sites = circuit(model)  # first: the weights and the config are checked to be the stored program's
-    config = model.config
-    measured = config.get("measured_error") or {}
+    card = model.card
+    measured = card.measured_error
     return {
-        "model": {"eps": config["eps"], "a_priori_bound": config["a_priori_bound"], "dtype": config["dtype"],
-                  "measured_error": measured.get("max_error"), "samples": measured.get("samples"),
-                  "corners": measured.get("corners"), "seed": measured.get("seed"), "T": config["T"],
-                  "d_model": config["d_model"], "layers": len(config["layers"]),
-                  "output": config.get("output", "readout"), "output_shape": config["output_shape"]},
+        "model": {"eps": card.eps, "a_priori_bound": card.a_priori_bound, "dtype": card.dtype,
+                  "measured_error": None if measured is None else measured.max_error,
+                  "samples": None if measured is None else measured.samples,
+                  "corners": None if measured is None else measured.corners,
+                  "seed": None if measured is None else measured.seed, "T": card.T,
+                  "d_model": card.d_model, "layers": len(card.layers),
+                  "output": card.output_site, "output_shape": list(card.output_shape)},
         "graph": [n.to_json() for n in model_graph(model, sites, spans)],
-        "heads": [{**h, "reads": [config["residual_labels"][i] for i in head_reads(model, h["layer"], h["index"])]}
-                  for h in model_heads(config)],
+        "heads": [{**h, "reads": [card.labels[i] for i in head_reads(model, h["layer"], h["index"])]}
+                  for h in model_heads(card)],
         "attention": attention_section(model, program),
         "parameters": parameters_section(model),
-        "residual": residual_section(config),
+        "residual": residual_section(card),
     }

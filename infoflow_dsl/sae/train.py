@@ -121,10 +121,10 @@ def sae_scores(model: Any, hook: str, size: int | None = None, architecture: str
     sae = train_sae(activations, size, architecture, k, steps, seed)
     with torch.no_grad():
         fvu = float(sae(activations.to(torch.float32)).fvu)
-    record = model.config.get("superposition") or {}
+    record = model.card.superposition
     return {"hook": hook, "d_model": model.d_model, "rows": int(activations.shape[0]),
-            "true_features": len(truth.names), "features_alive": record.get("features_alive"),
-            "superposed": "superposition" in model.config,
+            "true_features": len(truth.names), "features_alive": None if record is None else record.features_alive,
+            "superposed": record is not None,
             "sae": {"architecture": architecture, "k": min(k, size), "steps": steps, "fvu": fvu,
                     **score(truth, sae.W_dec.detach().to(torch.float64), latent_activity(sae, activations, size))},
             "baselines": baselines(truth, activations, size, seed)}

@@ -57,6 +57,7 @@ from ..circuits.truth import SAMPLES, outside_pairs
 from ..errors import TrainError
 from ..language import typed as ir
 from ..oracle.tokens import random_ids
+from ..transformer.card import KeptCircuit
 from ..transformer.model import CompiledTransformer
 from .rebalance import PASSES, Rebalancing, rebalance
 from .settings import MAX_SEED, MAX_STEPS, TrainSettings, batch_seed
@@ -139,7 +140,7 @@ def covering_settings(init: CompiledTransformer, settings: TrainSettings) -> Tra
     """``settings`` widened to hold ``init``: at least its layers (a single head count repeats over
     them), its heads per layer, d_model, query/key/value widths and FFN units, so that the padded
     model's shape is exactly the settings' (a scratch model of the same settings has it too)."""
-    compiled = [len(layer["heads"]) for layer in init.config["layers"]]
+    compiled = init.card.heads_per_layer
     base = settings.heads
     layers = max(len(compiled), len(base))
     heads = tuple(max(compiled[i] if i < len(compiled) else 0, base[i] if i < len(base) else base[-1])
@@ -262,7 +263,7 @@ class CircuitLosses:
 @dataclass(frozen=True)
 class KeepResult:
     """A finished run: the model (weights frozen, outputs on y's scale, its graph stored in
-    ``config["kept_circuit"]``), the last step's three losses, the wall time and the number of
+    its card's ``kept_circuit``), the last step's three losses, the wall time and the number of
     trained weights. Not certified yet (``circuits/certify.py``)."""
 
     model: CompiledTransformer
@@ -341,12 +342,12 @@ def train_keeping_circuit(program: ir.Program, settings: TrainSettings, init: Co
     for tensor in trainable:
         tensor.requires_grad_(False)
     standard.fold_into(model)
-    model.config["trained"] |= {"parameters": parameters, "keep_circuit": keep.to_json(),
-                                "final_losses": {k: float(f"{v:.6g}") for k, v in last.items()}}
-    if rebalanced is not None:
-        model.config["trained"]["rebalanced"] = rebalanced
-    model.config["kept_circuit"] = {"graph": graph.to_json(), "eps": graph.eps,
-                                    "init": (init.config.get("program") or {}).get("name")}
+    assert model.card.trained is not None  # a trained model's card
+    trained = model.card.trained.updated(parameters=parameters, keep_circuit=keep.to_json(),
+                                         final_losses={k: float(f"{v:.6g}") for k, v in last.items()},
+                                         **({} if rebalanced is None else {"rebalanced": rebalanced}))
+    kept = KeptCircuit(graph=graph.to_json(), eps=graph.eps, init=init.card.program_name)
+    model.card = dataclasses.replace(model.card, trained=trained, kept_circuit=kept)
     return KeepResult(model, graph, last, time.monotonic() - start, parameters)
 
 

@@ -369,7 +369,7 @@ def rebalance(model: CompiledTransformer, init: CompiledTransformer, graph: Edge
     record: dict[str, Any] = {"flipped": {}, "pairs": 0}
     if "balance" in settings.passes:
         balance(tensors, layers, settings.rounds)
-        redraw_free(tensors, layers, free, [len(layer["heads"]) for layer in init.config["layers"]], generator)
+        redraw_free(tensors, layers, free, init.card.heads_per_layer, generator)
         fill_dead_directions(tensors, layers, init.d_model, generator)
         write_back(model, tensors)  # the units' ranges below are measured on the balanced model
     ranges = unit_ranges(model, graph, program, seed=settings.seed) if {"flip", "pairs"} & set(settings.passes) else {}

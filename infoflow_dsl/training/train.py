@@ -41,6 +41,7 @@ scores' argmax (``check`` reports the accuracy).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -56,7 +57,16 @@ from ..language import typed as ir
 from ..oracle.evaluate import constant, evaluate
 from ..oracle.sampling import sample_inputs
 from ..oracle.tokens import random_ids
-from ..transformer.config import ModelConfig
+from ..transformer.card import (
+    CARD_FORMAT,
+    HeadCard,
+    LayerCard,
+    ModelCard,
+    OutputVocabularyCard,
+    ProgramRecord,
+    Trained,
+    VocabularyCard,
+)
 from ..transformer.model import CompiledTransformer
 
 # The settings, seeds and constants of a run (training/settings.py), re-exported here.
@@ -93,32 +103,31 @@ def per_token(program: ir.Program) -> bool:
     return bool(getattr(program, "per_token", False))
 
 
-def trained_config(program: ir.Program, settings: TrainSettings,
-                   masks: Mapping[tuple[int, int], list[Any]] | None = None) -> dict[str, Any]:
-    """The model config: what ``CompiledTransformer``, ``load`` and ``check`` read. Heads have no
+def trained_card(program: ir.Program, settings: TrainSettings,
+                 masks: Mapping[tuple[int, int], tuple[Any, ...]] | None = None) -> ModelCard:
+    """The model's card: what ``CompiledTransformer``, ``load`` and ``check`` read. Heads have no
     masks unless ``masks`` gives one for (layer, head) (kept from an ``--init`` model)."""
     masks = masks or {}
-    layers = [{"heads": [{"name": f"L{i + 1}H{h + 1}", "mask": masks.get((i, h), [])} for h in range(count)]}
-              for i, count in enumerate(settings.heads)]
-    config: dict[str, Any] = {
-        "T": program.length, "d": program.dimension, "d_model": settings.d_model,
-        "output_shape": list(program.output_shape), "min_length": 1, "exact_length_only": False,
-        "layers": layers, "dtype": "float32", "format": "infoflow/1",
-        "program": {"name": Path(program.path).name, "source": program.source, "margin": program.margin},
-        "trained": settings.to_json(),
-    }
+    layers = tuple(LayerCard(heads=tuple(HeadCard(name=f"L{i + 1}H{h + 1}", mask=masks.get((i, h), ()))
+                                         for h in range(count)))
+                   for i, count in enumerate(settings.heads))
+    card = ModelCard(
+        T=program.length, d=program.dimension, d_model=settings.d_model, output_shape=tuple(program.output_shape),
+        min_length=1, exact_length_only=False, layers=layers, dtype="float32", format=CARD_FORMAT,
+        program=ProgramRecord(name=Path(program.path).name, source=program.source, margin=program.margin),
+        trained=Trained.of(settings.to_json()),
+    )
     if per_token(program):
-        config["output"] = "token"
+        card = dataclasses.replace(card, output="token")
     if program.over_tokens:  # the token model family (transformer.config): ids in, W_E [V, D]
         vocabulary = program.token_vocabulary
-        config |= {"input": "tokens", "token_output": program.token_output, "d": vocabulary.size,
-                   "vocabulary": {"names": list(vocabulary.names),
-                                  "values": None if vocabulary.values is None else list(vocabulary.values)}}
-        if program.token_output:
-            config["output_shape"] = [program.output_vocabulary.size]
-        if program.token_table is not None:
-            config["output_vocabulary"] = {"names": list(program.token_table.tokens)}
-    return config
+        card = dataclasses.replace(
+            card, input="tokens", token_output=program.token_output, d=vocabulary.size,
+            vocabulary=VocabularyCard.of(vocabulary.names, vocabulary.values),
+            output_shape=(program.output_vocabulary.size,) if program.token_output else card.output_shape,
+            output_vocabulary=None if program.token_table is None else OutputVocabularyCard(
+                names=tuple(program.token_table.tokens)))
+    return card
 
 
 def _widths(settings: TrainSettings) -> dict[str, int]:
@@ -128,14 +137,14 @@ def _widths(settings: TrainSettings) -> dict[str, int]:
     return widths
 
 
-def random_tensors(config: Mapping[str, Any], widths: Mapping[str, int], learn_positions: bool,
+def random_tensors(card: ModelCard, widths: Mapping[str, int], learn_positions: bool,
                    generator: torch.Generator) -> dict[str, Tensor]:
     """Initial weights: matrices (fan_in, ...) ~ N(0, 1/fan_in), the heads' W_Q/W_K/W_V likewise
     per head, biases 0, β = 1/√(d_head), readout token N(0, 1/D); W_pos ~ N(0, 1/(T+1)) when the
     positions are learned, else 0. Output projections (W_O, W_out, W_E2) are scaled by 1/√(2L)."""
-    layers = max(len(config["layers"]), 1)
+    layers = max(len(card.layers), 1)
     tensors: dict[str, Tensor] = {}
-    for name, symbolic in ModelConfig.from_json(config).expected_shapes().items():
+    for name, symbolic in card.spec.expected_shapes().items():
         shape = tuple(widths[s] if isinstance(s, str) else s for s in symbolic)
         leaf = name.rsplit(".", 1)[1]
         if leaf.startswith("b_") or (leaf == "W_pos" and not learn_positions):
@@ -207,19 +216,19 @@ def build_model(program: ir.Program, settings: TrainSettings, init: CompiledTran
 
     refuse_v3(program, "trained")  # brackets over vectors
     learn_positions = reads_positions(program) or program.over_tokens
-    masks: dict[tuple[int, int], list[Any]] = {}
+    masks: dict[tuple[int, int], tuple[Any, ...]] = {}
     widths = _widths(settings)
     if init is not None:
         _check_init(program, settings, init)
         widths = _init_sizes(init, settings)
-        masks = {(i, h): list(head.get("mask", [])) for i, layer in enumerate(init.config["layers"])
-                 for h, head in enumerate(layer["heads"])}
-    config = trained_config(program, settings, masks)
+        masks = {(i, h): head.conditions for i, layer in enumerate(init.card.layers)
+                 for h, head in enumerate(layer.heads)}
+    card = trained_card(program, settings, masks)
     generator = torch.Generator().manual_seed(settings.seed)
-    tensors = random_tensors(config, widths, learn_positions, generator)
+    tensors = random_tensors(card, widths, learn_positions, generator)
     if init is not None:
         tensors = padded_tensors(init, tensors, learn=learning_padding)
-    model = CompiledTransformer(config, tensors, device=settings.device, dtype=torch.float32, sparse=False)
+    model = CompiledTransformer(card, tensors, device=settings.device, dtype=torch.float32, sparse=False)
     trainable: list[Tensor] = list(model.parameters())
     for p in trainable:
         p.requires_grad_(True)
@@ -230,14 +239,14 @@ def build_model(program: ir.Program, settings: TrainSettings, init: CompiledTran
 
 
 def _check_init(program: ir.Program, settings: TrainSettings, init: CompiledTransformer) -> None:
-    expected = trained_config(program, settings)  # a token program's d is its vocabulary, its output V scores
-    if (init.d, init.T, list(init.output_shape)) != (expected["d"], expected["T"], list(expected["output_shape"])):
+    expected = trained_card(program, settings)  # a token program's d is its vocabulary, its output V scores
+    if (init.d, init.T, tuple(init.output_shape)) != (expected.d, expected.T, expected.output_shape):
         raise TrainError(f"--init: the model has d = {init.d}, T = {init.T}, output {list(init.output_shape)}; "
-                         f"the target has d = {expected['d']}, T = {expected['T']}, "
-                         f"output {list(expected['output_shape'])}")
+                         f"the target has d = {expected.d}, T = {expected.T}, "
+                         f"output {list(expected.output_shape)}")
     if init.d_model > settings.d_model:
         raise TrainError(f"--init: the model has d_model = {init.d_model}, more than --d-model {settings.d_model}")
-    compiled = [len(layer["heads"]) for layer in init.config["layers"]]
+    compiled = init.card.heads_per_layer
     if len(compiled) > len(settings.heads) or any(c > h for c, h in zip(compiled, settings.heads, strict=False)):
         raise TrainError(f"--init: the model has heads per layer {compiled}, more than --heads "
                          f"{','.join(map(str, settings.heads))}")
@@ -472,14 +481,15 @@ def train(program: ir.Program, settings: TrainSettings, init: CompiledTransforme
 def finished_run(model: CompiledTransformer, history: list[tuple[int, float]], last: float, seconds: float,
                  standard: Standardisation) -> TrainResult:
     """A run's result: its weights frozen again, the standardisation folded into the readout (the
-    model outputs y), the figures written into its config["trained"]."""
+    model outputs y), the figures written into its card's ``trained`` record."""
     parameters = trainable_parameter_count(model)
     for tensor in [*model.parameters(), model.pos_embed.W_pos]:
         tensor.requires_grad_(False)
     standard.fold_into(model)
     best_step, best = min(history[1:] or history, key=lambda point: (point[1], point[0]))
-    model.config["trained"] |= {"final_nmse": float(f"{last:.6g}"), "best_nmse": float(f"{best:.6g}"),
-                                "best_step": best_step, "parameters": parameters,
-                                "target_mean": list(standard.mean), "target_scale": standard.scale}
+    assert model.card.trained is not None  # built by trained_card
+    model.card = dataclasses.replace(model.card, trained=model.card.trained.updated(
+        final_nmse=float(f"{last:.6g}"), best_nmse=float(f"{best:.6g}"), best_step=best_step, parameters=parameters,
+        target_mean=list(standard.mean), target_scale=standard.scale))
     return TrainResult(model=model, final_nmse=last, best_nmse=best, best_step=best_step, history=tuple(history),
                        seconds=seconds, parameters=parameters, standardisation=standard)

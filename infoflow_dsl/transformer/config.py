@@ -1,8 +1,9 @@
-"""A typed view of a compiled model's JSON config, and the tensor shapes it implies.
+"""The shape of a model: the part of its card that fixes its tensors and its forward.
 
-The config is the JSON object written into the safetensors metadata (``io``); the model keeps
-that dict as it was given (so a file is rewritten byte for byte) and reads its fields through
-:class:`ModelConfig`, built and validated by :meth:`ModelConfig.from_json`. The keys read are
+The config is the JSON object written into the safetensors metadata (``io``), read as the
+model's card (:mod:`.card`, every field typed and checked); the card's shape fields are checked
+here, by :meth:`ModelConfig.from_json`, and the forward reads them through :class:`ModelConfig`
+(``card.spec``, ``model.spec``). The keys read are
 ``T``, ``d``, ``d_model``, ``output_shape`` ([] or [K]), ``min_length`` (default 1),
 ``output`` (``readout`` or ``token``), ``exact_length_only`` (default false) and ``layers``
 (each with its ``heads``: a ``name`` and a ``mask``, :mod:`~infoflow_dsl.transformer.masks`).
@@ -76,7 +77,6 @@ class ModelConfig:
         length, d, d_model = (_positive_int(config, key) for key in ("T", "d", "d_model"))
         if length > MAX_LENGTH:
             raise ValueError(f"config['T'] is {length:,}; a model is compiled for T up to {MAX_LENGTH:,}")
-        check_described_fields(config)
         shape = config.get("output_shape")
         if not isinstance(shape, (list, tuple)) or len(shape) > 1 or any(
             isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in shape
@@ -149,65 +149,6 @@ class ModelConfig:
                             f"tensor {name} has shape {list(got)}, but width {w} is {bound[w][0]} in {bound[w][1]}"
                         )
                     bound.setdefault(w, (g, name))
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
-
-
-#: the config's descriptive fields, which the tools read (check, export, report, circuit): each
-#: field's test of its value and what it must be. A field may be absent; present, it must pass.
-DESCRIBED_FIELDS: dict[str, tuple[Any, str]] = {
-    "eps": (lambda v: v is None or (_number(v) and v > 0), "a positive number or null (a trained model)"),
-    "a_priori_bound": (lambda v: v is None or (_number(v) and v >= 0), "a number ≥ 0 or null"),
-    "measured_error": (lambda v: v is None or _measurement(v),
-                       "null or a measurement (max_error a number ≥ 0; samples, corners, seed and "
-                       "excluded_by_margin whole numbers ≥ 0; a token model's counts too)"),
-    "dtype": (lambda v: v in ("float32", "float64"), '"float32" or "float64"'),
-    "ffn": (lambda v: v in ("wide", "deep", "auto"), '"wide", "deep" or "auto"'),
-    "dtype_rule": (lambda v: isinstance(v, str), "a string (why compile chose float64)"),
-    "route": (lambda v: v in ("efficient", "gather"), '"efficient" or "gather"'),
-    "trained": (lambda v: isinstance(v, Mapping), "an object (the training's settings)"),
-    "residual_labels": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
-    "disguised": (lambda v: isinstance(v, Mapping) and isinstance(v.get("rotate"), bool)
-                  and isinstance(v.get("graph"), Mapping), "an object with rotate (true or false) and a graph"),
-    "circuit_truth": (lambda v: isinstance(v, Mapping) and all(isinstance(v.get(k), Mapping) for k in (
-        "graph", "ablations", "measured")), "an object with a graph, ablations and measured (objects)"),
-    "program": (lambda v: isinstance(v, Mapping) and isinstance(v.get("name"), str)
-                and isinstance(v.get("source"), str) and (v.get("margin") is None or _number(v.get("margin"))),
-                "an object with a name and a source (strings) and a margin (a number or null)"),
-}
-
-
-#: a measurement's whole-number counts: every model's, then a token model's (``"exhaustive"`` present)
-MEASURED_COUNTS = ("samples", "corners", "seed", "excluded_by_margin")
-TOKEN_MEASURED_COUNTS = ("inputs", "exhaustive", "exhaustive_length", "sites")
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _measurement(value: Any) -> bool:
-    """A stored ``measured_error`` as compile writes it (``measure.vectors.measure_error``)."""
-    if not isinstance(value, Mapping) or not (_number(value.get("max_error")) and value["max_error"] >= 0):
-        return False
-    counts = MEASURED_COUNTS + (TOKEN_MEASURED_COUNTS if "exhaustive" in value else ())
-    return all(_count(value.get(key)) for key in counts) and ("wrong" not in value or _count(value["wrong"]))
-
-
-def check_described_fields(config: Mapping[str, Any]) -> None:
-    """Each descriptive field present in ``config`` (:data:`DESCRIBED_FIELDS`) has a value of its
-    kind, and ε and the bound are null only in a trained model's; ValueError naming the field and
-    what it must be otherwise."""
-    for key, (valid, kind) in DESCRIBED_FIELDS.items():
-        if key in config and not valid(config[key]):
-            shown = repr(config[key])
-            shown = shown if len(shown) <= 80 else shown[:77] + "..."
-            raise ValueError(f"config[{key!r}] must be {kind}, got {shown}")
-    for key in ("eps", "a_priori_bound"):
-        if key in config and config[key] is None and "trained" not in config:
-            raise ValueError(f"config[{key!r}] is null, which only a trained model's may be")
 
 
 def _positive_int(config: Mapping[str, Any], key: str) -> int:

@@ -1,9 +1,12 @@
 """Model files: one ``.safetensors`` file per compiled model (docs/design.md, "The compiled model").
 
-The tensors are stored under their TransformerLens-style names, the config as JSON in the header
-metadata under ``"infoflow"``, next to ``"format": "infoflow/1"``. A token model (language v3)
-is the same file: its config also holds ``"input": "tokens"``, the ``"vocabulary"`` and
-``"token_output"`` (:mod:`~infoflow_dsl.transformer.config`), its ``embed.W_E`` is the [V, D] table.
+The tensors are stored under their TransformerLens-style names, the config (the model's card,
+:mod:`~infoflow_dsl.transformer.card`, as JSON) in the header metadata under ``"infoflow"``, next
+to ``"format": "infoflow/1"``. A token model (language v3) is the same file: its config also holds
+``"input": "tokens"``, the ``"vocabulary"`` and ``"token_output"``
+(:mod:`~infoflow_dsl.transformer.config`), its ``embed.W_E`` is the [V, D] table. The card is
+checked field by field when a file is read: a missing, unknown or ill-typed field, or a format
+this version does not read, is a ModelFileError naming the field.
 
 Sparse layout (the default; ``dense=True`` / ``infoflowc compile --dense`` writes every tensor
 dense): a tensor ``NAME`` with under 10% nonzero entries (and at least SPARSE_MIN_SIZE entries) is
@@ -33,11 +36,11 @@ import torch
 
 from ..errors import ModelFileError
 from ..files import write_bytes_atomically
-from .config import ModelConfig
+from .card import CARD_FORMAT, ModelCard
 from .model import CompiledTransformer
 from .sparse import SPARSE_DENSITY, holds_sparse, sparse_nonzero
 
-FORMAT = "infoflow/1"
+FORMAT = CARD_FORMAT
 CONFIG_KEY = "infoflow"
 _DTYPES = {"F32": torch.float32, "F64": torch.float64}
 SPARSE_MIN_SIZE = 64  # smaller tensors stay dense (the three tensors would cost more than they save)
@@ -60,7 +63,7 @@ def model_to_bytes(model: CompiledTransformer, dense: bool = False) -> bytes:
         found = sorted(map(str, dtypes))
         raise ValueError(f"a model file holds float32 or float64 tensors of one dtype, this model has {found}")
     try:
-        config_json = json.dumps(model.config, sort_keys=True, separators=(",", ":"))
+        config_json = json.dumps(model.card.to_json(), sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError) as e:
         raise ValueError(f"the model's config is not JSON-serialisable: {e}") from e
     if not dense:
@@ -197,8 +200,8 @@ def model_from_bytes(data: bytes, device: torch.device | str | None = None,
                      name: str = "<bytes>") -> CompiledTransformer:
     """Rebuild a model from a file's contents; ``name`` is the file named in error messages."""
     try:
-        config, tensors, dtype = _read_model(bytes(data))
-        return CompiledTransformer(config, tensors, device=device, dtype=dtype)
+        card, tensors, dtype = _read_model(bytes(data))
+        return CompiledTransformer(card, tensors, device=device, dtype=dtype)
     except _Fault as e:
         raise ModelFileError(f"{name}: {e}") from None
     except RecursionError:  # JSON nested hundreds deep in the config
@@ -215,8 +218,8 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], torch.dtype]:
-    """Parse and check a file's contents: (config, tensors, dtype). Raises _Fault or ValueError."""
+def _read_model(data: bytes) -> tuple[ModelCard, dict[str, torch.Tensor], torch.dtype]:
+    """Parse and check a file's contents: (its card, tensors, dtype). Raises _Fault or ValueError."""
     if len(data) < 8:
         raise _Fault(f"not a safetensors file (only {len(data)} bytes)")
     (n,) = struct.unpack("<Q", data[:8])
@@ -243,7 +246,7 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
     except (TypeError, json.JSONDecodeError) as e:
         raise _Fault(f"the config in the metadata is not valid JSON ({_one_line(str(e))})") from None
     try:
-        spec = ModelConfig.from_json(config)
+        card = ModelCard.from_json(config)
     except ValueError as e:
         raise _Fault(f"bad config: {_one_line(str(e))}") from None
 
@@ -267,7 +270,7 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
         raise _Fault(f"corrupt or truncated tensor data ({_one_line(str(e))})") from None
     shapes = stored_shapes(tensors)  # before any tensor is made dense: a claimed shape is checked first
     try:
-        spec.check_tensor_shapes(shapes)
+        card.spec.check_tensor_shapes(shapes)
     except ValueError as e:
         raise _Fault(_one_line(str(e))) from None
     _check_memory(tensors, shapes, len(data))
@@ -276,7 +279,7 @@ def _read_model(data: bytes) -> tuple[dict[str, Any], dict[str, torch.Tensor], t
         if not bool(torch.isfinite(t.coalesce().values() if t.is_sparse else t).all()):
             raise _Fault(f"tensor {tname} holds non-finite values (NaN or infinity)")
     dtype = _DTYPES[dtypes.pop()] if dtypes else torch.float32
-    return config, tensors, dtype
+    return card, tensors, dtype
 
 
 #: what loading may hold in memory for a file of n bytes: max(LOAD_MEMORY_FLOOR, LOAD_AMPLIFICATION·n).

@@ -22,8 +22,9 @@ reads ids (B, T') int64 in 0..V−1 and embeds each by its row of the table W_E 
 embedding is the same. With ``"token_output"`` the outputs are the V tokens' scores, (B, V) or
 (B, T', V); the answer is their argmax (the smallest id on a tie).
 
-Tensor names follow TransformerLens; the config's fields are read through
-:class:`~infoflow_dsl.transformer.config.ModelConfig`. Masks are structural: a head's mask is a
+Tensor names follow TransformerLens; the model's meaning is its card (``model.card``,
+:class:`~infoflow_dsl.transformer.card.ModelCard`), its shape read through the card's
+:class:`~infoflow_dsl.transformer.config.ModelConfig` (``model.spec``). Masks are structural: a head's mask is a
 list of conditions ``[left, op, right]`` (all must hold) on the key s, the query t and the
 length T' (:mod:`infoflow_dsl.transformer.masks`: ``["key", "==", "query-1"]`` is a
 previous-token head), evaluated on position indices at run time, never stored as a T x T
@@ -39,7 +40,6 @@ TransformerLens ``HookPoint`` s, so a hook can read or replace any of them.
 
 from __future__ import annotations
 
-import copy
 from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -49,6 +49,7 @@ from torch import nn
 
 from ..language.typed import Vocabulary
 from . import repeated_rows
+from .card import ModelCard
 from .config import ModelConfig
 from .input_checks import checked_input
 from .masks import allowed_pairs
@@ -176,20 +177,20 @@ class CompiledTransformer(nn.Module):
     blocks: _Blocks
     unembed: _Holder
 
-    def __init__(self, config: Mapping[str, Any], tensors: Mapping[str, Any],
+    def __init__(self, config: ModelCard | Mapping[str, Any], tensors: Mapping[str, Any],
                  device: torch.device | str | None = None, dtype: torch.dtype = torch.float32,
                  sparse: bool = True) -> None:
         super().__init__()
         if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
             raise ValueError(f"dtype must be a floating torch dtype, got {dtype!r}")
-        #: the typed view of ``config``, which the model reads its fields through
-        self.spec = ModelConfig.from_json(config)
+        self._card = ModelCard.of(config)  # what the model means (``card``): config read and checked
+        #: the card's shape, which the forward reads
+        self.spec: ModelConfig = self._card.spec
         #: compute every layer's scores and pattern explicitly and z = pattern·v (``verify.trace``
         #: sets it: it recomputes each layer that way and compares bit for bit near rounding)
         self.explicit_attention = False
         tensors = {name: torch.as_tensor(value) for name, value in tensors.items()}
         self.spec.check_tensor_shapes({name: tuple(t.shape) for name, t in tensors.items()})
-        self.config: dict[str, Any] = copy.deepcopy(dict(config))  # as given: written back byte for byte
         self.T: int = self.spec.T
         self.d: int = self.spec.d
         self.d_model: int = self.spec.d_model
@@ -205,6 +206,25 @@ class CompiledTransformer(nn.Module):
         _hold_weights(self, tensors, device, dtype, sparse)
 
     # ------------------------------------------------------------------ properties
+
+    @property
+    def card(self) -> ModelCard:
+        """The model's card (:class:`~infoflow_dsl.transformer.card.ModelCard`): what it means."""
+        return self._card
+
+    @card.setter
+    def card(self, card: ModelCard) -> None:
+        """A new card for the same weights (a measurement, a training record added): its shape
+        must be the model's (ValueError otherwise)."""
+        if not isinstance(card, ModelCard) or card.spec != self.spec:
+            raise ValueError("a model's new card must be a ModelCard of the same shape")
+        self._card = card
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The card as the JSON object a file stores (a fresh copy: give the model a new card,
+        ``model.card = dataclasses.replace(model.card, ...)``, to change what it says)."""
+        return self._card.to_json()
 
     @property
     def dtype(self) -> torch.dtype:

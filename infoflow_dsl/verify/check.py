@@ -38,6 +38,7 @@ from ..oracle.sampling import domain_corners, sample_inputs
 from ..pipeline import relower
 from ..progress import advance, stage
 from ..progress import shown as show_progress
+from ..transformer.card import ModelCard
 from ..transformer.model import (
     CompiledTransformer,
     attention_pattern,
@@ -152,7 +153,7 @@ def check_model(model: CompiledTransformer, program: ir.Program, samples: int = 
                          "infoflow_dsl.measure.tokens.measure_tokens")
     check_workload(model, program, samples, adversarial).refuse_if_unaffordable()
     with show_progress("check") if progress else contextlib.nullcontext():
-        return _check(model, program, samples, float(model.config.get("eps", 0.0) if eps is None else eps), seed,
+        return _check(model, program, samples, float((model.card.eps or 0.0) if eps is None else eps), seed,
                       adversarial)
 
 
@@ -271,21 +272,21 @@ class Divergence:
 def circuit_model(model: CompiledTransformer, program: ir.Program) -> CompiledTransformer:
     """The model's circuit (``program`` lowered again as the model was: :func:`relower`),
     assembled in float64."""
-    config, tensors = assemble(relower(model, program).circuit, torch.float64)
-    return CompiledTransformer(config, tensors, device="cpu", dtype=torch.float64)
+    card, tensors = assemble(relower(model, program).circuit, torch.float64)
+    return CompiledTransformer(card, tensors, device="cpu", dtype=torch.float64)
 
 
-def writers(config: dict[str, Any]) -> dict[tuple[int, str], str]:
-    """(layer, direction) -> the head or FFN block that writes it, from the config."""
+def writers(card: ModelCard) -> dict[tuple[int, str], str]:
+    """(layer, direction) -> the head or FFN block that writes it, from the model's card."""
     out: dict[tuple[int, str], str] = {}
-    for block in config.get("embedding_mlp", []):
-        out[(0, block["output"])] = f"the embedding's FFN block {block['name']} ({block['computes']})"
-    for index, layer in enumerate(config["layers"]):
-        for head in layer["heads"]:
-            for direction in head.get("outputs", []):
-                out[(index + 1, direction)] = f"head {head['name']} of layer {index + 1} ({head.get('computes', '')})"
-        for block in layer.get("mlp", []):
-            out[(index + 1, block["output"])] = f"FFN block {block['name']} of layer {index + 1} ({block['computes']})"
+    for block in card.embedding_blocks:
+        out[(0, block.output)] = f"the embedding's FFN block {block.name} ({block.computes})"
+    for index, layer in enumerate(card.layers):
+        for head in layer.heads:
+            for direction in head.outputs or ():
+                out[(index + 1, direction)] = f"head {head.name} of layer {index + 1} ({head.computes or ''})"
+        for block in layer.blocks:
+            out[(index + 1, block.output)] = f"FFN block {block.name} of layer {index + 1} ({block.computes})"
     return out
 
 
@@ -330,12 +331,12 @@ def trace(model: CompiledTransformer, program: ir.Program, x: torch.Tensor,
           reference: CompiledTransformer | None = None) -> Divergence | None:
     """The first place where ``model`` departs from its circuit on inputs x (B, T', d), or None."""
     reference = circuit_model(model, program) if reference is None else reference
-    labels = model.config["residual_labels"]
-    if reference.config["residual_labels"] != labels:
+    labels = list(model.card.labels)
+    if list(reference.card.labels) != labels:
         return Divergence(0, "(layout)", 0, 0.0, 0.0, 0.0, "the file: its residual directions are not the ones its "
                                                              "program compiles to")
     slack = TRACE_SLACK * ROUNDING[model.dtype]
-    who = writers(model.config)
+    who = writers(model.card)
     explicit = model.explicit_attention
     model.explicit_attention = True  # the explicit scores and z = pattern·v, as _attention_parts computes them
     try:

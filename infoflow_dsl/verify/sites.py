@@ -1,7 +1,7 @@
 """Where each comparison and each FFN function of a compiled model lives: ground truth for
 interpretability methods (``ifl.circuit(model)``, ``infoflowc circuit MODEL``).
 
-The compiler writes every quantity into named residual directions (``config["residual_labels"]``;
+The compiler writes every quantity into named residual directions (the card's ``residual_labels``;
 :mod:`infoflow_dsl.compiler.circuit`). A comparison node's value is a linear form over them (a min's value
 is Σ_j φ_j(t) ψ̄_j, the query features times the means its head retrieved, formed by FFN
 products), complete after the layer that finishes it and unchanged afterwards (each direction
@@ -18,7 +18,6 @@ a method against the truth.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -148,15 +147,15 @@ def checked_lowering(model: CompiledTransformer, verify_weights: bool = True) ->
     for a model without a program, or whose program no longer gives its residual directions or
     its weights (a program text edited after compiling: ``min`` made ``max`` used to be printed
     as the model's circuit)."""
-    if "disguised" in model.config:
+    if model.card.disguised is not None:
         raise StoredProgramError("a disguised model's weights are not its circuit's (infoflowc disguise): its edge "
                                  "graph is stored with it (infoflowc circuit MODEL --edges)")
-    if "superposition" in model.config:
+    if model.card.superposition is not None:
         raise StoredProgramError("a superposed model's residual is not its circuit's (compile --residual): its "
                                  "features and their directions are in infoflowc circuit MODEL --features, its edges "
                                  "in --edges")
     lowering = relower(model)
-    if list(lowering.circuit.directions) != list(model.config.get("residual_labels", [])):
+    if list(lowering.circuit.directions) != list(model.card.residual_labels or ()):
         raise StoredProgramError("the model's residual directions differ from its program's circuit "
                                  "(compiled by another version of infoflow?)")
     if verify_weights:
@@ -174,8 +173,8 @@ def check_weights(model: CompiledTransformer, lowering: Lowering) -> None:
     compiled in (its config's), is the model's tensors in that dtype exactly, and its description
     in the config (:data:`CIRCUIT_FIELDS`: the heads, blocks and directions the tools read) is
     the model's config's."""
-    dtype = resolve_dtype(model.config["dtype"])
-    config, tensors = assemble(lowering.circuit, dtype)
+    dtype = resolve_dtype(str(model.card.dtype))  # relowered: a compiled model, its dtype stored
+    card, tensors = assemble(lowering.circuit, dtype)
     held = model.state_dict()
     for name, tensor in tensors.items():
         mine = held.get(name)
@@ -184,7 +183,7 @@ def check_weights(model: CompiledTransformer, lowering: Lowering) -> None:
                                      f"from its circuit's): the file was changed after compiling, or compiled by "
                                      f"another version of infoflow")
     for field in CIRCUIT_FIELDS:
-        if model.config.get(field) != json.loads(json.dumps(config.get(field))):
+        if getattr(model.card, field) != getattr(card, field):
             raise StoredProgramError(f"the config's {field!r} does not describe the program's circuit: the file was "
                                      f"changed after compiling, or compiled by another version of infoflow")
 

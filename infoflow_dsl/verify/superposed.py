@@ -20,11 +20,11 @@ def check_superposed(model: Any) -> None:
     """StoredProgramError unless a superposed model's weights and circuit description are what
     ``compile --residual`` builds from its stored program (relowered, then superposed again at
     the residual it was asked for: deterministic)."""
-    config = model.config
+    card = model.card
     lowering = relower(model)
-    dtype = resolve_dtype(config["dtype"])
-    built, tensors = superposed_weights(lowering.program, lowering.circuit, dtype, {},
-                                        int(config["superposition"].get("residual", config["d_model"])))
+    dtype = resolve_dtype(str(card.dtype))  # relowered: a compiled model, its dtype stored
+    residual = card.d_model if card.superposition is None else card.superposition.residual or card.d_model
+    built, tensors = superposed_weights(lowering.program, lowering.circuit, dtype, {}, residual)
     held = model.state_dict()
     for name, tensor in tensors.items():
         mine = held.get(name)
@@ -33,5 +33,5 @@ def check_superposed(model: Any) -> None:
             raise StoredProgramError(f"the weights are not the superposed circuit of the program stored in the file "
                                      f"({name} differs): the file was changed after compiling")
     for field in ("layers", "embedding_mlp", "residual_labels"):
-        if config.get(field) != built.get(field):
+        if getattr(card, field) != getattr(built, field):
             raise StoredProgramError(f"the config's {field!r} does not describe the superposed circuit")

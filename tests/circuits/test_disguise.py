@@ -19,6 +19,7 @@ from infoflow_dsl.circuits.patching import EdgeForward
 from infoflow_dsl.circuits.truth import TruthMeasurement
 from infoflow_dsl.pipeline import program_of
 from infoflow_dsl.transformer.io import model_to_bytes
+from infoflow_dsl.transformer.model import CompiledTransformer
 
 PASSES = {
     "distract": {"distract": 3},
@@ -175,8 +176,10 @@ HOSTILE_GRAPHS = {
 @pytest.mark.parametrize("change", HOSTILE_GRAPHS)
 def test_a_stored_graph_that_does_not_fit_the_model_is_exit_2(change: str, tmp_path) -> None:
     """A disguised model's file is user input: its carried graph is checked against its blocks."""
-    changed = disguise(shipped("tracr/reverse"), rotate=True)
-    HOSTILE_GRAPHS[change](changed.config["disguised"]["graph"])
+    disguised = disguise(shipped("tracr/reverse"), rotate=True)
+    config = disguised.config
+    HOSTILE_GRAPHS[change](config["disguised"]["graph"])  # the graph is the circuits' to check, not the card's
+    changed = CompiledTransformer(config, disguised.state_dict(), dtype=disguised.dtype)
     path = tmp_path / "hostile.safetensors"
     ifl.save(changed, path)
     for argv in (["--edges"], ["--truth", "--samples", "5"]):

@@ -14,6 +14,7 @@ from handmade_models import TOKEN_SOURCES, token_model, token_program
 
 import infoflow_dsl as ifl
 from infoflow_dsl.measure.tokens import measure_tokens
+from infoflow_dsl.transformer.card import Measurement
 
 
 def saved(tmp_path: Path, model: ifl.CompiledTransformer, name: str = "model") -> Path:
@@ -82,8 +83,9 @@ def test_the_tail_of_a_compile_measure_save_load_check_run(tmp_path: Path) -> No
     from infoflow_dsl.measure.measurement import measure_error, measurement_passes
 
     model, program = token_model("first"), token_program("first")
-    model.config["measured_error"] = measure_error(model, program, 64, seed=0)
-    assert measurement_passes(model.config["measured_error"], 1e-9)
+    model.card = model.card.with_fields(measured_error=Measurement.from_record(measure_error(model, program, 64,
+                                                                                            seed=0)))
+    assert measurement_passes(model.card.measured_error, 1e-9)
     path = saved(tmp_path, model, "first")
     loaded = ifl.load(path)
     assert loaded.config["measured_error"] == model.config["measured_error"]

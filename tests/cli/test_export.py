@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -110,7 +111,8 @@ def test_a_token_model_exports_and_checks_through_the_cli(tmp_path) -> None:
 
 def test_a_model_whose_stored_program_no_longer_checks_is_refused_as_check_refuses_it(tmp_path) -> None:
     model = ifl.load(EXAMPLE)
-    model.config["program"]["source"] = model.config["program"]["source"].rstrip() + " +\n"
+    model.card = dataclasses.replace(model.card, program=dataclasses.replace(
+        model.card.program, source=model.card.program.source.rstrip() + " +\n"))
     broken = tmp_path / "broken.safetensors"
     ifl.save(model, broken)
     for argv in (["export", str(broken), "-o", str(tmp_path / "out")], ["check", str(broken)]):

@@ -13,6 +13,7 @@ from pages import page_data, page_measured
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
+from infoflow_dsl.transformer.card import Trained
 
 MODEL = EXAMPLES_DIR / "kth_largest.safetensors"
 
@@ -84,7 +85,7 @@ def test_a_failed_write_leaves_the_old_page_and_no_temporary_file(tmp_path, monk
 
 def test_a_trained_model_has_no_page(tmp_path):
     model = ifl.load(MODEL, device="cpu")
-    model.config["trained"] = {"final_nmse": 0.1, "dist": "uniform"}
+    model.card = model.card.with_fields(trained=Trained(final_nmse=0.1, dist="uniform"))
     path = tmp_path / "trained.safetensors"
     ifl.save(model, path)
     _refused(["report", str(path), "-o", str(tmp_path / "t.html")], tmp_path, "a trained model has no circuit")

@@ -4,6 +4,7 @@ fault a clean exit 2 with one line on stderr."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
 from infoflow_dsl.cli.run import decimals_for, format_number
+from infoflow_dsl.transformer.card import ProgramRecord
 
 
 def saved(tmp_path: Path, name: str, **kwargs) -> Path:
@@ -66,7 +68,8 @@ def test_an_undefined_position_shows_a_dash(tmp_path: Path) -> None:
     model = token_model("identity")
     program = ifl.parse_program('input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t : t >= 2) = x(t - 1)\n',
                                 "shifted.iflow")
-    model.config["program"] = {"name": "shifted.iflow", "source": program.source, "margin": None}
+    model.card = dataclasses.replace(model.card, program=ProgramRecord(name="shifted.iflow", source=program.source,
+                                                                       margin=None))
     path = tmp_path / "shifted.safetensors"
     ifl.save(model, path)
     code, out, _ = run_cli(["run", str(path), "a", "b", "c"])

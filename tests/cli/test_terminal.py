@@ -3,6 +3,7 @@ and a report page whose JSON no name can break out of (issue 34, point 10)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from pathlib import Path
@@ -20,7 +21,7 @@ ESCAPE = "\x1b]0;pwned\x07\x1b[2J"  # retitle the window, clear the screen
 
 def _renamed(tmp_path: Path, name: str) -> Path:
     model = ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors")
-    model.config["program"]["name"] = name
+    model.card = dataclasses.replace(model.card, program=dataclasses.replace(model.card.program, name=name))
     path = tmp_path / "renamed.safetensors"
     ifl.save(model, path)
     return path

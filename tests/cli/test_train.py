@@ -6,6 +6,7 @@ tested here is the loop that connects them."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from cli_runner import run_cli
 import infoflow_dsl as ifl
 from infoflow_dsl.cli.train import admission_schedule
 from infoflow_dsl.training import circuit_keeping
+from infoflow_dsl.transformer.card import KeptCircuit
 
 torch.set_num_threads(1)
 SHIFT = Path(__file__).resolve().parents[2] / "compiled_examples" / "tracr" / "shift_by_2"
@@ -77,7 +79,8 @@ def _fake_training(tries: list[tuple[float, float]]) -> Any:
     def trained(program: Any, settings: Any, init: Any, keep: Any) -> _Result:
         tries.append((keep.noise, settings.lr))
         model = ifl.load(SHIFT.with_suffix(".safetensors"), device="cpu")
-        model.config["kept_circuit"] = {"try": len(tries)}
+        model.card = dataclasses.replace(model.card, kept_circuit=KeptCircuit(graph={"try": len(tries)}, eps=0.1,
+                                                                             init=None))
         return _Result(model, _Graph())
     return trained
 
@@ -96,6 +99,6 @@ def test_a_refused_model_is_trained_again_at_a_tenth_and_the_first_admitted_is_w
     assert ("training again at 0.0001, 1e-06" in stdout) == (refusals > 0)
     assert out.exists() == (code == 0)
     if code == 0:
-        assert ifl.load(out, device="cpu").config["kept_circuit"]["try"] == tries  # the admitted one
+        assert ifl.load(out, device="cpu").card.kept_circuit.graph["try"] == tries  # the admitted one
     else:
         assert err.count("refused: stand-in refusal") == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from handmade_models import random_model, random_token_model, token_model
 import infoflow_dsl as ifl
 from infoflow_dsl.errors import ModelFileError
 from infoflow_dsl.transformer import io as mio
+from infoflow_dsl.transformer.card import Trained
 from infoflow_dsl.transformer.io import load, model_from_bytes, model_to_bytes, save
 from infoflow_dsl.transformer.model import CompiledTransformer
 
@@ -150,7 +152,7 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, monke
 
 def test_unserialisable_model_writes_nothing(tmp_path: Path) -> None:
     model = random_model(seed=18)
-    model.config["bad"] = object()
+    model.card = dataclasses.replace(model.card, trained=Trained(extra={"bad": object()}))  # an opaque record
     with pytest.raises(ValueError, match="not JSON-serialisable"):
         save(model, tmp_path / "m.safetensors")
     half = random_model(seed=18).to(torch.float16)
@@ -510,8 +512,9 @@ def test_every_output_file_gets_the_mode_the_umask_gives(tmp_path: Path, umask: 
                         "exhaustive": 3}),
 ])
 def test_a_config_field_of_the_wrong_kind_is_a_model_file_error_naming_it(field: str, value: object) -> None:
-    """These fields went unchecked until a tool read them: exit 1 (issue 34, points 7 and 9)."""
-    with pytest.raises(ModelFileError, match=rf"config\['{field}'\] must be"):
+    """These fields went unchecked until a tool read them: exit 1 (issue 34, points 7 and 9). The
+    message names the field, down to the entry at fault (``config['program']['name']``)."""
+    with pytest.raises(ModelFileError, match=rf"config\['{field}'\](\[[^]]*\])* (must be|lacks)"):
         model_from_bytes(_retensor({}, {field: value}))
 
 
@@ -529,7 +532,7 @@ def test_a_config_nested_deeply_or_with_t_above_the_limit_is_a_model_file_error(
         model_from_bytes(_retensor({}, {"T": 1_000_001}))
     nested = json.loads("[" * 600 + "]" * 600)  # a config field nested 600 deep (RecursionError, exit 1, before)
     with pytest.raises(ModelFileError, match="nests too deeply"):
-        model_from_bytes(_retensor({}, {"extra": nested}))
+        model_from_bytes(_retensor({}, {"trained": {"extra": nested}}))  # an open record keeps any JSON
     with pytest.raises(ModelFileError):  # the config's JSON text itself nested 100,000 deep
         model_from_bytes(_deep_header(100_000))
 

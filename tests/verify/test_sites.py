@@ -4,8 +4,10 @@ activation patching against numpy."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -257,7 +259,8 @@ def test_a_stored_program_that_is_not_the_weights_program_is_refused(tmp_path) -
 
     model = ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors")
     assert ifl.circuit(model)  # the file as compiled: its circuit
-    model.config["program"]["source"] = model.config["program"]["source"].replace("min_<", "max_<")
+    model.card = dataclasses.replace(model.card, program=dataclasses.replace(
+        model.card.program, source=model.card.program.source.replace("min_<", "max_<")))
     with pytest.raises(StoredProgramError, match="the weights do not compute the program stored in the file"):
         ifl.circuit(model)
     path = tmp_path / "swapped.safetensors"
@@ -266,28 +269,41 @@ def test_a_stored_program_that_is_not_the_weights_program_is_refused(tmp_path) -
     assert (code, out) == (2, "") and "do not compute the program" in err
 
 
-@pytest.mark.parametrize(("field", "change"), [
-    ("layers", lambda config: config["layers"][0].update(mlp=[["not", "a", "block"]])),
-    ("layers", lambda config: config["layers"][1]["heads"][0].update(computes="max_<t1> c1(t1)")),
-    ("embedding_mlp", lambda config: config.update(embedding_mlp=[{"name": 3}])),
-    ("a_priori_bound", lambda config: config.update(a_priori_bouSd=config.pop("a_priori_bound"))),
+DESCRIBED = "the config's 'layers' does not describe the program's circuit"
+
+
+@pytest.mark.parametrize(("change", "fault"), [
+    (lambda config: config["layers"][0].update(mlp=[["not", "a", "block"]]),
+     "config['layers'][0]['mlp'][0] must be an object"),
+    (lambda config: config["layers"][1]["heads"][0].update(computes="max_<t1> c1(t1)"), DESCRIBED),
+    (lambda config: config.update(embedding_mlp=[{"name": 3}]), "config['embedding_mlp'][0]['name'] must be a string"),
+    (lambda config: config.update(a_priori_bouSd=config.pop("a_priori_bound")), "unknown field 'a_priori_bouSd'"),
 ])
-def test_a_config_whose_circuit_description_was_changed_is_refused(tmp_path, field, change) -> None:
+def test_a_config_whose_circuit_description_was_changed_is_refused(tmp_path, change, fault) -> None:
     """Found by the hostile-file bench: a config whose layer descriptions were changed (weights
-    untouched) crashed ``report`` (exit 1) reading them; the description is checked against the
-    relowered circuit with the weights."""
+    untouched) crashed ``report`` (exit 1) reading them. A description of the wrong kind is
+    refused when the file is read (its card: a ModelFileError naming the field); one of the
+    right kind is checked against the relowered circuit with the weights."""
     from cli_runner import run_cli
+    from hostile_files import header_of, with_header
     from programs import EXAMPLES_DIR
 
+    from infoflow_dsl.errors import ModelFileError
     from infoflow_dsl.pipeline import StoredProgramError
+    from infoflow_dsl.transformer.io import model_to_bytes
 
-    model = ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors")
-    change(model.config)
-    fault = f"the config lacks '{field}'" if field == "a_priori_bound" else (
-        f"the config's '{field}' does not describe the program's circuit")
-    with pytest.raises(StoredProgramError, match=fault):
-        ifl.circuit(model)
+    data = model_to_bytes(ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors"))
+    header = header_of(data)
+    config = json.loads(header["__metadata__"]["infoflow"])
+    change(config)
+    header["__metadata__"]["infoflow"] = json.dumps(config)
     path, page = tmp_path / "changed.safetensors", tmp_path / "changed.html"
-    ifl.save(model, path)
+    path.write_bytes(with_header(data, header))
+    if fault == DESCRIBED:
+        with pytest.raises(StoredProgramError, match=re.escape(fault)):
+            ifl.circuit(ifl.load(path))
+    else:
+        with pytest.raises(ModelFileError, match=re.escape(fault)):
+            ifl.load(path)
     code, out, err = run_cli(["report", str(path), "-o", str(page)])
     assert (code, out) == (2, "") and fault in err and not page.exists()

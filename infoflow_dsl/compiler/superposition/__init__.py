@@ -42,7 +42,7 @@ config's ``packed``). The smallest storage d_s whose bound holds gives the small
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +50,7 @@ from typing import Any
 import torch
 
 from ...errors import CompileError
+from ...transformer.card import ModelCard, Superposition
 from .categorical import usage
 from .codes import code, coherence, fitted
 from .dictionary import describe, superposed_records
@@ -70,28 +71,28 @@ __all__ = ["MARGIN", "Superposed", "features_alive", "smallest_storage", "superp
 
 @dataclass(frozen=True)
 class Superposed:
-    """A superposed model's weights and config, and what certifies them."""
+    """A superposed model's weights and card, and what certifies them."""
 
     tensors: dict[str, Tensor]
-    config: dict[str, Any]
+    card: ModelCard
     plan: Layout
     embedding: Embedding
     reads: tuple[StorageRead, ...]
     alive: int
 
 
-def _compressed(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[dict[str, Tensor], dict[str, Any], Any]:
+def _compressed(tensors: dict[str, Tensor], config: ModelCard) -> tuple[dict[str, Tensor], ModelCard, Any]:
     from ..compress import compress_residual
 
-    tensors, config = dict(tensors), copy.deepcopy(config)
-    plan = compress_residual(tensors, config)
+    tensors = dict(tensors)
+    plan, config = compress_residual(tensors, config)
     return tensors, config, plan
 
 
-def features_alive(tensors: dict[str, Tensor], config: dict[str, Any]) -> int:
+def features_alive(tensors: dict[str, Tensor], config: ModelCard) -> int:
     """F: the plain model's features alive at once under tight lifetimes (the dimensions
     ``disguise --compress`` reaches)."""
-    return int(_compressed(tensors, config)[1]["d_model"])
+    return _compressed(tensors, config)[1].d_model
 
 
 def storage_code(plan: Layout, storage: int) -> Tensor:
@@ -105,8 +106,8 @@ def storage_code(plan: Layout, storage: int) -> Tensor:
     return fitted(u, read_pairs(plan, reads))
 
 
-def _build(tensors: dict[str, Tensor], config: dict[str, Any], plan: Layout, storage: int,
-           margin: float) -> tuple[dict[str, Tensor], dict[str, Any], Embedding, list[StorageRead], Any]:
+def _build(tensors: dict[str, Tensor], config: ModelCard, plan: Layout, storage: int,
+           margin: float) -> tuple[dict[str, Tensor], ModelCard, Embedding, list[StorageRead], Any]:
     u = storage_code(plan, storage)
     reads = certify(plan, u)
     wide, wide_config, embedding = rewrite(tensors, config, plan, u, margin)
@@ -122,14 +123,14 @@ def smallest_storage(plan: Layout) -> int:
     return next((d for d in range(1, n) if holds(certify(plan, storage_code(plan, d)))), n)
 
 
-def _least_build(tensors: dict[str, Tensor], config: dict[str, Any], plan: Layout,
+def _least_build(tensors: dict[str, Tensor], config: ModelCard, plan: Layout,
                  margin: float) -> tuple[int, Any]:
     """(the smallest storage, the model it builds) of ``plan``."""
     least = smallest_storage(plan)
     return least, _build(tensors, config, plan, least, margin)
 
 
-def _chosen_layout(tensors: dict[str, Tensor], config: dict[str, Any], margin: float) -> tuple[Layout, int, Any]:
+def _chosen_layout(tensors: dict[str, Tensor], config: ModelCard, margin: float) -> tuple[Layout, int, Any]:
     """The layout with the smallest D: every categorical group superposed but those with nothing
     to store (read only where their writer can hand them to the reader exactly), then, one pass
     in order, each group kept plain (its own coordinates) when that lowers D: where its clean
@@ -145,13 +146,13 @@ def _chosen_layout(tensors: dict[str, Tensor], config: dict[str, Any], margin: f
             continue
         trial = layout(tensors, config, found, frozenset(found.groups) if group is None else plain | {group})
         trial_least, trial_built = _least_build(tensors, config, trial, margin)
-        if int(trial_built[1]["d_model"]) < int(built[1]["d_model"]):
+        if trial_built[1].d_model < built[1].d_model:
             plain = frozenset(found.groups) if group is None else plain | {group}
             plan, least, built = trial, trial_least, trial_built
     return plan, least, built
 
 
-def _spanned_layout(tensors: dict[str, Tensor], config: dict[str, Any],
+def _spanned_layout(tensors: dict[str, Tensor], config: ModelCard,
                     margin: float) -> tuple[dict[str, Tensor], Spans, tuple[Layout, int, Any]]:
     """The embedding columns others span folded (:mod:`.spans`), and the chosen layout of that
     model: every spanned column folded, and where that folded the constant direction ``one`` (its
@@ -164,13 +165,13 @@ def _spanned_layout(tensors: dict[str, Tensor], config: dict[str, Any],
         if best is not None and spans.terms == best[1].terms:
             break
         chosen = _chosen_layout(folded, config, margin)
-        if best is None or int(chosen[2][1]["d_model"]) < int(best[2][2][1]["d_model"]):
+        if best is None or chosen[2][1].d_model < best[2][2][1].d_model:
             best = (folded, spans, chosen)
     assert best is not None
     return best
 
 
-def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
+def superpose(tensors: dict[str, Tensor], config: ModelCard, residual: int,
               margin: float = MARGIN, storage: int | None = None, roundoff: float = UNIT_ROUNDOFF) -> Superposed:
     """The plain token model (``tensors`` dense float64, ``config``) superposed into at most
     ``residual`` dimensions: the largest storage that fits, at least the smallest whose bound
@@ -184,7 +185,7 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
     given = config
     if storage is None:
         route = _best_route(tensors, config, margin, roundoff, residual)
-        tensors, config, result, spans, plan = route.tensors, route.config, route.result, route.spans, route.plan
+        tensors, config, result, spans, plan = route.tensors, route.card, route.result, route.spans, route.plan
         sums, moves, folded, built, smallest = route.sums, route.moves, route.folded, route.built, route.smallest
         n = len(plan.stored)
         if residual < smallest:
@@ -197,7 +198,7 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
         for wider in range(min(n, route.least + residual - smallest), route.least, -1):
             if holds(certify(plan, storage_code(plan, wider))):
                 candidate = _build(tensors, config, plan, wider, margin)
-                if int(candidate[1]["d_model"]) <= residual:
+                if candidate[1].d_model <= residual:
                     built = candidate
                     break
     else:  # the plain layout of the model as given (duplicates folded), spanned columns kept
@@ -206,32 +207,29 @@ def superpose(tensors: dict[str, Tensor], config: dict[str, Any], residual: int,
         plan = layout(tensors, config, usage(tensors, config))
         built = _build(tensors, config, plan, storage, margin)
     out, out_config, embedding, reads, compression = built
-    record = certificate(plan, embedding, reads, alive, int(out_config["d_model"]), margin)
-    out_config["superposition"] = record
+    labels = list(given.labels)
+    record = certificate(plan, embedding, reads, alive, out_config.d_model, margin)
     record["compression"] = compression.to_json()
     record["features_alive_folded"] = folded
-    record["duplicates"] = [[given["residual_labels"][j], given["residual_labels"][i]]
-                            for j, i in sorted(aliases.items())]
-    record["spanned"] = spans.labelled(list(given["residual_labels"]))
-    record["queries"] = [move.labelled(given, list(given["residual_labels"])) for move in moves]
-    record["summed"] = [[given["residual_labels"][i], [[given["residual_labels"][n], w] for n, w in terms]]
-                        for i, terms in sorted(sums.items())]
+    record["duplicates"] = [[labels[j], labels[i]] for j, i in sorted(aliases.items())]
+    record["spanned"] = spans.labelled(labels)
+    record["queries"] = [move.labelled(given, labels) for move in moves]
+    record["summed"] = [[labels[i], [[labels[n], w] for n, w in terms]] for i, terms in sorted(sums.items())]
     if route is not None and route.readout is not None:
-        record["readout"] = route.readout.to_json(list(given["residual_labels"]), given)
+        record["readout"] = route.readout.to_json(labels, given)
     dims = {f.index: (d, f.end if f is not occupants[-1] else math.inf)  # the last occupant is never erased
             for d, occupants in enumerate(compression.slots) for f in occupants}
     categorical = {f: g.writer for f, g in usage(original, given).group_of().items()}
-    found = superposed_records(config, plan, embedding, dims, margin, categorical, aliases, spans, sums,
-                               list(given["residual_labels"]))
+    found = superposed_records(config, plan, embedding, dims, margin, categorical, aliases, spans, sums, labels)
     if result is not None:
-        record["packed"] = _packed_record(result, features_alive(result.tensors, result.config))
+        record["packed"] = _packed_record(result, features_alive(result.tensors, result.card))
         found = [r for r in found if not r["name"].startswith("pack:")]
-        held = {given["residual_labels"][i]: [[given["residual_labels"][n], w] for n, w in terms]
+        held = {labels[i]: [[labels[n], w] for n, w in terms]
                 for i, terms in sums.items()}  # a member a sum is folded onto reads as that sum
         found += [{**r, "sum": held[r["name"]]} if r["name"] in held else r
-                  for r in member_records(result, list(given["residual_labels"]), describe(given), dims,
-                                          embedding.kept, plan.usage.layers)]
+                  for r in member_records(result, labels, describe(given), dims, embedding.kept, plan.usage.layers)]
     record["features"] = found
+    out_config = dataclasses.replace(out_config, superposition=Superposition.from_json(record, ("superposition",)))
     return Superposed(out, out_config, plan, embedding, tuple(reads), alive)
 
 
@@ -241,7 +239,7 @@ class FoldedRoute:
     columns) on the model, its chosen layout, and the packs where they reach a smaller D."""
 
     tensors: dict[str, Tensor]
-    config: dict[str, Any]
+    card: ModelCard
     result: Packed | None
     sums: Sums
     readout: ArgmaxReadout | None
@@ -254,7 +252,7 @@ class FoldedRoute:
     smallest: int
 
 
-def _best_route(tensors: dict[str, Tensor], config: dict[str, Any], margin: float, roundoff: float,
+def _best_route(tensors: dict[str, Tensor], config: ModelCard, margin: float, roundoff: float,
                 residual: int) -> FoldedRoute:
     """The first route that reaches ``residual``, else the one of the smallest D (ties: the
     earlier), in order: sums the output reads, then the same with the token answer decoded from
@@ -280,7 +278,7 @@ def _best_route(tensors: dict[str, Tensor], config: dict[str, Any], margin: floa
     return best
 
 
-def _folded_route(tensors: dict[str, Tensor], sums: Sums, readout: ArgmaxReadout | None, config: dict[str, Any],
+def _folded_route(tensors: dict[str, Tensor], sums: Sums, readout: ArgmaxReadout | None, config: ModelCard,
                   margin: float, roundoff: float, residual: int) -> FoldedRoute:
     """The route from ``tensors`` with ``sums`` folded (:func:`.sums.summed`, one reach) and the
     answer decoded from one number (:mod:`.readout`, where it applies): its smallest D, and the
@@ -288,17 +286,17 @@ def _folded_route(tensors: dict[str, Tensor], sums: Sums, readout: ArgmaxReadout
     tensors, moves = moved_queries(tensors, config)
     tensors, spans, (plan, least, built) = _spanned_layout(tensors, config, margin)
     folded = features_alive(tensors, config)
-    smallest = int(built[1]["d_model"])
+    smallest = built[1].d_model
     result = None
     if residual < smallest:
         current = (plan, least, built, smallest)
         result, plan, least, built, smallest = _packed_route(tensors, config, margin, current, roundoff, residual)
     if result is not None:
-        tensors, config = result.tensors, result.config
+        tensors, config = result.tensors, result.card
     return FoldedRoute(tensors, config, result, sums, readout, moves, spans, folded, plan, least, built, smallest)
 
 
-def _packed_route(tensors: dict[str, Tensor], config: dict[str, Any], margin: float,
+def _packed_route(tensors: dict[str, Tensor], config: ModelCard, margin: float,
                   current: tuple[Layout, int, Any, int], roundoff: float,
                   residual: int) -> tuple[Packed | None, Layout, int, Any, int]:
     """The packed route (:mod:`.packed`) where it reaches a smaller D than ``current`` (plan,
@@ -309,16 +307,16 @@ def _packed_route(tensors: dict[str, Tensor], config: dict[str, Any], margin: fl
     if not history:
         return (None, *current)
     result = packed(tensors, config, history[-1])
-    plan, least, built = _chosen_layout(result.tensors, result.config, margin)
-    width = int(built[1]["d_model"])
+    plan, least, built = _chosen_layout(result.tensors, result.card, margin)
+    width = built[1].d_model
     if width >= current[3]:
         return (None, *current)
     enough = fewest_within(history, residual) if residual >= width else None
     if enough is not None and enough is not history[-1]:
         fewer = packed(tensors, config, enough)
-        few_plan, few_least, few_built = _chosen_layout(fewer.tensors, fewer.config, margin)
-        if int(few_built[1]["d_model"]) <= residual:
-            return fewer, few_plan, few_least, few_built, int(few_built[1]["d_model"])
+        few_plan, few_least, few_built = _chosen_layout(fewer.tensors, fewer.card, margin)
+        if few_built[1].d_model <= residual:
+            return fewer, few_plan, few_least, few_built, few_built[1].d_model
     return result, plan, least, built, width
 
 

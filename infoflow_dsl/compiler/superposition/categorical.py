@@ -31,10 +31,10 @@ Stages follow :func:`~infoflow_dsl.compiler.compress.stage_tensors`: 0 the embed
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
+from ...transformer.card import BlockCard, ModelCard
 from ..compress import stage_map
 
 Tensor = torch.Tensor
@@ -122,12 +122,12 @@ def _single_entry(vector: Tensor) -> int | None:
     return nonzero[0] if len(nonzero) == 1 and float(vector[nonzero[0]]) == 1.0 else None
 
 
-def head_group(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
+def head_group(tensors: dict[str, Tensor], config: ModelCard, layer: int, head: int,
                groups: dict[int, Group], writes: list[list[int]]) -> Group | None:
     """The group of head ``head`` of ``layer`` if it is a sharp copy of one categorical group
     (module docstring), else None."""
-    described = config["layers"][layer]["heads"][head]
-    if described.get("kind") not in SHARP_KINDS:
+    described = config.layers[layer].heads[head]
+    if described.kind not in SHARP_KINDS:
         return None
     p = f"blocks.{layer}.attn."
     w_v, w_o = tensors[p + "W_V"][head], tensors[p + "W_O"][head]  # (D, V), (V, D)
@@ -144,43 +144,43 @@ def head_group(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, h
     if (not reads or len({groups[d] for d in reads}) != 1 or len(set(reads)) != len(reads)
             or any(bool(tensors[p + "W_O"][h][:, outputs].ne(0).any()) for h in others)):
         return None
-    return Group(described.get("name", f"{layer}.{head}"), 2 * layer + 1, tuple(outputs),
-                 float(described.get("error", 0.0)), layer, head, tuple(reads))
+    return Group(described.name, 2 * layer + 1, tuple(outputs), float(described.error or 0.0), layer, head,
+                 tuple(reads))
 
 
-def ffn_groups(config: dict[str, Any], writes: list[list[int]], labels: list[str]) -> list[Group]:
+def ffn_groups(config: ModelCard, writes: list[list[int]], labels: list[str]) -> list[Group]:
     """The FFN groups (module docstring) of every layer."""
     index = {label: i for i, label in enumerate(labels)}
     found = []
-    for layer, described in enumerate(config["layers"]):
-        tagged: dict[str, list[dict[str, Any]]] = {}
-        for block in described["mlp"]:
-            if block.get("group") is not None:
-                tagged.setdefault(block["group"], []).append(block)
+    for layer, described in enumerate(config.layers):
+        tagged: dict[str, list[BlockCard]] = {}
+        for block in described.blocks:
+            if block.group is not None:
+                tagged.setdefault(block.group, []).append(block)
         for name, blocks in tagged.items():
-            if any(b["output"] not in index for b in blocks):
+            if any(b.output not in index for b in blocks):
                 continue
-            members = tuple(index[b["output"]] for b in blocks)
+            members = tuple(index[b.output] for b in blocks)
             if (len(members) > 1 and len(set(members)) == len(members)
                     and all(writes[m] == [2 * layer + 2] for m in members)
-                    and all(set(b.get("values", ())) <= {0.0, 1.0} for b in blocks)):
-                tail = max(float(b.get("error", 0.0)) for b in blocks)
+                    and all(set(b.values or ()) <= {0.0, 1.0} for b in blocks)):
+                tail = max(float(b.error) for b in blocks)
                 found.append(Group(f"ffn:{name}", 2 * layer + 2, members, tail))
     return found
 
 
-def usage(tensors: dict[str, Tensor], config: dict[str, Any]) -> Usage:
+def usage(tensors: dict[str, Tensor], config: ModelCard) -> Usage:
     """The plain model's :class:`Usage`: stages of every direction, and its categorical groups
     (embedding groups, then head groups layer by layer, a head's group read by a later one)."""
-    labels = list(config["residual_labels"])
-    layers = len(config["layers"])
+    labels = list(config.labels)
+    layers = len(config.layers)
     writes, reads = stage_map(tensors, len(labels), layers)
     # a model over vectors embeds its input linearly: its 0/1 columns are coordinates, not indicators
-    found = embedding_groups(tensors, writes, labels) if config.get("vocabulary") is not None else []
-    found += ffn_groups(config, writes, labels) if config.get("vocabulary") is not None else []
+    found = embedding_groups(tensors, writes, labels) if config.vocabulary is not None else []
+    found += ffn_groups(config, writes, labels) if config.vocabulary is not None else []
     by_member = {m: g for g in found for m in g.members}
     for layer in range(layers):
-        for head in range(len(config["layers"][layer]["heads"])):
+        for head in range(len(config.layers[layer].heads)):
             group = head_group(tensors, config, layer, head, by_member, writes)
             if group is not None:
                 found.append(group)

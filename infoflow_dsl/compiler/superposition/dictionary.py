@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ...transformer.card import ModelCard, Superposition
 from ..compress import stage_map
 from .categorical import Usage
 from .categorical import usage as find_usage
@@ -45,16 +46,16 @@ def hooks_after(stage: int, layers: int) -> list[str]:
     return names + ([f"blocks.{layer}.hook_resid_pre"] if layer < layers else [])
 
 
-def describe(config: dict[str, Any]) -> dict[str, str]:
+def describe(config: ModelCard) -> dict[str, str]:
     """What each residual label of a plain model computes: its head's or FFN block's formula,
     the token table's or the positional code's column for the embedding's."""
     found: dict[str, str] = {}
-    for layer in config["layers"]:
-        for head in layer["heads"]:
-            for output in head.get("outputs", []):
-                found[output] = f"head {head['name']} ({head['kind']}): {head['computes']}"
-        for block in layer["mlp"]:
-            found.setdefault(block["output"], f"FFN {block['name']}: {block['computes']}")
+    for layer in config.layers:
+        for head in layer.heads:
+            for output in head.outputs or ():
+                found[output] = f"head {head.name} ({head.kind}): {head.computes}"
+        for block in layer.blocks:
+            found.setdefault(block.output, f"FFN {block.name}: {block.computes}")
     return found
 
 
@@ -72,15 +73,15 @@ def _embedding_column(label: str, usage: Usage, index: int) -> str:
     return f"the embedding's column {label}" if usage.first_write(index) == 0 else label
 
 
-def plain_records(config: dict[str, Any], tensors: dict[str, Tensor]) -> list[dict[str, Any]]:
+def plain_records(config: ModelCard, tensors: dict[str, Tensor]) -> list[dict[str, Any]]:
     """The dictionary of a model whose every direction is one feature on its own coordinate
     (categorical where :func:`~.categorical.usage` finds it in a group)."""
-    labels = list(config["residual_labels"])
+    labels = list(config.labels)
     try:
         usage = find_usage(tensors, config)
     except (KeyError, IndexError, TypeError):  # a config without a compiled circuit's heads: no groups
-        writes, reads = stage_map(tensors, len(labels), len(config["layers"]))
-        usage = Usage(tuple(labels), len(config["layers"]), tuple(tuple(w) for w in writes),
+        writes, reads = stage_map(tensors, len(labels), len(config.layers))
+        usage = Usage(tuple(labels), len(config.layers), tuple(tuple(w) for w in writes),
                       tuple(tuple(r) for r in reads), ())
     groups = usage.group_of()
     computes = describe(config)
@@ -97,7 +98,7 @@ def plain_records(config: dict[str, Any], tensors: dict[str, Tensor]) -> list[di
     return records
 
 
-def superposed_records(config: dict[str, Any], plan: Layout, embedding: Embedding, dims: dict[int, tuple[int, float]],
+def superposed_records(config: ModelCard, plan: Layout, embedding: Embedding, dims: dict[int, tuple[int, float]],
                        margin: float, categorical: dict[int, str], aliases: dict[int, int] | None = None,
                        spans: Spans | None = None, sums: Sums | None = None,
                        names: list[str] | None = None) -> list[dict[str, Any]]:
@@ -241,12 +242,12 @@ def features(model: Any) -> list[dict[str, Any]]:
     from ...transformer.arguments import model_argument
 
     model = model_argument(model, "features")
-    config = model.config
-    stored = (config.get("superposition") or {}).get("features")
+    config = model.card
+    stored = None if config.superposition is None else list(config.superposition.features)
     if stored is None:
         tensors = {n: (t.to_dense() if t.is_sparse else t).to(torch.float64) for n, t in model.state_dict().items()}
         stored = plain_records(config, tensors)
-    width, layers = int(config["d_model"]), len(config["layers"])
+    width, layers = config.d_model, len(config.layers)
     found = {r["name"]: _expanded(r, width, layers) for r in stored if "combination" not in r}
     return [found[r["name"]] if "combination" not in r else _expanded_combination(r, found) for r in stored]
 
@@ -327,28 +328,28 @@ def read_value(entry: dict[str, Any], residual: Tensor, margin: float | None = N
     return torch.where(r >= 1 - m, 1.0, torch.where(r <= m, 0.0, 0.5)).to(residual.dtype)
 
 
-def alive_text(record: dict[str, Any]) -> str:
+def alive_text(record: Superposition) -> str:
     """"F = n features alive at once" of a superposition certificate, with F once its exact folds
     are made where that is fewer (F minus it: dimensions the folds saved, the rest of F − D
     superposition's and packing's)."""
-    folded = record.get("features_alive_folded")
-    extra = "" if folded in (None, record["features_alive"]) else f" ({folded} with its exact folds)"
-    return f"F = {record['features_alive']} features alive at once{extra}"
+    folded = record.features_alive_folded
+    extra = "" if folded in (None, record.features_alive) else f" ({folded} with its exact folds)"
+    return f"F = {record.features_alive} features alive at once{extra}"
 
 
 def print_features(name: str, model: Any, found: list[dict[str, Any]]) -> None:
     """``circuit --features``: one line per feature (kind, group, layers, hooks and how each is
     read, what it computes), the superposition's certificate first when there is one."""
-    record = model.config.get("superposition")
+    record = model.card.superposition
     print(f"{name}: {len(found)} features in d_model = {model.d_model}")
     if record is not None:
-        print(f"  superposed: {alive_text(record)}, D = {record['d_model']}, "
-              f"F/D = {record['ratio']:.3g}; largest interference {record['max_bound']:.3g} against the margin "
-              f"{record['margin']:g}")
-        for head, source, scale, raised in record.get("queries", []):
+        print(f"  superposed: {alive_text(record)}, D = {record.d_model}, "
+              f"F/D = {record.ratio:.3g}; largest interference {record.max_bound:.3g} against the margin "
+              f"{record.margin:g}")
+        for head, source, scale, raised in record.queries or ():
             lift = f"; {source}'s readout row raised to its tokens' least, unread there before" if raised else ""
             print(f"  {head}'s constant query reads {scale:g}·{source} in place of one (scores scaled by ≥ 1{lift})")
-    readout = (record or {}).get("readout")
+    readout = None if record is None else record.readout
     if readout is not None:
         lines = ", ".join(f"{line['token']}: {line['slope']}·n{line['intercept']:+d}" for line in readout["lines"])
         print(f"  the answer is argmax over lines of n = {readout['host']}'s coordinate ({lines}; gap "

@@ -15,10 +15,9 @@ feature dictionary lists j on i's direction.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
+from ...transformer.card import ModelCard
 from ..compress import stage_tensors
 
 Tensor = torch.Tensor
@@ -58,10 +57,10 @@ def fold_onto(tensors: dict[str, Tensor], layers: int, j: int, terms: tuple[tupl
             tensors[name] = t
 
 
-def merged(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[dict[str, Tensor], dict[int, int]]:
+def merged(tensors: dict[str, Tensor], config: ModelCard) -> tuple[dict[str, Tensor], dict[int, int]]:
     """(the tensors with every duplicate j folded into its i, {j: i}); ``tensors`` unchanged."""
-    layers = len(config["layers"])
-    aliases = duplicates(tensors, len(config["residual_labels"]), layers)
+    layers = len(config.layers)
+    aliases = duplicates(tensors, len(config.labels), layers)
     out = dict(tensors)
     for j, i in aliases.items():
         fold_onto(out, layers, j, ((i, 1.0),))

@@ -11,11 +11,11 @@ value and score reads. Then the FFNs gain the clean-ups and the erasers (:mod:`.
 
 from __future__ import annotations
 
-import copy
-from typing import Any
+import dataclasses
 
 import torch
 
+from ...transformer.card import BlockCard, ModelCard
 from ..compress import stage_tensors
 from .layout import Layout, window_of
 
@@ -135,12 +135,11 @@ def erasers(embedding: Embedding, window: int) -> tuple[Tensor, Tensor, Tensor, 
     return w_in, torch.zeros(2 * len(slots), dtype=torch.float64), w_out, slots
 
 
-def rewrite(tensors: dict[str, Tensor], config: dict[str, Any], plan: Layout, u: Tensor,
-            margin: float) -> tuple[dict[str, Tensor], dict[str, Any], Embedding]:
-    """The superposed model's (tensors, config) from the plain model's (dense float64)."""
+def rewrite(tensors: dict[str, Tensor], config: ModelCard, plan: Layout, u: Tensor,
+            margin: float) -> tuple[dict[str, Tensor], ModelCard, Embedding]:
+    """The superposed model's (tensors, card) from the plain model's (dense float64)."""
     embedding = Embedding(plan, u)
     out = dict(tensors)
-    config = copy.deepcopy(config)
     layers = plan.usage.layers
     for stage, readers, writers in stage_tensors(layers):
         for name in writers:
@@ -154,18 +153,16 @@ def rewrite(tensors: dict[str, Tensor], config: dict[str, Any], plan: Layout, u:
                 out[name] = embedding.reading(stage) @ out[name]
     labels = embedding.labels()
     for layer in range(layers):
-        described = config["layers"][layer]["mlp"]
         w_in, b_in, w_out, features = clean_ups(embedding, layer + 1, margin)
         if features:
             _units(out, layer, w_in, b_in, w_out)
             names = ", ".join(plan.usage.labels[f] for f in features)
-            described.append({"name": f"clean:{layer + 1}", "computes": f"{CLEAN_UP} ({names})",
-                              "units": int(w_in.shape[1]), "error": 0.0,
-                              "output": labels[embedding.slot(layer + 1, features[0])]})
+            config = config.with_blocks(layer, BlockCard(
+                name=f"clean:{layer + 1}", computes=f"{CLEAN_UP} ({names})", units=int(w_in.shape[1]), error=0.0,
+                output=labels[embedding.slot(layer + 1, features[0])]))
         w_in, b_in, w_out, slots = erasers(embedding, layer)
         if slots:
             _units(out, layer, w_in, b_in, w_out)
-            described.append({"name": f"erase:{layer}", "computes": ERASE, "units": int(w_in.shape[1]),
-                              "error": 0.0, "output": labels[slots[0]]})
-    config["residual_labels"], config["d_model"] = labels, embedding.width
-    return out, config, embedding
+            config = config.with_blocks(layer, BlockCard(name=f"erase:{layer}", computes=ERASE,
+                                                         units=int(w_in.shape[1]), error=0.0, output=labels[slots[0]]))
+    return out, dataclasses.replace(config, residual_labels=tuple(labels), d_model=embedding.width), embedding

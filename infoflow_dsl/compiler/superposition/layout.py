@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
+from ...transformer.card import ModelCard
 from .categorical import Group, Usage
 
 Tensor = torch.Tensor
@@ -109,10 +109,10 @@ def _direct_heads(usage: Usage) -> frozenset[tuple[int, int]]:
     return frozenset(found)
 
 
-def _direct_scores(tensors: dict[str, Tensor], config: dict[str, Any], categorical: set[int]) -> frozenset[int]:
+def _direct_scores(tensors: dict[str, Tensor], config: ModelCard, categorical: set[int]) -> frozenset[int]:
     """The categorical features the unembedding reads as a whole score (a token-output model's
     column k = 1·f, nothing else, no bias)."""
-    if not config.get("token_output"):
+    if not config.token_output:
         return frozenset()
     w_u, b_u = tensors["unembed.W_U"], tensors["unembed.b_U"]
     found = set()
@@ -140,7 +140,7 @@ def _readers_at(tensors: dict[str, Tensor], stage: int, layers: int, feature: in
     return False
 
 
-def layout(tensors: dict[str, Tensor], config: dict[str, Any], usage: Usage,
+def layout(tensors: dict[str, Tensor], config: ModelCard, usage: Usage,
            plain: frozenset[Group] = frozenset()) -> Layout:
     """The plain model's :class:`Layout` (module docstring); the groups ``plain`` keep their own
     coordinates (not superposed: read exactly, as numbers are)."""

@@ -17,6 +17,7 @@ everything reaches takes the first set of packs that brings the peak within it
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ...transformer.card import ModelCard
 from ..compress import ffn_block
 from .packing import UNIT_CAP, UNIT_ROUNDOFF, Pack, Plain, build, candidates, peak, plain, readers_allow
 from .tables import member_value, outputs, rewrite, table
@@ -44,26 +46,26 @@ JOINED_VALUES = 64
 
 @dataclass(frozen=True)
 class Packed:
-    """The packs chosen, the packed (tensors, config), and each pack's certificate."""
+    """The packs chosen, the packed (tensors, card), and each pack's certificate."""
 
     packs: tuple[Pack, ...]
     tensors: dict[str, Tensor]
-    config: dict[str, Any]
+    card: ModelCard
     records: tuple[dict[str, Any], ...]
 
 
-def slack(config: dict[str, Any]) -> float:
+def slack(config: ModelCard) -> float:
     """What the a-priori bound leaves of ε (of 1/4 for token scores)."""
-    budget = config.get("error_budget", {})
-    room = 0.25 if config.get("token_output") else float(config.get("eps", 0.0))
-    return max(room - float(budget.get("bound", 0.0)), 0.0)
+    bound = 0.0 if config.error_budget is None else float(config.error_budget.bound)
+    room = 0.25 if config.token_output else float(config.eps or 0.0)
+    return max(room - bound, 0.0)
 
 
-def certify(pack: Pack, tensors: dict[str, Tensor], config: dict[str, Any], model: Plain,
+def certify(pack: Pack, tensors: dict[str, Tensor], config: ModelCard, model: Plain,
             roundoff: float = UNIT_ROUNDOFF) -> dict[str, Any] | None:
     """The pack's certificate (module docstring), or None where it does not hold."""
-    labels = config["residual_labels"]
-    blocks = {b["output"]: b for layer in config["layers"] for b in layer["mlp"]}
+    labels = config.labels
+    blocks = {b.output: b for layer in config.layers for b in layer.blocks}
     allowed = slack(config) / 8
     reads, tables, units, erasing = [], [], 0, 0.0
     for stage in pack.stages():
@@ -81,7 +83,7 @@ def certify(pack: Pack, tensors: dict[str, Tensor], config: dict[str, Any], mode
             return None
         for output, values in outputs(pack, stage, tensors, read, model.one, model.evaluations).items():
             built = table(output, values, roundoff)
-            plain_error = float(blocks.get(labels[output], {}).get("error", 0.0))
+            plain_error = float(blocks[labels[output]].error) if labels[output] in blocks else 0.0
             if output == pack.direction:
                 erasing += built.rounding
             elif built.rounding > plain_error + allowed:
@@ -108,7 +110,7 @@ def _plain_units(pack: Pack, tensors: dict[str, Tensor], model: Plain) -> int:
     return count
 
 
-def best_pack(members: tuple[int, ...], tensors: dict[str, Tensor], config: dict[str, Any],
+def best_pack(members: tuple[int, ...], tensors: dict[str, Tensor], config: ModelCard,
               model: Plain, roundoff: float = UNIT_ROUNDOFF) -> tuple[Pack, dict[str, Any]] | None:
     """The admitted order of ``members`` with the fewest table units, or None."""
     best: tuple[int, float, float, Pack, dict[str, Any]] | None = None
@@ -198,12 +200,12 @@ def _span(model: Plain, group: tuple[int, ...]) -> tuple[float, float]:
 Choice = tuple[tuple[int, int], list[Pack], list[dict[str, Any]]]
 
 
-def choose(tensors: dict[str, Tensor], config: dict[str, Any], roundoff: float = UNIT_ROUNDOFF) -> list[Choice]:
+def choose(tensors: dict[str, Tensor], config: ModelCard, roundoff: float = UNIT_ROUNDOFF) -> list[Choice]:
     """The packs (module docstring) and their certificates after each merge, the peak falling
     from one to the next (empty where no merge lowers it): the last packs the most, an earlier
     one is all a residual between the two needs."""
     model = plain(tensors, config)
-    size = len(config["residual_labels"])
+    size = len(config.labels)
     groups: list[tuple[int, ...]] = [(c,) for c in candidates(model)]
     chosen: dict[tuple[int, ...], tuple[Pack, dict[str, Any]]] = {}
     score = peak(model, size, [])
@@ -222,7 +224,7 @@ def choose(tensors: dict[str, Tensor], config: dict[str, Any], roundoff: float =
                 tried[merged] = best_pack(merged, tensors, config, model, roundoff)
             found = tried[merged]
             kept = [chosen[g] for g in chosen if g not in replaced]
-            if found is not None and chains_hold([*kept, found], config["residual_labels"]):
+            if found is not None and chains_hold([*kept, found], list(config.labels)):
                 for group in replaced:
                     chosen.pop(group, None)
                 chosen[merged] = found
@@ -236,9 +238,9 @@ def choose(tensors: dict[str, Tensor], config: dict[str, Any], roundoff: float =
     return history
 
 
-def choices(tensors: dict[str, Tensor], config: dict[str, Any], roundoff: float = UNIT_ROUNDOFF) -> list[Choice]:
+def choices(tensors: dict[str, Tensor], config: ModelCard, roundoff: float = UNIT_ROUNDOFF) -> list[Choice]:
     """:func:`choose` on a token model (none on a vector model: its numbers' values are not finite)."""
-    return choose(tensors, config, roundoff) if config.get("vocabulary") is not None else []
+    return choose(tensors, config, roundoff) if config.vocabulary is not None else []
 
 
 def fewest_within(history: list[Choice], residual: int) -> Choice | None:
@@ -247,15 +249,16 @@ def fewest_within(history: list[Choice], residual: int) -> Choice | None:
     return next((choice for choice in history if choice[0][0] <= residual), None)
 
 
-def packed(tensors: dict[str, Tensor], config: dict[str, Any], choice: Choice) -> Packed:
+def packed(tensors: dict[str, Tensor], config: ModelCard, choice: Choice) -> Packed:
     """The plain model (dense float64) with ``choice``'s packs."""
     _, packs, records = choice
-    labels = config["residual_labels"]
+    labels = config.labels
     one = labels.index("one") if "one" in labels else None
     out, out_config, _ = rewrite(tensors, config, packs, one)
+    named = list(out_config.labels)
     for pack in packs:
-        out_config["residual_labels"][pack.direction] = "pack:" + " + ".join(labels[m] for m in pack.members)
-    return Packed(tuple(packs), out, out_config, tuple(records))
+        named[pack.direction] = "pack:" + " + ".join(labels[m] for m in pack.members)
+    return Packed(tuple(packs), out, dataclasses.replace(out_config, residual_labels=tuple(named)), tuple(records))
 
 
 def member_records(result: Packed, labels: list[str], computes: dict[str, str], dims: dict[int, tuple[int, float]],

@@ -46,6 +46,7 @@ from typing import Any
 import numpy
 import torch
 
+from ...transformer.card import ModelCard
 from ..compress import drop_unread_writes, ffn_block, is_ffn_stage, lifetimes, stage_map
 from .values import CAP, FLOAT32_ROUNDOFF, Row, Source, error_of, joint, sources, until_of
 
@@ -206,8 +207,8 @@ class Plain:
     evaluations: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
-def plain(tensors: dict[str, Tensor], config: dict[str, Any]) -> Plain:
-    labels, layers = list(config["residual_labels"]), len(config["layers"])
+def plain(tensors: dict[str, Tensor], config: ModelCard) -> Plain:
+    labels, layers = list(config.labels), len(config.layers)
     tight = dict(tensors)
     drop_unread_writes(tight, len(labels), layers)
     writes, reads = stage_map(tight, len(labels), layers)

@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from ...transformer.card import ModelCard
 from ..circuit import ONE
 from ..compress import drop_unread_writes, lifetimes
 from .spans import embedding_only
@@ -59,9 +60,9 @@ class MovedQuery:
     scale: float
     lifted: bool = False
 
-    def labelled(self, config: dict[str, Any], labels: list[str]) -> list[Any]:
+    def labelled(self, config: ModelCard, labels: list[str]) -> list[Any]:
         """The certificate's ``queries`` entry: [head name, g's label, c, whether g's readout row was lifted]."""
-        return [config["layers"][self.layer]["heads"][self.head]["name"], labels[self.source], self.scale, self.lifted]
+        return [config.layers[self.layer].heads[self.head].name, labels[self.source], self.scale, self.lifted]
 
 
 def token_least(tensors: dict[str, Tensor]) -> Tensor:
@@ -141,17 +142,17 @@ def _source(tensors: dict[str, Tensor], layer: int, head: int, candidates: list[
     return next(iter(own or others), None)
 
 
-def moved_queries(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[dict[str, Tensor], list[MovedQuery]]:
+def moved_queries(tensors: dict[str, Tensor], config: ModelCard) -> tuple[dict[str, Tensor], list[MovedQuery]]:
     """(the tensors with every sharp head's constant query moved onto a positive g, the moves)
     as the module docstring says; ``tensors`` unchanged."""
-    labels, layers = list(config["residual_labels"]), len(config["layers"])
+    labels, layers = list(config.labels), len(config.layers)
     if ONE not in labels:
         return tensors, []
     one, size = labels.index(ONE), len(labels)
     tight = dict(tensors)
     drop_unread_writes(tight, size, layers)
     alive = {f.index: f for f in lifetimes(tight, labels, layers)}
-    per_token = config.get("output") == "token"
+    per_token = config.per_token
     least = least_values(tensors, per_token)
     raisable = [] if per_token else liftable(tensors, layers)
     least[raisable] = token_least(tensors)[raisable]

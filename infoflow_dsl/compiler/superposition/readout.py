@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from ...transformer.card import ModelCard
 from ..compress import stage_tensors
 from .categorical import Group, usage
 from .sums import Sums
@@ -59,9 +60,9 @@ class ArgmaxReadout:
     answers: tuple[int, ...]
     tail: float = 0.0
 
-    def to_json(self, labels: list[str], config: dict[str, Any]) -> dict[str, Any]:
+    def to_json(self, labels: list[str], config: ModelCard) -> dict[str, Any]:
         """The certificate's ``readout``: the host, n per state and each answer's line."""
-        outputs = (config.get("output_vocabulary") or config["vocabulary"])["names"]
+        outputs = (config.output_vocabulary or config.vocabulary).names  # type: ignore[union-attr]  # a token output's
         return {"host": labels[self.host], "read": "argmax",
                 "n": {labels[k]: n for k, n in zip(self.members, self.values, strict=True)},
                 "lines": [{"token": outputs[o], "slope": 2 * j, "intercept": -j * j}
@@ -82,7 +83,7 @@ def _answer(logits: list[Fraction], first: bool = False) -> int | None:
     return logits.index(best) if first or logits.count(best) == 1 else None
 
 
-def _group(tensors: dict[str, Tensor], config: dict[str, Any], sums: Sums) -> Group | None:
+def _group(tensors: dict[str, Tensor], config: ModelCard, sums: Sums) -> Group | None:
     """The one categorical group holding every direction W_U reads (two or more), none of its
     members read after its first write but by W_U, none in ``sums``; else None."""
     read = set(torch.nonzero(tensors["unembed.W_U"].ne(0).any(dim=1)).flatten().tolist())
@@ -97,11 +98,11 @@ def _group(tensors: dict[str, Tensor], config: dict[str, Any], sums: Sums) -> Gr
     return None
 
 
-def plan(tensors: dict[str, Tensor], config: dict[str, Any], sums: Sums) -> ArgmaxReadout | None:
+def plan(tensors: dict[str, Tensor], config: ModelCard, sums: Sums) -> ArgmaxReadout | None:
     """The decoding of the module docstring, or None where it does not apply (no token output,
     W_U reading beyond one group or a group read elsewhere, a member's state tying, a tail too
     large for the lines)."""
-    if not config.get("token_output") or config.get("vocabulary") is None:
+    if not config.token_output or config.vocabulary is None:
         return None
     group = _group(tensors, config, sums)
     if group is None:
@@ -119,7 +120,7 @@ def plan(tensors: dict[str, Tensor], config: dict[str, Any], sums: Sums) -> Argm
     return ArgmaxReadout(host, group.members, values, tuple(a for a in order if a is not None), group.tail)
 
 
-def decoded(tensors: dict[str, Tensor], sums: Sums, config: dict[str, Any]) -> tuple[dict[str, Tensor], Sums,
+def decoded(tensors: dict[str, Tensor], sums: Sums, config: ModelCard) -> tuple[dict[str, Tensor], Sums,
                                                                                        ArgmaxReadout | None]:
     """(tensors, sums, the decoding) with the answer decoded where :func:`plan` finds it (the
     host's sum added to ``sums``), else as given."""
@@ -128,7 +129,7 @@ def decoded(tensors: dict[str, Tensor], sums: Sums, config: dict[str, Any]) -> t
         return tensors, sums, None
     out = dict(tensors)
     weights = dict(zip(found.members, found.values, strict=True))
-    for _, _, writers in stage_tensors(len(config["layers"])):
+    for _, _, writers in stage_tensors(len(config.layers)):
         for name in writers:
             t = out[name].clone()  # (..., D)
             t[..., found.host] = sum(float(n) * t[..., k] for k, n in weights.items())

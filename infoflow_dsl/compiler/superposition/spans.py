@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from ...transformer.card import ModelCard
 from ..compress import drop_unread_writes, lifetimes, stage_map
 from .duplicates import fold_onto
 
@@ -164,18 +165,18 @@ def _substituted(found: Combinations, j: int, combo: tuple[tuple[int, float], ..
             for k, terms in found.items()}
 
 
-def spanned(tensors: dict[str, Tensor], config: dict[str, Any],
+def spanned(tensors: dict[str, Tensor], config: ModelCard,
             kept: frozenset[str] = frozenset()) -> tuple[dict[str, Tensor], Spans]:
     """(the tensors with every spanned embedding column folded but those labelled in ``kept``,
     what was folded) as the module docstring says; ``tensors`` unchanged."""
-    labels, layers = list(config["residual_labels"]), len(config["layers"])
+    labels, layers = list(config.labels), len(config.layers)
     size = len(labels)
     out = dict(tensors)
     tight = dict(tensors)
     drop_unread_writes(tight, size, layers)
     alive = {f.index: f for f in lifetimes(tight, labels, layers)}
     candidates = [i for i in embedding_only(tensors, size, layers) if i in alive]
-    columns = embedding_columns(tensors, config.get("output") == "token")
+    columns = embedding_columns(tensors, config.per_token)
     indicators = {i for i in candidates if _indicator(columns[:, i])}
     found: Combinations = {}
     for j in sorted(candidates, key=lambda i: (alive[i].end - alive[i].start, -i)):

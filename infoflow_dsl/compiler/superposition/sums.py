@@ -38,10 +38,9 @@ is kept only where it lowers the peak of directions alive at once (:func:`summed
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
+from ...transformer.card import ModelCard
 from ..compress import drop_unread_writes, stage_map, stage_tensors
 from .categorical import usage
 from .spans import basis, combination, scaled_sum
@@ -52,16 +51,16 @@ Tensor = torch.Tensor
 Sums = dict[int, tuple[tuple[int, float], ...]]
 
 
-def _stages(tensors: dict[str, Tensor], config: dict[str, Any]) -> tuple[list[list[int]], list[list[int]]]:
+def _stages(tensors: dict[str, Tensor], config: ModelCard) -> tuple[list[list[int]], list[list[int]]]:
     """(writes, reads): every direction's stages under tight lifetimes (a write nothing reads
     dropped; the readers are untouched by that)."""
-    size, layers = len(config["residual_labels"]), len(config["layers"])
+    size, layers = len(config.labels), len(config.layers)
     tight = dict(tensors)
     drop_unread_writes(tight, size, layers)
     return stage_map(tight, size, layers)
 
 
-def _read_as_one(tensors: dict[str, Tensor], config: dict[str, Any], first: list[int | None],
+def _read_as_one(tensors: dict[str, Tensor], config: ModelCard, first: list[int | None],
                  binary: bool) -> tuple[dict[str, Tensor], Sums, set[int]]:
     """(the tensors, sums, the members of the groups dissolved): a categorical group whose members
     every later reader reads in one form, Σ_k c_k·h_k (a fetched number's one-hot that only the
@@ -69,9 +68,9 @@ def _read_as_one(tensors: dict[str, Tensor], config: dict[str, Any], first: list
     sum (the form's coefficients c_k/c_i, exact as :func:`_terms` requires); the group is gone,
     and its one direction a number like any other. A member no later reader reads folds onto
     nothing (its writes are dropped)."""
-    if config.get("vocabulary") is None:
+    if config.vocabulary is None:
         return dict(tensors), {}, set()
-    layers, out, sums, dissolved = len(config["layers"]), dict(tensors), Sums(), set[int]()
+    layers, out, sums, dissolved = len(config.layers), dict(tensors), Sums(), set[int]()
     for group in usage(tensors, config).groups:
         written = [j for j in group.members if first[j] is not None]  # a member nothing reads is never written
         if len({first[j] for j in written}) != 1:
@@ -93,10 +92,10 @@ def _read_as_one(tensors: dict[str, Tensor], config: dict[str, Any], first: list
     return out, sums, dissolved
 
 
-def _grouped(tensors: dict[str, Tensor], config: dict[str, Any], alone: bool = True) -> set[int]:
+def _grouped(tensors: dict[str, Tensor], config: ModelCard, alone: bool = True) -> set[int]:
     """The directions of the categorical groups (never folded nor folded onto); not ``alone``:
     of the groups of two or more (a lone indicator may be folded onto like a number)."""
-    if config.get("vocabulary") is None:
+    if config.vocabulary is None:
         return set()
     return {m for g in usage(tensors, config).groups if alone or len(g.members) > 1 for m in g.members}
 
@@ -113,10 +112,10 @@ def reads_after(tensors: dict[str, Tensor], layers: int, stage: int) -> Tensor:
     return torch.cat(blocks, dim=1)
 
 
-def read_by_unembedding_alone(tensors: dict[str, Tensor], config: dict[str, Any]) -> dict[int, int]:
+def read_by_unembedding_alone(tensors: dict[str, Tensor], config: ModelCard) -> dict[int, int]:
     """{direction: its first write} of every direction whose reads after its first write are
     the unembedding's alone (under tight lifetimes), outside the categorical groups."""
-    last = 2 * len(config["layers"]) + 1
+    last = 2 * len(config.layers) + 1
     writes, reads = _stages(tensors, config)
     grouped = _grouped(tensors, config)
     return {i: min(w) for i, w in enumerate(writes)
@@ -171,14 +170,14 @@ def _terms(tensors: dict[str, Tensor], layers: int, first: list[int | None], j: 
 REACHES = ("output", "form")
 
 
-def summed(tensors: dict[str, Tensor], config: dict[str, Any], reach: str = "form") -> tuple[dict[str, Tensor], Sums]:
+def summed(tensors: dict[str, Tensor], config: ModelCard, reach: str = "form") -> tuple[dict[str, Tensor], Sums]:
     """(the tensors with every direction whose later reads are a combination of earlier-written
     directions' folded onto them, within ``reach`` (:data:`REACHES`), {i: the sum coordinate i
     holds}) as the module docstring says; the latest-written direction first (ties: the higher
     index); ``tensors`` unchanged. First writes are read once: a fold adds writes to an i at j's
     first write, never before i's own, and changes no reader but j's rows."""
     assert reach in REACHES, reach
-    layers = len(config["layers"])
+    layers = len(config.layers)
     first = [min(w) if w else None for w in _stages(tensors, config)[0]]
     out, sums, dissolved = _read_as_one(tensors, config, first, binary=reach == "output")
     grouped = _grouped(out, config, alone=reach == "output")  # the groups left
@@ -194,12 +193,12 @@ def summed(tensors: dict[str, Tensor], config: dict[str, Any], reach: str = "for
         _fold_writes(out, layers, j, terms)
         sums = _summed(sums, j, terms)
         folded.add(j)
-    if reach == "form" and config.get("vocabulary") is not None and config.get("output") != "token":
+    if reach == "form" and config.vocabulary is not None and not config.per_token:
         out, sums = _hosted_at_readout(out, config, sums, first, folded)
     return out, sums
 
 
-def _hosted_at_readout(tensors: dict[str, Tensor], config: dict[str, Any], sums: Sums, first: list[int | None],
+def _hosted_at_readout(tensors: dict[str, Tensor], config: ModelCard, sums: Sums, first: list[int | None],
                        folded: set[int]) -> tuple[dict[str, Tensor], Sums]:
     """A sequence model's output is read at the readout row alone. A number i first written at
     stage w and read after w by the unembedding alone is written onto a direction j that the
@@ -211,7 +210,7 @@ def _hosted_at_readout(tensors: dict[str, Tensor], config: dict[str, Any], sums:
     output at the readout row is unchanged; the token rows' outputs of a sequence model are no
     value of the program. (Tracr-like `flip(x(len))`: the fetched token's one-hot takes the
     directions of the token's own indicators, which the fetch head reads at w.)"""
-    layers, last = len(config["layers"]), 2 * len(config["layers"]) + 1
+    layers, last = len(config.layers), 2 * len(config.layers) + 1
     writes, reads = _stages(tensors, config)
     cls, w_pos = tensors["embed.cls"], tensors["pos_embed.W_pos"]
     taken = set(sums) | folded | {i for terms in sums.values() for i, _ in terms}

@@ -10,7 +10,7 @@ members that end there). A table's constant out(v_0) goes to ``b_out``.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from fractions import Fraction
@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ...transformer.card import BlockCard, ModelCard
 from ..compress import ffn_block, is_ffn_stage, stage_tensors
 from .packing import UNIT_ROUNDOFF, Pack
 from .values import evaluated, unit_reads
@@ -168,15 +169,14 @@ def _read(tensors: dict[str, Tensor], packs: list[Pack], one: int | None) -> dic
     return replaced
 
 
-def rewrite(tensors: dict[str, Tensor], config: dict[str, Any], packs: list[Pack],
-            one: int | None) -> tuple[dict[str, Tensor], dict[str, Any], list[dict[str, Any]]]:
-    """(tensors, config, every table's record) with ``packs`` packed (module docstring)."""
+def rewrite(tensors: dict[str, Tensor], config: ModelCard, packs: list[Pack],
+            one: int | None) -> tuple[dict[str, Tensor], ModelCard, list[dict[str, Any]]]:
+    """(tensors, card, every table's record) with ``packs`` packed (module docstring)."""
     original = {n: t.double() for n, t in tensors.items()}
     out = dict(original)
-    config = copy.deepcopy(config)
     _write(out, packs)
     replaced = _read(out, packs, one)
-    labels = config["residual_labels"]
+    labels = config.labels
     records: list[dict[str, Any]] = []
     for stage in sorted({s for p in packs for s in p.stages() if is_ffn_stage(s)}):
         layer = ffn_block(stage)  # (a pack's attention reads are of one member alone: packing.readers_allow)
@@ -192,32 +192,31 @@ def rewrite(tensors: dict[str, Tensor], config: dict[str, Any], packs: list[Pack
         if not tables and not removed:
             continue
         named = _blocks_by_output(config, layer)
-        _remove_units(out, config, layer, removed)
+        config = _remove_units(out, config, layer, removed)
         for pack, built in tables:
             erases = built.output == pack.direction
             _add(out, pack.direction, layer, built, (built.output, 1.0) if erases else _route(packs, built.output))
             source = named.get(labels[built.output])
             what = "erases the members that end here" if built.output == pack.direction else \
-                f"{source['computes'] if source else labels[built.output]}"
+                f"{source.computes if source else labels[built.output]}"
             members = " + ".join(labels[m] for m in pack.members)
-            block = {"name": f"table:{labels[built.output]}", "computes": f"{TABLE} ({members}): {what}",
-                     "units": len(built.slopes), "error": built.rounding,
-                     "output": labels[built.output]}
-            config["layers"][layer]["mlp"].append(block)
+            config = config.with_blocks(layer, BlockCard(
+                name=f"table:{labels[built.output]}", computes=f"{TABLE} ({members}): {what}",
+                units=len(built.slopes), error=built.rounding, output=labels[built.output]))
             records.append({"stage": stage, "output": labels[built.output], "units": len(built.slopes),
-                            "rounding": built.rounding, "plain_error": source["error"] if source else 0.0,
-                            "plain_units": source["units"] if source else 0})
+                            "rounding": built.rounding, "plain_error": source.error if source else 0.0,
+                            "plain_units": source.units if source else 0})
     return out, config, records
 
 
-def _blocks_by_output(config: dict[str, Any], layer: int) -> dict[str, dict[str, Any]]:
-    return {b["output"]: b for b in config["layers"][layer]["mlp"]}
+def _blocks_by_output(config: ModelCard, layer: int) -> dict[str, BlockCard]:
+    return {b.output: b for b in config.layers[layer].blocks}
 
 
-def _remove_units(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, units: list[int]) -> None:
-    """Drop ``units`` of block ``layer``'s FFN, and the config's blocks' counts with them."""
+def _remove_units(tensors: dict[str, Tensor], config: ModelCard, layer: int, units: list[int]) -> ModelCard:
+    """Drop ``units`` of block ``layer``'s FFN; the card with its blocks' counts lowered with them."""
     if not units:
-        return
+        return config
     p = f"blocks.{layer}.mlp."
     keep = torch.ones(tensors[p + "b_in"].shape[0], dtype=torch.bool)
     keep[units] = False
@@ -225,13 +224,13 @@ def _remove_units(tensors: dict[str, Tensor], config: dict[str, Any], layer: int
     tensors[p + "b_in"] = tensors[p + "b_in"][keep]
     tensors[p + "W_out"] = tensors[p + "W_out"][keep]
     blocks, start = [], 0
-    for block in config["layers"][layer]["mlp"]:
-        count = int(block["units"])
+    for block in config.layers[layer].blocks:
+        count = block.units
         left = int(keep[start:start + count].sum())
         start += count
         if left:
-            blocks.append({**block, "units": left})
-    config["layers"][layer]["mlp"] = blocks
+            blocks.append(dataclasses.replace(block, units=left))
+    return config.with_layer(layer, mlp=tuple(blocks))
 
 
 def _route(packs: list[Pack], column: int) -> tuple[int, float]:

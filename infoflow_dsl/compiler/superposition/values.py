@@ -51,6 +51,7 @@ from typing import Any
 
 import torch
 
+from ...transformer.card import BlockCard, ModelCard
 from ...transformer.masks import admits
 from ..compress import stage_map
 from .queries import least_values
@@ -192,29 +193,29 @@ def _value_rows(tensors: dict[str, Tensor], layer: int, head: int, outputs: list
              for row in at} for at in rows]
 
 
-def _head_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
+def _head_source(tensors: dict[str, Tensor], config: ModelCard, layer: int, head: int,
                  embedded: list[int], writes: list[list[int]], length: int, blocks: list[Source]) -> Source | None:
-    described = config["layers"][layer]["heads"][head]
+    described = config.layers[layer].heads[head]
     p = f"blocks.{layer}.attn."
-    if described.get("kind") not in UNIFORM_KINDS or float(tensors[p + "beta"][head]) != 0.0:
+    if described.kind not in UNIFORM_KINDS or float(tensors[p + "beta"][head]) != 0.0:
         return None
     outputs = _own_outputs(tensors, layer, head, writes)
     per_position = _value_rows(tensors, layer, head, outputs, embedded, blocks) if outputs else None
     if per_position is None:
         return None
     found: set[Row] = set()
-    for keys in sorted(_key_sets(described.get("mask", []), length), key=sorted):
+    for keys in sorted(_key_sets(described.conditions, length), key=sorted):
         means = _means(keys, per_position, len(outputs))
         if means is None:
             return None
         found |= means
         if len(found) > CAP:
             return None
-    return Source(str(described.get("name", f"{layer}.{head}")), tuple(outputs), frozenset(found),
-                  float(described.get("error", 0.0)), 2 * layer + 1, _later_writes(writes, outputs, 2 * layer + 1))
+    return Source(described.name, tuple(outputs), frozenset(found),
+                  float(described.error or 0.0), 2 * layer + 1, _later_writes(writes, outputs, 2 * layer + 1))
 
 
-def _fetch_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
+def _fetch_source(tensors: dict[str, Tensor], config: ModelCard, layer: int, head: int,
                   embedded: list[int], writes: list[list[int]], length: int, blocks: list[Source]) -> Source | None:
     """A sharp head with one winner (kinds :data:`FETCH_KINDS`: a scored fetch x(p) by
     2p·s − s², an arg head with its tie-break −γ·s) whose values read the embedding and earlier
@@ -222,33 +223,33 @@ def _fetch_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int
     position's rows), or 0 where its mask admits no key. The tail's weight (the head's stated
     error) moves an output j by at most error·span_j (the other keys' rows differ from the
     winner's by at most the span): the source's error is error·max(1, span)."""
-    described = config["layers"][layer]["heads"][head]
+    described = config.layers[layer].heads[head]
     p = f"blocks.{layer}.attn."
-    if described.get("kind") not in FETCH_KINDS or float(tensors[p + "beta"][head]) <= 0.0:
+    if described.kind not in FETCH_KINDS or float(tensors[p + "beta"][head]) <= 0.0:
         return None
     outputs = _own_outputs(tensors, layer, head, writes)
     per_position = _value_rows(tensors, layer, head, outputs, embedded, blocks) if outputs else None
     if per_position is None:
         return None
     found = set().union(*per_position)
-    if any(not keys for keys in _key_sets(described.get("mask", []), length)):
+    if any(not keys for keys in _key_sets(described.conditions, length)):
         found.add(tuple(Fraction(0) for _ in outputs))
     if len(found) > CAP:
         return None
     span = max(float(max(r[j] for r in found) - min(r[j] for r in found)) for j in range(len(outputs)))
-    return Source(str(described.get("name", f"{layer}.{head}")), tuple(outputs), frozenset(found),
-                  float(described.get("error", 0.0)) * max(1.0, span), 2 * layer + 1,
+    return Source(described.name, tuple(outputs), frozenset(found),
+                  float(described.error or 0.0) * max(1.0, span), 2 * layer + 1,
                   _later_writes(writes, outputs, 2 * layer + 1))
 
 
-def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, head: int,
+def _sharp_source(tensors: dict[str, Tensor], config: ModelCard, layer: int, head: int,
                   writes: list[list[int]], length: int, found: list[Source]) -> Source | None:
     """A sharp head (β > 0) of one score dimension, its query one direction positive at every row
     (``one``, or where :mod:`.queries` moved it), its key a form k(s) = Σ w_i·h_i(s) and every
     value column α_j·k(s): the winners tie on k, so each output j holds θ_j·k(winner) (θ = α·W_O),
     off by at most the tail's weight times θ_j·span(k) plus k's own error; 0 where its mask
     admits no key."""
-    described = config["layers"][layer]["heads"][head]
+    described = config.layers[layer].heads[head]
     p = f"blocks.{layer}.attn."
     if float(tensors[p + "beta"][head]) <= 0.0:
         return None
@@ -270,12 +271,12 @@ def _sharp_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int
         return None
     theta = [Fraction(float(x)) for x in (alpha @ w_o[:, outputs]).tolist()]  # (outputs,)
     rows = {tuple(v * c for c in theta) for v in values}
-    if any(not keys for keys in _key_sets(described.get("mask", []), length)):
+    if any(not keys for keys in _key_sets(described.conditions, length)):
         rows.add(tuple(Fraction(0) for _ in outputs))
     span, reach = float(max(values) - min(values)), max(abs(float(c)) for c in theta)
     own = sum(abs(float(form[i])) * error_of(found, i) for i in read if writes[i][:1] != [0])
-    error = float(described.get("error", 0.0)) * max(1.0, span * reach) + own * reach
-    return Source(str(described.get("name", f"{layer}.{head}")), tuple(outputs), frozenset(rows), error,
+    error = float(described.error or 0.0) * max(1.0, span * reach) + own * reach
+    return Source(described.name, tuple(outputs), frozenset(rows), error,
                   2 * layer + 1, _later_writes(writes, outputs, 2 * layer + 1))
 
 
@@ -300,16 +301,16 @@ def _form_values(tensors: dict[str, Tensor], form: Tensor, read: list[int],
     return {sum((w * x for w, x in zip(weights, (*e, *o), strict=True)), Fraction(0)) for e in tokens for o in others}
 
 
-def _positive(tensors: dict[str, Tensor], config: dict[str, Any], direction: int, writes: list[list[int]]) -> bool:
+def _positive(tensors: dict[str, Tensor], config: ModelCard, direction: int, writes: list[list[int]]) -> bool:
     """Whether the embedding alone writes ``direction`` and its value is positive at every row
     the model reads (the token rows; the readout row unless per token)."""
-    return writes[direction] == [0] and float(least_values(tensors, config.get("output") == "token")[direction]) > 0
+    return writes[direction] == [0] and float(least_values(tensors, config.per_token)[direction]) > 0
 
 
-def sources(tensors: dict[str, Tensor], config: dict[str, Any]) -> list[Source]:
+def sources(tensors: dict[str, Tensor], config: ModelCard) -> list[Source]:
     """The embedding's source (every direction written by the embedding alone, but ``one``'s
     reader-free constant) and every uniform head's whose values read the embedding."""
-    labels, layers = list(config["residual_labels"]), len(config["layers"])
+    labels, layers = list(config.labels), len(config.layers)
     writes, _ = stage_map(tensors, len(labels), layers)
     embedded = [i for i in range(len(labels)) if writes[i][:1] == [0]]  # a later write: a sum folded onto it
     found = []
@@ -319,19 +320,19 @@ def sources(tensors: dict[str, Tensor], config: dict[str, Any]) -> list[Source]:
         if len(joint) <= CAP:
             found.append(Source("embedding", tuple(embedded), frozenset(joint), 0.0, 0,
                                 _later_writes(writes, embedded, 0)))
-    length = int(config["T"])
+    length = int(config.T)
     for layer in range(layers):
         seen = _seen(found, 2 * layer + 1)  # what this layer's heads read
         blocks = [source for source in seen if source.stage > 0 and len(source.members) == 1]  # earlier layers
         visible = [i for i in embedded if any(i in source.members for source in seen if source.stage == 0)]
-        for head in range(len(config["layers"][layer]["heads"])):
+        for head in range(len(config.layers[layer].heads)):
             source = (_head_source(tensors, config, layer, head, visible, writes, length, blocks)
                       or _sharp_source(tensors, config, layer, head, writes, length, seen)
                       or _fetch_source(tensors, config, layer, head, visible, writes, length, blocks))
             if source is not None:
                 found.append(source)
         seen = _seen(found, 2 * layer + 2)  # what this layer's FFN reads
-        for index, block in enumerate(config["layers"][layer]["mlp"]):
+        for index, block in enumerate(config.layers[layer].blocks):
             source = (_block_source(block, labels, writes, layer)
                       or _evaluated_source(tensors, config, layer, index, writes, seen))
             if source is not None:
@@ -359,15 +360,15 @@ def _seen(found: list[Source], stage: int) -> list[Source]:
     return [seen for source in found if (seen := source.seen_at(stage)) is not None]
 
 
-def _units(config: dict[str, Any], layer: int, index: int) -> range:
+def _units(config: ModelCard, layer: int, index: int) -> range:
     """The units (columns of W_in) of block ``index`` of layer ``layer``'s FFN, in the order the
     config lists the blocks."""
-    blocks = config["layers"][layer]["mlp"]
-    start = sum(int(b["units"]) for b in blocks[:index])
-    return range(start, start + int(blocks[index]["units"]))
+    blocks = config.layers[layer].blocks
+    start = sum(b.units for b in blocks[:index])
+    return range(start, start + blocks[index].units)
 
 
-def _evaluated_source(tensors: dict[str, Tensor], config: dict[str, Any], layer: int, index: int,
+def _evaluated_source(tensors: dict[str, Tensor], config: ModelCard, layer: int, index: int,
                       writes: list[list[int]], found: list[Source]) -> Source | None:
     """An FFN block that records no values, whose units read directions of known joint values J
     and alone write its one output direction o (first at its stage): its output on every row r
@@ -408,22 +409,22 @@ def _evaluated_source(tensors: dict[str, Tensor], config: dict[str, Any], layer:
                                       for k, i in enumerate(read)) for u in range(len(units))]
     slope = [sum(abs(float(w_in[i, u])) * e for i, e in zip(read, errors, strict=True)) for u in range(len(units))]
     error = sum(abs(float(w_out[u, o])) * (slope[u] + 2 * FLOAT32_ROUNDOFF * reach[u]) for u in range(len(units)))
-    name = str(config["layers"][layer]["mlp"][index].get("name", o))
+    name = config.layers[layer].blocks[index].name
     return Source(name, (o,), frozenset(values), error, 2 * layer + 2, _later_writes(writes, [o], 2 * layer + 2))
 
 
-def _block_source(block: dict[str, Any], labels: list[str], writes: list[list[int]], layer: int) -> Source | None:
+def _block_source(block: BlockCard, labels: list[str], writes: list[list[int]], layer: int) -> Source | None:
     """An FFN block's output direction, where the block records its values (``values``: a token
     program's steps, gates, tables) and writes it alone: each value within the block's ``error``."""
-    recorded = block.get("values")
-    output = block.get("output")
+    recorded = block.values
+    output = block.output
     if recorded is None or output not in labels:
         return None
     index = labels.index(output)
     if writes[index][:1] != [2 * layer + 2]:
         return None
-    return Source(str(block.get("name", output)), (index,), frozenset((Fraction(float(v)),) for v in recorded),
-                  float(block.get("error", 0.0)), 2 * layer + 2, _later_writes(writes, [index], 2 * layer + 2))
+    return Source(block.name, (index,), frozenset((Fraction(float(v)),) for v in recorded),
+                  float(block.error), 2 * layer + 2, _later_writes(writes, [index], 2 * layer + 2))
 
 
 def joint(found: list[Source], members: tuple[int, ...]) -> frozenset[Row] | None:

@@ -28,12 +28,12 @@ def test_a_token_tables_scores_are_one_ffn_group_whose_directions_hold_indicator
     every input up to length 4 each direction is 0 or 1 and at most one of them is 1 at a token
     row."""
     plain = plain_float64(JOIN)
-    tensors, config = dense_float64(plain), plain.config
+    tensors, config = dense_float64(plain), plain.card
     (group,) = [g for g in usage(tensors, config).groups if g.writer.startswith("ffn:")]
-    labels = config["residual_labels"]
-    tagged = [b["output"] for layer in config["layers"] for b in layer["mlp"] if b.get("group")]
+    labels = list(config.labels)
+    tagged = [b.output for layer in config.layers for b in layer.blocks if b.group]
     assert sorted(labels[m] for m in group.members) == sorted(tagged)
-    assert len(group.members) == len(config["output_vocabulary"]["names"])
+    assert len(group.members) == len(config.output_vocabulary.names)
     for n in range(1, 5):
         with torch.no_grad():
             final = plain.residual_stream(every_input(3, n))[-1][:, :-1]  # (B, n, D) at the token rows
@@ -46,7 +46,7 @@ def test_the_scores_superpose_below_what_compress_reaches_exactly() -> None:
     """At the smallest D the scores share storage (fewer storage dimensions than scores), every
     answer right on every input up to length 5."""
     plain = plain_float64(JOIN)
-    alive = features_alive(dense_float64(plain), plain.config)
+    alive = features_alive(dense_float64(plain), plain.card)
     program = ifl.parse_program(JOIN, "join.iflow")
     model = ifl.compile(program, samples=0, dtype="float64", residual=smallest_residual(program))
     record = model.config["superposition"]

@@ -27,10 +27,10 @@ def test_tracr_sorts_token_indicators_named_twice_are_folded_into_one_with_the_s
     monkeypatch.setattr(TokenCircuitBuilder, "token_column", _named_twice)
     plain = ifl.compile(EXAMPLES_DIR / "tracr" / "sort.iflow", eps=1e-3, dtype=torch.float64, samples=0)
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
-    folded, aliases = merged(tensors, plain.config)
+    folded, aliases = merged(tensors, plain.card)
     labels = plain.config["residual_labels"]
     assert {labels[j]: labels[i] for j, i in aliases.items()}["tok:[x(t) == 2]"] == "x=2"
-    model = ifl.CompiledTransformer(plain.config, folded, dtype=torch.float64)
+    model = ifl.CompiledTransformer(plain.card, folded, dtype=torch.float64)
     x = model_inputs_of("tracr/sort", 64, 3, 6)
     with torch.no_grad():
         for wide, narrow in zip(plain.residual_stream(x), model.residual_stream(x), strict=True):

@@ -5,6 +5,7 @@ reaches; exact against the float64 reference, ``check`` passing, deterministic; 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from functools import lru_cache
 from pathlib import Path
@@ -90,7 +91,8 @@ def test_a_numeric_peak_packs_below_what_compress_reaches_exact_checked_and_dete
     assert code == 0, err
     assert "packed numbers   3 numbers in 1 directions read by step tables" in out
     b = ifl.load(tmp_path / "b.safetensors")
-    b.config["program"]["name"] = model.config["program"]["name"]  # the file's name, the one difference
+    b.card = dataclasses.replace(b.card, program=dataclasses.replace(
+        b.card.program, name=model.card.program.name))  # the file's name, the one difference
     ifl.save(b, tmp_path / "b.safetensors")
     assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
     assert run_cli(["check", str(tmp_path / "a.safetensors"), "--samples", "200"])[0] == 0
@@ -130,7 +132,7 @@ def _drifted(model: CompiledTransformer, notch: float) -> CompiledTransformer:
     for layer, units in tables:
         w_in = tensors[f"blocks.{layer}.mlp.W_in"][:, units]
         tensors[f"blocks.{layer}.mlp.b_in"][units] += w_in.sum(0) * notch * 2 / slope
-    return CompiledTransformer(model.config, tensors, dtype=torch.float64)
+    return CompiledTransformer(model.card, tensors, dtype=torch.float64)
 
 
 def test_a_tables_reading_one_notch_past_a_quarter_of_its_gap_is_wrong_on_a_named_input() -> None:

@@ -29,7 +29,7 @@ def test_a_pack_a_head_reads_two_members_of_at_once_is_refused_and_a_tables_is_a
     model = ifl.compile(ifl.parse_program(COUNT, "p.iflow"), samples=0, dtype="float64")
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
     labels = model.config["residual_labels"]
-    found = plain(tensors, model.config)
+    found = plain(tensors, model.card)
     index = [labels.index(n) for n in ("x=a", "pos:first", "h1:uniform[1]", "h1:uniform[2]")]
     read_by_the_head = build(found, (index[0], index[1]), (0, 1))
     read_by_the_steps = build(found, (index[2], index[3]), (0, 1))

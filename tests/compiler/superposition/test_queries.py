@@ -45,11 +45,11 @@ def test_the_moved_query_keeps_the_head_within_its_stated_error_and_fails_withou
     every gap by 1/4 (past the factor 2 the lowering's β keeps for the score's own error), and
     the input (1/2, 1/4) breaks the stated error at t = 2."""
     plain = plain_float64(RUNNING_MAX)
-    tensors, config = dense_float64(plain), plain.config
+    tensors, config = dense_float64(plain), plain.card
     moved, moves = moved_queries(tensors, config)
-    labels = config["residual_labels"]
+    labels = list(config.labels)
     assert [(m.layer, m.head, labels[m.source], m.scale) for m in moves] == [(0, 0, "x", 4.0)]
-    stated = float(config["layers"][0]["heads"][0]["error"]) * max(VOCABULARY)
+    stated = float(config.layers[0].heads[0].error) * max(VOCABULARY)
     model = CompiledTransformer(config, moved, dtype=torch.float64)
     for n in range(1, 5):
         assert float(_head_deviation(model, every_input(4, n)).max()) <= stated
@@ -71,7 +71,7 @@ def test_least_values_bound_every_row_the_embedding_writes() -> None:
 
 def test_no_positive_direction_leaves_the_query_on_one() -> None:
     plain = plain_float64(SIGNED_MAX)
-    _, moves = moved_queries(dense_float64(plain), plain.config)
+    _, moves = moved_queries(dense_float64(plain), plain.card)
     assert moves == []
 
 
@@ -79,7 +79,7 @@ def test_a_running_max_compiles_below_what_compress_reaches_exactly() -> None:
     """F = 3 (one, x, the maximum); with the query moved ``one`` is never read, and compile
     --residual 2 is exact on every input up to length 4, the certificate naming the move."""
     plain = plain_float64(RUNNING_MAX)
-    alive = features_alive(dense_float64(plain), plain.config)
+    alive = features_alive(dense_float64(plain), plain.card)
     assert alive == 3
     program = ifl.parse_program(RUNNING_MAX, "running_max.iflow")
     model = ifl.compile(program, samples=0, dtype="float64", residual=alive - 1)
@@ -98,13 +98,13 @@ def test_a_readout_row_nothing_reads_is_raised_and_a_range_compiles_below_compre
     row) and both heads' queries read x; ``one`` goes, and compile --residual F − 1 is exact on
     every input up to length 4. A direction the unembedding reads is never raised."""
     plain = plain_float64(RANGE)
-    tensors, config = dense_float64(plain), plain.config
-    labels = config["residual_labels"]
-    assert [labels[g] for g in liftable(tensors, len(config["layers"]))] == ["x"]
+    tensors, config = dense_float64(plain), plain.card
+    labels = list(config.labels)
+    assert [labels[g] for g in liftable(tensors, len(config.layers))] == ["x"]
     read = dict(tensors)
     read["unembed.W_U"] = tensors["unembed.W_U"].clone()
     read["unembed.W_U"][labels.index("x")] = 1.0
-    assert liftable(read, len(config["layers"])) == []
+    assert liftable(read, len(config.layers)) == []
     alive = features_alive(tensors, config)
     program = ifl.parse_program(RANGE, "range.iflow")
     model = ifl.compile(program, samples=0, dtype="float64", residual=alive - 1)

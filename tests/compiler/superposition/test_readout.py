@@ -69,7 +69,7 @@ def test_one_unit_short_of_the_gap_a_named_input_is_answered_wrong() -> None:
     ("c",) is then answered wrong, every other token still right."""
     program = ifl.parse_program(NEXT, "next.iflow")
     plain = ifl.compile(program, samples=0, dtype="float64")
-    tensors, _, readout = decoded(_dense(plain), {}, plain.config)
+    tensors, _, readout = decoded(_dense(plain), {}, plain.card)
     assert readout is not None and readout.values == (0, 1, 2, 3)
     answer = readout.answers[readout.values[2]]  # token "c"'s answer
     config = dict(plain.config)
@@ -90,15 +90,15 @@ def test_the_host_holds_the_indicators_sum_and_nothing_else_is_decoded() -> None
     reads a direction outside the group (``one``)."""
     plain = ifl.compile(ifl.parse_program(NEXT, "next.iflow"), samples=0, dtype="float64")
     labels = plain.config["residual_labels"]
-    _, sums, readout = decoded(_dense(plain), {}, plain.config)
+    _, sums, readout = decoded(_dense(plain), {}, plain.card)
     assert readout is not None
     held = {labels[i]: w for i, w in sums[readout.host]}
     assert held == {f"x={v}": float(n) for v, n in zip("abcd", readout.values, strict=True)}
     reverse = ifl.compile(ifl.parse_program(REVERSE, "reverse.iflow"), samples=0, dtype="float64")
     tensors = _dense(reverse)
-    assert plan(tensors, reverse.config, {}) is not None
+    assert plan(tensors, reverse.card, {}) is not None
     tensors["unembed.W_U"][reverse.config["residual_labels"].index("one"), 0] = 1.0
-    assert plan(tensors, reverse.config, {}) is None
+    assert plan(tensors, reverse.card, {}) is None
 
 
 def test_compile_and_circuit_features_print_the_lines(tmp_path: Path) -> None:

@@ -33,8 +33,8 @@ def test_a_tokens_thresholds_fold_onto_its_indicators_with_the_same_streams() ->
     stage before the FFN that erases it; the folded model leaves every other direction's stream
     as it was, holds 0 in j, and answers as the plain model does; F drops by the folds."""
     plain = plain_float64(SORT_UNIQUE)
-    tensors, config = dense_float64(plain), plain.config
-    labels = config["residual_labels"]
+    tensors, config = dense_float64(plain), plain.card
+    labels = list(config.labels)
     folded, spans = spanned(tensors, config)
     names = {labels[j] for j in spans.terms}
     assert "tok:[x(t) < 3]" in names  # [x < 3] = [x = 1] + [x = 2]: the indicators span it
@@ -79,7 +79,7 @@ def test_the_folded_columns_take_sort_below_what_compress_reaches_exactly() -> N
     superposing, but one position step the others and ``one`` span; compile --residual goes
     below F with it and is exact on every input up to length 5."""
     plain = plain_float64(SORT)
-    alive = features_alive(dense_float64(plain), plain.config)
+    alive = features_alive(dense_float64(plain), plain.card)
     model = ifl.compile(ifl.parse_program(SORT, "sort.iflow"), samples=0, dtype="float64", residual=alive - 1)
     record = model.config["superposition"]
     assert model.d_model < alive == record["features_alive"]
@@ -95,11 +95,11 @@ def test_tight_lifetimes_of_the_supporters_cover_the_folded_column() -> None:
     """A column is folded only onto directions alive at least as long (else a reader of j after
     an eraser of i would read another feature)."""
     plain = plain_float64(SORT)
-    tensors, config = dense_float64(plain), plain.config
+    tensors, config = dense_float64(plain), plain.card
     _, spans = spanned(tensors, config)
     tight = dict(tensors)
-    drop_unread_writes(tight, len(config["residual_labels"]), len(config["layers"]))
-    ends = {f.index: f.end for f in lifetimes(tight, config["residual_labels"], len(config["layers"]))}
+    drop_unread_writes(tight, len(list(config.labels)), len(config.layers))
+    ends = {f.index: f.end for f in lifetimes(tight, list(config.labels), len(config.layers))}
     assert spans.terms
     for j, terms in spans.terms.items():
         assert all(ends[i] >= ends[j] for i, _ in terms)

@@ -38,7 +38,7 @@ def test_nary_adds_two_numbers_become_one_coordinate_holding_the_outputs_form(tm
     ``check`` passes, ``sae`` prints JSON, and the dictionary's coordinate holds 2·x(t) − t, the
     plain model's two values so combined, at every hook."""
     plain = plain_float64(NARY_ADD)
-    assert features_alive(dense_float64(plain), plain.config) == 2
+    assert features_alive(dense_float64(plain), plain.card) == 2
     program = ifl.parse_program(NARY_ADD, "nary_add.iflow")
     model = ifl.compile(program, samples=200, residual=1, dtype="float64")
     record = model.config["superposition"]
@@ -73,8 +73,8 @@ def test_a_number_another_reader_needs_is_not_folded() -> None:
     """COUNT_PLUS: the token's number and the count are read by the output alone, so they fold;
     the token's indicator [x = 1], which the count's head averages, is not among them."""
     plain = plain_float64(COUNT_PLUS)
-    tensors, config = dense_float64(plain), plain.config
-    labels = config["residual_labels"]
+    tensors, config = dense_float64(plain), plain.card
+    labels = list(config.labels)
     alone = {labels[i] for i in read_by_unembedding_alone(tensors, config)}
     assert "x" in alone and "x=1" not in alone
     folded, sums = summed(tensors, config, "output")
@@ -91,7 +91,7 @@ def test_a_categorical_output_is_never_folded() -> None:
     categorical group (read by clean-ups once superposed): none is folded."""
     source = 'input x : token {"a", "b", "c"}\nlength T = 5\ntarget(t) = x(len + 1 - t)\n'
     plain = plain_float64(source)
-    tensors, config = dense_float64(plain), plain.config
+    tensors, config = dense_float64(plain), plain.card
     assert summed(tensors, config, "output")[1] == {} and summed(tensors, config, "form")[1] == {}
 
 
@@ -104,8 +104,8 @@ def test_a_fetched_one_hot_the_output_reads_in_one_form_is_one_coordinate() -> N
     (v = 1, 2, 5): both dissolve onto one coordinate holding that form (weights relative to the
     first indicator's), and --residual goes below what compress reaches, exact everywhere."""
     plain = plain_float64(FIRST_MINUS_LAST)
-    tensors, config = dense_float64(plain), plain.config
-    labels = config["residual_labels"]
+    tensors, config = dense_float64(plain), plain.card
+    labels = list(config.labels)
     _, sums = summed(tensors, config, "output")
     (held,) = sums.values()
     weights = {labels[i].split(":")[0]: [] for i, _ in held}
@@ -128,8 +128,8 @@ def test_a_lone_indicator_beside_its_product_is_folded_onto_by_the_wide_reach() 
     the gate's FFN and then only by the output beside the gate. The narrow reach keeps it a
     group; the wide one folds the gate onto it, so it packs with x: F = 2, D = 1, exact."""
     plain = plain_float64(ODD_TIMES_X)
-    tensors, config = dense_float64(plain), plain.config
-    labels = config["residual_labels"]
+    tensors, config = dense_float64(plain), plain.card
+    labels = list(config.labels)
     assert summed(tensors, config, "output")[1] == {}
     assert [labels[i] for i in summed(tensors, config, "form")[1]] == ["pos:odd(t)"]
     program = ifl.parse_program(ODD_TIMES_X, "odd_times_x.iflow")
@@ -149,8 +149,8 @@ def test_a_number_read_at_the_readout_alone_takes_a_direction_zero_there() -> No
     (the coordinate holds their sum), the unembedding reads it there; D < F, every token answer
     right on every input up to length 4 and on 500 random ones."""
     plain = plain_float64(FLIP_LAST)
-    tensors, config = dense_float64(plain), plain.config
-    labels = config["residual_labels"]
+    tensors, config = dense_float64(plain), plain.card
+    labels = list(config.labels)
     _, sums = summed(tensors, config, "form")
     hosted = {labels[i]: sorted(labels[k] for k, _ in terms) for i, terms in sums.items()}
     assert sorted(hosted) == ["x=a", "x=b", "x=c"]
@@ -187,8 +187,8 @@ def test_every_later_read_in_one_form_folds_exactly() -> None:
     the narrow fold (the unembedding alone) folds nothing there, since the max is read by the FFN."""
     for source, held in ((MAX_PRODUCT, "h1:retrieval[1]"), (MEAN_TIMES_LEN, "table1")):
         plain = plain_float64(source)
-        tensors, config = dense_float64(plain), plain.config
-        labels = config["residual_labels"]
+        tensors, config = dense_float64(plain), plain.card
+        labels = list(config.labels)
         folded, sums = summed(tensors, config)
         assert [labels[i] for i in sums] == [held] and len(sums[labels.index(held)]) == 2
         assert summed(tensors, config, "output")[1] == {}
@@ -205,7 +205,7 @@ def test_a_product_of_the_max_packs_with_its_factor_once_folded_and_compiles_at_
     pack, and D = 1, exact everywhere; check passes."""
     program = ifl.parse_program(MAX_PRODUCT, "max_product.iflow")
     plain = plain_float64(MAX_PRODUCT)
-    assert features_alive(dense_float64(plain), plain.config) == 2
+    assert features_alive(dense_float64(plain), plain.card) == 2
     assert smallest_residual(program) == 1
     model = ifl.compile(program, samples=0, residual=1)
     record = model.config["superposition"]
@@ -226,8 +226,8 @@ def test_a_source_folded_onto_is_not_read_past_its_fold() -> None:
     from infoflow_dsl.compiler.superposition.values import until_of
 
     base = plain_float64(MAX_PRODUCT)
-    tensors, config = summed(dense_float64(base), base.config)[0], base.config
-    labels = config["residual_labels"]
+    tensors, config = summed(dense_float64(base), base.card)[0], base.card
+    labels = list(config.labels)
     model = plain(tensors, config)
     head, x = labels.index("h1:retrieval[1]"), labels.index("x")
     assert until_of(list(model.sources), head) == 2.0
@@ -243,7 +243,7 @@ def test_a_mean_of_a_product_and_the_steps_one_and_reads_fold_below_compress() -
     for source, tokens, steps in ((MEAN_TIMES_LEN, 3, 2), (DYCK, 4, 6)):
         program = ifl.parse_program(source, "p.iflow")
         plain = plain_float64(source)
-        alive = features_alive(dense_float64(plain), plain.config)
+        alive = features_alive(dense_float64(plain), plain.card)
         smallest = smallest_residual(program)
         assert smallest < alive
         model = ifl.compile(program, samples=0, dtype="float64", residual=smallest)
@@ -258,9 +258,9 @@ def test_an_embedding_column_folded_onto_keeps_its_values_up_to_the_fold() -> No
     the model compiles at D = 1 < F = 2, exact everywhere."""
     source = "input x : token {1, 2, 3}\nlength T = 6\ntarget(t) = x(t) * t\n"
     plain = plain_float64(source)
-    tensors, config = dense_float64(plain), plain.config
+    tensors, config = dense_float64(plain), plain.card
     assert features_alive(tensors, config) == 2
-    labels = config["residual_labels"]
+    labels = list(config.labels)
     folded = summed(tensors, config)[0]
     embedding = next(s for s in sources(folded, config) if s.stage == 0)
     assert embedding.until_of(labels.index("pos:t")) == 2.0 and embedding.until_of(labels.index("x")) == math.inf
@@ -284,8 +284,8 @@ def test_a_group_whose_unread_member_is_never_written_dissolves_onto_one_member(
     from folding onto one member, which holds [b] + 2·[c]; D < F, every answer right on every
     input up to length 4 and on 500 random ones."""
     plain = plain_float64(PAIR_TABLE)
-    tensors, config = dense_float64(plain), plain.config
-    labels = config["residual_labels"]
+    tensors, config = dense_float64(plain), plain.card
+    labels = list(config.labels)
     _, sums = summed(tensors, config, "form")
     held = {labels[i]: [(labels[k], w) for k, w in terms] for i, terms in sums.items()}
     assert held == {"h1:position[2]": [("h1:position[2]", 1.0), ("h1:position[3]", 2.0)]}

@@ -43,7 +43,7 @@ def _program(source: str, name: str) -> Any:
 def _plain(source: str) -> tuple[dict[str, torch.Tensor], dict]:
     model = ifl.compile(_program(source, "p.iflow"), samples=0, dtype="float64")
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
-    return tensors, model.config
+    return tensors, model.card
 
 
 @lru_cache(maxsize=4)
@@ -166,7 +166,7 @@ def test_a_vector_program_gets_what_compress_reaches_within_eps_and_checked(tmp_
     program = ifl.load_program(EXAMPLES / "min_pairwise.iflow")
     plain = ifl.compile(program, samples=0, dtype="float64")
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in plain.state_dict().items()}
-    assert usage(tensors, plain.config).groups == ()
+    assert usage(tensors, plain.card).groups == ()
     with pytest.raises(CompileError) as refused:
         ifl.compile(program, samples=0, residual=1)
     smallest = int(str(refused.value).split(" is ")[-1].split(" ")[0])
@@ -194,9 +194,9 @@ def test_one_storage_dimension_short_of_the_certified_breaks_the_bound_of_a_read
     least = smallest_storage(plan)
     certified = superpose(tensors, config, 10**6, storage=least)
     assert holds(list(certified.reads))
-    assert _wrong(CompiledTransformer(certified.config, certified.tensors, dtype=torch.float64), source) == []
+    assert _wrong(CompiledTransformer(certified.card, certified.tensors, dtype=torch.float64), source) == []
     short = superpose(tensors, config, 10**6, storage=least - 1)
-    margin = certified.config["superposition"]["margin"]
+    margin = certified.card.superposition.margin
     assert any(r.kind == kind and r.total >= margin - 1e-4 for r in short.reads)
 
 
@@ -244,18 +244,18 @@ def test_a_clean_up_whose_margin_is_just_below_the_interference_it_meets_fails_o
     tensors, config = _plain(HIST)
     least = smallest_storage(layout(tensors, config, usage(tensors, config)))
     certified = superpose(tensors, config, 10**6, storage=least)
-    margin = certified.config["superposition"]["margin"]
-    model = CompiledTransformer(certified.config, certified.tensors, dtype=torch.float64)
+    margin = certified.card.superposition.margin
+    model = CompiledTransformer(certified.card, certified.tensors, dtype=torch.float64)
     x = torch.tensor(list(itertools.product(range(8), repeat=4)), dtype=torch.int64)
     with torch.no_grad():
         r, _ = _clean_ups(model, x, margin)
     deviation = (r - r.round()).abs().amax(dim=(1, 2))  # (B,): the interference each input meets
     met = float(deviation.max())
-    assert 0.05 < met <= certified.config["superposition"]["max_bound"] + 1e-9  # the bound holds (here: tight)
+    assert 0.05 < met <= certified.card.superposition.max_bound + 1e-9  # the bound holds (here: tight)
     witness = x[int(deviation.argmax())][None]
     for shifted, exact in ((met + 0.01, True), (met - 0.01, False)):
         built = superpose(tensors, config, 10**6, storage=least, margin=shifted)
-        tight = CompiledTransformer(built.config, built.tensors, dtype=torch.float64)
+        tight = CompiledTransformer(built.card, built.tensors, dtype=torch.float64)
         with torch.no_grad():
             _, out = _clean_ups(tight, witness, shifted)
         off = float((out - out.round()).abs().max())
@@ -272,8 +272,8 @@ def test_one_storage_dimension_short_of_the_smallest_certified_reverse_answers_w
     least = smallest_storage(layout(tensors, config, usage(tensors, config)))
     exact = superpose(tensors, config, 10**6, storage=least)
     assert holds(list(exact.reads))
-    assert _wrong(CompiledTransformer(exact.config, exact.tensors, dtype=torch.float64), REVERSE) == []
+    assert _wrong(CompiledTransformer(exact.card, exact.tensors, dtype=torch.float64), REVERSE) == []
     short = superpose(tensors, config, 10**6, storage=least - 1)
     assert not holds(list(short.reads))
-    wrong = _wrong(CompiledTransformer(short.config, short.tensors, dtype=torch.float64), REVERSE)
+    wrong = _wrong(CompiledTransformer(short.card, short.tensors, dtype=torch.float64), REVERSE)
     assert wrong and wrong[0] == [5], wrong[:3]

@@ -21,7 +21,7 @@ def test_a_counts_mean_and_reciprocal_take_exactly_the_pairs_of_a_count_over_a_l
     model = ifl.compile(ifl.parse_program(COUNT, "p.iflow"), samples=0, dtype="float64")
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
     labels = model.config["residual_labels"]
-    found = sources(tensors, model.config)
+    found = sources(tensors, model.card)
     mean, reciprocal = labels.index("h1:uniform[1]"), labels.index("h1:uniform[2]")
     expected = {(Fraction(s, c), Fraction(1, c)) for c in range(1, 6) for s in range(c + 1)}
     assert joint(found, (mean, reciprocal)) == expected  # (S/c, 1/c): 20 pairs, not 11 × 5 from each alone
@@ -48,7 +48,7 @@ def test_a_heads_mean_of_ffn_outputs_takes_values_that_cover_every_one_it_holds(
     labels = model.config["residual_labels"]
     head = next(h for h in model.config["layers"][1]["heads"] if h["kind"] == "uniform")
     outputs = tuple(labels.index(o) for o in head["outputs"])
-    rows = joint(sources(tensors, model.config), outputs)
+    rows = joint(sources(tensors, model.card), outputs)
     assert rows is not None
     grid = torch.tensor([[float(v) for v in row] for row in sorted(rows)], dtype=torch.float64)  # (R, 2)
     for n in range(1, 5):
@@ -69,7 +69,7 @@ def test_a_sharp_heads_output_takes_its_keys_values_within_the_stated_tail() -> 
     model = ifl.compile(ifl.parse_program(RUNNING_MAX, "p.iflow"), samples=0, dtype="float64")
     tensors = {n: (t.to_dense() if t.is_sparse else t).double() for n, t in model.state_dict().items()}
     out = model.config["residual_labels"].index("h1:retrieval[1]")
-    source = next(s for s in sources(tensors, model.config) if s.members == (out,))
+    source = next(s for s in sources(tensors, model.card) if s.members == (out,))
     assert source.rows == {(Fraction(v),) for v in (1, 2, 3, 4)}
     grid = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
     for n in range(1, 5):
@@ -95,7 +95,7 @@ def test_an_ffn_recording_no_values_is_evaluated_on_its_inputs_values() -> None:
     block = next(b for b in model.config["layers"][0]["mlp"] if b["output"] == "product1")
     assert "values" not in block
     out = labels.index("product1")
-    found = sources(tensors, model.config)
+    found = sources(tensors, model.card)
     source = next(s for s in found if s.members == (out,))
     mean = next(s for s in found if labels.index("h1:uniform[1]") in s.members)
     assert 0 < mean.error <= source.error and len(source.rows) > 3
@@ -121,7 +121,7 @@ def test_a_scored_fetchs_outputs_take_a_keys_one_hot_within_the_tail_times_its_s
     labels = model.config["residual_labels"]
     head = next(h for layer in model.config["layers"] for h in layer["heads"] if h["kind"] == "position")
     outputs = tuple(labels.index(o) for o in head["outputs"])
-    source = next(s for s in sources(tensors, model.config) if s.members == outputs)
+    source = next(s for s in sources(tensors, model.card) if s.members == outputs)
     one_hot = {tuple(Fraction(int(i == k)) for i in range(3)) for k in range(3)}
     assert one_hot <= source.rows <= one_hot | {(Fraction(0),) * 3}
     assert head["error"] <= source.error <= head["error"] * 1.0000001  # the span of a one-hot is 1
