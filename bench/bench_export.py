@@ -33,7 +33,7 @@ from exported import SHIPPED, largest_error, largest_gap, shipped
 
 import infoflow_dsl as ifl
 from infoflow_dsl.measure.vectors import errors_on, model_inputs
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 SAMPLES = 2000
 TARGET_SAMPLES = 500

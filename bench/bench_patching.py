@@ -23,7 +23,7 @@ import infoflow_dsl as ifl
 from infoflow_dsl.circuits.patching import EdgeForward, PatchedRun, stand_ins
 from infoflow_dsl.oracle.sampling import sample_inputs
 from infoflow_dsl.oracle.tokens import random_ids
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))

@@ -159,7 +159,7 @@ def superposed(compiled: Any) -> tuple[Any, str]:
 
     import infoflow_dsl as ifl
     from infoflow_dsl.errors import CompileError
-    from infoflow_dsl.pipeline import program_of
+    from infoflow_dsl.pipeline.reading import program_of
 
     if compiled.vocabulary is None:
         return None, "a program over vectors: no categorical feature for --residual to superpose"
@@ -197,7 +197,8 @@ def run_one(out: str, name: str, kind: str, what: str, partner: tuple[str, str],
     from infoflow_dsl.circuits import ABLATIONS
     from infoflow_dsl.circuits.patching import EdgeForward
     from infoflow_dsl.circuits.truth import TruthMeasurement
-    from infoflow_dsl.pipeline import on_device, program_of
+    from infoflow_dsl.pipeline.devices import on_device
+    from infoflow_dsl.pipeline.reading import program_of
 
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -247,7 +248,7 @@ def run_trained(out: str, name: str, what: str, compiled: Any, start: float,
     import infoflow_dsl as ifl
     from infoflow_dsl.circuits.statistics import weight_statistics
     from infoflow_dsl.oracle.tokens import random_ids
-    from infoflow_dsl.pipeline import program_of
+    from infoflow_dsl.pipeline.reading import program_of
     from infoflow_dsl.training.circuit_keeping import KeepSettings, covering_settings, train_until_certified
     from infoflow_dsl.training.rebalance import PASSES
     from infoflow_dsl.training.settings import TrainSettings
@@ -412,7 +413,7 @@ def main(argv: list[str]) -> int:
                         help=f"the tiers to build, of {', '.join(ALL_TIERS)} (default: all but trained)")
     parser.add_argument("--programs", default="", help="only these programs (comma-separated corpus names)")
     arguments = parser.parse_args(argv)
-    from infoflow_dsl.pipeline import resolve_device
+    from infoflow_dsl.pipeline.devices import resolve_device
 
     device = str(resolve_device(arguments.device))
     for sub in ("models", "truths"):

@@ -117,7 +117,8 @@ def compile_section(sizes: Sizes, device: str) -> dict[str, Any]:
 
 
 def check_section(sizes: Sizes, device: str) -> dict[str, Any]:
-    from infoflow_dsl.pipeline import on_device, program_of
+    from infoflow_dsl.pipeline.devices import on_device
+    from infoflow_dsl.pipeline.reading import program_of
     from infoflow_dsl.verify.check import check_model
 
     model = ifl.load(ROOT / "compiled_examples" / "min_pairwise.safetensors", device="cpu")

@@ -54,7 +54,7 @@ def departure(model: Any, name: str) -> tuple[int, list[str]]:
     import infoflow_dsl as ifl
     from infoflow_dsl.measure.vectors import model_inputs, wrong_answers
     from infoflow_dsl.oracle.tokens import random_ids
-    from infoflow_dsl.pipeline import program_of
+    from infoflow_dsl.pipeline.reading import program_of
 
     program = program_of(model)
     x = random_ids(program, 300, seed=1) if program.over_tokens else model_inputs(program, 300, seed=1).double()

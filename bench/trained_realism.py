@@ -65,7 +65,7 @@ def measure(name: str, steps: int, noise: float, scratch_steps: int, lr: float =
 
     import infoflow_dsl as ifl
     from infoflow_dsl.oracle.tokens import random_ids
-    from infoflow_dsl.pipeline import program_of
+    from infoflow_dsl.pipeline.reading import program_of
     from infoflow_dsl.training.circuit_keeping import KeepSettings, covering_settings, train_until_certified
     from infoflow_dsl.training.settings import TrainSettings
     from infoflow_dsl.training.train import train

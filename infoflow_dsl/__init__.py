@@ -59,10 +59,10 @@ if TYPE_CHECKING:
     from .oracle.sampling import sample_inputs
     from .oracle.tokens import encode
     from .page import report
-    from .pipeline import compile_program
-    from .pipeline import compile_program as compile
+    from .pipeline.analyzing import analyze
+    from .pipeline.compiling import compile_program
+    from .pipeline.compiling import compile_program as compile
     from .rasp.translate import from_rasp
-    from .scheduling import analyze
     from .transformer.io import load
     from .transformer.lens import hooked
     from .transformer.model import CompiledTransformer
@@ -82,8 +82,8 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "compiler.superposition.dictionary": ("features",),
     "language.load": ("load_program", "parse_program"),
     "language.program": ("Program",),
-    "pipeline": ("compile_program",),
-    "scheduling": ("analyze",),
+    "pipeline.compiling": ("compile_program",),
+    "pipeline.analyzing": ("analyze",),
     "verify.sites": ("CircuitSite", "circuit"),
     "oracle.evaluate": ("evaluate",),
     "oracle.sampling": ("sample_inputs",),

@@ -25,7 +25,8 @@ PER_TOKEN_COMPILED = [
     "tok_fixed_position", "tok_last_two", "tok_matvec_running_mean", "tok_relu_after_max", "tok_similarity_sum",
 ]
 
-#: Further programs that together use every construct of the compiler (see test_pipeline's coverage test).
+#: Further programs that together use every construct of the compiler (the coverage test in
+#: tests/pipeline/test_compiling.py).
 EXTRA_COMPILED = [
     "mean_token", "sum_scaled", "pairwise_distinct", "ordered_pairs", "causal_sum", "window", "equal_positions",
     "second_largest", "argmax_token", "last_plus_first", "relu_min_max_abs", "bilinear_randn", "projection_matrix",

@@ -8,7 +8,7 @@ from shipped_models import graph, shipped
 
 from infoflow_dsl.circuits.patching import EdgeForward
 from infoflow_dsl.discovery.task import DiscoveryTask
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 #: small models of each kind: tokens (one and two layers), numbers over tokens, vectors
 SMALL = ["tracr/reverse", "tracr/frac_prevs", "min_pairwise", "prefix_mean"]

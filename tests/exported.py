@@ -14,7 +14,7 @@ import infoflow_dsl as ifl
 from infoflow_dsl.exporters.circuit import read_site
 from infoflow_dsl.measure.vectors import errors_on, model_inputs
 from infoflow_dsl.oracle.evaluate import retrieval_margin
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 from infoflow_dsl.transformer.model import CompiledTransformer
 from infoflow_dsl.verify.sites import node_reference
 

@@ -10,7 +10,7 @@ from programs import EXAMPLES_DIR
 import infoflow_dsl as ifl
 from infoflow_dsl.measure.vectors import model_inputs
 from infoflow_dsl.oracle.tokens import random_ids
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 SHIPPED = sorted(str(p.relative_to(EXAMPLES_DIR).with_suffix("")) for p in EXAMPLES_DIR.rglob("*.safetensors"))
 #: a few of them for the measured tests: token programs of one to four layers, and vectors

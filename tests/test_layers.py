@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rasp",),  # RASP with Tracr's API -> typed program
     ("compiler",),  # schedule -> circuit IR -> tensors
     ("measure",),  # a model against the oracle
-    ("pipeline", "scheduling"),  # compile_program and analyze: the stages as named calls
+    ("pipeline",),  # the stages as named calls: compile_program, analyze, a model read back
     ("verify",),  # check, trace, the circuit's sites (they relower: above the pipeline)
     ("circuits",),  # edge graphs, truths, disguise
     ("discovery", "exporters", "page", "training", "sae"),  # the features

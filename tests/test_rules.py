@@ -32,7 +32,7 @@ REFERENCE_VALUES = tuple(n for n in ir.VALUE_NODES if n not in ir.COMPILE_ONLY_N
 AST_EXPRESSIONS = tuple(ast.Expr.__args__)
 
 #: The lowering of programs over vectors builds no language-v3 construct: ``compile`` refuses a
-#: bracket over continuous values (pipeline.refuse_v3), so its table leaves them out on purpose,
+#: bracket over continuous values (pipeline.lowering.refuse_v3), so its table leaves them out on purpose,
 #: and test_v3_constructs_over_vectors_are_refused_with_a_located_reason checks the refusal.
 #: Token programs have their own lowering (compiler/tokens), whose table covers every value node
 #: a token program can hold: a token is one value, so no vector operation, and no gather node.

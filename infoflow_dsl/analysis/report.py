@@ -69,7 +69,7 @@ class AnalysisReport:
     schedule: Schedule
     roots_at_zero: tuple[RootAtZero, ...] = ()
     #: the gather route's size for the fallback: {"parameters_at_eps_1e-2": n, "refused": None} or
-    #: {..: None, "refused": why}; measured by whoever builds models (``scheduling.analyze``), not here
+    #: {..: None, "refused": why}; measured by whoever builds models (``pipeline.analyzing.analyze``), not here
     gather_size: dict[str, Any] | None = None
 
     @property

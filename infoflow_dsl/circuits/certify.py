@@ -106,7 +106,7 @@ def certify(model: Any, graph: EdgeGraph | None = None, ablations: tuple[str, ..
     Returns:
         The :class:`Certification` (``holds`` says whether the model is admitted).
     """
-    from ..pipeline import program_of
+    from ..pipeline.reading import program_of
     from ..transformer.arguments import model_argument
     from .graph import circuit_graph
 

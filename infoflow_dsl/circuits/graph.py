@@ -401,7 +401,7 @@ def circuit_graph(model: Any) -> EdgeGraph:
     if card.kept_circuit is not None:  # trained keeping its init's circuit: its graph is certified (certify.py)
         return stored_graph(compiled, card.kept_circuit.graph, "trained model's")
     if card.superposition is not None:  # the plain circuit's graph, read again off the superposed weights
-        from ..pipeline import relower
+        from ..pipeline.reading import relower
 
         plain = graph_from_circuit(relower(compiled).circuit, float(card.eps or 0.0))
         graph = graph_from_weights(compiled, plain, SUPERPOSED)

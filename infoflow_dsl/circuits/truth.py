@@ -265,7 +265,8 @@ def edge_truth(model: Any, ablations: tuple[str, ...] = ABLATIONS, samples: int 
         UsageError: an unknown ablation or a length outside 1..T.
         ModelFileError: a path that is not a model file.
     """
-    from ..pipeline import on_device, program_of
+    from ..pipeline.devices import on_device
+    from ..pipeline.reading import program_of
     from ..transformer.arguments import model_argument
     from .graph import circuit_graph
 

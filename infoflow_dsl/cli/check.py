@@ -134,7 +134,8 @@ def verdict(result: Any, passed: bool, measured_only: bool) -> str:
 
 
 def command_check(arguments: argparse.Namespace) -> int:
-    from ..pipeline import StoredProgramError, program_of
+    from ..errors import StoredProgramError
+    from ..pipeline.reading import program_of
     from ..verify.check import check_model, format_input, trace
     from .export import load_checked
 

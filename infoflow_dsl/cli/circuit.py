@@ -114,7 +114,7 @@ def disguise_model(arguments: argparse.Namespace, model: Any) -> None:
     from ..files import check_writable
     from ..measure.vectors import model_inputs
     from ..oracle.tokens import random_ids
-    from ..pipeline import program_of
+    from ..pipeline.reading import program_of
     from ..transformer.io import save
 
     check_writable(arguments.output, arguments.model)

@@ -151,8 +151,7 @@ def with_compiled_model(path: Path, use: Callable[[Any], Any], verb: str, kept: 
     """(the compiled model in ``path``, ``use(model)``); a file that is not a model, a trained
     model (no circuit to ``verb``; with ``kept``, one trained keeping its circuit is taken: its
     edge graph is carried and certified) or a stored program that no longer checks is a UsageError."""
-    from ..errors import ModelFileError
-    from ..pipeline import StoredProgramError
+    from ..errors import ModelFileError, StoredProgramError
     from ..transformer.io import load
 
     try:
@@ -244,7 +243,7 @@ def resolved_device(device: str | None) -> Any:
     """The torch.device a ``--device`` flag names (None: cuda when available, else cpu); a bad
     name, or cuda without one, is a UsageError naming the flag."""
     from ..errors import CompileError
-    from ..pipeline import resolve_device
+    from ..pipeline.devices import resolve_device
 
     try:
         return resolve_device(device)
@@ -253,8 +252,8 @@ def resolved_device(device: str | None) -> Any:
 
 
 def model_on(model: Any, device: str | None) -> Any:
-    """``model`` on the device the flag names (:func:`~infoflow_dsl.pipeline.on_device`: a copy
+    """``model`` on the device the flag names (:func:`~infoflow_dsl.pipeline.devices.on_device`: a copy
     moved there, or the model itself when it is there)."""
-    from ..pipeline import on_device
+    from ..pipeline.devices import on_device
 
     return on_device(model, resolved_device(device))

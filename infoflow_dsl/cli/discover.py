@@ -31,7 +31,7 @@ def discover_model(arguments: argparse.Namespace, model: Any) -> None:
     from ..discovery.discover import discover
     from ..discovery.metrics import metrics_of
     from ..files import check_writable
-    from ..pipeline import program_of
+    from ..pipeline.reading import program_of
     from .circuit import check_length, check_samples
 
     if arguments.html is not None:

@@ -1,8 +1,8 @@
 """``infoflowc parse``, ``analyze`` and ``compile``: the commands that read a program.
 
 ``parse`` prints the checked program with its macros expanded; ``analyze`` prints (or writes as
-JSON, a plot or a page) :func:`~infoflow_dsl.pipeline.analyze`'s report; ``compile`` runs
-:func:`~infoflow_dsl.pipeline.compile_program` and writes the model only when its measured
+JSON, a plot or a page) :func:`~infoflow_dsl.pipeline.analyzing.analyze`'s report; ``compile`` runs
+:func:`~infoflow_dsl.pipeline.compiling.compile_program` and writes the model only when its measured
 error is within ε (else exit 3, nothing written).
 
 Start-up: ``parse`` and ``analyze`` import neither torch nor matplotlib (analyze imports
@@ -56,7 +56,7 @@ def command_analyze(arguments: argparse.Namespace) -> int:
     import io
 
     from ..language.load import parse_program
-    from ..scheduling import analyze
+    from ..pipeline.analyzing import analyze
 
     for output in (arguments.plot, arguments.html):
         if output is not None:
@@ -82,7 +82,8 @@ def command_compile(arguments: argparse.Namespace) -> int:
     from .. import progress
     from ..errors import CompileError, UncertifiedModel
     from ..language.load import parse_program
-    from ..pipeline import compile_program, resolve_device
+    from ..pipeline.compiling import compile_program
+    from ..pipeline.devices import resolve_device
     from ..transformer.io import model_to_bytes
 
     source = read_program_text(arguments.file)  # a model file given for the program is said so, first

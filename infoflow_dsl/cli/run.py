@@ -115,9 +115,9 @@ def render(rows: list[Row]) -> list[str]:
 
 
 def command_run(arguments: argparse.Namespace) -> int:
-    from ..errors import ModelFileError
+    from ..errors import ModelFileError, StoredProgramError
     from ..oracle.tokens import encode
-    from ..pipeline import StoredProgramError, program_of
+    from ..pipeline.reading import program_of
     from ..transformer.io import load
 
     try:

@@ -58,7 +58,8 @@ def discover(model: Any, method: str, ablation: str = "zero", metric: str | None
         ModelFileError: a path that is not a model file.
     """
     from ..circuits.graph import circuit_graph
-    from ..pipeline import on_device, program_of
+    from ..pipeline.devices import on_device
+    from ..pipeline.reading import program_of
     from ..transformer.arguments import model_argument
 
     check_choice("method", method, METHODS)

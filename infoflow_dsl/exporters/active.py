@@ -24,7 +24,7 @@ import torch
 
 from ..measure.vectors import model_inputs
 from ..measure.workload import continuous_workload
-from ..pipeline import program_of
+from ..pipeline.reading import program_of
 from ..transformer.model import CompiledTransformer
 from .hf import forward_in_batches, in_memory
 from .inputs import ExportIO

@@ -66,8 +66,7 @@ def exported_circuit(model: CompiledTransformer, layout: ExportLayout | Any,
     card = model.card
     if card.trained is not None or card.disguised is not None or card.superposition is not None:
         return None  # a disguised model's graph is in its card, a superposed one's features in "features"
-    from ..errors import ExportError
-    from ..pipeline import StoredProgramError
+    from ..errors import ExportError, StoredProgramError
     from ..verify.sites import circuit
 
     try:

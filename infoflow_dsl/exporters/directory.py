@@ -90,7 +90,8 @@ def _check_stored_program(model: CompiledTransformer) -> None:
     has no program's weights to match): the export's circuit map is read off that program."""
     if model.card.trained is not None or model.card.disguised is not None:  # no circuit of the program's to match
         return
-    from ..pipeline import StoredProgramError, relower
+    from ..errors import StoredProgramError
+    from ..pipeline.reading import relower
     from ..verify.sites import check_weights
 
     try:

@@ -46,8 +46,9 @@ from typing import Any
 
 import torch
 
+from ..errors import StoredProgramError
 from ..language.typed import Box
-from ..pipeline import StoredProgramError, program_of
+from ..pipeline.reading import program_of
 from ..transformer.masks import HeadMask
 from ..transformer.model import CompiledTransformer
 from .inputs import allowed_keys

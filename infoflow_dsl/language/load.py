@@ -75,7 +75,7 @@ def program_argument(value: Any, function: str) -> Program:
         return load_program(Path(value))
     if _is_model(value):
         raise TypeError(f"ifl.{function} takes a program, not a compiled model: pass the program "
-                        f"(ifl.load_program(path)), or infoflow_dsl.pipeline.program_of(model)")
+                        f"(ifl.load_program(path)), or infoflow_dsl.pipeline.reading.program_of(model)")
     raise TypeError(f"ifl.{function} takes a program (ifl.load_program(path)) or the path of a .iflow file, "
                     f"not {type(value).__name__}")
 

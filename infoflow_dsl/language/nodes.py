@@ -8,6 +8,7 @@ Spans point back at the source text and are left out of equality.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args
@@ -22,16 +23,16 @@ if TYPE_CHECKING:
 NodeClass = TypeVar("NodeClass", bound=type)
 
 
-def typed_node(cls: NodeClass) -> NodeClass:
-    """A frozen dataclass whose hash is computed once: the compiler keys its caches by whole
-    expression trees, and a dataclass's hash walks the tree each time. The cached hash never
-    leaves the process (``__getstate__`` drops it: a string's hash differs in the next)."""
-    cls = dataclass(frozen=True)(cls)
-    field_hash = cls.__hash__
+def remembering(cls: NodeClass) -> NodeClass:
+    """A frozen dataclass (decorated below this) that computes its hash once: the compiler keys
+    its caches by whole expression trees, and a dataclass's hash walks the tree each time. What
+    a node remembers never leaves the process (``__getstate__`` drops it: a string's hash
+    differs in the next)."""
+    field_hash: Callable[[Any], int] = vars(cls)["__hash__"]
 
     def cached_hash(self: Any) -> int:
         try:
-            return self.__dict__["_hash"]  # type: ignore[no-any-return]
+            return int(self.__dict__["_hash"])
         except KeyError:
             value = field_hash(self)
             object.__setattr__(self, "_hash", value)
@@ -86,7 +87,8 @@ def matrix(rows: int, columns: int) -> ValueType:
 # ----------------------------------------------------------------------------- positions
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class PositionVariable:
     """A position bound by an enclosing reduction (or a per-token target), plus ``offset``:
     ``x(t - 1)`` reads PositionVariable("t", offset=-1)."""
@@ -102,7 +104,8 @@ class PositionVariable:
         return PositionVariable(self.name, self.span) if self.offset else self
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class FixedPosition:
     """A literal position k (1-based)."""
 
@@ -111,7 +114,8 @@ class FixedPosition:
     type: ValueType = POSITION
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class LastPosition:
     """``T``: the last input position (whatever T the model is built for), plus ``offset``
     (``T - 1`` is LastPosition(offset=-1))."""
@@ -121,7 +125,8 @@ class LastPosition:
     offset: int = 0
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class RunLength:
     """``len`` plus ``offset``: the number of input tokens at run time (1..T) as a position;
     ``x(len)`` is the last token. Only in programs over a token vocabulary."""
@@ -135,7 +140,8 @@ PositionTerm = Union[PositionVariable, FixedPosition, LastPosition, RunLength]
 ComparisonOperator = Literal["!=", "<", "<=", ">", ">=", "=="]
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class PositionCondition:
     """``left op right`` restricting a reduction's range."""
 
@@ -145,7 +151,8 @@ class PositionCondition:
     span: Span = _span_field()
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class ArgPosition:
     """``argmin_<v : conditions> body`` / ``argmax``: the position of the best score.
 
@@ -160,7 +167,8 @@ class ArgPosition:
     type: ValueType = POSITION
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class ReflectedPosition:
     """``len + offset − mirrored`` (``from_length``), or ``offset − mirrored``: a position read
     backwards, e.g. ``x(len + 1 − t)``, the mirror of t. ``mirrored`` is a position (a variable)."""
@@ -178,7 +186,8 @@ Position = Union[PositionVariable, FixedPosition, LastPosition, ArgPosition, Run
 # ----------------------------------------------------------------------------- values
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class NumberLiteral:
     """A numeric literal: ``value`` its float64, ``exact`` the rational it stands for (0.3 is 3/10,
     0.3333333333333333 is 1/3: :func:`.exact.decimal`) unless a stage that derived the value
@@ -193,7 +202,8 @@ class NumberLiteral:
         object.__setattr__(self, "exact", decimal(self.value) if self.exact is None else Fraction(self.exact))
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Constant:
     """A named constant; ``values`` is its entries in row-major order."""
 
@@ -203,7 +213,8 @@ class Constant:
     span: Span = _span_field()
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Token:
     """``x(position)``: the input token at a position (vector[d])."""
 
@@ -212,7 +223,8 @@ class Token:
     span: Span = _span_field()
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Component:
     """``v[index]`` with a 1-based index."""
 
@@ -222,7 +234,8 @@ class Component:
     type: ValueType = SCALAR
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Inner:
     """``<a, b>``."""
 
@@ -232,7 +245,8 @@ class Inner:
     type: ValueType = SCALAR
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Norm:
     """``||a||``."""
 
@@ -241,7 +255,8 @@ class Norm:
     type: ValueType = SCALAR
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Square:
     """``a ^ 2`` for a scalar a."""
 
@@ -250,7 +265,8 @@ class Square:
     type: ValueType = SCALAR
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Pointwise:
     """``relu(a)``, ``|a|``, ``min(a, b)``, ``max(a, b)`` on scalars.
 
@@ -264,7 +280,8 @@ class Pointwise:
     type: ValueType = SCALAR
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Arithmetic:
     """``a + b``, ``a - b`` (equal types) and ``a * b`` (a scalar times a scalar or a vector)."""
 
@@ -275,14 +292,16 @@ class Arithmetic:
     span: Span = _span_field()
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Negate:
     argument: Expr
     type: ValueType
     span: Span = _span_field()
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Divide:
     """``a / c`` with c a nonzero constant (folded to ``divisor``)."""
 
@@ -292,7 +311,8 @@ class Divide:
     span: Span = _span_field()
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class MatVec:
     """``A @ v`` with A a constant matrix."""
 
@@ -302,7 +322,8 @@ class MatVec:
     span: Span = _span_field()
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Reduce:
     """``kind_<variables : conditions> body`` over all tuples of positions in 1..T.
 
@@ -320,7 +341,8 @@ class Reduce:
     origin: str = field(default="", compare=False, repr=False)
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Presence:
     """1 where position ``index`` satisfies ``conditions`` relative to the token that reads it,
     0 elsewhere (the conditions compare FixedPosition(index) with that token's variable).
@@ -335,7 +357,8 @@ class Presence:
     type: ValueType = SCALAR
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class TokenLiteral:
     """``"a"``: token ``index`` (0-based, in the vocabulary's order) of a categorical vocabulary."""
 
@@ -345,7 +368,8 @@ class TokenLiteral:
     type: ValueType = TOKEN
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class PositionNumber:
     """A position used as a number: its 1-based value (``t - 1``, ``len + 1 - t``, ``T``)."""
 
@@ -360,7 +384,8 @@ FLIPPED: dict[ComparisonOperator, ComparisonOperator] = {
 }
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Compare:
     """``left op right`` of two scalars or two tokens of one vocabulary (a truth value)."""
 
@@ -371,7 +396,8 @@ class Compare:
     type: ValueType = BOOLEAN
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Logical:
     """``left and right`` / ``left or right`` of two truth values."""
 
@@ -382,7 +408,8 @@ class Logical:
     type: ValueType = BOOLEAN
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Not:
     """``not argument`` of a truth value."""
 
@@ -391,7 +418,8 @@ class Not:
     type: ValueType = BOOLEAN
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class Bracket:
     """The Iverson bracket ``[condition]``: 1 where the condition holds, else 0."""
 
@@ -400,7 +428,8 @@ class Bracket:
     type: ValueType = SCALAR
 
 
-@typed_node
+@remembering
+@dataclass(frozen=True)
 class TableLookup:
     """``f(a)`` or ``g(a, b)``: a table (language v4, :class:`~.lookup_table.Table`) at its arguments'
     values, exact: a number."""

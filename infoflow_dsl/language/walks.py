@@ -36,7 +36,7 @@ def _free(node: object) -> frozenset[str]:
     """:func:`free_variables`, remembered by each typed node."""
     remembered = getattr(type(node), "typed_node", False)
     if remembered and "_free" in node.__dict__:
-        return node.__dict__["_free"]  # type: ignore[no-any-return]
+        return frozenset(node.__dict__["_free"])
     if isinstance(node, PositionVariable):
         names = frozenset({node.name})
     elif (context := getattr(node, "context_variables", None)) is not None:
@@ -83,6 +83,7 @@ def rename(expr: NodeT, old: str, new: str, offset: int = 0,
     that renames the same trees and their subtrees again and again with the same names."""
     if memo is not None and (known := memo.get(id(expr))) is not None and known[0] is expr:
         return known[1]  # type: ignore[return-value]
+    form: object
     if isinstance(expr, PositionVariable):
         form = dataclasses.replace(expr, name=new, offset=expr.offset + offset) if expr.name == old else expr
     elif ((getattr(type(expr), "typed_node", False) and old not in _free(expr))
@@ -93,7 +94,7 @@ def rename(expr: NodeT, old: str, new: str, offset: int = 0,
         form = map_children(expr, lambda child: rename(child, old, new, offset, memo))
     if memo is not None:
         memo[id(expr)] = (expr, form)
-    return form  # type: ignore[no-any-return]
+    return form
 
 
 def sub_nodes(expr: object) -> Iterator[object]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analysis.report import AnalysisReport
 from ..language import typed as ir
-from ..scheduling import analyze
+from ..pipeline.analyzing import analyze
 from .content import analysis_data, analysis_graph
 from .html import render_page
 
@@ -34,7 +34,7 @@ def model_data(model: CompiledTransformer) -> dict[str, Any]:
     """The page data of a compiled model (over vectors or tokens): everything but the measured
     block, a function of the file alone. Raises ``ValueError`` for a trained model (it has no
     circuit), ``StoredProgramError`` for a file whose program does not check."""
-    from ..pipeline import program_of
+    from ..pipeline.reading import program_of
     from .measured import model_sections
 
     if model.card.trained is not None:
@@ -55,10 +55,11 @@ def model_data(model: CompiledTransformer) -> dict[str, Any]:
 
 def built_analysis(model: CompiledTransformer, program: ir.Program) -> AnalysisReport:
     """The analysis of the model as built: its program relowered at the file's ε, dtype and
-    routes (``pipeline.relower``), the schedule the circuit realises (every layer and head the
+    routes (``pipeline.reading.relower``), the schedule the circuit realises (every layer and head the
     model has, at the layers it has them)."""
     from ..analysis.ranges import roots_at_zero
-    from ..pipeline import realised_schedule, relower
+    from ..pipeline.lowering import realised_schedule
+    from ..pipeline.reading import relower
 
     lowering = relower(model, program)
     schedule = realised_schedule(lowering.schedule, lowering.circuit)
@@ -67,7 +68,7 @@ def built_analysis(model: CompiledTransformer, program: ir.Program) -> AnalysisR
 
 def model_measured(model: CompiledTransformer) -> dict[str, Any]:
     """The measured block: what the model's float32 forward gives on this CPU (``measured``)."""
-    from ..pipeline import program_of
+    from ..pipeline.reading import program_of
     from .measured import measured_section
 
     return measured_section(model, program_of(model))

@@ -344,7 +344,7 @@ def analyze_verdict(program_at: Callable[[int], ir.Program]) -> Callable[[tuple[
     """analyze's verdict for a head budget at a length (cached)."""
     from functools import cache
 
-    from ..scheduling import analyze
+    from ..pipeline.analyzing import analyze
 
     @cache
     def verdict(heads: tuple[int, ...], length: int) -> str:
@@ -357,8 +357,8 @@ def compiled_reference(program: ir.Program, base: TrainSettings, eps: float) -> 
     """Compile at ``eps`` (when analyze calls the target efficient) and measure its NMSE on
     inputs uniform on the declared domain, where its guarantee holds."""
     from ..errors import CompileError
-    from ..pipeline import compile_program
-    from ..scheduling import analyze
+    from ..pipeline.analyzing import analyze
+    from ..pipeline.compiling import compile_program
 
     report = analyze(program)
     if report.verdict != "efficient":

@@ -212,7 +212,7 @@ def build_model(program: ir.Program, settings: TrainSettings, init: CompiledTran
                 learning_padding: bool = True) -> tuple[CompiledTransformer, list[Tensor]]:
     """The trainable model and the tensors to optimise (every parameter; W_pos when learned);
     ``init``'s weights padded by :func:`padded_tensors` (``learn=learning_padding``)."""
-    from ..pipeline import refuse_v3
+    from ..pipeline.lowering import refuse_v3
 
     refuse_v3(program, "trained")  # brackets over vectors
     learn_positions = reads_positions(program) or program.over_tokens

@@ -1,6 +1,6 @@
 """``check``: verify a compiled model against its target, adversarially, and explain divergences.
 
-A model file carries its program's source; :func:`~infoflow_dsl.pipeline.program_of` rebuilds
+A model file carries its program's source; :func:`~infoflow_dsl.pipeline.reading.program_of` rebuilds
 the reference from it, so a file can be checked by someone who only has the file.
 :func:`check_model` evaluates random inputs from the declared domain, the domain's corners, and
 near-tie inputs (one token copied onto another with a tiny perturbation, so two scores nearly
@@ -9,7 +9,7 @@ starting from the worst inputs found. Inputs under a declared margin (token retr
 outside the guarantee and are left out.
 
 :func:`trace` explains where a model departs from its circuit: the program is lowered again
-(:func:`~infoflow_dsl.pipeline.relower`: the same ε, dtype and routes give the same circuit) and
+(:func:`~infoflow_dsl.pipeline.reading.relower`: the same ε, dtype and routes give the same circuit) and
 assembled in float64; then, layer by layer, the model's layer and the circuit's layer are
 applied to the *model's own* residual stream (so differences do not compound) and compared
 direction by direction. Everything the circuit does by design
@@ -35,7 +35,7 @@ from ..language import typed as ir
 from ..measure.vectors import CORNERS, errors_on, model_inputs, position_errors
 from ..measure.workload import Workload, continuous_workload, unless_fixed
 from ..oracle.sampling import domain_corners, sample_inputs
-from ..pipeline import relower
+from ..pipeline.reading import relower
 from ..progress import advance, stage
 from ..progress import shown as show_progress
 from ..transformer.card import ModelCard

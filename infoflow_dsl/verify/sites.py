@@ -10,7 +10,7 @@ says which hook holds it, which residual coordinates with which weights, at whic
 (``site``: every token row, or the readout row T'+1), and the a-priori bound on its error.
 
 The forms are not stored in the model file: :func:`circuit` lowers the model's program again
-(:func:`~infoflow_dsl.pipeline.relower`, deterministic: the same ε, dtype, length and routes
+(:func:`~infoflow_dsl.pipeline.reading.relower`, deterministic: the same ε, dtype, length and routes
 give the same circuit, checked against the model's residual labels). :func:`node_reference`
 computes each node's exact value with the reference evaluator, for tests and for users checking
 a method against the truth.
@@ -29,12 +29,15 @@ from ..compiler.assemble import assemble
 from ..compiler.circuit import ONE, AttentionHead, Circuit, FFNBlock, LinearForm
 from ..compiler.tokens import SEQUENCE_ROW
 from ..compiler.vectors import ROUNDING_SAFETY
+from ..errors import StoredProgramError
 from ..language import typed as ir
 from ..language.functions import POINTWISE
 from ..language.printer import describe
 from ..oracle.evaluate import VALUE_RULES, ReferenceEvaluator, evaluator_for
 from ..oracle.tokens import check_ids, token_values
-from ..pipeline import Lowering, StoredProgramError, relower, resolve_dtype
+from ..pipeline.devices import resolve_dtype
+from ..pipeline.lowering import Lowering
+from ..pipeline.reading import relower
 from ..transformer.arguments import model_argument
 from ..transformer.model import CompiledTransformer
 
@@ -141,9 +144,9 @@ def _reading(form: LinearForm, hook: str, index: dict[str, int]) -> Reading:
 
 
 def checked_lowering(model: CompiledTransformer, verify_weights: bool = True) -> Lowering:
-    """The model's lowering (:func:`~infoflow_dsl.pipeline.relower`), checked against its weights:
+    """The model's lowering (:func:`~infoflow_dsl.pipeline.reading.relower`), checked against its weights:
     the circuit of the stored program, assembled in the model's dtype, must be the model's tensors
-    exactly (compiling is deterministic). Raises :class:`~infoflow_dsl.pipeline.StoredProgramError`
+    exactly (compiling is deterministic). Raises :class:`~infoflow_dsl.errors.StoredProgramError`
     for a model without a program, or whose program no longer gives its residual directions or
     its weights (a program text edited after compiling: ``min`` made ``max`` used to be printed
     as the model's circuit)."""

@@ -13,7 +13,9 @@ from typing import Any
 import torch
 
 from ..errors import StoredProgramError
-from ..pipeline import relower, resolve_dtype, superposed_weights
+from ..pipeline.compiling import superposed_weights
+from ..pipeline.devices import resolve_dtype
+from ..pipeline.reading import relower
 
 
 def check_superposed(model: Any) -> None:

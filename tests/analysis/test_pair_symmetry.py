@@ -17,7 +17,7 @@ from infoflow_dsl.analysis.normalise import normalise
 from infoflow_dsl.language import typed as ir
 from infoflow_dsl.language.typed import sub_nodes
 from infoflow_dsl.oracle.evaluate import ReferenceEvaluator, evaluate, target_value
-from infoflow_dsl.scheduling import analyze
+from infoflow_dsl.pipeline.analyzing import analyze
 
 HEAD = "input x : R^2 in [-1, 1]\nlength T = 6\n"
 #: (a target written with |h|, the same function written without it)

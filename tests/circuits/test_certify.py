@@ -13,7 +13,7 @@ import infoflow_dsl as ifl
 from infoflow_dsl.circuits.certify import CertificationError, certify, require_certified
 from infoflow_dsl.circuits.graph import circuit_graph
 from infoflow_dsl.circuits.statistics import _matrices
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 from infoflow_dsl.training.circuit_keeping import KeepSettings, train_keeping_circuit
 from infoflow_dsl.training.settings import TrainSettings
 

@@ -17,7 +17,7 @@ import infoflow_dsl as ifl
 from infoflow_dsl.circuits.disguise import DISTRACTOR, disguise
 from infoflow_dsl.circuits.patching import EdgeForward
 from infoflow_dsl.circuits.truth import TruthMeasurement
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 from infoflow_dsl.transformer.io import model_to_bytes
 from infoflow_dsl.transformer.model import CompiledTransformer
 

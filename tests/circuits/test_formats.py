@@ -20,7 +20,7 @@ import infoflow_dsl as ifl
 from infoflow_dsl.circuits.formats import TRUTH_FIELD, mib_circuit, truth_record, with_truth
 from infoflow_dsl.circuits.truth import measured_inputs
 from infoflow_dsl.measure.vectors import wrong_answers
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 torch.set_num_threads(1)
 NAME, SAMPLES = "tracr/reverse", 60

@@ -12,7 +12,7 @@ from shipped_models import shipped
 import infoflow_dsl as ifl
 from infoflow_dsl.circuits.statistics import STATISTICS, excess_kurtosis, weight_statistics
 from infoflow_dsl.oracle.tokens import random_ids
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 
 @pytest.mark.parametrize("name", ["tracr/sort", "min_pairwise"])

@@ -19,7 +19,7 @@ from infoflow_dsl.circuits import ABLATIONS
 from infoflow_dsl.circuits.patching import EdgeForward, edge_key, stand_ins
 from infoflow_dsl.circuits.truth import AblationTruth, TruthMeasurement, measured_inputs
 from infoflow_dsl.oracle.tokens import encode
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 SAMPLES = 300
 

@@ -9,7 +9,7 @@ from shipped_models import shipped
 
 from infoflow_dsl.cli.common import model_on, resolved_device
 from infoflow_dsl.errors import UsageError
-from infoflow_dsl.pipeline import on_device
+from infoflow_dsl.pipeline.devices import on_device
 
 
 def test_the_default_is_cuda_where_present_and_a_bad_name_is_a_usage_error() -> None:

@@ -325,12 +325,12 @@ def test_wheel_ships_the_grammar(tmp_path: Path) -> None:
 
 
 def _compile_must_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    import infoflow_dsl.pipeline as pipeline
+    import infoflow_dsl.pipeline.compiling as compiling
 
     def refuse(*_: object, **__: object) -> None:
         raise AssertionError("compile ran although a flag or a path was bad")
 
-    monkeypatch.setattr(pipeline, "compile_program", refuse)
+    monkeypatch.setattr(compiling, "compile_program", refuse)
 
 
 @pytest.mark.parametrize("device", ["tpu", "gpu", "", "meta", "cuda:99"])

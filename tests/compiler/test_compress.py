@@ -19,7 +19,7 @@ from infoflow_dsl.circuits.disguise import disguise
 from infoflow_dsl.circuits.patching import EdgeForward
 from infoflow_dsl.circuits.truth import TruthMeasurement
 from infoflow_dsl.compiler.compress import ERASER
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 COMPRESSED = ["tracr/reverse", "tracr/sort", "tracr/shuffle_dyck2", "tracr/hist", "min_pairwise", "nearest_neighbour"]
 

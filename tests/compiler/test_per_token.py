@@ -1,6 +1,6 @@
 """Per-token targets (docs/language.md, v2) through analyze and compile: what only they promise.
 
-The within-ε checks of every per-token program share test_pipeline's table-driven test (the
+The within-ε checks of every per-token program share tests/pipeline/test_compiling.py's table-driven test (the
 per-token programs are in ``EXTRA_COMPILED``); this file checks the rest of issue 8:
 
 - layers and heads as analyze predicted, and a parameter count that does not depend on T;

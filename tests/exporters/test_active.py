@@ -17,7 +17,7 @@ from exported import largest_gap, shipped
 
 import infoflow_dsl as ifl
 from infoflow_dsl.measure.vectors import errors_on, model_inputs
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 #: random inputs (then 256 corners) per (program, dtype)
 INPUTS = {("min_pairwise", torch.float32): 10_000, ("induction", torch.float32): 10_000,

@@ -19,7 +19,7 @@ from transformer_lens.model_bridge.sources import build_bridge_from_module
 from transformers import AutoModelForCausalLM
 
 import infoflow_dsl as ifl
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 SAMPLES = 300
 

@@ -32,7 +32,7 @@ from transformers import AutoModelForCausalLM
 import infoflow_dsl as ifl
 from infoflow_dsl.exporters.directory import ExportError
 from infoflow_dsl.measure.vectors import model_inputs
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 EXACT = 1e-12
 

@@ -35,7 +35,7 @@ import infoflow_dsl as ifl
 from infoflow_dsl.exporters.directory import ExportError
 from infoflow_dsl.exporters.native import load_tl_native
 from infoflow_dsl.measure.vectors import model_inputs
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 EXACT = 1e-12
 FLOAT32_SLACK = 8.0

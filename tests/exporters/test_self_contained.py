@@ -25,7 +25,7 @@ from infoflow_dsl.exporters.inputs import allowed_keys
 from infoflow_dsl.exporters.layout import plan
 from infoflow_dsl.exporters.penalty import UNDERFLOW, PenaltyError, score_bound
 from infoflow_dsl.measure.vectors import model_inputs
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 from infoflow_dsl.transformer.model import CompiledTransformer
 
 SAMPLES = 500

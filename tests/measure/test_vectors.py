@@ -50,7 +50,7 @@ def test_the_cost_counts_every_weight_the_forward_multiplies(name):
 
 
 def test_forward_and_reference_batches_of_other_sizes_give_the_same_errors(monkeypatch, device):
-    from infoflow_dsl.pipeline import on_device
+    from infoflow_dsl.pipeline.devices import on_device
 
     target = program("min_pairwise")
     compiled = on_device(model("min_pairwise", 1e-3, "float64"), device)

@@ -26,7 +26,7 @@ from infoflow_dsl.page.measured import (
     parameters_section,
     side_text,
 )
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 
 CHECKED = ["min_pairwise", "induction", "nearest_neighbour"]
 

@@ -15,7 +15,7 @@ import pytest
 from cli_runner import run_cli
 
 import infoflow_dsl as ifl
-import infoflow_dsl.pipeline as pipeline
+import infoflow_dsl.pipeline.lowering as lowering
 from infoflow_dsl import rasp
 from infoflow_dsl.errors import NoConstruction
 from infoflow_dsl.rasp.literals import TranslationError
@@ -117,7 +117,7 @@ def test_a_compile_refusal_names_the_rasp_node_before_the_translated_text(
         error.span = SimpleNamespace(line=line, column=15)
         raise error
 
-    monkeypatch.setattr(pipeline, "lower_tokens", refusing)
+    monkeypatch.setattr(lowering, "lower_tokens", refusing)
     with pytest.raises(NoConstruction) as raised:
         ifl.compile(program, eps=1e-3, samples=0)
     message = str(raised.value)

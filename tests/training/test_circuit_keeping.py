@@ -17,7 +17,7 @@ import torch
 import infoflow_dsl as ifl
 from infoflow_dsl.circuits.graph import circuit_graph
 from infoflow_dsl.errors import TrainError
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 from infoflow_dsl.training.circuit_keeping import (
     ADDED,
     CircuitLosses,

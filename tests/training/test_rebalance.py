@@ -22,7 +22,7 @@ from infoflow_dsl.circuits.statistics import weight_statistics
 from infoflow_dsl.errors import TrainError
 from infoflow_dsl.oracle.evaluate import evaluate
 from infoflow_dsl.oracle.tokens import random_ids
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 from infoflow_dsl.training.circuit_keeping import KeepSettings, covering_settings, kept_graph, train_keeping_circuit
 from infoflow_dsl.training.rebalance import (
     LAYER_ACTIVITY,

@@ -22,7 +22,7 @@ from programs import EXAMPLES_DIR
 import infoflow_dsl as ifl
 from infoflow_dsl.cli.main import run
 from infoflow_dsl.oracle.evaluate import retrieval_margin
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 from infoflow_dsl.verify.check import check_model, clip_to_domain, near_ties, trace
 
 
@@ -35,7 +35,7 @@ SHIPPED = {name: _shipped(name) for name in CANONICAL_EFFICIENT}
 
 @pytest.mark.parametrize("name", CANONICAL_EFFICIENT)
 def test_shipped_models_are_within_eps_on_generated_inputs(name, device):
-    from infoflow_dsl.pipeline import on_device
+    from infoflow_dsl.pipeline.devices import on_device
 
     model = on_device(SHIPPED[name], device)
     program = program_of(model)
@@ -234,7 +234,7 @@ def test_a_model_whose_outputs_are_nan_is_the_worst_not_within_eps(tmp_path: Pat
 def test_check_on_the_device_gives_the_cpus_errors_and_verdict(name: str, device: str) -> None:
     """``check --device``: the model's forwards on the device, the reference on the host; the
     worst error to float rounding, the same verdict, the caller's model left on the CPU."""
-    from infoflow_dsl.pipeline import on_device
+    from infoflow_dsl.pipeline.devices import on_device
 
     model = SHIPPED[name]
     here = check_model(model, program_of(model), samples=500, progress=False)

@@ -31,7 +31,7 @@ import infoflow_dsl as ifl
 from infoflow_dsl.measure.vectors import model_inputs
 from infoflow_dsl.oracle.evaluate import retrieval_margin
 from infoflow_dsl.oracle.tokens import random_ids
-from infoflow_dsl.pipeline import program_of
+from infoflow_dsl.pipeline.reading import program_of
 from infoflow_dsl.verify.sites import CircuitSite, expression_reference, ffn_reference, node_reference
 
 READ_TOLERANCE = 1e-9

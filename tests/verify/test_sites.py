@@ -19,9 +19,10 @@ from handmade_models import random_model
 from programs import EXAMPLES_DIR
 
 import infoflow_dsl as ifl
+from infoflow_dsl.errors import StoredProgramError
 from infoflow_dsl.language.typed import Box
 from infoflow_dsl.oracle.evaluate import retrieval_margin
-from infoflow_dsl.pipeline import StoredProgramError, program_of, relower
+from infoflow_dsl.pipeline.reading import program_of, relower
 from infoflow_dsl.verify.sites import ffn_reference, node_reference, tree_reference
 
 SAMPLES = 1000
@@ -255,7 +256,7 @@ def test_a_stored_program_that_is_not_the_weights_program_is_refused(tmp_path) -
     from cli_runner import run_cli
     from programs import EXAMPLES_DIR
 
-    from infoflow_dsl.pipeline import StoredProgramError
+    from infoflow_dsl.errors import StoredProgramError
 
     model = ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors")
     assert ifl.circuit(model)  # the file as compiled: its circuit
@@ -288,8 +289,7 @@ def test_a_config_whose_circuit_description_was_changed_is_refused(tmp_path, cha
     from hostile_files import header_of, with_header
     from programs import EXAMPLES_DIR
 
-    from infoflow_dsl.errors import ModelFileError
-    from infoflow_dsl.pipeline import StoredProgramError
+    from infoflow_dsl.errors import ModelFileError, StoredProgramError
     from infoflow_dsl.transformer.io import model_to_bytes
 
     data = model_to_bytes(ifl.load(EXAMPLES_DIR / "min_pairwise.safetensors"))

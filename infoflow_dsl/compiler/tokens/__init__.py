@@ -17,18 +17,18 @@ where it is used and each broken on purpose by a test that sees the refusal:
    holds the program's exact rationals (a number is the decimal written), and every identity a
    construction uses, a finite split Σ_v [a = v]·g(v, b) included, substitutes those values
    exactly (``NumberLiteral.exact``). Broken (a split's literal as its float): the measurement
-   finds the model wrong and ``ifl.compile`` refuses it (tests/test_pipeline.py).
+   finds the model wrong and ``ifl.compile`` refuses it (tests/pipeline/test_compiling.py).
 2. *A gap*: a step [z ≥ c] is exact while z's error is below a quarter of the gap g below c
    (``ffn.threshold``, which refuses otherwise: tests/compiler/tokens/test_token_ffn.py).
 3. *A tail*: a sharp head leaves at most :data:`~.builder.TAIL` of its weight off its winners,
    which its readers carry as error (``heads``, ``fetch``).
 4. *A rounding*: each unit adds 2ϱ·(Σ|cᵢxᵢ| + |b|) through its output coefficient, each head its
    values' rounding (docs/theory.md §4's √n accumulation for long sums); an ε below the total is refused
-   with the smallest ε the dtype honours (tests/test_pipeline.py).
+   with the smallest ε the dtype honours (tests/pipeline/test_compiling.py).
 
 Stage 6 then measures the model against the exact reference (every short sequence, the constant
 ones, random ones), and a model above ε or above this bound is refused as a compiler bug
-(``pipeline.refuse_uncertified``).
+(``pipeline.compiling.refuse_uncertified``).
 
 The model reads token ids of any length T' ≤ T (docs/design.md, "The compiled model"): masks read only the
 query's and the key's positions, ``len`` is computed (a uniform head and a table of 2(T − 1)

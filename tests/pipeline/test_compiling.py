@@ -165,7 +165,7 @@ def test_a_token_refusal_is_placed_at_its_nodes_line_column_and_let():
     """``refused_where``: the innermost located node's line and column, and the `let` whose text
     holds it (tests/rasp/test_translate.py compiles a program the lowering refuses through it)."""
     from infoflow_dsl.language.syntax import Span
-    from infoflow_dsl.pipeline import refused_where
+    from infoflow_dsl.pipeline.lowering import refused_where
 
     target = ifl.parse_program('input x : token {"a", "b"}\nlength T = 4\n'
                                'let m(t) = mean_<s : s <= t> [x(s) == "a"]\ntarget(t) = [m(t) >= 0.3]\n')
@@ -198,7 +198,7 @@ def test_cli_compile_prints_the_sizes_and_writes_the_file(tmp_path: Path, capsys
     from infoflow_dsl.cli.main import run
 
     out = tmp_path / "kth.safetensors"
-    source = Path(__file__).resolve().parent.parent / "compiled_examples" / "kth_largest.iflow"
+    source = Path(__file__).resolve().parents[2] / "compiled_examples" / "kth_largest.iflow"
     assert run(["compile", str(source), "--eps", "1e-3", "--samples", "500", "-o", str(out)]) == 0
     printed = capsys.readouterr().out
     for field in ("layers", "heads per layer  [1, 1]", "d_model", "d_mlp", "parameters", "a-priori bound",
@@ -212,7 +212,7 @@ def test_cli_compile_refuses_an_inefficient_target_and_writes_nothing(tmp_path: 
     from infoflow_dsl.cli.main import run
 
     out = tmp_path / "triangle.safetensors"
-    source = Path(__file__).resolve().parent.parent / "compiled_examples" / "triangle_center.iflow"
+    source = Path(__file__).resolve().parents[2] / "compiled_examples" / "triangle_center.iflow"
     assert run(["compile", str(source), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "inefficient" in err and "order 3" in err and "Traceback" not in err
