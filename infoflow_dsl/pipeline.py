@@ -39,6 +39,7 @@ from .analysis.tree import build_tree
 from .collector import fewer_collections
 from .compiler.assemble import assemble
 from .compiler.circuit import Circuit
+from .compiler.prefixes import gathered_min_length
 from .compiler.tokens import lower_tokens
 from .compiler.tokens.schedule import token_schedule
 from .compiler.vectors import UNIT_ROUNDOFF, lower
@@ -205,6 +206,7 @@ def _lower_gathered(program: ir.Program, schedule: Schedule, eps: float, dtype: 
     rewritten = dataclasses.replace(program, target=gathered.target)
     schedule = build_schedule(build_tree(rewritten, gathered=True), None, program.margin)
     circuit = lower(rewritten, schedule, eps, dtype, square_route(ffn, "gather"), gathered=True)
+    circuit = dataclasses.replace(circuit, min_length=gathered_min_length(program, circuit))  # prefixes, if proved
     return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="gather")
 
 
