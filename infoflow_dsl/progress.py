@@ -12,7 +12,8 @@ compile of a second prints nothing more. Each stage is one tqdm line, ``compile:
 error  45%|████▌     | 4608/10256 [00:03<00:04, 1.2k input/s]`` with a count, or the stage's
 name and its elapsed time without one; the line is cleared when the stage ends. Every bar of
 the package (compile's, check's, train's, benchmark's) is made by :func:`bar`: on a terminal
-only, and 80 columns wide where the terminal reports 0.
+only, and 80 columns wide where the terminal reports 0 (then tqdm's own reading, 0 - 1 = -1 rows,
+hid every bar on stderr: a 48-second compile was silent; issue 69).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def _delay() -> float:
 
 #: columns assumed where a terminal reports none (0 columns: some consoles and CI terminals)
 FALLBACK_COLUMNS = 80
+#: rows assumed likewise (tqdm draws no bar at all where it reads fewer rows than its position)
+FALLBACK_ROWS = 24
 
 
 def is_terminal(stream: Any) -> bool:
@@ -53,19 +56,29 @@ def columns(stream: Any) -> int:
         return FALLBACK_COLUMNS
 
 
+def rows(stream: Any) -> int:
+    """The height of the terminal ``stream`` writes to; FALLBACK_ROWS where it reports 0 or cannot
+    say (tqdm reads 0 rows as -1 and then draws nothing)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).lines or FALLBACK_ROWS
+    except (AttributeError, OSError, ValueError):
+        return FALLBACK_ROWS
+
+
 def bar(stream: Any = None, **settings: Any) -> Any:
     """A tqdm bar on ``stream`` (stderr), the one way the package shows progress: on a terminal,
-    as wide as the terminal (:func:`columns`, looked up again at each refresh: a resized window
-    is followed); anywhere else (a pipe, a log file) disabled, so that no carriage return or
+    as wide and as high as the terminal (:func:`columns`, :func:`rows`, looked up again at each
+    refresh: a resized window is followed); anywhere else (a pipe, a log file) disabled, so that no carriage return or
     half-drawn bar lands in a log. ``settings`` are tqdm's (``disable=True`` hides it anyway)."""
     from tqdm import tqdm
 
     stream = sys.stderr if stream is None else stream
     hidden = settings.pop("disable", False)
     shown = is_terminal(stream) and not hidden
-    progress = tqdm(file=stream, disable=not shown, ncols=columns(stream) if shown else None, **settings)
+    size = {"ncols": columns(stream), "nrows": rows(stream)} if shown else {}
+    progress = tqdm(file=stream, disable=not shown, **size, **settings)
     if shown:
-        progress.dynamic_ncols = lambda out: (columns(out), None)
+        progress.dynamic_ncols = lambda out: (columns(out), rows(out))
     return progress
 
 

@@ -132,3 +132,26 @@ def test_a_bar_writes_nothing_where_stderr_is_not_a_terminal() -> None:
     shown.update(3)
     shown.close()
     assert log.getvalue() == ""
+
+
+class _StderrTerminal(_Terminal):
+    """stderr on a terminal that reports its size as 0 × 0 (some CI consoles, emacs shells)."""
+
+    def fileno(self) -> int:
+        return 2
+
+
+def test_compiles_stages_show_on_stderr_where_the_terminal_reports_0_columns(monkeypatch) -> None:
+    """Seen (issue 69): at 0 columns a 48-second compile showed nothing; tqdm read the 0 rows as
+    -1 and drew no line on stderr (only there: tqdm asks stderr and stdout alone for their size)."""
+    monkeypatch.setenv("INFOFLOW_PROGRESS_DELAY", "0")
+    stream = _StderrTerminal()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setattr(os, "get_terminal_size", lambda *_: os.terminal_size((0, 0)))
+    with progress.shown("compile") as display:
+        assert display is not None
+        progress.stage("measuring the error", total=10, unit="input")
+        progress.advance(4)
+        display.bar.refresh()
+    lines = [line for line in stream.getvalue().split("\r") if "compile: measuring the error" in line]
+    assert lines and "4/10" in lines[-1] and len(lines[-1]) == progress.FALLBACK_COLUMNS

@@ -118,6 +118,7 @@ def command_compile(arguments: argparse.Namespace) -> int:
     print(f"  d_mlp            {model.d_mlp} (embedding {model.d_mlp_embedding})")
     print(f"  parameters       {model.parameter_count()} total, {model.nonzero_parameter_count()} nonzero")
     print(f"  a-priori bound   {card.a_priori_bound:.3g}")
+    _print_lengths(model)
     if card.superposition is not None:
         _print_superposition(card.superposition)
     _print_exactness(program)
@@ -132,6 +133,15 @@ def command_compile(arguments: argparse.Namespace) -> int:
     write_atomically(output, model_to_bytes(model, dense=arguments.dense))
     print(f"  wrote            {output}")
     return EXIT_OK
+
+
+def _print_lengths(model: Any) -> None:
+    """The input lengths the model takes, where that is not every length 1..T: ``length 16 only``
+    (a sum's scale, or a gather-route model that reads every slot), ``lengths 4..16`` (x(4))."""
+    shortest = model.T if model.exact_length_only else model.min_length
+    if shortest > 1:
+        lengths = f"length {model.T} only" if shortest == model.T else f"lengths {shortest}..{model.T}"
+        print(f"  inputs           {lengths}")
 
 
 def _print_superposition(record: Superposition) -> None:

@@ -18,6 +18,7 @@ from ..analysis.info_sets import information_sets
 from ..analysis.schedule import Schedule, build_schedule, heads_per_layer
 from ..analysis.tree import build_tree
 from ..compiler.circuit import Circuit
+from ..compiler.prefixes import gathered_min_length
 from ..compiler.tokens import lower_tokens
 from ..compiler.tokens.schedule import token_schedule
 from ..compiler.vectors import lower
@@ -113,6 +114,7 @@ def _lower_gathered(program: ir.Program, schedule: Schedule, eps: float, dtype: 
     rewritten = dataclasses.replace(program, target=gathered.target)
     schedule = build_schedule(build_tree(rewritten, gathered=True), None, program.margin)
     circuit = lower(rewritten, schedule, eps, dtype, square_route(ffn, "gather"), gathered=True)
+    circuit = dataclasses.replace(circuit, min_length=gathered_min_length(program, circuit))  # prefixes, if proved
     return Lowering(program=program, tree=schedule.tree, schedule=schedule, circuit=circuit, route="gather")
 
 
