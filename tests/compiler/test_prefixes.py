@@ -18,7 +18,7 @@ import torch
 
 import infoflow_dsl as ifl
 from infoflow_dsl.compiler.prefixes import serves_prefixes
-from infoflow_dsl.pipeline import build_circuit
+from infoflow_dsl.pipeline.lowering import build_circuit
 
 #: causal per-token targets the gather route compiles (order 3, or top(2) over a prefix)
 CAUSAL = {
