@@ -157,13 +157,17 @@ def selects_one(selector: Any, length: int) -> bool:
 
 
 def _twins(argument: tuple[Any, ...], mixed: tuple[bool, ...]) -> list[tuple[Any, ...]]:
-    """The arguments equal to ``argument`` but for a whole number's type (2 for 2.0 and back),
-    in the places whose set may hold both."""
+    """The arguments equal to ``argument`` but for a whole number's type, in the places whose set
+    may hold several: 2 and 2.0, and for 0 and 1 also False and True (a mean of booleans returns
+    one selected value as it is, an average of several as a float, and its default)."""
     twins = []
     for place, (value, may_mix) in enumerate(zip(argument, mixed, strict=True)):
-        if may_mix and is_number(value) and not isinstance(value, bool) and float(value).is_integer():
-            twin = float(value) if isinstance(value, int) else int(value)
-            twins.append((*argument[:place], twin, *argument[place + 1:]))
+        if not (may_mix and is_number(value) and float(value).is_integer()):
+            continue
+        forms = [int(value), float(value)] + ([bool(value)] if value in (0, 1) else [])
+        for twin in forms:
+            if type(twin) is not type(value):
+                twins.append((*argument[:place], twin, *argument[place + 1:]))
     return twins
 
 
@@ -179,9 +183,9 @@ def _applied(expr: SOp, function: Callable[..., Any], arguments: Iterable[tuple[
                 if function(*twin) != value:
                     raise ValueSetError(
                         f"{_named(expr)}: its function gives {value!r} on {_shown(argument)!r} and "
-                        f"{function(*twin)!r} on {_shown(twin)!r}, two values RASP's Aggregate returns for one "
-                        "mean (one selected value, or an average of several); infoflow's values are numbers, "
-                        "so the two are one value", expr)
+                        f"{function(*twin)!r} on {_shown(twin)!r}, two forms of one value that RASP's Aggregate "
+                        "returns alike (one selected value as it is, an average of several as a float, its "
+                        "default); infoflow's values are numbers, so the two are one value", expr)
             found.add(value)
         except ValueSetError:
             raise
