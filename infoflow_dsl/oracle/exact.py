@@ -10,10 +10,12 @@ sets is therefore decided on the rationals:
 - :func:`float64_error` bounds |computed − exact| of an expression in float64, a rule per node
   (ϱ = 2⁻⁵³: a literal is off by its decimal's rounding, + and − add ϱ·|result|, · adds the
   operands' errors times the other's size, a sum of n terms n·(body error + ϱ·|partial sums|));
-- where that bound, e, is below half the smallest gap between the floats of the union U of the
-  two sides' exact values (and those floats are distinct), each computed value lies nearer the
-  float of its own exact value than of any other: :func:`snapped` maps it to that value's index
-  in U, and the indices compare as the rationals do;
+- where that bound, e, of each operand is below half the smallest gap between the floats of
+  that operand's own exact values (and those floats are distinct), its computed value lies
+  nearer the float of its exact value than of any other of its values: :func:`snapped` maps it
+  to that value, read as its index in the sorted union U of both sides' values, and the indices
+  compare as the rationals do (a sum of whole numbers against 1e-14: each side is exact on its
+  own, however close the two sides come);
 - where it is not, the comparison cannot be decided in float64 and evaluation stops with a
   located ProgramError (a tie-break of 1e-17 beside a token: :mod:`~infoflow_dsl.language.lexicographic`
   writes the common ones as the order of pairs first, so this takes a program that sought it).
@@ -186,25 +188,54 @@ _ERROR_RULES = {
 
 
 @lru_cache(maxsize=4096)
-def _exact_values(operands: tuple[object, ...], key: _Key) -> ExactValues | None:
-    """U for ``operands`` decided together, or None where an operand is not finite (the float
-    comparison is then the only one: a program over vectors, a value past the caps)."""
-    sets = [value_set(operand, key.domain) for operand in operands]
-    errors = [_error(operand, key) for operand in operands]
-    if any(s is None or not s for s in sets):
+def _own_values(operand: object, key: _Key) -> ExactValues | None:
+    """The exact values one operand takes, where float64 tells them apart: its computed error
+    below half the smallest gap between them (None where the operand is not finite: a program
+    over vectors, a value past the caps)."""
+    values = value_set(operand, key.domain)
+    if values is None or not values:
         return None
-    union = tuple(sorted(frozenset().union(*sets)))  # type: ignore[arg-type]
-    floats = [float(v) for v in union]
+    ordered = tuple(sorted(values))
+    floats = [float(v) for v in ordered]
     gaps = [b - a for a, b in itertools.pairwise(floats)]
-    tolerance = min(gaps, default=float("inf")) / 2
-    if any(e is None for e in errors) or sum(errors) >= tolerance:  # type: ignore[arg-type]
-        raise Undecidable(f"its operands take values as close as {min(gaps):.3g} (exact: "
-                          f"{min((b - a for a, b in itertools.pairwise(union)), default=0)}), which float64 "
-                          f"cannot separate from their computed error")
-    return ExactValues(union, tuple((a + b) / 2 for a, b in itertools.pairwise(floats)))
+    error = _error(operand, key)
+    if error is None or error >= min(gaps, default=float("inf")) / 2:
+        raise Undecidable(f"it takes values as close as {min(gaps):.3g} (exact: "
+                          f"{min(b - a for a, b in itertools.pairwise(ordered))}), which float64 cannot separate "
+                          f"from its computed error")
+    return ExactValues(ordered, tuple((a + b) / 2 for a, b in itertools.pairwise(floats)))
 
 
-def exact_values(operands: tuple[object, ...], domain: FiniteDomain, path: str = "<string>") -> ExactValues | None:
+@dataclass(frozen=True)
+class DecidedOperands:
+    """Operands decided together: each snapped to its own exact values (:func:`_own_values`),
+    then read as an index in the sorted union U of all of them, so that comparing indices is
+    comparing the rationals (1e-14 against a sum of whole numbers: each side exact on its own)."""
+
+    values: tuple[Fraction, ...]
+    own: tuple[ExactValues, ...]
+    in_union: tuple[tuple[int, ...], ...]
+
+    def indices(self, computed: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        """Each computed operand as the index in U of its exact value."""
+        return tuple(torch.tensor(places, dtype=torch.int64, device=value.device)[own.index(value)]
+                     for own, places, value in zip(self.own, self.in_union, computed, strict=True))
+
+
+@lru_cache(maxsize=4096)
+def _exact_values(operands: tuple[object, ...], key: _Key) -> DecidedOperands | None:
+    """U for ``operands`` decided together, or None where an operand is not finite (the float
+    comparison is then the only one)."""
+    own = [_own_values(operand, key) for operand in operands]
+    if any(values is None for values in own):
+        return None
+    union = tuple(sorted(frozenset().union(*(values.values for values in own))))  # type: ignore[union-attr]
+    position = {value: index for index, value in enumerate(union)}
+    return DecidedOperands(union, tuple(own),  # type: ignore[arg-type]
+                           tuple(tuple(position[v] for v in values.values) for values in own))  # type: ignore[union-attr]
+
+
+def exact_values(operands: tuple[object, ...], domain: FiniteDomain, path: str = "<string>") -> DecidedOperands | None:
     """U of ``operands`` decided together (None where one is not finite); a located
     ProgramError where float64 cannot decide them."""
     try:
@@ -219,7 +250,7 @@ def snapped(operands: tuple[object, ...], computed: tuple[Tensor, ...], domain: 
     """Each computed operand as the index of its exact value in the operands' union U (the
     indices order as the rationals do), or None where an operand's values are not finite."""
     exact = exact_values(operands, domain, path)
-    return None if exact is None else tuple(exact.index(value) for value in computed)
+    return None if exact is None else exact.indices(computed)
 
 
 def decided(exprs: tuple[object, ...], computed: tuple[Tensor, ...], domain: FiniteDomain | None,
@@ -239,7 +270,7 @@ def key_matcher(argument: object, domain: FiniteDomain | None, path: str = "<str
     if exact is None:
         return lambda computed, key: computed == key
     positions = {value: index for index, value in enumerate(exact.values)}
-    return lambda computed, key: exact.index(computed) == positions.get(decimal(key), -1)
+    return lambda computed, key: exact.indices((computed,))[0] == positions.get(decimal(key), -1)
 
 
 def looked_up(expr: ir.TableLookup, arguments: list[Tensor] | tuple[Tensor, ...], domain: FiniteDomain | None,
