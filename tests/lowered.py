@@ -13,7 +13,7 @@ from infoflow_dsl.compiler.assemble import assemble
 from infoflow_dsl.compiler.circuit import Circuit, ErrorBudget
 from infoflow_dsl.compiler.vectors.builder import CircuitBuilder
 from infoflow_dsl.compiler.vectors.quantity import ErrorShares, Quantity
-from infoflow_dsl.compiler.vectors.stage import UNIT_ROUNDOFF
+from infoflow_dsl.compiler.vectors.vector_lowering import UNIT_ROUNDOFF
 from infoflow_dsl.language import typed as ir
 from infoflow_dsl.oracle.sampling import domain_corners, sample_inputs
 

@@ -1,12 +1,11 @@
-"""``infoflowc circuit MODEL --edges [--truth] [--json]``: a model's edge graph and, with
-``--truth``, which edges each ablation needs (``graph``, ``truth``); ``infoflowc disguise``:
-the realism passes (``disguise``)."""
+"""``infoflowc circuit MODEL [--edges [--truth]] [--json]``: where each value of a model lives
+(the circuit map), its edge graph and, with ``--truth``, which edges each ablation needs
+(``graph``, ``truth``). ``disguise`` has its own module (:mod:`.disguise`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from ..circuits import ABLATIONS
@@ -21,7 +20,6 @@ from .common import (
     add_samples_flag,
     add_seed_flag,
     nonnegative_int,
-    positive_int,
     resolved_device,
     with_compiled_model,
 )
@@ -106,60 +104,6 @@ def check_length(model: Any, length: int) -> None:
         raise UsageError(f"--length must be in {low}..{model.T} for this model, got {length}")
 
 
-def disguise_model(arguments: argparse.Namespace, model: Any) -> None:
-    """Write the disguised model and say what it computes and how far it moved."""
-    import torch
-
-    from ..circuits.disguise import disguise
-    from ..files import check_writable
-    from ..measure.vectors import model_inputs
-    from ..oracle.tokens import random_ids
-    from ..pipeline.reading import program_of
-    from ..transformer.io import save
-
-    check_writable(arguments.output, arguments.model)
-    try:
-        disguised = disguise(model, merge=[_loaded(path, "--merge") for path in arguments.merge],
-                             distract=arguments.distract, compress=arguments.compress,
-                             split_heads=arguments.split_heads,
-                             split_neurons=arguments.split_neurons,
-                             shuffle=arguments.shuffle, rotate=arguments.rotate, seed=arguments.seed)
-    except ValueError as error:
-        raise UsageError(f"{arguments.model}: {error}") from None
-    program = program_of(model)
-    x = random_ids(program, 256, seed=arguments.seed) if program.over_tokens else model_inputs(
-        program, 256, seed=arguments.seed).to(model.dtype)
-    with torch.no_grad():
-        moved = float((disguised(x).double() - model(x).double()).abs().max())
-    trained = _loaded(arguments.beside, "--beside") if arguments.stats and arguments.beside else None
-    save(disguised, arguments.output)
-    print(f"{arguments.output}: {disguised.nonzero_parameter_count():,} nonzero parameters (the model: "
-          f"{model.nonzero_parameter_count():,}); the output moved by at most {moved:.3g} on 256 random inputs "
-          f"(rounding; ε {model.card.eps:g}); its edge graph: infoflowc circuit {arguments.output} --edges")
-    compression = None if disguised.card.disguised is None else disguised.card.disguised.compression
-    if compression is not None:
-        print(f"residual: {compression['features']} features in {compression['dimensions']} dimensions "
-              f"({compression['erased']} erased after their last reader)")
-    if arguments.stats:
-        from ..circuits.statistics import statistics_table, weight_statistics
-
-        rows = {"compiled": weight_statistics(model, x), "disguised": weight_statistics(disguised, x)}
-        if trained is not None:
-            rows["trained"] = weight_statistics(trained, x if trained.T >= x.shape[1] else x[:, :trained.T])
-        print(statistics_table(rows))
-
-
-def _loaded(path: Path, flag: str) -> Any:
-    """The model a flag names, loaded (a bad file: UsageError naming the flag)."""
-    from ..errors import ModelFileError
-    from ..transformer.io import load
-
-    try:
-        return load(path, device="cpu")
-    except ModelFileError as error:
-        raise UsageError(f"{flag}: {error}") from None
-
-
 def command_circuit(arguments: argparse.Namespace) -> int:
     from ..verify.sites import circuit
 
@@ -189,11 +133,6 @@ def command_circuit(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def command_disguise(arguments: argparse.Namespace) -> int:
-    with_compiled_model(arguments.model, lambda model: disguise_model(arguments, model), "disguise")
-    return EXIT_OK
-
-
 def _circuit_arguments(parser: argparse.ArgumentParser) -> None:
     """``circuit MODEL [--json] [--features] [--edges [--truth [--ablation A] ...]] [-o OUT]``."""
     add_model_argument(parser)
@@ -220,36 +159,5 @@ def _circuit_arguments(parser: argparse.ArgumentParser) -> None:
     add_device_flag(parser, "--truth's patched forwards run")
 
 
-def _disguise_arguments(parser: argparse.ArgumentParser) -> None:
-    """``disguise MODEL [--merge OTHER] [--distract N] [--compress] [--split-heads [K]] [--split-neurons K]
-    [--shuffle] [--rotate] [--stats [--beside TRAINED]] -o OUT``."""
-    add_model_argument(parser)
-    parser.add_argument("--merge", type=Path, action="append", default=[], metavar="OTHER",
-                        help="another compiled model (the same input) whose program joins the model's, its "
-                             "output read by nothing (repeatable)")
-    parser.add_argument("--distract", type=nonnegative_int, default=0, metavar="N",
-                        help="N distractor directions, a distractor head a layer and N distractor units an FFN: "
-                             "active on every input, read by nothing the output needs")
-    parser.add_argument("--compress", action="store_true",
-                        help="the residual below its number of features: each dimension carries several features "
-                             "one after another over the depth, an eraser freeing it after a feature's last reader")
-    parser.add_argument("--split-heads", type=positive_int, nargs="?", const=2, default=1, metavar="K",
-                        help="each head into K heads of the same pattern (K = 2 if not given)")
-    parser.add_argument("--split-neurons", type=positive_int, default=1, metavar="K",
-                        help="each ReLU unit into K units (ReLU is positively homogeneous)")
-    parser.add_argument("--shuffle", action="store_true", help="the heads of each layer and the units of each "
-                                                               "FFN in a random order")
-    parser.add_argument("--rotate", action="store_true", help="the residual stream by a random orthogonal matrix")
-    add_seed_flag(parser, "the passes' seed (0)")
-    parser.add_argument("--stats", action="store_true", help="print weight and activation statistics of the model "
-                                                             "and its disguise (zeros, distinct values, kurtosis, "
-                                                             "stable rank, active units)")
-    parser.add_argument("--beside", type=Path, metavar="TRAINED", help="with --stats: a trained model's statistics "
-                                                                       "too (infoflowc train)")
-    add_output_flag(parser, "the disguised model (.safetensors)", required=True)
-
-
 CIRCUIT = Command("circuit", "where each comparison and FFN function of a model lives (TransformerLens hook, "
                   "residual index, bound)", _circuit_arguments, command_circuit)
-DISGUISE = Command("disguise", "make a compiled model look trained, computing the same function, its edge graph "
-                   "carried with it", _disguise_arguments, command_disguise)

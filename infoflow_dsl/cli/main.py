@@ -19,9 +19,10 @@ from collections.abc import Sequence
 
 from ..errors import USER_FAULTS, ProgramError, UsageError
 from .check import CHECK
-from .circuit import CIRCUIT, DISGUISE
+from .circuit import CIRCUIT
 from .common import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_STDOUT_CLOSED, EXIT_USER, Command, Parser
 from .discover import BENCHMARK, DISCOVER
+from .disguise import DISGUISE
 from .export import EXPORT
 from .from_rasp import FROM_RASP
 from .program import ANALYZE, COMPILE, PARSE

@@ -1,4 +1,4 @@
-"""Stage 4, lower: a schedule -> a circuit within ε (see :mod:`.stage`).
+"""Stage 4, lower: a schedule -> a circuit within ε (see :mod:`.vector_lowering`).
 
 The constructions live one family a module: ``fetch`` (position and presence heads),
 ``retrieval`` (min/max and argmin/argmax heads), ``uniform`` (sum/mean heads), ``squares`` and
@@ -7,6 +7,6 @@ The constructions live one family a module: ``fetch`` (position and presence hea
 """
 
 from .quantity import ROUNDING_SAFETY, sqrt_knots
-from .stage import UNIT_ROUNDOFF, lower
+from .vector_lowering import UNIT_ROUNDOFF, lower
 
 __all__ = ["ROUNDING_SAFETY", "UNIT_ROUNDOFF", "lower", "sqrt_knots"]

@@ -1,4 +1,4 @@
-"""The stage's entry point: the options it refuses, the shortest input its fetches allow, and
+"""The vector lowering's entry point: the options it refuses, the shortest input its fetches allow, and
 the smallest ε a dtype's rounding can honour."""
 
 from __future__ import annotations
