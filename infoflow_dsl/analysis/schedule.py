@@ -462,7 +462,8 @@ def _notes(tree: ComparisonTree, scheduler: Scheduler, margin: float | None) -> 
         k = int(origin[4:origin.index(")")])
         n = max((scheduler.plans[x.name].dimension for x in tree.nodes if x.origin == origin), default=1)
         quoted = next(x.quoted for x in tree.nodes if x.origin == origin)
-        notes.append(f"{quoted}: rewritten as {k} nested max/min comparisons (order {k}); "
+        order = max(x.order for x in tree.nodes if x.origin == origin)  # k, plus an enclosing context
+        notes.append(f"{quoted}: rewritten as {k} nested max/min comparisons (order {order}); "
                      f"one-layer lower bound {top_bound(k, n)}")
     retrievals = [n for n in tree.nodes if n.kind in ("argmin", "argmax")]
     for node in retrievals:

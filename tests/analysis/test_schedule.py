@@ -175,3 +175,12 @@ def test_a_sum_over_a_range_that_follows_the_query_is_inefficient_and_compiles_o
     with torch.no_grad():
         error = (model(x) - ifl.evaluate(program, x)).abs().max().item()
     assert error <= 1e-3
+
+
+def test_a_top_notes_the_order_its_nodes_have_in_a_per_token_target() -> None:
+    """top(2) over s at every t compares t and two positions: its note says order 3, as the
+    verdict does (a sequence target's top(2) has order 2)."""
+    for target, order in (("target(t) = top(2)_<s> <x(s), x(t)>", 3), ("target top(2)_<s> x(s)[1]", 2)):
+        report = ifl.analyze(ifl.parse_program(f"input x : R^2 in [-1, 1]\nlength T = 4\n{target}\n"))
+        note = next(n for n in report.to_dict()["notes"] if "nested max/min" in n)
+        assert f"(order {order})" in note and report.to_dict()["order"] == order, (note, report.to_dict()["order"])
