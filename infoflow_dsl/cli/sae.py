@@ -1,5 +1,7 @@
-"""``infoflowc sae MODEL --hook HOOK [--dict-size K] [--architecture topk|groupmax] [--json]``: a
-sparsify SAE on a token model's residual, scored against its feature dictionary (:mod:`infoflow_dsl.sae`)."""
+"""``infoflowc sae MODEL [--hook HOOK] [--dict-size K] [--architecture topk|groupmax] [--json]``: a
+sparsify SAE on a token model's residual, scored against its feature dictionary (:mod:`infoflow_dsl.sae`).
+Without ``--hook`` it scores the hook with the most superposition and says which; beside the
+scores it lists the features sharing one direction there, on which cosine scores are an upper bound."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from .common import (
     with_compiled_model,
 )
 
+HOOK_HELP = ("a residual hook: blocks.L.hook_resid_pre, _mid or _post (default: the hook with the most "
+             "superposition, the largest F/D of the dictionary's features alive there over d_model; ties to "
+             "the one where more features share a direction, then the earliest)")
 MISSING = "infoflowc sae trains with EleutherAI's sparsify: pip install 'infoflow-dsl[sae]' (eai-sparsify)"
 
 
@@ -45,21 +50,46 @@ def command_sae(arguments: argparse.Namespace) -> None:
 
     _, result = with_compiled_model(arguments.model, scored, "score an SAE against")
     if arguments.json:
-        print(json.dumps({"model": str(arguments.model), **result}))
+        note = shared_note(result["shared_directions"], result["true_features"], result["hook"])
+        print(json.dumps({"model": str(arguments.model), **result, **({"shared_note": note} if note else {})}))
         return
     sae = result["sae"]
+    choice = result["hook_choice"]
+    if choice is not None:
+        print(f"hook {choice['hook']} (no --hook): {choice['reason']}")
     print(f"{arguments.model} at {result['hook']}: {result['true_features']} true features in d_model = "
           f"{result['d_model']}, {result['rows']} rows; SAE {sae['architecture']} k = {sae['k']}, "
           f"{sae['latents']} latents, FVU {sae['fvu']:.3g}")
     print(f"  {'dictionary':<16} {'mean max cos':>12} {'recovered':>10} {'mean F1':>8}")
     for name, row in [("sae", sae), *result["baselines"].items()]:
         print(f"  {name:<16} {row['mean_max_cosine']:>12.3f} {row['recovered']:>10.0%} {row['mean_f1']:>8.3f}")
+    print_shared(result["shared_directions"], result["true_features"], result["hook"])
+
+
+def shared_note(groups: list[list[str]], total: int, hook: str) -> str:
+    """The note on features sharing one direction at ``hook`` ("" where none do)."""
+    if not groups:
+        return ""
+    members = sum(len(group) for group in groups)
+    return (f"{members} of the {total} true features share a direction at {hook} with another ({len(groups)} "
+            f"groups); cosine cannot tell a group's members apart there, so mean max cosine and recovered are "
+            f"an upper bound for them (F1 of activity still separates them)")
+
+
+def print_shared(groups: list[list[str]], total: int, hook: str) -> None:
+    """Print :func:`shared_note` and each group, one a line (nothing where no features share a direction)."""
+    note = shared_note(groups, total, hook)
+    if not note:
+        return
+    print(f"note: {note}:")
+    for group in groups:
+        print(f"  {', '.join(group)}")
 
 
 def _sae_arguments(parser: argparse.ArgumentParser) -> None:
-    """``sae MODEL --hook HOOK [--dict-size K] [--architecture topk|groupmax] [--k K] [--steps N] [--json]``."""
+    """``sae MODEL [--hook HOOK] [--dict-size K] [--architecture topk|groupmax] [--k K] [--steps N] [--json]``."""
     add_model_argument(parser)
-    parser.add_argument("--hook", required=True, help="a residual hook: blocks.L.hook_resid_pre, _mid or _post")
+    parser.add_argument("--hook", default=None, help=HOOK_HELP)
     parser.add_argument("--dict-size", type=positive_int, default=None, help="latents (default 4 × d_model)")
     parser.add_argument("--architecture", choices=["topk", "groupmax"], default="topk",
                         help="sparsify's activation (default topk)")

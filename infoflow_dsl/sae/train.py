@@ -15,6 +15,12 @@ the library's; nothing of the autoencoder is written here.
 Activations: the residual stream at ``hook`` (a TransformerLens name: ``blocks.{l}.hook_resid_pre``
 / ``_mid`` / ``_post``) on every row of every input up to length 4 (as many as fit 20,000) and
 2,000 random inputs at T; the true features are the dictionary's entries alive at that hook.
+
+Without a hook (:func:`choose_hook`) the one with the most superposition is scored: the largest
+F_h / D, F_h the dictionary's features alive at the hook with a nonzero direction and D the
+model's d_model; ties go to the hook where more of them share a direction with another
+(:func:`~.score.shared_directions`), then to the earliest in the stream (``blocks.0.hook_resid_pre``,
+``_mid``, ``_post``, ``blocks.1...``). It reads the dictionary alone, no activations.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any
 import torch
 
 from ..compiler.superposition.dictionary import features, read_value
-from .score import Truth, baselines, score
+from .score import Truth, baselines, score, shared_directions
 
 Tensor = torch.Tensor
 
@@ -64,16 +70,50 @@ def hook_rows(model: Any, hook: str, batches: list[Tensor]) -> Tensor:
 def truth_at(model: Any, hook: str, activations: Tensor) -> Truth:
     """The dictionary's features alive at ``hook`` with a nonzero direction: unit directions and
     activity (value ≠ 0, a superposed one read by its threshold)."""
-    names, directions, active = [], [], []
-    for feature in features(model):
+    found = features(model)
+    names, directions = _alive(found, hook)
+    by_name = {feature["name"]: feature for feature in found}
+    active = [read_value(by_name[name]["hooks"][hook], activations, by_name[name].get("margin")).abs() > 1e-6
+              for name in names]
+    return Truth(tuple(names), directions, torch.stack(active, dim=1))
+
+
+def residual_hooks(layers: int) -> list[str]:
+    """Every residual hook of a model of ``layers`` layers, in stream order."""
+    return [f"blocks.{layer}.hook_resid_{where}" for layer in range(layers) for where in ("pre", "mid", "post")]
+
+
+def _alive(found: list[dict[str, Any]], hook: str) -> tuple[list[str], Tensor]:
+    """The names and unit directions (F, D) of the features alive at ``hook`` with a nonzero direction."""
+    names, directions = [], []
+    for feature in found:
         entry = feature["hooks"].get(hook)
         if entry is None or not any(entry["direction"]):
             continue
         direction = torch.tensor(entry["direction"], dtype=torch.float64)
         names.append(feature["name"])
         directions.append(direction / direction.norm())
-        active.append(read_value(entry, activations, feature.get("margin")).abs() > 1e-6)
-    return Truth(tuple(names), torch.stack(directions), torch.stack(active, dim=1))
+    return names, torch.stack(directions) if directions else torch.zeros(0, 0, dtype=torch.float64)
+
+
+def choose_hook(model: Any) -> dict[str, Any]:
+    """The hook with the most superposition (module docstring) and why: ``hook``, its ``features``
+    F_h, ``d_model``, ``ratio`` F_h / D, ``shared`` (the features sharing a direction there),
+    ``reason`` (a sentence) and ``hooks`` {hook: F_h / D} over every residual hook."""
+    found = features(model)
+    measured = []
+    for order, hook in enumerate(residual_hooks(model.n_layers)):
+        names, directions = _alive(found, hook)
+        groups = shared_directions(Truth(tuple(names), directions, torch.zeros(0, 0))) if names else []
+        shared = sum(len(group) for group in groups)
+        measured.append((len(names) / model.d_model, shared, -order, hook, len(names)))
+    ratio, shared, _, hook, alive = max(measured)
+    if alive == 0:
+        raise ValueError("no feature of the dictionary is alive at any residual hook")
+    reason = (f"the most superposition: {alive} features in d_model = {model.d_model} (F/D = {ratio:.3g})"
+              + (f", {shared} of them sharing a direction with another" if shared else ""))
+    return {"hook": hook, "features": alive, "d_model": model.d_model, "ratio": ratio, "shared": shared,
+            "reason": reason, "hooks": {h: r for r, _, _, h, _ in measured}}
 
 
 def train_sae(activations: Tensor, size: int, architecture: str, k: int, steps: int, seed: int = 0,
@@ -110,11 +150,18 @@ def latent_activity(sae: Any, activations: Tensor, size: int) -> Tensor:
     return active
 
 
-def sae_scores(model: Any, hook: str, size: int | None = None, architecture: str = "topk", k: int = 4,
+def sae_scores(model: Any, hook: str | None = None, size: int | None = None, architecture: str = "topk", k: int = 4,
                steps: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Train an SAE at ``hook`` and score it and the baselines against the dictionary."""
+    """Train an SAE at ``hook`` (None: :func:`choose_hook`'s, recorded as ``hook_choice``) and score
+    it and the baselines against the dictionary; ``shared_directions`` lists the groups of true
+    features sharing one direction there (:func:`~.score.shared_directions`), on which the cosine
+    scores are an upper bound."""
     if architecture not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {architecture!r} (expected one of {', '.join(ARCHITECTURES)})")
+    choice = None
+    if hook is None:
+        choice = choose_hook(model)
+        hook = choice["hook"]
     activations = hook_rows(model, hook, model_inputs(model, seed=seed))
     truth = truth_at(model, hook, activations)
     size = size or 4 * model.d_model
@@ -124,7 +171,8 @@ def sae_scores(model: Any, hook: str, size: int | None = None, architecture: str
     record = model.card.superposition
     return {"hook": hook, "d_model": model.d_model, "rows": int(activations.shape[0]),
             "true_features": len(truth.names), "features_alive": None if record is None else record.features_alive,
-            "superposed": record is not None,
+            "superposed": record is not None, "hook_choice": choice,
+            "shared_directions": [list(group) for group in shared_directions(truth)],
             "sae": {"architecture": architecture, "k": min(k, size), "steps": steps, "fvu": fvu,
                     **score(truth, sae.W_dec.detach().to(torch.float64), latent_activity(sae, activations, size))},
             "baselines": baselines(truth, activations, size, seed)}
