@@ -48,7 +48,7 @@ def _score(builder: CircuitBuilder, varying: FeatureQuantities, sign: float) -> 
 def comparison_head(builder: CircuitBuilder, node: ComparisonNode, head: Head) -> None:
     """The head of a min/max (a retrieval or readout head) or argmin/argmax node (a token
     retrieval); its result goes to ``builder.results[node.name]``."""
-    varying, offset = separated(builder, node.body, node.variables[0], node.site)
+    varying, offset = separated(builder, node.body, node)
     head = placed(builder, head, varying)
     if not varying:
         varying = [(constant(0.0), constant(0.0))]

@@ -46,17 +46,21 @@ def _query(builder: CircuitBuilder, pair: FeaturePair, site: str) -> Quantity:
     return linear([(c, _monomial(builder, m, site)) for m, c in sorted(pair.query.items())])
 
 
-def separated(builder: CircuitBuilder, body: object, variable: str, site: str) -> tuple[FeatureQuantities,
-                                                                                        list[Quantity]]:
-    """The score Σ_j φ_j ψ_j as (query, key) quantity pairs (those with a constant query merged
-    into one, first) and the terms free of ``variable`` (offsets)."""
+def separated(builder: CircuitBuilder, body: object, node: ComparisonNode) -> tuple[FeatureQuantities,
+                                                                                     list[Quantity]]:
+    """The score Σ_j φ_j ψ_j of ``node`` (``body``: its body or a component of it) as (query, key)
+    quantity pairs (those with a constant query merged into one, first) and the terms free of
+    the node's variable (offsets). A body that does not separate is refused at the node, quoting
+    the user's text and carrying its span."""
     try:
-        pairs = separate(body, variable, builder.gathered)
+        pairs = separate(body, node.variables[0], builder.gathered)
     except NotSeparable as error:
-        raise CompileError(f"the score of {describe(body)} is not a sum of products of per-token "
-                           f"features: {error}") from None
-    keyed = [(_query(builder, p, site), _monomial(builder, p.key, "token")) for p in pairs if p.key]
-    offset = [_query(builder, p, site) for p in pairs if not p.key]
+        refusal = CompileError(f"{node.quoted}: the score of {describe(body)} is not a sum of products of "
+                               f"per-token features: {error}")
+        refusal.span = node.span
+        raise refusal from None
+    keyed = [(_query(builder, p, node.site), _monomial(builder, p.key, "token")) for p in pairs if p.key]
+    offset = [_query(builder, p, node.site) for p in pairs if not p.key]
     constant_query = [(q, k) for q, k in keyed if q.is_constant]
     varying = [(q, k) for q, k in keyed if not q.is_constant]
     if constant_query:

@@ -25,10 +25,9 @@ from .scores import body_range, combine, key_count, node_mask, placed, separated
 def uniform_head(builder: CircuitBuilder, node: ComparisonNode, head: Head) -> None:
     """The head of a sum/mean node; its result (a component per component of the body) goes to
     ``builder.results[node.name]``."""
-    variable = node.variables[0]
     shape = node.body.type.shape
     components = [node.body] if not shape else [ir.Component(node.body, i + 1) for i in range(shape[0])]
-    parts = [separated(builder, c, variable, node.site) for c in components]
+    parts = [separated(builder, c, node) for c in components]
     head = placed(builder, head, [pair for varying, _ in parts for pair in varying])
     rows = [k for varying, _ in parts for _, k in varying]
     mask = node_mask(node)
