@@ -273,24 +273,6 @@ class CompiledTransformer(nn.Module):
         """x as the forward reads it, on the model's device (:func:`~.input_checks.checked_input`)."""
         return checked_input(self.spec, x, self.device, self.dtype)
 
-    def _head_masks(self, layer: int, length: int, rows: slice | None = None) -> Tensor:
-        """Allowed (query, key) pairs of each head of one layer: bool (H, N, T') for the query
-        rows ``rows`` of the T'+1 (all of them by default; :func:`~.masks.allowed_pairs`)."""
-        return allowed_pairs(self._masks[layer], length, rows, self.device)
-
-    def _embed(self, x: Tensor, tap: Tap = no_tap) -> Tensor:
-        """h after the embedding, (B, T'+1, D), from checked input (vectors or ids)."""
-        batch, length = x.shape[:2]
-        e, pos = self.embed, self.pos_embed.W_pos  # pos: (T+1, D)
-        if self.token_input:
-            h_tok = e.W_E[x]  # (B, T', D)  the table's row per id: one_hot(ids) W_E
-        else:
-            xe = torch.cat([x, x.new_ones(batch, length, 1)], dim=-1)  # (B, T', d+1)
-            h_tok = xe @ e.W_E + relu_block(e, xe, e.W_E1, e.b_E1, e.W_E2)  # (B, T', D)
-        h_cls = e.cls.expand(batch, 1, self.d_model)  # (B, 1, D)  readout token at T'+1
-        embed = tap("hook_embed", torch.cat([h_tok, h_cls], dim=1))  # (B, T'+1, D)
-        return embed + tap("hook_pos_embed", pos[:length + 1].expand(batch, length + 1, self.d_model))
-
     def _attention(self, layer: int, h: Tensor, readout_only: bool = False, tap: Tap = no_tap) -> Tensor:
         """The summed output of one layer's heads: (B, T'+1, D), or (B, 1, D) for the readout
         token's queries alone (``readout_only``: all the last layer needs for the output).
@@ -316,7 +298,7 @@ class CompiledTransformer(nn.Module):
         scaled = q * a.beta[:, None, None]  # (B, H, N, E)  β_h q
         allowed = None
         if any(self._masks[layer]):
-            allowed = self._head_masks(layer, length, slice(length, length + 1) if readout_only else None)  # (H, N, T')
+            allowed = head_masks(self, layer, length, slice(length, length + 1) if readout_only else None)  # (H, N, T')
         if self.explicit_attention or listens(tap, p + "hook_attn_scores") or listens(tap, p + "hook_pattern"):
             scores, has_key = masked_scores(scaled @ k.transpose(-1, -2), allowed)  # (B, H, N, T')
             tapped_scores, kept_scores = _tap_unchanged(tap, p + "hook_attn_scores", scores)
@@ -337,7 +319,7 @@ class CompiledTransformer(nn.Module):
         intermediate goes through ``tap`` (the names of :data:`HOOK_SHAPES`); with a tap other
         than the identity, layers without heads still run (and tap) an empty attention.
         """
-        h = self._embed(self._check_input(x), tap)
+        h = embed_checked(self, self._check_input(x), tap)
         yield h
         last = len(self.blocks) - 1
         for layer, block in enumerate(self.blocks):
@@ -375,15 +357,36 @@ class CompiledTransformer(nn.Module):
         return self.run(x)
 
 
+
+def head_masks(model: CompiledTransformer, layer: int, length: int, rows: slice | None = None) -> Tensor:
+    """Allowed (query, key) pairs of each head of one layer: bool (H, N, T') for the query
+    rows ``rows`` of the T'+1 (all of them by default; :func:`~.masks.allowed_pairs`)."""
+    return allowed_pairs(model.spec.masks[layer], length, rows, model.device)
+
+
+def embed_checked(model: CompiledTransformer, x: Tensor, tap: Tap = no_tap) -> Tensor:
+    """h after the embedding, (B, T'+1, D), from checked input (vectors or ids)."""
+    batch, length = x.shape[:2]
+    e, pos = model.embed, model.pos_embed.W_pos  # pos: (T+1, D)
+    if model.token_input:
+        h_tok = e.W_E[x]  # (B, T', D)  the table's row per id: one_hot(ids) W_E
+    else:
+        xe = torch.cat([x, x.new_ones(batch, length, 1)], dim=-1)  # (B, T', d+1)
+        h_tok = xe @ e.W_E + relu_block(e, xe, e.W_E1, e.b_E1, e.W_E2)  # (B, T', D)
+    h_cls = e.cls.expand(batch, 1, model.d_model)  # (B, 1, D)  readout token at T'+1
+    embed = tap("hook_embed", torch.cat([h_tok, h_cls], dim=1))  # (B, T'+1, D)
+    return embed + tap("hook_pos_embed", pos[:length + 1].expand(batch, length + 1, model.d_model))
+
+
 def embedded(model: CompiledTransformer, x: Tensor) -> Tensor:
     """h after ``model``'s embedding, (B, T'+1, D): what its first layer reads."""
-    return model._embed(model._check_input(x))
+    return embed_checked(model, model._check_input(x))
 
 
 def attention_masks(model: CompiledTransformer, layer: int, length: int) -> Tensor | None:
     """The allowed (query, key) pairs of each head of ``layer`` at length T': bool (H, T'+1, T'),
     or None where no head of the layer has a mask."""
-    return model._head_masks(layer, length) if any(model._masks[layer]) else None
+    return head_masks(model, layer, length) if any(model._masks[layer]) else None
 
 
 def _residual_sum(row: Tensor, update: Tensor, tap: Tap) -> Tensor:

@@ -42,6 +42,8 @@ from ..transformer.card import ModelCard
 from ..transformer.model import (
     CompiledTransformer,
     attention_pattern,
+    embedded,
+    head_masks,
     masked_scores,
     merge_heads,
     mlp_block,
@@ -304,7 +306,7 @@ def _attention_parts(m: CompiledTransformer, layer: int, h: torch.Tensor, attn: 
     magnitude = q.abs() @ k.abs().transpose(-1, -2)  # (B, H, T'+1, T')
     logits = (q * a.beta[:, None, None]) @ k.transpose(-1, -2)  # (B, H, T'+1, T')  (β q)·k, as the model
     if attn is None:
-        attn = attention_pattern(*masked_scores(logits, m._head_masks(layer, length)))  # (B, H, T'+1, T')
+        attn = attention_pattern(*masked_scores(logits, head_masks(m, layer, length)))  # (B, H, T'+1, T')
     out = merge_heads(attn.to(m.dtype) @ v, a.W_O)  # (B, T'+1, D)
     return logits.to(torch.float64), attn, out.to(torch.float64), magnitude.to(torch.float64)
 
@@ -312,7 +314,7 @@ def _attention_parts(m: CompiledTransformer, layer: int, h: torch.Tensor, attn: 
 def _head_gap(model: CompiledTransformer, layer: int, mine: torch.Tensor, theirs: torch.Tensor,
               magnitude: torch.Tensor, slack: float) -> Divergence | None:
     """Scores β·q·k that differ beyond rounding: the head's W_Q, W_K or β are not the circuit's."""
-    allowed = model._head_masks(layer, mine.shape[-1])[None].expand_as(mine)
+    allowed = head_masks(model, layer, mine.shape[-1])[None].expand_as(mine)
     beta = model.blocks[layer].attn.beta.to(torch.float64).abs()[None, :, None, None]
     # a head with β = 0 (uniform, or a masked fetch) scores 0 whatever its W_Q, W_K: nothing to compare
     tolerance = (slack * beta * (magnitude + 1.0)).clamp_min(torch.finfo(torch.float64).tiny)
@@ -351,8 +353,8 @@ def _trace_layers(model: CompiledTransformer, reference: CompiledTransformer, x:
     """The body of :func:`trace`, with the model's attention computed explicitly."""
     raw = model.residual_stream(x)  # L+1 streams (B, T'+1, D) in the model's dtype
     actual = [h.to(torch.float64) for h in raw]
-    embedded = reference._embed(reference._check_input(x if model.token_input else x.to(torch.float64)))
-    found = _first_gap(actual[0], embedded, slack, labels, 0, who)
+    embedded_input = embedded(reference, x if model.token_input else x.to(torch.float64))
+    found = _first_gap(actual[0], embedded_input, slack, labels, 0, who)
     if found is not None:
         return found
     for layer in range(model.n_layers):
