@@ -41,3 +41,11 @@ def over_common_denominator(*sets: Iterable[Fraction]) -> tuple[tuple[list[int],
     listed = [list(values) for values in sets]
     denominator = math.lcm(*(v.denominator for values in listed for v in values)) if any(listed) else 1
     return tuple([v.numerator * (denominator // v.denominator) for v in values] for values in listed), denominator
+
+
+def product_numerators(left: Iterable[Fraction], right: Iterable[Fraction]) -> tuple[set[int], int]:
+    """{u·v : u ∈ left, v ∈ right} as distinct whole numerators over one denominator: with u = m/D_l
+    and v = n/D_r over each set's common denominator, u·v = mn/(D_l·D_r)."""
+    ((whole_left,), below_left), ((whole_right,), below_right) = (over_common_denominator(left),
+                                                                  over_common_denominator(right))
+    return {m * n for m in whole_left for n in whole_right}, below_left * below_right

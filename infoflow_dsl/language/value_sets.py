@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from . import typed as ir
-from .exact import decimal, over_common_denominator
+from .exact import decimal, over_common_denominator, product_numerators
 
 if TYPE_CHECKING:
     from .lookup_table import Table
@@ -192,9 +192,7 @@ def _arithmetic(expr: ir.Arithmetic, domain: FiniteDomain) -> ValueSet:
     if left is None or right is None or len(left) * len(right) > MAX_PAIRS:
         return None
     if expr.operator == "*":
-        ((whole_left,), below_left), ((whole_right,), below_right) = (over_common_denominator(left),
-                                                                      over_common_denominator(right))
-        return _finite_ratios({m * n for m in whole_left for n in whole_right}, below_left * below_right)
+        return _finite_ratios(*product_numerators(left, right))
     (whole_left, whole_right), below = over_common_denominator(left, right)
     sign = 1 if expr.operator == "+" else -1
     return _finite_ratios({m + sign * n for m in whole_left for n in whole_right}, below)

@@ -32,7 +32,7 @@ from fractions import Fraction
 
 from ...analysis.stages import ffn_layer, ffn_stage
 from ...errors import CompileError, NoConstruction
-from ...language.exact import over_common_denominator
+from ...language.exact import product_numerators
 from ..circuit import LinearForm
 from ..exact import ExactFunction, abs_function, extremum_function, relu_function, unit_rounding
 from .builder import Feature, TokenCircuitBuilder, constant_feature
@@ -364,13 +364,12 @@ def extreme(builder: TokenCircuitBuilder, a: Feature, b: Feature, kind: str,
 
 
 def _products(a: frozenset[Fraction], b: frozenset[Fraction] | None) -> frozenset[Fraction] | None:
-    """{u·v : u ∈ a, v ∈ b}, on whole numbers: with D_a, D_b the sets' common denominators,
-    u·v = (u·D_a)(v·D_b) / (D_a·D_b), each distinct product made a Fraction once."""
+    """{u·v : u ∈ a, v ∈ b}, on whole numbers (:func:`product_numerators`), each distinct product
+    made a Fraction once."""
     if b is None or len(a) * len(b) > 1_000_000:
         return None
-    ((whole_a,), denominator_a), ((whole_b,), denominator_b) = over_common_denominator(a), over_common_denominator(b)
-    products = {u * v for u in whole_a for v in whole_b}
-    return frozenset(Fraction(p, denominator_a * denominator_b) for p in products)
+    numerators, denominator = product_numerators(a, b)
+    return frozenset(Fraction(p, denominator) for p in numerators)
 
 
 def _cut_rounding(builder: TokenCircuitBuilder, f: Feature, cuts: Sequence[tuple[Threshold, float, float]]) -> float:
